@@ -1,0 +1,3 @@
+from fairshare.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,34 @@
+"""Library entry points: look up policies and compute static allocations."""
+
+from __future__ import annotations
+
+from fairshare.model.allocation import Allocation
+from fairshare.model.scenario import Scenario
+from fairshare.policies import REGISTRY, UnknownPolicyError, make_policy
+from fairshare.policies.base import Policy
+
+
+def policy_names() -> list[str]:
+    return list(REGISTRY)
+
+
+def get_policy(name: str, **options) -> Policy:
+    return make_policy(name, **options)
+
+
+def allocate(scenario: Scenario, policy: str | Policy, *, discrete: bool = False,
+             respect_counts: bool = False, **options) -> Allocation:
+    """The static allocation of ``policy`` on ``scenario`` (contract: ``fairshare allocate``).
+
+    Divisible (fluid tasks on the pooled capacity) by default; ``discrete=True`` places
+    whole tasks on the nodes. Raises :class:`~fairshare.policies.base.PolicyModeError`
+    when the policy has no meaning in that mode and :class:`UnknownPolicyError` for an
+    unknown name.
+    """
+    pol = make_policy(policy, **options) if isinstance(policy, str) else policy
+    if discrete:
+        return pol.allocate_discrete(scenario, respect_counts=respect_counts)
+    return pol.allocate(scenario, respect_counts=respect_counts)
+
+
+__all__ = ["allocate", "get_policy", "policy_names", "UnknownPolicyError"]

@@ -1,0 +1,93 @@
+"""Allocation results, the static answer of every policy (contract: allocate JSON)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fairshare.model.resources import Vector, dominant_share, to_mapping, vsum
+
+
+@dataclass(frozen=True)
+class JobAllocation:
+    tasks: float
+    tasks_by_class: dict[str, float]
+    allocation: Vector
+    dominant_share: float  # unweighted: max_r allocation_r / capacity_r
+
+
+@dataclass(frozen=True)
+class QueueAllocation:
+    allocation: Vector
+    dominant_share: float
+
+
+@dataclass(frozen=True)
+class Allocation:
+    policy: str
+    mode: str  # "divisible" or "discrete"
+    resources: tuple[str, ...]
+    capacity: Vector
+    jobs: dict[str, JobAllocation]
+    queues: dict[str, QueueAllocation]
+    utilization: Vector
+    # discrete mode: node name -> job name -> class name -> whole tasks placed there
+    placement: dict[str, dict[str, dict[str, int]]] | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict:
+        names = self.resources
+        out = {
+            "policy": self.policy,
+            "mode": self.mode,
+            "resources": list(names),
+            "capacity": to_mapping(self.capacity, names),
+            "jobs": {
+                name: {
+                    "tasks": ja.tasks,
+                    "tasks_by_class": dict(ja.tasks_by_class),
+                    "allocation": to_mapping(ja.allocation, names),
+                    "dominant_share": ja.dominant_share,
+                }
+                for name, ja in self.jobs.items()
+            },
+            "queues": {
+                path: {"allocation": to_mapping(qa.allocation, names), "dominant_share": qa.dominant_share}
+                for path, qa in self.queues.items()
+            },
+            "utilization": to_mapping(self.utilization, names),
+        }
+        if self.placement is not None:
+            out["placement"] = self.placement
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
+
+
+def build_allocation(scenario, policy: str, mode: str, tasks_by_class: dict[str, tuple[float, ...]],
+                     placement=None, notes=()) -> Allocation:
+    """Assemble an :class:`Allocation` from per-job, per-class task amounts.
+
+    Every policy reports through here, so job and queue totals, dominant shares and
+    utilization are computed one way for all of them.
+    """
+    capacity = scenario.capacity
+    m = scenario.m
+    jobs: dict[str, JobAllocation] = {}
+    for job in scenario.jobs:
+        per_class = tasks_by_class.get(job.name, (0.0,) * len(job.classes))
+        alloc = vsum((tuple(n * d for d in c.demand) for n, c in zip(per_class, job.classes)), m)
+        jobs[job.name] = JobAllocation(
+            tasks=float(sum(per_class)),
+            tasks_by_class={c.name: float(n) for n, c in zip(per_class, job.classes)},
+            allocation=alloc,
+            dominant_share=dominant_share(alloc, capacity),
+        )
+    queues: dict[str, QueueAllocation] = {}
+    for path in scenario.queues.paths:
+        prefix = path + "."
+        members = [jobs[j.name].allocation for j in scenario.jobs if j.queue == path or j.queue.startswith(prefix)]
+        alloc = vsum(members, m)
+        queues[path] = QueueAllocation(alloc, dominant_share(alloc, capacity))
+    used = vsum((ja.allocation for ja in jobs.values()), m)
+    utilization = tuple((u / c) if c > 0 else 0.0 for u, c in zip(used, capacity))
+    return Allocation(policy, mode, scenario.resources, capacity, jobs, queues, utilization, placement, tuple(notes))

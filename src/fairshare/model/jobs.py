@@ -1,0 +1,64 @@
+"""Jobs and their task classes (a multiclass workflow has several classes, Tan Sec. 3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fairshare.model.resources import Vector
+
+
+@dataclass(frozen=True)
+class Duration:
+    """How long a task runs: ``kind`` is ``fixed``, ``exponential``, ``uniform``,
+    ``lognormal`` or ``list``; ``params`` holds its numbers (``value``; ``mean``;
+    ``low``/``high``; ``mu``/``sigma``; ``values``)."""
+
+    kind: str = "fixed"
+    params: tuple[tuple[str, object], ...] = (("value", 1.0),)
+
+    def param(self, name: str, default: object = None) -> object:
+        return dict(self.params).get(name, default)
+
+
+@dataclass(frozen=True)
+class TaskClass:
+    name: str
+    demand: Vector  # per task, aligned with Scenario.resources
+    count: int | None  # None: unbounded, the class always has a next task
+    duration: Duration = field(default_factory=Duration)
+    constraints: tuple[tuple[str, tuple[str, ...]], ...] = ()  # node attribute -> allowed values
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    queue: str  # dotted queue path; "" = directly under the root
+    weight: float
+    submit_s: float
+    classes: tuple[TaskClass, ...]
+
+    @property
+    def total_count(self) -> int | None:
+        """Total tasks over all classes, None when any class is unbounded."""
+        counts = [c.count for c in self.classes]
+        return None if any(c is None for c in counts) else sum(counts)  # type: ignore[misc]
+
+    def class_mix(self) -> tuple[float, ...]:
+        """Fraction of the job's tasks in each class.
+
+        A fixed-mix multiclass job runs its classes in proportion to their task counts
+        (Tan Sec. 4: fixed ratios make a workflow equivalent to a single class). With any
+        class unbounded, the classes are mixed equally. Only the ``slowdown`` policy
+        chooses the mix itself.
+        """
+        counts = [c.count for c in self.classes]
+        if any(c is None for c in counts) or sum(counts) == 0:  # type: ignore[arg-type]
+            return tuple(1.0 / len(counts) for _ in counts)
+        total = float(sum(counts))  # type: ignore[arg-type]
+        return tuple(c / total for c in counts)  # type: ignore[operator]
+
+    def composite_demand(self) -> Vector:
+        """Resources of one 'composite task': the class demands weighted by ``class_mix``."""
+        mix = self.class_mix()
+        m = len(self.classes[0].demand)
+        return tuple(sum(f * c.demand[r] for f, c in zip(mix, self.classes)) for r in range(m))

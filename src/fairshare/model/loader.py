@@ -1,0 +1,461 @@
+"""Read and validate scenario files (contract: "Scenario file").
+
+Validation happens here, at the edge, and collects *every* problem with its field path
+(``jobs[3].tasks[0].demand.gpu: must be >= 0, got -1``) before anything is computed.
+The core below assumes a valid :class:`Scenario` and only asserts invariants.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fairshare.model.cluster import Cluster, Node
+from fairshare.model.errors import FieldError, ScenarioError
+from fairshare.model.jobs import Duration, Job, TaskClass
+from fairshare.model.queues import ROOT, QueueTree
+from fairshare.model.scenario import Scenario
+
+TOP_KEYS = {"resources", "cluster", "queues", "jobs"}
+CLUSTER_KEYS = {"capacity", "nodes"}
+NODE_KEYS = {"name", "count", "capacity", "attributes"}
+QUEUE_KEYS = {"name", "weight", "children", "order"}
+JOB_KEYS = {"name", "queue", "weight", "submit", "tasks"}
+TASK_KEYS = {"class", "demand", "count", "duration", "constraints", "command", "shell"}
+DURATION_KINDS = {
+    "fixed": {"value"},
+    "exponential": {"mean"},
+    "uniform": {"low", "high"},
+    "lognormal": {"mu", "sigma"},
+}
+ORDERS = ("fair", "fifo")
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Parse a YAML or JSON scenario file; raise :class:`ScenarioError` on any problem."""
+    p = Path(path)
+    source = str(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(FieldError("", "file not found"), source) from None
+    except IsADirectoryError:
+        raise ScenarioError(FieldError("", "is a directory, not a scenario file"), source) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(FieldError("", f"cannot read: {exc}"), source) from None
+    return parse_scenario(parse_text(text, source, json_first=p.suffix.lower() == ".json"), source)
+
+
+def parse_text(text: str, source: str, *, json_first: bool = False) -> Any:
+    """Parse YAML (a superset of JSON) with a message that names the line on failure."""
+    if json_first:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ScenarioError(FieldError("", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"),
+                                source) from None
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError(FieldError("", f"invalid YAML{where}: {problem}"), source) from None
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.errors: list[FieldError] = []
+
+    def add(self, path: str, reason: str) -> None:
+        self.errors.append(FieldError(path, reason))
+
+    def unknown_keys(self, obj: Mapping, allowed: set[str], path: str) -> None:
+        for key in obj:
+            if key not in allowed:
+                self.add(_join(path, str(key)), f"unknown key (allowed: {', '.join(sorted(allowed))})")
+
+    def number(self, value: Any, path: str, *, minimum: float | None = 0.0, positive: bool = False,
+               integer: bool = False) -> float | None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.add(path, f"must be a number, got {_show(value)}")
+            return None
+        if not math.isfinite(value):
+            self.add(path, f"must be finite, got {value}")
+            return None
+        if integer and value != int(value):
+            self.add(path, f"must be a whole number, got {value}")
+            return None
+        if positive and value <= 0:
+            self.add(path, f"must be > 0, got {_show(value)}")
+            return None
+        if minimum is not None and value < minimum:
+            self.add(path, f"must be >= {minimum:g}, got {_show(value)}")
+            return None
+        return float(value)
+
+    def name(self, value: Any, path: str) -> str | None:
+        if not isinstance(value, str) or not value.strip():
+            self.add(path, f"must be a non-empty string, got {_show(value)}")
+            return None
+        if "." in value:
+            self.add(path, f"must not contain '.', which separates queue paths (got {value!r})")
+            return None
+        return value
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if value is None:
+        return "null"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return str(value)
+
+
+def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+    """Validate a parsed scenario document and build the :class:`Scenario`."""
+    col = _Collector()
+    if not isinstance(data, Mapping):
+        raise ScenarioError(FieldError("", f"a scenario must be a mapping with keys cluster, jobs, ...; "
+                                           f"got {_show(data)}"), source)
+    col.unknown_keys(data, TOP_KEYS, "")
+    if "cluster" not in data:
+        col.add("cluster", "is required")
+    if "jobs" not in data:
+        col.add("jobs", "is required")
+
+    # --- resources: explicit order, else order of first appearance ------------------
+    declared: list[str] | None = None
+    if "resources" in data:
+        raw = data["resources"]
+        if not isinstance(raw, list) or not raw:
+            col.add("resources", f"must be a non-empty list of resource names, got {_show(raw)}")
+        else:
+            declared = []
+            for i, r in enumerate(raw):
+                if not isinstance(r, str) or not r:
+                    col.add(f"resources[{i}]", f"must be a resource name, got {_show(r)}")
+                elif r in declared:
+                    col.add(f"resources[{i}]", f"duplicate resource {r!r}")
+                else:
+                    declared.append(r)
+    seen_order: list[str] = list(declared or [])
+
+    def note(res: str) -> None:
+        if res not in seen_order and declared is None:
+            seen_order.append(res)
+
+    # --- cluster --------------------------------------------------------------------------
+    cluster_raw = data.get("cluster")
+    pooled_raw: Mapping | None = None
+    node_entries: list[tuple[str, int, dict[str, float], dict[str, str], str]] = []
+    if cluster_raw is not None:
+        if not isinstance(cluster_raw, Mapping):
+            col.add("cluster", f"must be a mapping with 'capacity' or 'nodes', got {_show(cluster_raw)}")
+        else:
+            col.unknown_keys(cluster_raw, CLUSTER_KEYS, "cluster")
+            has_cap, has_nodes = "capacity" in cluster_raw, "nodes" in cluster_raw
+            if has_cap and has_nodes:
+                col.add("cluster", "give either 'capacity' (one pooled machine) or 'nodes', not both")
+            elif not has_cap and not has_nodes:
+                col.add("cluster", "needs 'capacity' (one pooled machine) or 'nodes'")
+            if has_cap and not has_nodes:
+                pooled_raw = _amounts(col, cluster_raw["capacity"], "cluster.capacity", note)
+                if pooled_raw is not None and not any(v > 0 for v in pooled_raw.values()):
+                    col.add("cluster.capacity", "the cluster is empty: every capacity is 0")
+            if has_nodes and not has_cap:
+                nodes_raw = cluster_raw["nodes"]
+                if not isinstance(nodes_raw, list) or not nodes_raw:
+                    col.add("cluster.nodes", f"must be a non-empty list of nodes, got {_show(nodes_raw)}")
+                else:
+                    names: set[str] = set()
+                    for i, nd in enumerate(nodes_raw):
+                        p = f"cluster.nodes[{i}]"
+                        if not isinstance(nd, Mapping):
+                            col.add(p, f"must be a mapping, got {_show(nd)}")
+                            continue
+                        col.unknown_keys(nd, NODE_KEYS, p)
+                        name = nd.get("name", f"node{i}")
+                        if not isinstance(name, str) or not name:
+                            col.add(f"{p}.name", f"must be a non-empty string, got {_show(name)}")
+                            name = f"node{i}"
+                        elif name in names:
+                            col.add(f"{p}.name", f"duplicate node name {name!r}")
+                        names.add(name)
+                        count = nd.get("count", 1)
+                        cnt = col.number(count, f"{p}.count", positive=True, integer=True)
+                        if "capacity" not in nd:
+                            col.add(f"{p}.capacity", "is required")
+                            continue
+                        caps = _amounts(col, nd["capacity"], f"{p}.capacity", note)
+                        attrs = nd.get("attributes", {}) or {}
+                        if not isinstance(attrs, Mapping):
+                            col.add(f"{p}.attributes", f"must be a mapping of strings, got {_show(attrs)}")
+                            attrs = {}
+                        if caps is not None and cnt is not None:
+                            node_entries.append((name, int(cnt), caps, {str(k): str(v) for k, v in attrs.items()}, p))
+                    if node_entries and not any(any(v > 0 for v in caps.values()) for _, _, caps, _, _ in node_entries):
+                        col.add("cluster.nodes", "the cluster is empty: every node has capacity 0")
+
+    # --- queues -----------------------------------------------------------------------------
+    queue_entries: list[tuple[str, float, str]] = []
+    root_order = "fair"
+    if "queues" in data and data["queues"] is not None:
+        qs = data["queues"]
+        if not isinstance(qs, list):
+            col.add("queues", f"must be a list of queues, got {_show(qs)}")
+        else:
+            _queues(col, qs, "queues", ROOT, queue_entries)
+    queue_paths = {p for p, _, _ in queue_entries}
+
+    # --- jobs --------------------------------------------------------------------------------
+    jobs_raw = data.get("jobs")
+    job_specs: list[tuple[str, str, float, float, list[tuple[str, dict[str, float], int | None, Duration, tuple]], str]] = []
+    if jobs_raw is not None:
+        if not isinstance(jobs_raw, list):
+            col.add("jobs", f"must be a list of jobs, got {_show(jobs_raw)}")
+        else:
+            job_names: set[str] = set()
+            for i, jb in enumerate(jobs_raw):
+                p = f"jobs[{i}]"
+                if not isinstance(jb, Mapping):
+                    col.add(p, f"must be a mapping, got {_show(jb)}")
+                    continue
+                col.unknown_keys(jb, JOB_KEYS, p)
+                name = col.name(jb.get("name", f"job{i}"), f"{p}.name")
+                if name is not None:
+                    if name in job_names:
+                        col.add(f"{p}.name", f"duplicate job name {name!r}")
+                    job_names.add(name)
+                queue = jb.get("queue", ROOT)
+                if queue is None:
+                    queue = ROOT
+                if not isinstance(queue, str):
+                    col.add(f"{p}.queue", f"must be a dotted queue path, got {_show(queue)}")
+                    queue = ROOT
+                elif queue != ROOT and queue not in queue_paths:
+                    known = ", ".join(sorted(queue_paths)) or "none defined"
+                    col.add(f"{p}.queue", f"unknown queue {queue!r} (queues: {known})")
+                weight = col.number(jb.get("weight", 1), f"{p}.weight", positive=True)
+                submit = col.number(jb.get("submit", 0), f"{p}.submit", minimum=0.0)
+                tasks = jb.get("tasks")
+                classes = []
+                if tasks is None:
+                    col.add(f"{p}.tasks", "is required (one entry per task class)")
+                elif not isinstance(tasks, list) or not tasks:
+                    col.add(f"{p}.tasks", f"must be a non-empty list of task classes, got {_show(tasks)}")
+                else:
+                    class_names: set[str] = set()
+                    for k, tc in enumerate(tasks):
+                        tp = f"{p}.tasks[{k}]"
+                        if not isinstance(tc, Mapping):
+                            col.add(tp, f"must be a mapping, got {_show(tc)}")
+                            continue
+                        col.unknown_keys(tc, TASK_KEYS, tp)
+                        cname = tc.get("class", "main" if len(tasks) == 1 else f"class{k}")
+                        if not isinstance(cname, str) or not cname:
+                            col.add(f"{tp}.class", f"must be a non-empty string, got {_show(cname)}")
+                            cname = f"class{k}"
+                        elif cname in class_names:
+                            col.add(f"{tp}.class", f"duplicate task class {cname!r} in job {name!r}")
+                        class_names.add(cname)
+                        if "demand" not in tc:
+                            col.add(f"{tp}.demand", "is required")
+                            continue
+                        demand = _amounts(col, tc["demand"], f"{tp}.demand", note)
+                        if demand is not None and not any(v > 0 for v in demand.values()):
+                            col.add(f"{tp}.demand", "a task must demand a positive amount of some resource")
+                        count = tc.get("count")
+                        cnt = None
+                        if count is not None:
+                            c = col.number(count, f"{tp}.count", minimum=0.0, integer=True)
+                            cnt = int(c) if c is not None else None
+                        duration = _duration(col, tc.get("duration", 1), f"{tp}.duration")
+                        constraints = _constraints(col, tc.get("constraints"), f"{tp}.constraints")
+                        if demand is not None:
+                            classes.append((cname, demand, cnt, duration, constraints, tp))
+                if name is not None and weight is not None and submit is not None:
+                    job_specs.append((name, queue, weight, submit, classes, p))
+
+    # --- cross-field checks: resources known, demands reachable -------------------------------
+    resources = tuple(seen_order)
+    if declared is not None:
+        for where, amounts in _all_amounts(pooled_raw, node_entries, job_specs):
+            for res in amounts:
+                if res not in declared:
+                    col.add(f"{where}.{res}", f"unknown resource {res!r} (resources: {', '.join(declared)})")
+    if col.errors:
+        raise ScenarioError(col.errors, source)
+
+    m = len(resources)
+
+    def vec(amounts: Mapping[str, float]) -> tuple[float, ...]:
+        return tuple(float(amounts.get(r, 0.0)) for r in resources)
+
+    if pooled_raw is not None:
+        capacity = vec(pooled_raw)
+        nodes = (Node("pool", capacity, "pool"),)
+        pooled = True
+    else:
+        expanded = []
+        for name, cnt, caps, attrs, _p in node_entries:
+            for k in range(cnt):
+                nm = name if cnt == 1 else f"{name}-{k}"
+                expanded.append(Node(nm, vec(caps), name, tuple(sorted(attrs.items()))))
+        nodes = tuple(expanded)
+        capacity = tuple(sum(nd.capacity[r] for nd in nodes) for r in range(m))
+        pooled = False
+
+    jobs = []
+    for name, queue, weight, submit, classes, p in job_specs:
+        tcs = []
+        for cname, demand, cnt, duration, constraints, tp in classes:
+            d = vec(demand)
+            for r, res in enumerate(resources):
+                if d[r] > 0 and capacity[r] <= 0:
+                    col.add(f"{tp}.demand.{res}", f"the cluster has no {res}")
+            eligible = [nd for nd in nodes if _eligible(nd, constraints)]
+            if not eligible:
+                col.add(f"{tp}.constraints", "no node satisfies these constraints")
+            elif not any(all(d[r] <= nd.capacity[r] for r in range(m)) for nd in eligible):
+                biggest = ", ".join(f"{res}={d[r]:g}" for r, res in enumerate(resources) if d[r] > 0)
+                where = "the pooled capacity" if pooled else "any single node"
+                col.add(f"{tp}.demand", f"no node can ever hold this task ({biggest} exceeds {where})")
+            tcs.append(TaskClass(cname, d, cnt, duration, constraints))
+        jobs.append(Job(name, queue, weight, submit, tuple(tcs)))
+    if col.errors:
+        raise ScenarioError(col.errors, source)
+
+    tree = QueueTree.build(queue_entries, root_order)
+    cluster = Cluster(capacity, nodes, pooled, resources)
+    return Scenario(resources, cluster, tree, tuple(jobs), source)
+
+
+def _eligible(node: Node, constraints) -> bool:
+    attrs = dict(node.attributes)
+    return all(attrs.get(key) in allowed for key, allowed in constraints)
+
+
+def _all_amounts(pooled, node_entries, job_specs):
+    if pooled is not None:
+        yield "cluster.capacity", pooled
+    for _name, _cnt, caps, _attrs, p in node_entries:
+        yield f"{p}.capacity", caps
+    for *_head, classes, _p in job_specs:
+        for _cname, demand, _cnt, _dur, _cons, tp in classes:
+            yield f"{tp}.demand", demand
+
+
+def _amounts(col: _Collector, raw: Any, path: str, note) -> dict[str, float] | None:
+    if not isinstance(raw, Mapping):
+        col.add(path, f"must be a mapping of resource amounts like {{cpu: 4, memory: 16}}, got {_show(raw)}")
+        return None
+    out: dict[str, float] = {}
+    ok = True
+    for key, value in raw.items():
+        if not isinstance(key, str) or not key:
+            col.add(path, f"resource names must be non-empty strings, got {_show(key)}")
+            ok = False
+            continue
+        v = col.number(value, f"{path}.{key}", minimum=0.0)
+        if v is None:
+            ok = False
+            continue
+        out[key] = v
+        note(key)
+    return out if ok else None
+
+
+def _queues(col: _Collector, entries: list, path: str, parent: str, out: list[tuple[str, float, str]]) -> None:
+    names: set[str] = set()
+    for i, q in enumerate(entries):
+        p = f"{path}[{i}]"
+        if not isinstance(q, Mapping):
+            col.add(p, f"must be a mapping with a name, got {_show(q)}")
+            continue
+        col.unknown_keys(q, QUEUE_KEYS, p)
+        name = col.name(q.get("name"), f"{p}.name")
+        weight = col.number(q.get("weight", 1), f"{p}.weight", positive=True)
+        order = q.get("order", "fair")
+        if order not in ORDERS:
+            col.add(f"{p}.order", f"must be one of {', '.join(ORDERS)}, got {_show(order)}")
+            order = "fair"
+        if name is None:
+            continue
+        if name in names:
+            col.add(f"{p}.name", f"duplicate queue name {name!r} under {'the root' if parent == ROOT else repr(parent)}")
+            continue
+        names.add(name)
+        full = name if parent == ROOT else f"{parent}.{name}"
+        out.append((full, weight if weight is not None else 1.0, order))
+        kids = q.get("children")
+        if kids is not None:
+            if not isinstance(kids, list):
+                col.add(f"{p}.children", f"must be a list of queues, got {_show(kids)}")
+            else:
+                _queues(col, kids, f"{p}.children", full, out)
+
+
+def _duration(col: _Collector, raw: Any, path: str) -> Duration:
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        v = col.number(raw, path, positive=True)
+        return Duration("fixed", (("value", v if v is not None else 1.0),))
+    if isinstance(raw, list):
+        if not raw:
+            col.add(path, "a list of durations must not be empty")
+            return Duration()
+        values = [col.number(x, f"{path}[{i}]", positive=True) for i, x in enumerate(raw)]
+        return Duration("list", (("values", tuple(v or 1.0 for v in values)),))
+    if isinstance(raw, Mapping):
+        kind = raw.get("dist")
+        if kind not in DURATION_KINDS:
+            col.add(f"{path}.dist", f"must be one of {', '.join(DURATION_KINDS)}, got {_show(kind)}")
+            return Duration()
+        needed = DURATION_KINDS[kind]
+        col.unknown_keys(raw, needed | {"dist"}, path)
+        params = []
+        for key in sorted(needed):
+            if key not in raw:
+                col.add(f"{path}.{key}", f"is required for dist {kind}")
+                continue
+            positive = key not in ("mu", "low")
+            v = col.number(raw[key], f"{path}.{key}", minimum=None if key == "mu" else 0.0, positive=positive)
+            if v is not None:
+                params.append((key, v))
+        d = dict(params)
+        if kind == "uniform" and "low" in d and "high" in d and d["high"] < d["low"]:
+            col.add(f"{path}.high", f"must be >= low ({d['low']:g}), got {d['high']:g}")
+        return Duration(kind, tuple(params))
+    col.add(path, f"must be a number of seconds, a list, or {{dist: ...}}, got {_show(raw)}")
+    return Duration()
+
+
+def _constraints(col: _Collector, raw: Any, path: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``constraints: {gpu_model: [V100, A100]}``: the task runs only on nodes whose
+    attribute has one of the listed values."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping):
+        col.add(path, f"must be a mapping of node attribute to allowed values, got {_show(raw)}")
+        return ()
+    out = []
+    for key, allowed in raw.items():
+        vals = allowed if isinstance(allowed, list) else [allowed]
+        if not vals or not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in vals):
+            col.add(f"{path}.{key}", f"must be a value or a non-empty list of values, got {_show(allowed)}")
+            continue
+        out.append((str(key), tuple(str(v) for v in vals)))
+    return tuple(sorted(out))

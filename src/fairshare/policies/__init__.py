@@ -1,0 +1,46 @@
+"""The policy registry: one module per policy, registered here by name, explicitly.
+
+``REGISTRY`` maps each ``--policy`` name of the contract to its class; options are the
+class's constructor arguments (scikit-learn's convention).
+"""
+
+from __future__ import annotations
+
+from fairshare.policies.asset import AssetFairness
+from fairshare.policies.base import Policy, PolicyModeError
+from fairshare.policies.ceei import CEEI
+from fairshare.policies.collapsed import Collapsed
+from fairshare.policies.cpu import SingleResourceFair
+from fairshare.policies.dff import DFF
+from fairshare.policies.drf import DRF
+from fairshare.policies.fifo import FIFO
+from fairshare.policies.hdrf import HDRF
+from fairshare.policies.naive import CapacityScheduler, NaiveHDRF
+from fairshare.policies.online_only import Slots, TimeFair
+from fairshare.policies.slowdown import Slowdown
+
+REGISTRY: dict[str, type[Policy]] = {
+    cls.name: cls
+    for cls in (DRF, AssetFairness, CEEI, HDRF, NaiveHDRF, CapacityScheduler, Collapsed, DFF,
+                Slowdown, TimeFair, Slots, SingleResourceFair, FIFO)
+}
+
+
+class UnknownPolicyError(ValueError):
+    pass
+
+
+def make_policy(name: str, **options) -> Policy:
+    """Instantiate a registered policy; options the policy does not take are an error."""
+    try:
+        cls = REGISTRY[name]
+    except KeyError:
+        raise UnknownPolicyError(
+            f"unknown policy {name!r}; known policies: {', '.join(REGISTRY)}") from None
+    try:
+        return cls(**options)
+    except TypeError as exc:
+        raise UnknownPolicyError(f"policy {name!r} does not take options {sorted(options)}: {exc}") from None
+
+
+__all__ = ["REGISTRY", "Policy", "PolicyModeError", "UnknownPolicyError", "make_policy"]

@@ -1,0 +1,22 @@
+"""Asset Fairness: equalise each job's aggregate share ``sum_j u_ij / r_j``.
+
+Ghodsi et al., NSDI 2011, Sec. 5.1 ("it repeatedly launches tasks for the user with the
+minimum aggregate share"); weights divide the aggregate share as in weighted DRF. The
+allocation is the progressive filling on the aggregate share, computed exactly; after a
+resource saturates, jobs that do not need it keep growing (as in DRF's Sec. 4.1 remark).
+"""
+
+from __future__ import annotations
+
+from fairshare.policies._tree import flat_tree
+from fairshare.policies.filling import LevelRule
+from fairshare.policies.progressive import FillingPolicy
+
+
+class AssetFairness(FillingPolicy):
+    name = "asset"
+    citation = "Ghodsi et al. NSDI'11, Sec. 5.1 (Asset Fairness)"
+    rule = LevelRule(kind="sum")
+
+    def build_tree(self, scenario, respect_counts):
+        return flat_tree(scenario, respect_counts)

@@ -1,0 +1,44 @@
+"""The policy seam: one class per policy, options as constructor arguments.
+
+Every policy answers the static question ("with every job always demanding, what does
+each job get?") divisibly via :meth:`Policy.allocate` and, where the paper's greedy rule
+applies, with whole tasks on the nodes via :meth:`Policy.allocate_discrete` (DRF
+Sec. 6.2). The online choice (which job's next task, on which node) is added by the
+simulator issue on the same classes.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from fairshare.model.allocation import Allocation
+from fairshare.model.scenario import Scenario
+
+
+class PolicyModeError(ValueError):
+    """The policy has no meaning in the requested mode (contract: say so, exit 2)."""
+
+
+class Policy(ABC):
+    #: registry name, as used by ``--policy``
+    name: ClassVar[str]
+    #: paper, section and algorithm the policy implements
+    citation: ClassVar[str]
+    #: True when the policy reads the queue tree (hierarchical entitlements apply)
+    hierarchical: ClassVar[bool] = False
+
+    def params(self) -> dict:
+        """Constructor arguments, for reports (scikit-learn's ``get_params``)."""
+        return {}
+
+    @abstractmethod
+    def allocate(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
+        """Exact divisible static allocation on the pooled capacity."""
+
+    def allocate_discrete(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
+        raise PolicyModeError(f"policy {self.name!r} has no discrete (whole-task) static allocation")
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{type(self).__name__}({args})"

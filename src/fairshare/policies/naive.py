@@ -1,0 +1,32 @@
+"""Naive hierarchical DRF, as Hadoop's Capacity Scheduler implements it.
+
+Bhattacharya et al., SoCC 2013, Sec. 3.3 ("Naive H-DRF": traverse from the root, pick
+the demanding child with the smallest dominant share, no rescaling) and Sec. 5.2, which
+compares "C.S-Current" (the unchanged Capacity Scheduler, which stops allocating once
+any resource is fully used and so is not Pareto efficient) with "Pareto-Efficient-C.S"
+(the naive algorithm that keeps scheduling jobs that do not need the saturated resource).
+
+Statically (nothing finishes) the naive descent is Alg. 1 itself, so ``hdrf-naive``
+gives the static H-DRF allocation; its starvation only appears online, when tasks finish
+(Sec. 3.3). ``capacity`` stops at the first saturated resource.
+"""
+
+from __future__ import annotations
+
+from fairshare.policies._tree import hierarchical_tree
+from fairshare.policies.progressive import FillingPolicy
+
+
+class NaiveHDRF(FillingPolicy):
+    name = "hdrf-naive"
+    citation = "Bhattacharya et al. SoCC'13, Sec. 3.3 (Naive H-DRF), Sec. 5.2 (Pareto-Efficient-C.S)"
+    hierarchical = True
+
+    def build_tree(self, scenario, respect_counts):
+        return hierarchical_tree(scenario, respect_counts)[0]
+
+
+class CapacityScheduler(NaiveHDRF):
+    name = "capacity"
+    citation = "Bhattacharya et al. SoCC'13, Sec. 5.2 (C.S-Current: stops once any resource saturates)"
+    stop_at_first_saturation = True

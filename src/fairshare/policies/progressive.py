@@ -1,0 +1,216 @@
+"""Base class for the policies defined by progressive filling, divisible and discrete.
+
+A :class:`FillingPolicy` names a tree shape and a level rule; this module turns them
+into the exact divisible allocation (:func:`~fairshare.policies.filling.fill`) and the
+whole-task allocation on the nodes.
+
+Whole tasks (``--discrete``) follow DRF Sec. 6.2 (Theorem 7): repeatedly give the
+lowest-level demanding job one task, on the first node where it fits, until no job's
+next task fits anywhere. The descent is Alg. 1 of H-DRF with tasks instead of slivers.
+Written tie rule: among siblings with equal level, the one with fewer tasks placed in
+its subtree, then the one listed first (queue order in the file, jobs by submit time
+then file order). Each node keeps its children in a heap keyed that way, and a
+placement re-keys only the nodes on the path it changed (as the Mesos sorter does).
+Free capacity only shrinks, so first-fit keeps one pointer per demand vector and never
+looks at a node twice for it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+from fairshare.model.allocation import Allocation, build_allocation
+from fairshare.model.scenario import Scenario
+from fairshare.policies._tree import per_class
+from fairshare.policies.base import Policy
+from fairshare.policies.filling import FillTree, LevelRule, fill
+
+
+class FillingPolicy(Policy):
+    """A policy whose static allocation is a progressive filling of some tree."""
+
+    rule: LevelRule = LevelRule()
+    #: C.S-Current: stop the whole allocation at the first saturated resource
+    stop_at_first_saturation: bool = False
+
+    def build_tree(self, scenario: Scenario, respect_counts: bool) -> FillTree:
+        raise NotImplementedError
+
+    def allocate(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
+        tree = self.build_tree(scenario, respect_counts)
+        result = fill(tree, self.rule, stop_at_first_saturation=self.stop_at_first_saturation)
+        return build_allocation(scenario, self.name, "divisible", per_class(scenario, result.tasks))
+
+    def allocate_discrete(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
+        tree = self.build_tree(scenario, respect_counts)
+        by_class, placement = place_whole_tasks(scenario, tree, self.rule, respect_counts=respect_counts,
+                                                stop_at_first_block=self.stop_at_first_saturation)
+        return build_allocation(scenario, self.name, "discrete", by_class, placement=placement)
+
+
+def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, respect_counts: bool,
+                      stop_at_first_block: bool = False):
+    """Greedy whole-task allocation on the scenario's nodes (DRF Sec. 6.2)."""
+    m = scenario.m
+    n = len(tree.keys)
+    jobs = {job.name: job for job in scenario.jobs}
+    nodes = scenario.cluster.nodes
+    free = [list(node.capacity) for node in nodes]
+    first_fit_ptr: dict[tuple[float, ...], int] = {}
+
+    def find_node(demand: tuple[float, ...]) -> int | None:
+        k = first_fit_ptr.get(demand, 0)
+        while k < len(nodes):
+            f = free[k]
+            if all(d <= f[r] + 1e-9 * max(1.0, abs(f[r])) for r, d in enumerate(demand)):
+                first_fit_ptr[demand] = k
+                return k
+            k += 1
+        first_fit_ptr[demand] = k
+        return None
+
+    usage = [[0.0] * m for _ in range(n)]
+    subtree_tasks = [0] * n
+    blocked = [False] * n
+    live_children = [0] * n
+    for v in range(n):
+        if tree.is_leaf[v]:
+            live_children[v] = 0
+        else:
+            live_children[v] = len(tree.children[v])
+    # internal nodes without children can never receive
+    for v in range(n - 1, -1, -1):
+        if not tree.is_leaf[v] and live_children[v] == 0:
+            _block(v, tree, blocked, live_children)
+    level = [0.0] * n
+    version = [0] * n
+    heaps: list[list[tuple[float, int, int, int, int]]] = [[] for _ in range(n)]
+    position = {v: i for i, v in enumerate(range(n))}
+
+    def raw_level(v: int) -> float:
+        u = usage[v]
+        ref = tree.ref[v]
+        if rule.kind == "sum":
+            return sum(u[r] / ref[r] for r in range(m) if ref[r] > 0)
+        return max((u[r] / ref[r] for r in range(m) if ref[r] > 0), default=0.0)
+
+    def best_child(v: int) -> int | None:
+        if tree.fifo[v]:
+            candidates = []
+            first_leaf_seen = False
+            for c in tree.children[v]:
+                if blocked[c]:
+                    continue
+                if tree.is_leaf[c]:
+                    if first_leaf_seen:
+                        continue
+                    first_leaf_seen = True
+                candidates.append(c)
+            if not candidates:
+                return None
+            return min(candidates, key=lambda c: (level[c], subtree_tasks[c], position[c]))
+        heap = heaps[v]
+        while heap:
+            _lvl, _tasks, _pos, ver, c = heap[0]
+            if blocked[c] or ver != version[c]:
+                heapq.heappop(heap)
+                continue
+            return c
+        return None
+
+    def push(v: int) -> None:
+        p = tree.parent[v]
+        if p < 0:
+            return
+        version[v] += 1
+        heapq.heappush(heaps[p], (level[v], subtree_tasks[v], position[v], version[v], v))
+
+    def refresh_level(v: int) -> None:
+        lvl = raw_level(v)
+        if rule.dff_override and not tree.is_leaf[v] and lvl > 1.0:
+            c = best_child(v)
+            if c is not None and level[c] < lvl:
+                lvl = level[c]
+        level[v] = lvl
+
+    for v in range(n):
+        push(v)
+
+    counts: dict[str, list[int]] = {job.name: [0] * len(job.classes) for job in scenario.jobs}
+    placement: dict[str, dict[str, dict[str, int]]] = {}
+
+    def next_class(job_name: str) -> int | None:
+        job = jobs[job_name]
+        mix = job.class_mix()
+        placed = counts[job_name]
+        best, best_key = None, math.inf
+        for j, (cls, f) in enumerate(zip(job.classes, mix)):
+            if f <= 0:
+                continue
+            if respect_counts and cls.count is not None and placed[j] >= cls.count:
+                continue
+            key = placed[j] / f
+            if key < best_key - 1e-12:
+                best, best_key = j, key
+        return best
+
+    def refresh_path(path: list[int]) -> None:
+        for v in reversed(path):
+            refresh_level(v)
+            push(v)
+
+    while not blocked[0]:
+        v = 0
+        path = [0]
+        stuck = False
+        while not tree.is_leaf[v]:
+            c = best_child(v)
+            if c is None:  # every child blocked: close this subtree and start over
+                _block(v, tree, blocked, live_children)
+                refresh_path(path[:-1])
+                stuck = True
+                break
+            v = c
+            path.append(v)
+        if stuck:
+            continue
+        leaf = v
+        name = tree.keys[leaf]
+        j = next_class(name)
+        k = None if j is None else find_node(jobs[name].classes[j].demand)
+        if j is None or k is None:
+            _block(leaf, tree, blocked, live_children)
+            if stop_at_first_block and j is not None:
+                break
+            refresh_path(path[:-1])
+            continue
+        cls = jobs[name].classes[j]
+        for r, d in enumerate(cls.demand):
+            free[k][r] -= d
+        counts[name][j] += 1
+        node_name = nodes[k].name
+        slot = placement.setdefault(node_name, {}).setdefault(name, {})
+        slot[cls.name] = slot.get(cls.name, 0) + 1
+        for p in path:
+            u = usage[p]
+            for r, d in enumerate(cls.demand):
+                u[r] += d
+            subtree_tasks[p] += 1
+        refresh_path(path)
+
+    by_class = {name: tuple(float(x) for x in c) for name, c in counts.items()}
+    return by_class, placement
+
+
+def _block(v: int, tree: FillTree, blocked: list[bool], live_children: list[int]) -> None:
+    """Mark ``v`` blocked and close every ancestor left without a live child."""
+    while v >= 0 and not blocked[v]:
+        blocked[v] = True
+        p = tree.parent[v]
+        if p < 0:
+            return
+        live_children[p] -= 1
+        if live_children[p] > 0:
+            return
+        v = p
