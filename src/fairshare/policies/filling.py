@@ -112,11 +112,28 @@ class LevelRule:
 
 def fill(tree: FillTree, rule: LevelRule = LevelRule(), *, stop_at_first_saturation: bool = False,
          max_phases: int | None = None) -> FillResult:
-    """Run the exact progressive filling on ``tree`` and return each leaf's tasks."""
+    """Run the exact progressive filling on ``tree`` and return each leaf's tasks.
+
+    Incremental: a node's usage, level and response (how it splits and absorbs flow) are
+    cached and recomputed in a phase only when the node received flow in the previous
+    phase or a leaf below it became blocked; everything else is unchanged by definition.
+    """
     n = len(tree.keys)
     m = tree.resources
     cap = tree.capacity
     leaves = [i for i in range(n) if tree.is_leaf[i]]
+    is_leaf = tree.is_leaf
+    children = tree.children
+    parent = tree.parent
+    fifo = tree.fifo
+    dominant = rule.kind == "dominant"
+    override = rule.dff_override
+    if override and not dominant:
+        raise ValueError("the DFF override needs the dominant level rule")
+
+    # resources counted in each node's level, with 1/ref_r
+    inv_ref: list[list[tuple[int, float]]] = [
+        [(r, 1.0 / x) for r, x in enumerate(tree.ref[v]) if x > 0] for v in range(n)]
 
     # Per-leaf constants: rho (usage per unit of flow), delta (dominant share of one task).
     rho: list[Vector] = [()] * n
@@ -139,175 +156,182 @@ def fill(tree: FillTree, rule: LevelRule = LevelRule(), *, stop_at_first_saturat
     while stack:
         v = stack.pop()
         order.append(v)
-        stack.extend(tree.children[v])
+        stack.extend(children[v])
     order.reverse()
 
     s = [0.0] * n  # leaf dominant shares (flow units)
+    usage: list[list[float]] = [[0.0] * m for _ in range(n)]
     frozen = [False] * n
+    live_count = [0] * n  # non-blocked children of internal nodes
     saturated: list[int] = []
     sat = [False] * m
     for i in leaves:
         if cap_s[i] <= 0:
             frozen[i] = True
+    blocked = [True] * n
+    for v in order:
+        if is_leaf[v]:
+            blocked[v] = frozen[v]
+        else:
+            live_count[v] = sum(1 for c in children[v] if not blocked[c])
+            blocked[v] = live_count[v] == 0
 
-    def level_of(u: Vector, ref: Vector) -> float:
-        if rule.kind == "sum":
-            return sum(u[r] / ref[r] for r in range(m) if ref[r] > 0)
-        return max((u[r] / ref[r] for r in range(m) if ref[r] > 0), default=0.0)
+    raw = [0.0] * n  # level by the rule alone
+    level = [0.0] * n  # level after the DFF override
+    resp_rho: list[Vector] = [(0.0,) * m] * n  # usage rate per unit of flow into v
+    kappa = [0.0] * n  # level growth per unit of flow into v
+    raw_kappa = [0.0] * n
+    split: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    vrate = [0.0] * n  # common level rate of v's receiving children per unit of flow
+    receiving_level = [0.0] * n
+    flow = [0.0] * n
+    flowing: list[int] = []
+
+    def refresh(v: int) -> None:
+        """Recompute v's level and response from its (already fresh) children."""
+        u = usage[v]
+        pairs = inv_ref[v]
+        if dominant:
+            lv = 0.0
+            for r, k in pairs:
+                x = u[r] * k
+                if x > lv:
+                    lv = x
+        else:
+            lv = sum(u[r] * k for r, k in pairs)
+        raw[v] = lv
+        level[v] = lv
+        if blocked[v]:
+            return
+        if is_leaf[v]:
+            resp_rho[v] = rho[v]
+            raw_kappa[v] = kappa[v] = _rate(rho[v], u, pairs, dominant, lv)
+            return
+        live = [c for c in children[v] if not blocked[c]]
+        if override and lv > 1.0 and not _close(lv, 1.0):
+            low_child = min(level[c] for c in live)
+            if low_child < lv:
+                level[v] = low_child
+        if fifo[v]:
+            # FIFO queue: only the earliest non-blocked job competes; sub-queues as usual.
+            first_leaf = next((c for c in live if is_leaf[c]), None)
+            live = [c for c in live if not is_leaf[c] or c == first_leaf]
+        low = min(level[c] for c in live)
+        tol = TIE_RTOL * max(1.0, abs(low))
+        rec = [c for c in live if level[c] - low <= tol]
+        receiving_level[v] = low
+        absorbing = [c for c in rec if kappa[c] <= _TINY]
+        if absorbing:
+            frac = 1.0 / len(absorbing)
+            sp = [(c, frac) for c in absorbing]
+            vrate[v] = 0.0
+        else:
+            inv = [1.0 / kappa[c] for c in rec]
+            tot = sum(inv)
+            sp = [(c, w / tot) for c, w in zip(rec, inv)]
+            vrate[v] = 1.0 / tot
+        split[v] = sp
+        acc = [0.0] * m
+        for c, frac in sp:
+            rc = resp_rho[c]
+            for r in range(m):
+                acc[r] += frac * rc[r]
+        resp_rho[v] = tuple(acc)
+        raw_kappa[v] = _rate(resp_rho[v], u, pairs, dominant, lv)
+        kappa[v] = vrate[v] if (override and level[v] < lv) else raw_kappa[v]
+
+    for v in order:
+        refresh(v)
 
     limit = max_phases if max_phases is not None else 50 * (n + 1) * (m + 1) + 1000
     phases = 0
-    while True:
+    while not blocked[0]:
         phases += 1
         if phases > limit:
             raise RuntimeError(f"progressive filling did not converge in {limit} phases")
 
-        # ---- state: usage, blocked flags and levels, bottom-up -------------------
-        usage: list[list[float]] = [[0.0] * m for _ in range(n)]
-        blocked = [True] * n
-        raw = [0.0] * n  # level by the rule alone
-        level = [0.0] * n  # level after the DFF override
-        for v in order:
-            if tree.is_leaf[v]:
-                sv = s[v]
-                usage[v] = [sv * x for x in rho[v]]
-                blocked[v] = frozen[v]
-            else:
-                acc = usage[v]
-                for c in tree.children[v]:
-                    uc = usage[c]
-                    for r in range(m):
-                        acc[r] += uc[r]
-                    if not blocked[c]:
-                        blocked[v] = False
-            raw[v] = level_of(usage[v], tree.ref[v])
-            level[v] = raw[v]
-            if rule.dff_override and not tree.is_leaf[v] and raw[v] > 1.0 and not _close(raw[v], 1.0):
-                live = [level[c] for c in tree.children[v] if not blocked[c]]
-                if live and min(live) < raw[v]:
-                    level[v] = min(live)
-        if blocked[0]:
-            break
-
-        # ---- receiving sets and responses, bottom-up ---------------------------------
-        # resp_rho[v]: usage rate per unit of flow into v; kappa[v]: level rate per flow;
-        # split[v]: list of (child, fraction of v's flow); vrate[v]: common level rate of
-        # v's receiving children per unit of flow into v.
-        resp_rho: list[Vector] = [()] * n
-        kappa = [0.0] * n
-        raw_kappa = [0.0] * n
-        split: list[list[tuple[int, float]]] = [[] for _ in range(n)]
-        vrate = [0.0] * n
-        receiving_level = [0.0] * n
-        for v in order:
-            if blocked[v]:
-                continue
-            if tree.is_leaf[v]:
-                resp_rho[v] = rho[v]
-                raw_kappa[v] = kappa[v] = _rate(rho[v], usage[v], tree.ref[v], rule, m)
-                continue
-            live = [c for c in tree.children[v] if not blocked[c]]
-            if tree.fifo[v]:
-                # FIFO queue: only the earliest non-blocked job competes; sub-queues compete as usual.
-                first_leaf = next((c for c in live if tree.is_leaf[c]), None)
-                live = [c for c in live if not tree.is_leaf[c] or c == first_leaf]
-            low = min(level[c] for c in live)
-            rec = [c for c in live if _close(level[c], low)]
-            receiving_level[v] = low
-            absorbing = [c for c in rec if kappa[c] <= _TINY]
-            if absorbing:
-                frac = 1.0 / len(absorbing)
-                split[v] = [(c, frac) for c in absorbing]
-                vrate[v] = 0.0
-            else:
-                inv = [1.0 / kappa[c] for c in rec]
-                tot = sum(inv)
-                split[v] = [(c, w / tot) for c, w in zip(rec, inv)]
-                vrate[v] = 1.0 / tot
-            acc = [0.0] * m
-            for c, frac in split[v]:
-                rc = resp_rho[c]
-                for r in range(m):
-                    acc[r] += frac * rc[r]
-            resp_rho[v] = tuple(acc)
-            raw_kappa[v] = _rate(resp_rho[v], usage[v], tree.ref[v], rule, m)
-            kappa[v] = vrate[v] if (rule.dff_override and level[v] < raw[v]) else raw_kappa[v]
-
-        # ---- flows, top-down -----------------------------------------------------------
-        flow = [0.0] * n
+        # ---- flows, top-down ---------------------------------------------------------
+        for v in flowing:
+            flow[v] = 0.0
+        flowing = [0]
         flow[0] = 1.0
-        for v in reversed(order):  # pre-order: parents before children
-            fv = flow[v]
-            if fv <= 0 or tree.is_leaf[v]:
+        k = 0
+        while k < len(flowing):
+            v = flowing[k]
+            k += 1
+            if is_leaf[v]:
                 continue
+            fv = flow[v]
             for c, frac in split[v]:
                 flow[c] = fv * frac
+                flowing.append(c)
 
-        # ---- next event ------------------------------------------------------------------
+        # ---- next event ----------------------------------------------------------------
         best = math.inf
-        total_rate = [flow[0] * x for x in resp_rho[0]]
+        root_rate = resp_rho[0]
+        root_use = usage[0]
         for r in range(m):
-            if not sat[r] and total_rate[r] > _TINY:
-                best = min(best, max(0.0, (cap[r] - usage[0][r]) / total_rate[r]))
-        for i in leaves:
-            if flow[i] > 0 and cap_s[i] < math.inf:
-                best = min(best, max(0.0, (cap_s[i] - s[i]) / flow[i]))
-        for v in order:
+            if not sat[r] and root_rate[r] > _TINY:
+                best = min(best, max(0.0, (cap[r] - root_use[r]) / root_rate[r]))
+        for v in flowing:
             fv = flow[v]
-            if fv <= 0 or tree.is_leaf[v]:
+            if is_leaf[v]:
+                if cap_s[v] < math.inf:
+                    best = min(best, max(0.0, (cap_s[v] - s[v]) / fv))
                 continue
             # waiting siblings reached by the receiving level
             lr = fv * vrate[v]
             if lr > _TINY:
-                for c in tree.children[v]:
-                    if blocked[c] or any(c == x for x, _ in split[v]):
-                        continue
-                    if tree.fifo[v] and tree.is_leaf[c]:
-                        continue  # queued FIFO jobs are not reached by level
-                    gap = level[c] - receiving_level[v]
+                receivers = {c for c, _ in split[v]}
+                rl = receiving_level[v]
+                for c in children[v]:
+                    if blocked[c] or c in receivers or (fifo[v] and is_leaf[c]):
+                        continue  # (queued FIFO jobs are not reached by level)
+                    gap = level[c] - rl
                     if gap > 0:
                         best = min(best, gap / lr)
+            if not dominant:
+                continue
             # dominant-resource switch (and, for DFF, the override thresholds)
-            if rule.kind == "dominant":
-                ref = tree.ref[v]
-                u = usage[v]
-                cur = raw[v]
-                rk = fv * raw_kappa[v]
-                for r in range(m):
-                    if ref[r] <= 0:
-                        continue
-                    rr = fv * resp_rho[v][r] / ref[r]
-                    gap = cur - u[r] / ref[r]
-                    if rr > rk + _TINY and gap > 0 and not _close(cur, u[r] / ref[r]):
-                        best = min(best, gap / (rr - rk))
-                if rule.dff_override:
-                    child_rate = fv * vrate[v]
-                    if raw[v] < 1.0 and not _close(raw[v], 1.0) and rk > _TINY:
-                        best = min(best, (1.0 - raw[v]) / rk)
-                    if raw[v] > 1.0 or _close(raw[v], 1.0):
-                        gap = raw[v] - receiving_level[v]
-                        if level[v] < raw[v] and child_rate > rk + _TINY and gap > 0:
-                            best = min(best, gap / (child_rate - rk))  # override ends
-                        if level[v] >= raw[v] and rk > child_rate + _TINY and -gap > 0:
-                            best = min(best, -gap / (rk - child_rate))  # override begins
-            elif rule.dff_override:
-                raise ValueError("the DFF override needs the dominant level rule")
+            u = usage[v]
+            cur = raw[v]
+            rk = fv * raw_kappa[v]
+            rr_vec = resp_rho[v]
+            tol = TIE_RTOL * max(1.0, abs(cur))
+            for r, kr in inv_ref[v]:
+                rr = fv * rr_vec[r] * kr
+                gap = cur - u[r] * kr
+                if rr > rk + _TINY and gap > tol:
+                    best = min(best, gap / (rr - rk))
+            if override:
+                child_rate = fv * vrate[v]
+                above_one = cur > 1.0 or _close(cur, 1.0)
+                if not above_one and rk > _TINY:
+                    best = min(best, (1.0 - cur) / rk)
+                if above_one:
+                    gap = cur - receiving_level[v]
+                    if level[v] < cur and child_rate > rk + _TINY and gap > 0:
+                        best = min(best, gap / (child_rate - rk))  # override ends
+                    if level[v] >= cur and rk > child_rate + _TINY and -gap > 0:
+                        best = min(best, -gap / (rk - child_rate))  # override begins
         if best == math.inf:
-            # Nothing grows any more: every receiving leaf is at a count cap or saturated.
-            break
+            break  # nothing grows any more
 
-        # ---- advance ---------------------------------------------------------------------
-        for i in leaves:
-            if flow[i] > 0:
-                s[i] += best * flow[i]
-                if s[i] >= cap_s[i] * (1 - SAT_RTOL):
-                    s[i] = cap_s[i]
-                    frozen[i] = True
-        totals = [0.0] * m
-        for i in leaves:
+        # ---- advance -------------------------------------------------------------------
+        newly_frozen: list[int] = []
+        for v in flowing:
+            step = best * flow[v]
+            u = usage[v]
+            rv = resp_rho[v]
             for r in range(m):
-                totals[r] += s[i] * rho[i][r]
-        newly = [r for r in range(m) if not sat[r] and totals[r] >= cap[r] * (1 - SAT_RTOL)]
+                u[r] += step * rv[r]
+            if is_leaf[v]:
+                s[v] += step
+                if s[v] >= cap_s[v] * (1 - SAT_RTOL):
+                    s[v] = cap_s[v]
+                    frozen[v] = True
+                    newly_frozen.append(v)
+        newly = [r for r in range(m) if not sat[r] and root_use[r] >= cap[r] * (1 - SAT_RTOL)]
         if newly:
             for r in newly:
                 sat[r] = True
@@ -315,23 +339,48 @@ def fill(tree: FillTree, rule: LevelRule = LevelRule(), *, stop_at_first_saturat
             for i in leaves:
                 if not frozen[i] and any(rho[i][r] > 0 for r in newly):
                     frozen[i] = True
-            if stop_at_first_saturation:
-                break
+                    newly_frozen.append(i)
+        if stop_at_first_saturation and saturated:
+            break
+
+        # ---- refresh what changed: flowing nodes and the ancestors of new blocks ---------
+        dirty = set(flowing)
+        for i in newly_frozen:
+            blocked[i] = True
+            v = i
+            # each newly blocked node takes one live child from its parent
+            while parent[v] >= 0:
+                p = parent[v]
+                live_count[p] -= 1
+                if live_count[p] > 0:
+                    break
+                blocked[p] = True
+                v = p
+            while v >= 0:  # the blocked chain's ancestors all need a refresh
+                dirty.add(v)
+                v = parent[v]
+            dirty.add(i)
+        for v in order:
+            if v in dirty:
+                refresh(v)
 
     tasks = {tree.keys[i]: s[i] / delta[i] for i in leaves}
     return FillResult(tasks, tuple(saturated), phases)
 
 
-def _rate(rho: Vector, usage, ref: Vector, rule: LevelRule, m: int) -> float:
+def _rate(rho: Vector, usage, pairs: list[tuple[int, float]], dominant: bool, top: float) -> float:
     """Level growth per unit of flow for a node whose usage grows at ``rho``.
 
     For the dominant rule this is the right-derivative of ``max_r U_r/ref_r``: the largest
-    growth rate among the resources currently tied for the maximum.
+    growth rate among the resources currently tied for the maximum ``top``.
     """
-    if rule.kind == "sum":
-        return sum(rho[r] / ref[r] for r in range(m) if ref[r] > 0)
-    shares = [(usage[r] / ref[r]) if ref[r] > 0 else -math.inf for r in range(m)]
-    top = max(shares)
-    if top == -math.inf:
-        return 0.0
-    return max(rho[r] / ref[r] for r in range(m) if ref[r] > 0 and _close(shares[r], top))
+    if not dominant:
+        return sum(rho[r] * k for r, k in pairs)
+    tol = TIE_RTOL * max(1.0, abs(top))
+    best = 0.0
+    for r, k in pairs:
+        if top - usage[r] * k <= tol:
+            x = rho[r] * k
+            if x > best:
+                best = x
+    return best
