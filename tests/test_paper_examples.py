@@ -309,3 +309,15 @@ def test_respect_counts_caps_jobs_and_redistributes():
                   jobs=[job("A", {"cpu": 1, "mem": 4}, count=1), job("B", {"cpu": 3, "mem": 1})])
     assert_tasks(allocate(sc, "drf", respect_counts=True), {"A": 1.0, "B": 8 / 3})
     assert_tasks(allocate(sc, "drf"), {"A": 3.0, "B": 2.0})  # counts ignored by default
+
+
+def test_discrete_placement_honours_constraints():
+    # Two GPU nodes with different models; the job may only use model "a100": one task per
+    # node fits (1 GPU each), so it gets exactly the one a100 node's task.
+    sc = scenario(nodes=[{"name": "v100", "capacity": {"cpu": 4, "gpu": 1}, "attributes": {"gpu_model": "v100"}},
+                         {"name": "a100", "capacity": {"cpu": 4, "gpu": 1}, "attributes": {"gpu_model": "a100"}}],
+                  jobs=[job("picky", {}, classes=[{"demand": {"cpu": 1, "gpu": 1},
+                                                   "constraints": {"gpu_model": ["a100"]}}])])
+    alloc = allocate(sc, "drf", discrete=True)
+    assert alloc.placement == {"a100": {"picky": {"main": 1}}}
+    assert allocate(sc, "drf").notes  # divisible mode says it ignores the constraint

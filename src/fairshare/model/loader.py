@@ -46,26 +46,81 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ScenarioError(FieldError("", "is a directory, not a scenario file"), source) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(FieldError("", f"cannot read: {exc}"), source) from None
+    if not text.strip():
+        raise ScenarioError(FieldError("", "the file is empty (a scenario needs at least cluster and jobs)"),
+                            source)
     return parse_scenario(parse_text(text, source, json_first=p.suffix.lower() == ".json"), source)
 
 
 def parse_text(text: str, source: str, *, json_first: bool = False) -> Any:
-    """Parse YAML (a superset of JSON) with a message that names the line on failure."""
+    """Parse YAML (a superset of JSON) with a message that names the line on failure.
+
+    A key given twice in one mapping is an error in both formats: the parsers would
+    silently keep the last value, hiding the first from the user.
+    """
     if json_first:
         try:
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=_no_duplicate_pairs)
         except json.JSONDecodeError as exc:
             raise ScenarioError(FieldError("", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"),
                                 source) from None
+        except _DuplicateKey as exc:
+            raise ScenarioError(FieldError("", f"invalid JSON: {exc}"), source) from None
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_strict_yaml_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ScenarioError(FieldError("", f"invalid YAML{where}: {problem}"), source) from None
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(f"duplicate key {key!r} in one object")
+        out[key] = value
+    return out
+
+
+_STRICT_LOADER: type | None = None
+
+
+def _strict_yaml_loader() -> type:
+    """``yaml.SafeLoader`` that rejects a key repeated within one mapping (with its line)."""
+    global _STRICT_LOADER
+    if _STRICT_LOADER is not None:
+        return _STRICT_LOADER
+    import yaml
+
+    class StrictSafeLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            if isinstance(node, yaml.MappingNode):
+                seen: set = set()
+                for key_node, _value_node in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        duplicate = key in seen
+                        seen.add(key)
+                    except TypeError:  # an unhashable key: the base class reports it
+                        continue
+                    if duplicate:
+                        raise yaml.constructor.ConstructorError(
+                            "while constructing a mapping", node.start_mark,
+                            f"duplicate key {key!r}", key_node.start_mark)
+            return super().construct_mapping(node, deep=deep)
+
+    _STRICT_LOADER = StrictSafeLoader
+    return StrictSafeLoader
 
 
 class _Collector:
@@ -119,7 +174,7 @@ def _show(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, (list, tuple)):
-        return "a list"
+        return "a list" if value else "an empty list"
     if isinstance(value, Mapping):
         return "a mapping"
     return str(value)
@@ -128,14 +183,18 @@ def _show(value: Any) -> str:
 def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     """Validate a parsed scenario document and build the :class:`Scenario`."""
     col = _Collector()
+    if data is None:  # only comments, or `---`
+        raise ScenarioError(FieldError("", "the file is empty (a scenario needs at least cluster and jobs)"),
+                            source)
     if not isinstance(data, Mapping):
         raise ScenarioError(FieldError("", f"a scenario must be a mapping with keys cluster, jobs, ...; "
                                            f"got {_show(data)}"), source)
     col.unknown_keys(data, TOP_KEYS, "")
-    if "cluster" not in data:
+    # `cluster:` or `jobs:` with nothing after it parses as null: as good as missing
+    if data.get("cluster") is None:
         col.add("cluster", "is required")
-    if "jobs" not in data:
-        col.add("jobs", "is required")
+    if data.get("jobs") is None:
+        col.add("jobs", "is required (a list of jobs; [] for none)")
 
     # --- resources: explicit order, else order of first appearance ------------------
     declared: list[str] | None = None
@@ -159,6 +218,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
             seen_order.append(res)
 
     # --- cluster --------------------------------------------------------------------------
+    errors_before_cluster = len(col.errors)
     cluster_raw = data.get("cluster")
     pooled_raw: Mapping | None = None
     node_entries: list[tuple[str, int, dict[str, float], dict[str, str], str]] = []
@@ -207,8 +267,23 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
                             attrs = {}
                         if caps is not None and cnt is not None:
                             node_entries.append((name, int(cnt), caps, {str(k): str(v) for k, v in attrs.items()}, p))
+                    # An entry with count > 1 expands to NAME-0 .. NAME-(count-1): those names
+                    # must not clash with another entry's (placements are keyed by node name).
+                    expanded_from: dict[str, str] = {}
+                    for name, cnt, _caps, _attrs, p in node_entries:
+                        for nm in ([name] if cnt == 1 else [f"{name}-{k}" for k in range(cnt)]):
+                            if nm in expanded_from and expanded_from[nm] != p:
+                                col.add(f"{p}.name", f"node {nm!r} clashes with a node of {expanded_from[nm]} "
+                                                     f"(count N names nodes NAME-0 .. NAME-(N-1))")
+                                break
+                            expanded_from.setdefault(nm, p)
                     if node_entries and not any(any(v > 0 for v in caps.values()) for _, _, caps, _, _ in node_entries):
                         col.add("cluster.nodes", "the cluster is empty: every node has capacity 0")
+
+    # The cross-field checks below (demand on a missing resource, demand no node can hold)
+    # need a valid cluster, and only that: with one they run even when other fields have
+    # problems, so a file's problems are all reported in one go.
+    cluster_ok = len(col.errors) == errors_before_cluster and (pooled_raw is not None or bool(node_entries))
 
     # --- queues -----------------------------------------------------------------------------
     queue_entries: list[tuple[str, float, str]] = []
@@ -287,8 +362,11 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
                         constraints = _constraints(col, tc.get("constraints"), f"{tp}.constraints")
                         if demand is not None:
                             classes.append((cname, demand, cnt, duration, constraints, tp))
-                if name is not None and weight is not None and submit is not None:
-                    job_specs.append((name, queue, weight, submit, classes, p))
+                # Kept even when name, weight or submit is bad, so its demands still get the
+                # cross-field checks; the placeholders never reach a Scenario (errors raise).
+                job_specs.append((name if name is not None else f"job{i}", queue,
+                                  weight if weight is not None else 1.0, submit if submit is not None else 0.0,
+                                  classes, p))
 
     # --- cross-field checks: resources known, demands reachable -------------------------------
     resources = tuple(seen_order)
@@ -296,8 +374,10 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         for where, amounts in _all_amounts(pooled_raw, node_entries, job_specs):
             for res in amounts:
                 if res not in declared:
+                    if where.startswith("cluster"):
+                        cluster_ok = False
                     col.add(f"{where}.{res}", f"unknown resource {res!r} (resources: {', '.join(declared)})")
-    if col.errors:
+    if col.errors and not cluster_ok:
         raise ScenarioError(col.errors, source)
 
     m = len(resources)
@@ -324,13 +404,14 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         tcs = []
         for cname, demand, cnt, duration, constraints, tp in classes:
             d = vec(demand)
-            for r, res in enumerate(resources):
-                if d[r] > 0 and capacity[r] <= 0:
-                    col.add(f"{tp}.demand.{res}", f"the cluster has no {res}")
+            missing = [res for r, res in enumerate(resources) if d[r] > 0 and capacity[r] <= 0]
+            for res in missing:
+                col.add(f"{tp}.demand.{res}", f"the cluster has no {res}")
             eligible = [nd for nd in nodes if _eligible(nd, constraints)]
             if not eligible:
                 col.add(f"{tp}.constraints", "no node satisfies these constraints")
-            elif not any(all(d[r] <= nd.capacity[r] for r in range(m)) for nd in eligible):
+            elif not missing and not any(all(d[r] <= nd.capacity[r] for r in range(m)) for nd in eligible):
+                # (skipped when a resource is missing altogether: that error says it all)
                 biggest = ", ".join(f"{res}={d[r]:g}" for r, res in enumerate(resources) if d[r] > 0)
                 where = "the pooled capacity" if pooled else "any single node"
                 col.add(f"{tp}.demand", f"no node can ever hold this task ({biggest} exceeds {where})")

@@ -43,6 +43,8 @@ def collapsed_weights(scenario) -> dict[str, float]:
 class Collapsed(FillingPolicy):
     name = "collapsed"
     citation = "Bhattacharya et al. SoCC'13, Sec. 3.2 (collapsed hierarchies + weighted DRF)"
+    # its leaf weights are the hierarchical entitlements, so audits judge it by those
+    hierarchical = True
 
     def build_tree(self, scenario, respect_counts):
         weights = collapsed_weights(scenario)

@@ -1,6 +1,7 @@
 """First in, first out over all jobs: by submit time, then file order.
 
-The baseline every cluster scheduler starts from (Hadoop's default FIFO scheduler).
+The baseline every cluster scheduler starts from (Hadoop's default FIFO scheduler); the
+H-DRF paper uses FIFO inside leaf queues (Sec. 4.3 "recursive scheduling", Sec. 5.3.2).
 Statically, the first job takes all it can use, then the next job takes what is left
 of the resources it needs, and so on.
 """
@@ -13,7 +14,7 @@ from fairshare.policies.progressive import FillingPolicy
 
 class FIFO(FillingPolicy):
     name = "fifo"
-    citation = "FIFO baseline (jobs in submit order)"
+    citation = "FIFO baseline; H-DRF (Bhattacharya et al. SoCC'13) Sec. 4.3, 5.3.2 (FIFO within a leaf)"
 
     def build_tree(self, scenario, respect_counts):
         return flat_tree(scenario, respect_counts, fifo=True)

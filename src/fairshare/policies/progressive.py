@@ -40,13 +40,22 @@ class FillingPolicy(Policy):
     def allocate(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
         tree = self.build_tree(scenario, respect_counts)
         result = fill(tree, self.rule, stop_at_first_saturation=self.stop_at_first_saturation)
-        return build_allocation(scenario, self.name, "divisible", per_class(scenario, result.tasks))
+        notes = constraint_note(scenario)
+        return build_allocation(scenario, self.name, "divisible", per_class(scenario, result.tasks), notes=notes)
 
     def allocate_discrete(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
         tree = self.build_tree(scenario, respect_counts)
         by_class, placement = place_whole_tasks(scenario, tree, self.rule, respect_counts=respect_counts,
                                                 stop_at_first_block=self.stop_at_first_saturation)
         return build_allocation(scenario, self.name, "discrete", by_class, placement=placement)
+
+
+def constraint_note(scenario: Scenario) -> tuple[str, ...]:
+    """Divisible mode pools the cluster into one machine, where placement constraints
+    have no meaning; say so instead of silently dropping them."""
+    if any(cls.constraints for job in scenario.jobs for cls in job.classes):
+        return ("placement constraints are ignored on the pooled capacity; use --discrete to honour them",)
+    return ()
 
 
 def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, respect_counts: bool,
@@ -57,17 +66,22 @@ def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, re
     jobs = {job.name: job for job in scenario.jobs}
     nodes = scenario.cluster.nodes
     free = [list(node.capacity) for node in nodes]
-    first_fit_ptr: dict[tuple[float, ...], int] = {}
+    node_attrs = [dict(node.attributes) for node in nodes]
+    first_fit_ptr: dict[tuple, int] = {}
 
-    def find_node(demand: tuple[float, ...]) -> int | None:
-        k = first_fit_ptr.get(demand, 0)
+    def find_node(demand: tuple[float, ...], constraints) -> int | None:
+        """First node (in order) where the task fits and its constraints allow it."""
+        key = (demand, constraints)
+        k = first_fit_ptr.get(key, 0)
         while k < len(nodes):
             f = free[k]
-            if all(d <= f[r] + 1e-9 * max(1.0, abs(f[r])) for r, d in enumerate(demand)):
-                first_fit_ptr[demand] = k
+            attrs = node_attrs[k]
+            if all(attrs.get(a) in allowed for a, allowed in constraints) and \
+                    all(d <= f[r] + 1e-9 * max(1.0, abs(f[r])) for r, d in enumerate(demand)):
+                first_fit_ptr[key] = k
                 return k
             k += 1
-        first_fit_ptr[demand] = k
+        first_fit_ptr[key] = k
         return None
 
     usage = [[0.0] * m for _ in range(n)]
@@ -178,7 +192,7 @@ def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, re
         leaf = v
         name = tree.keys[leaf]
         j = next_class(name)
-        k = None if j is None else find_node(jobs[name].classes[j].demand)
+        k = None if j is None else find_node(jobs[name].classes[j].demand, jobs[name].classes[j].constraints)
         if j is None or k is None:
             _block(leaf, tree, blocked, live_children)
             if stop_at_first_block and j is not None:

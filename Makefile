@@ -1,0 +1,58 @@
+# fairshare: `make demo` shows the main job on the bundled scenario, `make test` runs the
+# tests. Both create .venv (python3 -m venv) when it is missing and (re)install the
+# package into it only when pyproject.toml changed since the last install (stamp files).
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check
+FS     := $(PY) -m fairshare
+STAMP      := $(VENV)/.stamp-install
+STAMP_TEST := $(VENV)/.stamp-install-test
+DEMO_POLICIES := drf hdrf dff
+
+.PHONY: demo test bench clean distclean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PIP) install --quiet -e .
+	touch $@
+
+$(STAMP_TEST): pyproject.toml | $(PY)
+	$(PIP) install --quiet -e '.[test]'
+	touch $@ $(STAMP)
+
+# Every step runs even if an earlier one failed; the demo fails at the end if any did.
+demo: $(STAMP)
+	@status=0; \
+	for p in $(DEMO_POLICIES); do \
+	  echo; echo "=== fairshare allocate default --policy $$p"; \
+	  $(FS) allocate default --policy $$p || status=1; \
+	done; \
+	echo; echo "=== fairshare audit default --policy hdrf"; \
+	$(FS) audit default --policy hdrf || status=1; \
+	echo; echo "=== comparison: $(DEMO_POLICIES) on the bundled scenario"; \
+	$(PY) examples/compare_static.py default $(DEMO_POLICIES) || status=1; \
+	if [ $$status -ne 0 ]; then echo; echo "demo: a step failed (see above)"; fi; \
+	exit $$status
+
+test: $(STAMP_TEST)
+	$(PY) -m pytest
+
+# benchmarks/bench_*.py are the benchmarks; other files there are their helpers.
+bench: $(STAMP)
+	@set -e; found=0; \
+	for f in benchmarks/bench_*.py; do \
+	  [ -e "$$f" ] || continue; found=1; \
+	  echo "=== $$f"; $(PY) "$$f"; \
+	done; \
+	[ $$found -eq 1 ] || echo "no benchmarks (benchmarks/bench_*.py) yet"
+
+clean:
+	rm -rf build dist out .pytest_cache .hypothesis src/*.egg-info $(STAMP) $(STAMP_TEST)
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)
