@@ -353,9 +353,29 @@ def test_slowdown_equals_drf_for_single_class_jobs(name, sc, respect_counts):
     assert got == pytest.approx(want, rel=SLOWDOWN_EXACT)
 
 
-def test_slowdown_rejects_unknown_mix():
-    with pytest.raises(ValueError, match="mix"):
-        Slowdown(mix="fastest")
+@pytest.mark.parametrize("options,field_name", [({"mix": "fastest"}, "mix"), ({"time_limit_s": 0}, "time_limit_s")])
+def test_slowdown_rejects_bad_options(options, field_name):
+    with pytest.raises(ValueError, match=field_name):
+        Slowdown(**options)
+
+
+def test_slowdown_chooses_resources_like_partition():
+    # Why the round problem is a MILP (and NP-hard): <10 CPU, 10 GB>, three workflows with
+    # a CPU-only class and a memory-only class, weights 1, 1, 2 (normalised 1/2, 1/2, 1).
+    # Each reaches its level w' eta on one resource. Splits: {R} | {P, Q} -> loads eta and
+    # (1/2 + 1/2) eta -> eta = 1; {R, P} | {Q} -> 3/2 eta -> eta = 2/3. So eta = 1:
+    # R alone on one resource (10 tasks, slowdown 1), P and Q 5 tasks each on the other.
+    sc = pooled({"cpu": 10, "mem": 10}, [
+        workflow(n, ("c", {"cpu": 1}), ("m", {"mem": 1}), weight=w) for n, w in (("P", 1), ("Q", 1), ("R", 2))])
+    alloc = fairshare.allocate(sc, "slowdown")
+    shares = {n: ja.dominant_share for n, ja in alloc.jobs.items()}
+    assert shares == pytest.approx({"P": 0.5, "Q": 0.5, "R": 1.0}, rel=SLOWDOWN_EXACT)
+    assert alloc.utilization == pytest.approx((1.0, 1.0), rel=SLOWDOWN_EXACT)
+    for name, ja in alloc.jobs.items():  # each runs one class only (which one is a tie)
+        assert sorted(ja.tasks_by_class.values()) == pytest.approx([0.0, 10.0 if name == "R" else 5.0])
+    # P and Q share a resource, R has the other to itself
+    assert alloc.jobs["P"].tasks_by_class == pytest.approx(alloc.jobs["Q"].tasks_by_class)
+    assert alloc.jobs["R"].tasks_by_class != pytest.approx(alloc.jobs["P"].tasks_by_class)
 
 
 @st.composite

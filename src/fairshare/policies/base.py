@@ -39,6 +39,23 @@ class Policy(ABC):
     def allocate_discrete(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
         raise PolicyModeError(f"policy {self.name!r} has no discrete (whole-task) static allocation")
 
+    def online(self, resources: tuple[str, ...], queues, capacity, *, slots_total: int = 1):
+        """The online sorter that picks the next job (see ``policies/online.py``).
+
+        The default is the straightforward per-decision recomputation; policies with an
+        incremental sorter override this. Policies with no online meaning raise
+        :class:`PolicyModeError`.
+        """
+        from fairshare.policies.online import ReferenceSorter
+
+        params = self.params()
+        resource = params.get("resource")
+        return ReferenceSorter(self.name, len(resources), queues, capacity,
+                               rescale=params.get("rescale", True),
+                               ignore_blocked=params.get("ignore_blocked", True),
+                               resource_index=resources.index(resource) if resource else 0,
+                               slots_total=slots_total)
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
         return f"{type(self).__name__}({args})"

@@ -36,7 +36,18 @@ We use instead (see ``_RoundModel._milp_stage1``):
   the LP relaxation is the convex hull of each workflow's disjunction (in later rounds
   the fixed usage term ``c_ir s`` is not split over the copies, a slightly weaker but
   still exact form), few workflows are fractional and branch-and-bound explores a
-  handful of nodes: 200 workflows x 3 classes x 4 resources take 0.1-2 s per MILP.
+  handful of nodes: 200 workflows x 3 classes x 4 resources typically take 0.1-2 s
+  per MILP.
+
+Complexity, and ``time_limit_s``. Exact slowdown equalisation is NP-hard: with two
+resources and workflows whose classes each use one resource, ``(1, 0)`` and ``(0, 1)``,
+workflow i reaches its level ``w_i' eta`` on one resource or the other, and the best
+level is ``1 / min over the two-way splits of max(sum of w_i' per side)``, i.e.
+PARTITION. So some instances make branch-and-bound slow (one random 200-workflow,
+4-resource instance took 120 s to prove optimal). ``time_limit_s`` (per MILP, default
+None = exact) stops HiGHS early; the binaries of its best point are then used as
+usual and a note in the allocation gives the level found and HiGHS's proven upper
+bound on the optimal level (that instance: within 1% after 2 s, 0.1% after 10 s).
 
 Only resources that can be the workflow's dominant one get a binary: r is dropped when
 another resource r' has at least r's usage in every class (then ``u_ir <= u_ir'``
@@ -160,8 +171,7 @@ class Slowdown(Policy):
             else:
                 what = f"level {rnd.level:.6g} for {rnd.growing} workflow(s)"
             notes.append(f"slowdown round {k}: {what}; saturated so far: {sat}")
-        if result.time_limited:
-            notes.append("slowdown: a MILP hit time_limit_s; the allocation is feasible but may not be optimal")
+        notes.extend(f"slowdown: time_limit_s reached, not exact: {w}" for w in result.warnings)
         return build_allocation(scenario, self.name, "divisible", by_class, notes=notes)
 
     def allocate_discrete(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
@@ -193,7 +203,7 @@ class Round:
 class SlowdownResult:
     tasks: list[np.ndarray]  # per workflow, per class
     rounds: list[Round]
-    time_limited: bool
+    warnings: list[str]  # MILPs stopped by the time limit (empty: the result is exact)
 
 
 def slowdown(a: np.ndarray, n: np.ndarray) -> float:
@@ -208,7 +218,7 @@ def equalize_slowdowns(flows: list[Workflow], m: int, *, mix: str = "min-usage",
     frozen = [False] * len(flows)
     rounds: list[Round] = []
     level = 0.0
-    time_limited = False
+    warnings: list[str] = []
     max_rounds = 2 * (sum(len(f.a) for f in flows) + m + len(flows)) + 4
     for _ in range(max_rounds):
         usage = _usage(flows, tasks, m)
@@ -225,7 +235,7 @@ def equalize_slowdowns(flows: list[Workflow], m: int, *, mix: str = "min-usage",
             break
         rm = _RoundModel(flows, tasks, growable, active, usage, m)
         eta, delta, limited = rm.solve(level, mix, time_limit_s)
-        time_limited |= limited
+        warnings.extend(f"round {len(rounds) + 1}: {w}" for w in limited)
         if delta is None:
             # The level cannot rise: freeze the workflows that cannot raise their own
             # slowdown locally (every dominant resource is used only by fixed classes).
@@ -255,7 +265,7 @@ def equalize_slowdowns(flows: list[Workflow], m: int, *, mix: str = "min-usage",
         rounds.append(Round(eta, len(active), (), tuple(np.flatnonzero(usage >= 1.0 - SAT_RTOL))))
     else:
         raise AssertionError(f"slowdown: no fixed point after {max_rounds} rounds")
-    return SlowdownResult(tasks, rounds, time_limited)
+    return SlowdownResult(tasks, rounds, warnings)
 
 
 def _usage(flows: list[Workflow], tasks: list[np.ndarray], m: int) -> np.ndarray:
@@ -458,24 +468,29 @@ class _RoundModel:
 
     # --- solving ---------------------------------------------------------------------------
     def solve(self, level: float, mix: str, time_limit_s: float | None):
-        """Return (level reached, increments per workflow or None if it cannot rise, hit
-        the time limit)."""
-        limited = False
+        """Return (level reached, increments per workflow or None if it cannot rise,
+        what the time limit cut short)."""
+        limited: list[str] = []
         zfix = None
+        bound = None
         if self.zvar:
-            zfix, limited = self._choose(*self._milp_stage1(level), time_limit_s)
+            zfix, bound = self._choose(*self._milp_stage1(level), time_limit_s)
             if zfix is None:  # no level above the current one is feasible
                 return level, None, limited
         eta1 = self._lp_solve(1, zfix, None, mix)
+        if bound is not None:  # the MILP minimised s = 1/eta: its dual bound caps the level
+            best = f"{1.0 / bound:.6g}" if bound > 0 else "unknown"
+            found = f"{eta1[self.eta]:.6g}" if eta1 is not None else "none"
+            limited.append(f"level {found}, the optimal level is at most {best}")
         if eta1 is None or eta1[self.eta] <= level * (1.0 + LEVEL_RTOL) + 1e-15:
             return level, None, limited
         eta1 = float(eta1[self.eta])
         if self.zvar:
-            z2, lim = self._choose(*self._milp_stage2(eta1, mix), time_limit_s)
-            limited |= lim
+            z2, bound = self._choose(*self._milp_stage2(eta1, mix), time_limit_s)
             if z2 is None:  # eta1 a hair above what the MILP's tolerance allows
-                z2, lim = self._choose(*self._milp_stage2(eta1 * (1.0 - 1e-9), mix), time_limit_s)
-                limited |= lim
+                z2, bound = self._choose(*self._milp_stage2(eta1 * (1.0 - 1e-9), mix), time_limit_s)
+            if bound is not None:
+                limited.append(f"the class mixes may not be the {mix} ones (tie rule)")
             zfix = z2 if z2 is not None else zfix
         x = self._lp_solve(2, zfix, eta1, mix)
         if x is None:
@@ -486,6 +501,8 @@ class _RoundModel:
         return float(x[self.eta]), delta, limited
 
     def _choose(self, cost, rows, lb, ub, time_limit_s):
+        """Solve a round MILP; return its binaries (None if infeasible) and, when the time
+        limit stopped it, its dual bound (else None)."""
         a, lo, hi = rows.build()
         integrality = np.zeros(self.nvar_milp)
         integrality[self.nd + 1:self.nvar] = 1
@@ -498,8 +515,11 @@ class _RoundModel:
             if res.status == 1:
                 raise RuntimeError(f"slowdown: the MILP found no feasible point within time_limit_s="
                                    f"{time_limit_s}; raise or drop the limit")
-            return None, False  # infeasible: the level cannot rise
-        return {key: int(round(res.x[v])) for key, v in self.zvar.items()}, res.status == 1
+            return None, None  # infeasible: the level cannot rise
+        bound = float(res.mip_dual_bound) if res.status == 1 and res.mip_dual_bound is not None else None
+        if res.status == 1 and bound is None:
+            bound = 0.0
+        return {key: int(round(res.x[v])) for key, v in self.zvar.items()}, bound
 
     def _lp_solve(self, stage, zfix, eta_fix, mix):
         cost, rows, lb, ub = self._lp_model(stage, zfix, eta_fix, mix)

@@ -1,0 +1,322 @@
+"""Online policies: which job's next task runs, decided whenever resources free up.
+
+The engine tells an :class:`OnlineSorter` about every change (job added or removed, task
+started or finished, demand status, capacity, saturated resources) and asks
+:meth:`OnlineSorter.pick` for the next job among those whose next task can run now. The
+sorter never reads a clock or draws random numbers: ``now`` is passed in.
+
+:class:`ReferenceSorter` is the straightforward implementation: every ``pick`` recomputes
+every node's share from scratch, exactly as the papers' pseudo-code does per decision.
+It serves every online policy and is the reference the incremental sorters are tested
+against (same decisions) and benchmarked against (speed ratio, docs/performance.md).
+
+Per policy, the share a sibling is compared by (lowest first):
+
+* ``drf`` (DRF Alg. 1): ``max_r U_r / (w R_r)``, flat over jobs.
+* ``asset``: ``sum_r U_r / (w R_r)``; ``cpu``: ``U_k / (w R_k)`` for the one resource k.
+* ``collapsed`` (H-DRF Sec. 3.2): DRF with each job's weight the product along its path
+  of ``w / sum(w of demanding siblings)``, recomputed as demand changes.
+* ``hdrf`` (H-DRF Alg. 2-4): a leaf's share is ``max_{r in Y} U_r / R_r`` over the
+  non-saturated resources Y; an internal node rescales its demanding non-blocked
+  children's usage vectors to the smallest of their (weighted) shares and adds its blocked
+  children's vectors unscaled (Alg. 3), then takes its share over Y. A leaf is blocked
+  when it is not demanding or needs a saturated resource. ``rescale=False`` adds the
+  children's vectors as they are; ``ignore_blocked=False`` rescales to the smallest
+  demanding child whether blocked or not and counts every resource.
+* ``hdrf-naive`` (Sec. 3.3): internal usage is the plain sum, every resource counts.
+* ``capacity`` (Sec. 5.2, C.S-Current): naive, and nothing is allocated while any
+  resource is saturated.
+* ``dff`` (DFF Alg. 1-3): fairness ``max_r U_r / FR_r`` with Alg. 2's override; Fair
+  Resource recomputed when jobs arrive or leave.
+* ``slots``: hierarchical max-min on running tasks (one slot each).
+* ``fifo``: the earliest submitted job that can run.
+
+In a queue with ``order: fifo`` only its earliest job that can run competes.
+
+Ties (written rule, all policies): lower share, then fewer running tasks in the subtree,
+then listed first (queues in file order, jobs by arrival order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fairshare.model.queues import ROOT, QueueTree
+from fairshare.model.resources import Vector
+
+Runnable = Callable[[str], bool]
+
+
+@dataclass
+class OnlineJob:
+    name: str
+    queue: str
+    weight: float
+    demand: Vector  # composite per-task demand: what the job needs (DFF's "needs", blocking)
+    order: int  # arrival order, for ties and FIFO
+    usage: list[float] = field(default_factory=list)
+    running: int = 0
+    demanding: bool = True
+
+
+class OnlineSorter:
+    """Interface + shared bookkeeping; subclasses implement :meth:`pick`."""
+
+    def __init__(self, resources: int, queues: QueueTree, capacity: Vector):
+        self.m = resources
+        self.queues = queues
+        self.capacity: Vector = tuple(capacity)
+        self.saturated: frozenset[int] = frozenset()
+        self.jobs: dict[str, OnlineJob] = {}
+        self._arrivals = 0
+
+    # --- events -------------------------------------------------------------------------
+    def add_job(self, name: str, queue: str, weight: float, demand: Vector) -> None:
+        self.jobs[name] = OnlineJob(name, queue, weight, tuple(demand), self._arrivals, [0.0] * self.m)
+        self._arrivals += 1
+
+    def remove_job(self, name: str) -> None:
+        del self.jobs[name]
+
+    def allocated(self, name: str, demand: Vector, now: float = 0.0) -> None:
+        job = self.jobs[name]
+        for r, d in enumerate(demand):
+            job.usage[r] += d
+        job.running += 1
+
+    def released(self, name: str, demand: Vector, now: float = 0.0) -> None:
+        job = self.jobs[name]
+        for r, d in enumerate(demand):
+            job.usage[r] = max(0.0, job.usage[r] - d)
+        job.running -= 1
+
+    def set_demanding(self, name: str, demanding: bool) -> None:
+        self.jobs[name].demanding = demanding
+
+    def set_capacity(self, capacity: Vector) -> None:
+        self.capacity = tuple(capacity)
+
+    def set_saturated(self, resources: frozenset[int]) -> None:
+        self.saturated = frozenset(resources)
+
+    def shares(self) -> dict[str, float]:
+        """Each job's and queue's current share as this policy measures it (for reports)."""
+        return {}
+
+    def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
+        raise NotImplementedError
+
+
+class ReferenceSorter(OnlineSorter):
+    """Recomputes the whole tree for every decision (the papers' per-decision algorithm)."""
+
+    FLAT = {"drf", "asset", "cpu", "collapsed", "fifo"}
+
+    def __init__(self, kind: str, resources: int, queues: QueueTree, capacity: Vector, *,
+                 rescale: bool = True, ignore_blocked: bool = True, resource_index: int = 0,
+                 slots_total: int = 1):
+        super().__init__(resources, queues, capacity)
+        self.kind = kind
+        self.rescale = rescale
+        self.ignore_blocked = ignore_blocked
+        self.resource_index = resource_index
+        self.slots_total = max(1, slots_total)
+        self._fr: dict[str, Vector] | None = None
+
+    def add_job(self, name, queue, weight, demand):
+        super().add_job(name, queue, weight, demand)
+        self._fr = None  # DFF Alg. 3: UpdateFR when a job is submitted...
+
+    def remove_job(self, name):
+        super().remove_job(name)
+        self._fr = None  # ... or finishes
+
+    def set_capacity(self, capacity):
+        super().set_capacity(capacity)
+        self._fr = None
+
+    # --- tree -------------------------------------------------------------------------------
+    def _children(self) -> dict[str, list[tuple[str, bool]]]:
+        """key -> [(child key, is_job)], queues in file order then jobs by arrival."""
+        kids: dict[str, list[tuple[str, bool]]] = {}
+        if self.kind in self.FLAT:
+            kids[ROOT] = [(j.name, True) for j in sorted(self.jobs.values(), key=lambda j: j.order)]
+            return kids
+        for node in self.queues:
+            kids[node.path] = [(c, False) for c in node.children]
+        for job in sorted(self.jobs.values(), key=lambda j: j.order):
+            kids.setdefault(job.queue, []).append((job.name, True))
+        return kids
+
+    def _weight(self, key: str, is_job: bool) -> float:
+        return self.jobs[key].weight if is_job else self.queues[key].weight
+
+    # --- shares ----------------------------------------------------------------------------
+    def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
+        if self.kind == "capacity" and self.saturated:
+            return None  # C.S-Current stops once any resource is fully used
+        kids = self._children()
+        m, cap = self.m, self.capacity
+        usage: dict[str, list[float]] = {}
+        share: dict[str, float] = {}
+        running: dict[str, int] = {}
+        demanding: dict[str, bool] = {}
+        blocked: dict[str, bool] = {}
+        order_key: dict[str, int] = {}
+        sat = self.saturated
+        count_res = [r for r in range(m) if cap[r] > 0 and (r not in sat or not self._ignores_saturated())]
+        weights = self._collapsed_weights(kids) if self.kind == "collapsed" else None
+        fr = self._fair_resources(kids) if self.kind == "dff" else None
+
+        def leaf_share(job: OnlineJob, u: list[float]) -> float:
+            w = weights[job.name] if weights is not None else job.weight
+            if self.kind == "asset":
+                return sum(u[r] / cap[r] for r in range(m) if cap[r] > 0) / w
+            if self.kind == "cpu":
+                k = self.resource_index
+                return u[k] / cap[k] / w if cap[k] > 0 else 0.0
+            if self.kind == "slots":
+                return job.running / self.slots_total / w
+            if self.kind == "dff":
+                f = fr.get(job.name, ())
+                return max((u[r] / f[r] for r in range(m) if f and f[r] > 0), default=0.0)
+            return max((u[r] / cap[r] for r in count_res), default=0.0) / w
+
+        def visit(key: str, is_job: bool, pos: int) -> None:
+            order_key[key] = pos
+            if is_job:
+                job = self.jobs[key]
+                u = list(job.usage)
+                usage[key] = u
+                running[key] = job.running
+                demanding[key] = job.demanding
+                blocked[key] = (not job.demanding) or any(job.demand[r] > 0 for r in sat)
+                share[key] = leaf_share(job, u)
+                return
+            children = kids.get(key, [])
+            for i, (c, cj) in enumerate(children):
+                visit(c, cj, i)
+            running[key] = sum(running[c] for c, _ in children)
+            demanding[key] = any(demanding[c] for c, _ in children)
+            blocked[key] = all(blocked[c] for c, _ in children)
+            total = [0.0] * m
+            if self.kind == "hdrf" and self.rescale:
+                # Alg. 3: rescale the demanding (non-blocked) children to the smallest share
+                pool = [c for c, _ in children if demanding[c] and (not self.ignore_blocked or not blocked[c])]
+                wt = {c: self._weight(c, cj) for c, cj in children}
+                low = min((share[c] for c in pool), default=None)
+                for c, _ in children:
+                    factor = 1.0
+                    if c in pool and low is not None:
+                        # rescale so the child's weighted share becomes the smallest one
+                        factor = (low / share[c]) if share[c] > 0 else 0.0
+                    for r in range(m):
+                        total[r] += usage[c][r] * factor
+            else:
+                for c, _ in children:
+                    for r in range(m):
+                        total[r] += usage[c][r]
+            usage[key] = total
+            if key == ROOT:
+                return
+            w = self._weight(key, False)
+            if self.kind == "slots":
+                share[key] = running[key] / self.slots_total / w
+            elif self.kind == "dff":
+                f = fr.get(key, ())
+                raw = max((total[r] / f[r] for r in range(m) if f and f[r] > 0), default=0.0)
+                live = [share[c] for c, _ in children if demanding[c] and not blocked[c]]
+                if raw > 1.0 and live and min(live) < raw:  # Alg. 2 line 9
+                    raw = min(live)
+                share[key] = raw
+            else:
+                share[key] = max((total[r] / cap[r] for r in count_res), default=0.0) / w
+
+        visit(ROOT, False, 0)
+        self._last_shares = share
+
+        if self.kind == "fifo":
+            for key, _ in kids.get(ROOT, []):
+                if demanding[key] and runnable(key):
+                    return key
+            return None
+
+        def descend(key: str) -> str | None:
+            if key in self.jobs:
+                return key if demanding[key] and runnable(key) else None
+            children = kids.get(key, [])
+            if key != ROOT and key in self.queues and self.queues[key].order == "fifo":
+                # FIFO queue: its jobs run one after another, in arrival order; only the
+                # earliest that can run competes with the queue's sub-queues.
+                jobs_here = [c for c, cj in children if cj and demanding[c] and runnable(c)]
+                children = [(c, cj) for c, cj in children if not cj or c in jobs_here[:1]]
+            cands = [(share[c], running[c], order_key[c], c) for c, _ in children if demanding[c]]
+            for *_k, c in sorted(cands):
+                found = descend(c)
+                if found is not None:
+                    return found
+            return None
+
+        return descend(ROOT)
+
+    def shares(self) -> dict[str, float]:
+        return dict(getattr(self, "_last_shares", {}))
+
+    def _ignores_saturated(self) -> bool:
+        return self.kind == "hdrf" and self.ignore_blocked
+
+    def _collapsed_weights(self, kids) -> dict[str, float]:
+        """H-DRF Sec. 3.2 weights among the currently demanding nodes (flat tree: the job
+        weights are folded with their queue path)."""
+        out = {}
+        demanding_paths: set[str] = set()
+        for job in self.jobs.values():
+            if job.demanding:
+                demanding_paths.update(self.queues.ancestors(job.queue))
+        totals: dict[str, float] = {}
+        for path in self.queues.paths:
+            if path in demanding_paths:
+                parent = self.queues[path].parent
+                totals[parent] = totals.get(parent, 0.0) + self.queues[path].weight
+        for job in self.jobs.values():
+            if job.demanding:
+                totals[job.queue] = totals.get(job.queue, 0.0) + job.weight
+        for job in self.jobs.values():
+            w = job.weight / totals.get(job.queue, job.weight)
+            path = job.queue
+            while path != ROOT:
+                node = self.queues[path]
+                w *= node.weight / totals.get(node.parent, node.weight)
+                path = node.parent
+            out[job.name] = w
+        return out
+
+    def _fair_resources(self, kids) -> dict[str, Vector]:
+        """DFF Alg. 1 (UpdateFR) over the jobs present; cached until a job arrives or leaves."""
+        if self._fr is not None:
+            return self._fr
+        m = self.m
+        needs: dict[str, list[bool]] = {}
+        tree_kids: dict[str, list[tuple[str, float]]] = {}
+        for node in self.queues:
+            tree_kids[node.path] = [(c, self.queues[c].weight) for c in node.children]
+        for job in sorted(self.jobs.values(), key=lambda j: j.order):
+            flags = [d > 0 for d in job.demand]
+            needs[job.name] = flags
+            for path in self.queues.ancestors(job.queue):
+                acc = needs.setdefault(path, [False] * m)
+                for r in range(m):
+                    acc[r] = acc[r] or flags[r]
+            tree_kids.setdefault(job.queue, []).append((job.name, job.weight))
+        fr: dict[str, Vector] = {ROOT: tuple(self.capacity)}
+        stack = [ROOT]
+        while stack:
+            key = stack.pop()
+            live = [(c, w) for c, w in tree_kids.get(key, []) if c in needs]
+            for c, w in live:
+                fr[c] = tuple(fr[key][r] * w / sum(wk for k, wk in live if needs[k][r]) if needs[c][r] else 0.0
+                              for r in range(m))
+                stack.append(c)
+        self._fr = fr
+        return fr
