@@ -76,25 +76,29 @@ class _MaxTree:
             self.tree[k] = [x if x > y else y for x, y in zip(a, b)]
             k //= 2
 
-    def first_fit(self, demand: Vector) -> int | None:
+    def first_fit(self, demand: Vector, start: int = 0) -> int | None:
+        """First member at position >= ``start`` where ``demand`` fits."""
         if not _fits(demand, self.tree[1]):
             return None
-        return self._descend(1, demand)
+        return self._descend(1, 0, self.size, demand, start)
 
-    def _descend(self, k: int, demand: Vector) -> int | None:
+    def _descend(self, k: int, lo: int, hi: int, demand: Vector, start: int) -> int | None:
         # The per-resource maxima may come from different nodes, so a subtree that passes
-        # the test can still hold no fit: backtrack then (rare when tasks are small).
+        # the test can still hold no fit: backtrack then. Subtrees left of ``start`` are skipped.
+        if hi <= start:
+            return None
         if k >= self.size:
-            idx = k - self.size
-            if idx >= len(self.members):
+            if lo >= len(self.members):
                 return None
-            node = self.members[idx]
+            node = self.members[lo]
             return node if _fits(demand, self.pool.available(node)) else None
-        for child in (2 * k, 2 * k + 1):
-            if _fits(demand, self.tree[child]):
-                found = self._descend(child, demand)
-                if found is not None:
-                    return found
+        mid = (lo + hi) // 2
+        if _fits(demand, self.tree[2 * k]):
+            found = self._descend(2 * k, lo, mid, demand, start)
+            if found is not None:
+                return found
+        if _fits(demand, self.tree[2 * k + 1]):
+            return self._descend(2 * k + 1, mid, hi, demand, start)
         return None
 
     def feasible(self, demand: Vector) -> list[int]:
@@ -139,6 +143,7 @@ class NodePool:
         self.states: list[_NodeState] = []
         self.index_of: dict[str, int] = {}
         self._trees: dict[tuple, _MaxTree] = {}
+        self.total_free = [0.0] * m  # sum of free over alive nodes
         for node in nodes:
             self._append(node)
 
@@ -147,6 +152,8 @@ class NodePool:
         idx = len(self.states)
         self.states.append(_NodeState(node, list(node.capacity)))
         self.index_of[node.name] = idx
+        for r, c in enumerate(node.capacity):
+            self.total_free[r] += c
         return idx
 
     def add_node(self, node: Node) -> int:
@@ -156,13 +163,21 @@ class NodePool:
             self._trees.clear()  # membership changed: rebuild indexes lazily
         else:
             st = self.states[idx]
+            if st.alive:
+                raise ValueError(f"node {node.name!r} is already in the cluster")
             st.node, st.free, st.alive, st.tasks = node, list(node.capacity), True, 0
+            for r, c in enumerate(node.capacity):
+                self.total_free[r] += c
             self._touch(idx)
         return idx
 
     def remove_node(self, name: str) -> int:
         idx = self.index_of[name]
         st = self.states[idx]
+        if not st.alive:
+            raise ValueError(f"node {name!r} is not in the cluster")
+        for r, f in enumerate(st.free):
+            self.total_free[r] -= f
         st.alive = False
         st.free = [0.0] * self.m
         st.tasks = 0
@@ -198,6 +213,7 @@ class NodePool:
         st = self.states[idx]
         for r, d in enumerate(demand):
             st.free[r] -= d
+            self.total_free[r] -= d
         st.tasks += 1
         self._touch(idx)
 
@@ -206,7 +222,9 @@ class NodePool:
         if not st.alive:
             return
         for r, d in enumerate(demand):
-            st.free[r] = min(st.node.capacity[r], st.free[r] + d)
+            new = min(st.node.capacity[r], st.free[r] + d)
+            self.total_free[r] += new - st.free[r]
+            st.free[r] = new
         st.tasks -= 1
         self._touch(idx)
 
@@ -264,6 +282,14 @@ class NodePool:
                                                       zip(self.states[i].free, demand, scale)), i))
         return max(candidates, key=lambda i: (sum(d * f * s * s for f, d, s in
                                                   zip(self.states[i].free, demand, scale)), -i))
+
+    def place_after(self, demand: Vector, constraints: tuple, node: int) -> int | None:
+        """First-fit only: the first node after ``node`` (in its eligible set) that fits."""
+        tree = self._tree(constraints)
+        return tree.first_fit(self._effective(demand), tree.position[node] + 1)
+
+    def fits_on(self, node: int, demand: Vector) -> bool:
+        return _fits(self._effective(demand), self.available(node))
 
     def fits_somewhere(self, demand: Vector, constraints: tuple = ()) -> bool:
         return self._tree(constraints).first_fit(self._effective(demand)) is not None

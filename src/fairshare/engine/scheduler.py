@@ -67,6 +67,8 @@ class JobRuntime:
         return not self.demanding and self.running == 0
 
     def next_class(self) -> int | None:
+        if len(self.pending) == 1:
+            return 0 if self.pending[0] > 0 else None
         mix = self.job.class_mix()
         best, key = None, float("inf")
         for j, p in enumerate(self.pending):
@@ -90,13 +92,18 @@ class Scheduler:
         self.use_headroom = headroom
         self.respect_counts = respect_counts
         slots_total = (slots or 1) * len(nodes)
-        self.sorter = policy.online(self.resources, queues, self.pool.total_capacity, slots_total=slots_total)
+        self.sorter = policy.online(self.resources, queues, self.pool.total_capacity, slots_total=slots_total,
+                                    nodes=tuple(st.node for st in self.pool.states))
         self.queues = queues
         self.jobs: dict[str, JobRuntime] = {}
         self.tasks: dict[int, RunningTask] = {}
         self._next_id = 0
         # per resource: how many pending task classes need each amount (saturation test)
         self._pending_demands: list[Counter] = [Counter() for _ in range(self.m)]
+        # pending (demand, constraints) shapes, and the minimal ones: if none of those fits
+        # anywhere, no pending task does, and schedule() stops without asking the sorter
+        self._pending_keys: Counter = Counter()
+        self._minimal_keys: list[tuple] | None = []
         self.decisions = 0
 
     # --- events ---------------------------------------------------------------------------
@@ -175,32 +182,67 @@ class Scheduler:
 
     # --- decisions --------------------------------------------------------------------------
     def schedule(self, now: float) -> list[Launch]:
+        """Start tasks until no job the policy would pick can run anywhere."""
         launches: list[Launch] = []
+        # Where each distinct (demand, constraints) goes, for this call only. Within one
+        # call free capacity only shrinks, so "fits nowhere" stays true, and a first-fit
+        # node stays the first fit for as long as the task still fits on it.
+        fit: dict[tuple, int | None] = {}
+        first_fit = self.pool.strategy == "first-fit"
         while True:
+            if not any(self._fits_now(key, fit, first_fit) for key in self._minimal()):
+                return launches  # no pending task fits anywhere
             self.sorter.set_saturated(self._saturated())
-            cache: dict[str, tuple[int, int] | None] = {}
+            chosen: dict[str, tuple[int, int]] = {}
 
             def runnable(name: str) -> bool:
-                if name not in cache:
-                    cache[name] = self._where(name)
-                return cache[name] is not None
+                rt = self.jobs[name]
+                j = rt.next_class()
+                if j is None:
+                    return False
+                cls = rt.job.classes[j]
+                key = (cls.demand, cls.constraints)
+                if key in fit:
+                    node = fit[key]
+                    if node is None:
+                        return False
+                    if not self.pool.fits_on(node, cls.demand):
+                        node = self.pool.place_after(cls.demand, cls.constraints, node) if first_fit \
+                            else self.pool.place(cls.demand, cls.constraints)
+                        fit[key] = node
+                        if node is None:
+                            return False
+                    elif not first_fit:
+                        node = self.pool.place(cls.demand, cls.constraints)
+                else:
+                    node = fit[key] = self.pool.place(cls.demand, cls.constraints)
+                    if node is None:
+                        return False
+                chosen[name] = (j, node)
+                return True
 
             name = self.sorter.pick(runnable, now)
             if name is None:
                 return launches
-            where = cache.get(name) or self._where(name)
-            if where is None:  # a sorter must only return runnable jobs
+            if name not in chosen and not runnable(name):  # a sorter must only return runnable jobs
                 raise AssertionError(f"sorter picked {name!r}, which cannot run")
-            launches.append(self._launch(name, where[0], where[1], now))
+            j, node = chosen[name]
+            launches.append(self._launch(name, j, node, now))
 
-    def _where(self, name: str) -> tuple[int, int] | None:
-        rt = self.jobs[name]
-        j = rt.next_class()
-        if j is None:
-            return None
-        cls = rt.job.classes[j]
-        node = self.pool.place(cls.demand, cls.constraints)
-        return None if node is None else (j, node)
+    def _fits_now(self, key: tuple, fit: dict, first_fit: bool) -> bool:
+        """Whether a task of this shape fits somewhere now, through the per-call cache."""
+        demand, constraints = key
+        if key in fit:
+            node = fit[key]
+            if node is None:
+                return False
+            if self.pool.fits_on(node, demand):
+                return True
+            node = self.pool.place_after(demand, constraints, node) if first_fit else self.pool.place(demand, constraints)
+        else:
+            node = self.pool.place(demand, constraints)
+        fit[key] = node
+        return node is not None
 
     def _launch(self, name: str, j: int, node: int, now: float) -> Launch:
         rt = self.jobs[name]
@@ -230,6 +272,14 @@ class Scheduler:
                 self.sorter.remove_job(rt.job.name)
 
     def _track(self, job: Job, j: int, delta: int) -> None:
+        cls = job.classes[j]
+        key = (cls.demand, cls.constraints)
+        before = self._pending_keys[key]
+        self._pending_keys[key] += delta
+        if self._pending_keys[key] <= 0:
+            del self._pending_keys[key]
+        if (before > 0) != (self._pending_keys.get(key, 0) > 0):
+            self._minimal_keys = None
         for r, d in enumerate(job.classes[j].demand):
             if d > 0:
                 c = self._pending_demands[r]
@@ -238,15 +288,31 @@ class Scheduler:
                     del c[d]
 
     def _saturated(self) -> frozenset[int]:
-        """Resources no pending task can get anywhere: every alive node has less free than
-        the smallest pending demand for it (H-DRF Sec. 3.4's "saturated", for whole tasks)."""
-        free = self.pool.max_free()
+        """Resources counted as saturated (H-DRF Sec. 3.4: "fully utilized"), for whole tasks.
+
+        Reading: r is saturated while the cluster's total free amount of r is less than the
+        largest pending task's demand for it, i.e. full up to one maximal task, the
+        granularity DRF Sec. 6.2 (Theorem 7) bounds discrete fairness by. A finishing task
+        rarely unsaturates a resource on a busy cluster, so the set is stable (every change
+        re-ranks the H-DRF tree: Alg. 3 counts only non-saturated resources)."""
+        free = self.pool.total_free
         out = []
         for r in range(self.m):
             c = self._pending_demands[r]
-            if c and free[r] < min(c) - 1e-9:
+            if c and free[r] < max(c) - 1e-9:
                 out.append(r)
         return frozenset(out)
+
+    def _minimal(self) -> list[tuple]:
+        """Pending task shapes not dominated by another with the same constraints."""
+        if self._minimal_keys is None:
+            keys = sorted(self._pending_keys, key=lambda k: (sum(k[0]), k))
+            out: list[tuple] = []
+            for key in keys:
+                if not any(o[1] == key[1] and all(a <= b for a, b in zip(o[0], key[0])) for o in out):
+                    out.append(key)
+            self._minimal_keys = out
+        return self._minimal_keys
 
     def _update_headroom(self) -> None:
         big = [0.0] * self.m

@@ -39,12 +39,15 @@ class Policy(ABC):
     def allocate_discrete(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
         raise PolicyModeError(f"policy {self.name!r} has no discrete (whole-task) static allocation")
 
-    def online(self, resources: tuple[str, ...], queues, capacity, *, slots_total: int = 1):
+    def online(self, resources: tuple[str, ...], queues, capacity, *, slots_total: int = 1,
+               nodes=None):
         """The online sorter that picks the next job (see ``policies/online.py``).
 
         The default is the straightforward per-decision recomputation; policies with an
         incremental sorter override this. Policies with no online meaning raise
-        :class:`PolicyModeError`.
+        :class:`PolicyModeError`. ``nodes`` (the cluster's ``Node`` list, optional) is for
+        sorters that need per-node capacities (``timefair``'s N_i); others ignore it, and
+        overrides must accept it.
         """
         from fairshare.policies.online import ReferenceSorter
 

@@ -72,6 +72,9 @@ class CEEI(Policy):
     citation = ("Ghodsi et al. NSDI'11, Sec. 5.2 (CEEI as the Nash bargaining solution with "
                 "dominant-share utility), Sec. 6.1.2 Theorems 4-5")
 
+    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
+        raise PolicyModeError("policy 'ceei' has no online meaning: CEEI is a market equilibrium of a static allocation (DRF Sec. 5.2); it has no task-by-task online rule")
+
     def allocate(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
         jobs = scenario.jobs
         capacity = scenario.capacity

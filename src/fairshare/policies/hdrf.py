@@ -31,3 +31,10 @@ class HDRF(FillingPolicy):
 
     def build_tree(self, scenario, respect_counts):
         return hierarchical_tree(scenario, respect_counts)[0]
+
+    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
+        """Dynamic H-DRF, Alg. 2-4, incremental (``policies/hdrf_online.py``)."""
+        from fairshare.policies.hdrf_online import HDRFSorter
+
+        return HDRFSorter(len(resources), queues, capacity, rescale=self.rescale,
+                          ignore_blocked=self.ignore_blocked)

@@ -25,6 +25,13 @@ class NaiveHDRF(FillingPolicy):
     def build_tree(self, scenario, respect_counts):
         return hierarchical_tree(scenario, respect_counts)[0]
 
+    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
+        """Sec. 3.3: no rescaling, blocked nodes and saturated resources still count."""
+        from fairshare.policies.hdrf_online import HDRFSorter
+
+        return HDRFSorter(len(resources), queues, capacity, rescale=False, ignore_blocked=False,
+                          stop_when_saturated=self.stop_at_first_saturation)
+
 
 class CapacityScheduler(NaiveHDRF):
     name = "capacity"

@@ -33,8 +33,8 @@ Per policy, the share a sibling is compared by (lowest first):
 
 In a queue with ``order: fifo`` only its earliest job that can run competes.
 
-Ties (written rule, all policies): lower share, then fewer running tasks in the subtree,
-then listed first (queues in file order, jobs by arrival order).
+Ties (written rule, all policies): lower share (compared rounded to 12 digits, so float
+noise cannot decide), then fewer running tasks in the subtree, then listed first (queues in file order, jobs by arrival order).
 """
 
 from __future__ import annotations
@@ -251,7 +251,7 @@ class ReferenceSorter(OnlineSorter):
                 # earliest that can run competes with the queue's sub-queues.
                 jobs_here = [c for c, cj in children if cj and demanding[c] and runnable(c)]
                 children = [(c, cj) for c, cj in children if not cj or c in jobs_here[:1]]
-            cands = [(share[c], running[c], order_key[c], c) for c, _ in children if demanding[c]]
+            cands = [(round(share[c], 12), running[c], order_key[c], c) for c, _ in children if demanding[c]]
             for *_k, c in sorted(cands):
                 found = descend(c)
                 if found is not None:

@@ -150,6 +150,9 @@ class Slowdown(Policy):
     def params(self) -> dict:
         return {"mix": self.mix, "time_limit_s": self.time_limit_s}
 
+    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
+        raise PolicyModeError("policy 'slowdown' has no online meaning: its online, indivisible counterpart is timefair (Tan Sec. 5)")
+
     def allocate(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
         capacity = scenario.capacity
         m = scenario.m

@@ -1,0 +1,44 @@
+"""A minimal deterministic event loop over :class:`Scheduler`, for engine tests that must
+not depend on the simulator: fixed durations, completions in (time, task id) order."""
+
+from __future__ import annotations
+
+import heapq
+
+from fairshare.engine import Scheduler
+
+
+def replay(scheduler: Scheduler, jobs, duration_of, *, until: float = 1e9, node_events=()):
+    """Run ``jobs`` (submitted at their ``submit_s``) and return the launch log
+    ``[(time, job, task_class, node)]``. ``duration_of(launch)`` gives each task's length;
+    ``node_events`` are ``(time, "lose"|"add", node_or_name)``."""
+    log = []
+    heap: list[tuple[float, int, int, object]] = []  # (time, kind, seq, payload)
+    seq = 0
+    for job in jobs:
+        heapq.heappush(heap, (job.submit_s, 2, seq, job))
+        seq += 1
+    for t, kind, node in node_events:
+        heapq.heappush(heap, (t, 1, seq, (kind, node)))
+        seq += 1
+    while heap:
+        now = heap[0][0]
+        if now > until:
+            break
+        while heap and heap[0][0] == now:  # every event at this instant, then decide once
+            _, kind, _, payload = heapq.heappop(heap)
+            if kind == 0:
+                if payload in scheduler.tasks:
+                    scheduler.finish(payload, now)
+            elif kind == 1:
+                what, node = payload
+                if what == "lose":
+                    scheduler.lose_node(node, now)
+                else:
+                    scheduler.add_node(node, now)
+            else:
+                scheduler.submit(payload, now)
+        for launch in scheduler.schedule(now):
+            log.append((now, launch.job, launch.task_class, launch.node))
+            heapq.heappush(heap, (now + duration_of(launch), 0, launch.task_id, launch.task_id))
+    return log
