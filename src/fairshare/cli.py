@@ -1,4 +1,5 @@
-"""The ``fairshare`` command (contract: "Package and command", ``allocate``, ``audit``).
+"""The ``fairshare`` command (contract: "Package and command", ``allocate``, ``audit``,
+``simulate``, ``compare``).
 
 Exit status: 0 success; 2 a user error (bad scenario file, unknown policy, an option the
 chosen policy does not take, a policy with no meaning in the requested mode, argparse
@@ -58,6 +59,28 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     from fairshare import __version__
 
@@ -80,24 +103,69 @@ def build_parser() -> argparse.ArgumentParser:
                        help="cap each job at its task counts (default: every job always has a next task)")
         p.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
 
+    def policy_options(p: argparse.ArgumentParser) -> None:
+        opts = p.add_argument_group("policy options (only for the policies that take them)")
+        # default=None everywhere: an option is passed to the policy only when given.
+        opts.add_argument("--no-rescale", action="store_true", default=None,
+                          help="hdrf: disable rescaling of demand vectors (H-DRF Sec. 3.4 ablation)")
+        opts.add_argument("--no-ignore-blocked", action="store_true", default=None,
+                          help="hdrf: do not ignore blocked nodes (H-DRF Sec. 3.4 ablation)")
+        opts.add_argument("--slots", type=_positive_int, default=None, metavar="N", help="slots: slots per node")
+        opts.add_argument("--resource", default=None, metavar="NAME",
+                          help="cpu: the one resource to be fair on (default: the first listed)")
+
     alloc = sub.add_parser("allocate", help="compute a policy's static allocation",
                            description="The static allocation of a policy on a scenario.")
     common(alloc)
-    opts = alloc.add_argument_group("policy options (only for the policies that take them)")
-    # default=None everywhere: an option is passed to the policy only when given.
-    opts.add_argument("--no-rescale", action="store_true", default=None,
-                      help="hdrf: disable rescaling of demand vectors (H-DRF Sec. 3.4 ablation)")
-    opts.add_argument("--no-ignore-blocked", action="store_true", default=None,
-                      help="hdrf: do not ignore blocked nodes (H-DRF Sec. 3.4 ablation)")
-    opts.add_argument("--slots", type=_positive_int, default=None, metavar="N", help="slots: slots per node")
-    opts.add_argument("--resource", default=None, metavar="NAME",
-                      help="cpu: the one resource to be fair on (default: the first listed)")
+    policy_options(alloc)
 
     aud = sub.add_parser("audit", help="check the papers' fairness properties for a policy",
                          description="Check the papers' fairness properties for a policy's static allocation.")
     common(aud)
     aud.add_argument("--max-jobs-searched", type=_positive_int, default=None, metavar="N",
                      help="bound on the jobs tried when searching for a witness (strategy-proofness, ...)")
+
+    def sim_common(p: argparse.ArgumentParser) -> None:
+        from fairshare.engine.placement import STRATEGIES
+
+        p.add_argument("--out", required=True, metavar="DIR",
+                       help="directory for the results (created if missing; files in it are replaced)")
+        p.add_argument("--seed", type=_non_negative_int, default=0, metavar="N",
+                       help="seed of the run's random numbers (task durations); default 0")
+        p.add_argument("--until", type=_non_negative_float, default=None, metavar="T",
+                       help="stop at T simulated seconds (required when a job has unbounded task counts)")
+        p.add_argument("--placement", choices=STRATEGIES, default="first-fit",
+                       help="which node a task goes to (default: first-fit)")
+        p.add_argument("--headroom", action="store_true",
+                       help="keep room for the largest task on every node (H-DRF Sec. 5)")
+        p.add_argument("--progress", action="store_true",
+                       help="show a progress bar on stderr even when it is not a terminal")
+        p.add_argument("--no-fairness-gap", action="store_true",
+                       help="skip the fairness gap (it computes one static allocation per distinct set of "
+                            "demanding jobs)")
+
+    simp = sub.add_parser("simulate", help="simulate a policy over time on the nodes",
+                          description="Discrete-event simulation of a policy on the scenario's nodes: jobs arrive "
+                                      "at their submit times, tasks run for their sampled durations. Writes "
+                                      "summary.json, timeline.csv and report.html into --out. Task counts are "
+                                      "always respected. Deterministic for a given --seed.")
+    simp.add_argument("scenario", metavar="SCENARIO",
+                      help=f"scenario file (YAML or JSON), or '{DEFAULT_SCENARIO}' for the bundled example")
+    simp.add_argument("--policy", required=True, metavar="P", help="policy name (see `fairshare policies`)")
+    sim_common(simp)
+    policy_options(simp)
+
+    comp = sub.add_parser("compare", help="simulate several policies on the same scenario and seed",
+                          description="Simulate each policy on the same scenario, options and seed; writes each "
+                                      "policy's results into DIR/POLICY/ and a side-by-side DIR/report.html and "
+                                      "DIR/compare.json. A policy option applies to the listed policies that take "
+                                      "it.")
+    comp.add_argument("scenario", metavar="SCENARIO",
+                      help=f"scenario file (YAML or JSON), or '{DEFAULT_SCENARIO}' for the bundled example")
+    comp.add_argument("--policies", required=True, metavar="A,B,...",
+                      help="comma-separated policy names (see `fairshare policies`)")
+    sim_common(comp)
+    policy_options(comp)
 
     sub.add_parser("policies", help="list the registered policies with their citations",
                    description="List the registered policies, one per line, with the paper they implement.")
@@ -197,7 +265,157 @@ def cmd_policies(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"allocate": cmd_allocate, "audit": cmd_audit, "policies": cmd_policies}
+def cmd_simulate(args: argparse.Namespace) -> int:
+    options = _policy_options(args)
+    policy = _make_policy(args.policy, options)
+    scenario = _load(args.scenario)
+    _check_resource_option(options, scenario)
+    _check_out(args.out)
+    sim = _simulator(args, scenario, policy, f"--policy {args.policy}")
+    out = _out_dir(args.out)
+    result, summary = _run_one(args, sim, label="")
+    _write_run(out, args, result, summary)
+    _print_run_line(result, summary)
+    print(f"report: {out / 'report.html'}")
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from fairshare.policies import REGISTRY
+
+    names = [n.strip() for n in args.policies.split(",")]
+    if not all(names):
+        raise CLIError(f"--policies: empty policy name in {args.policies!r} (write e.g. --policies drf,hdrf)")
+    unknown = [n for n in names if n not in REGISTRY]
+    if unknown:
+        raise CLIError(f"--policies: unknown policy {', '.join(map(repr, unknown))}; known policies: "
+                       f"{', '.join(REGISTRY)}")
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise CLIError(f"--policies: {', '.join(dupes)} listed twice")
+    # Each option goes to the listed policies that take it; one that none takes is an error.
+    per_policy: dict[str, dict[str, Any]] = {n: {} for n in names}
+    for flag, (param, dest) in POLICY_OPTIONS.items():
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        takers = [n for n in names if _accepts(REGISTRY[n], param)]
+        if not takers:
+            everyone = [n for n, c in REGISTRY.items() if _accepts(c, param)]
+            raise CLIError(f"{flag} applies to none of --policies {args.policies} "
+                           f"(it applies to: {', '.join(everyone) or 'no policy'})")
+        for n in takers:
+            per_policy[n][param] = False if flag.startswith("--no-") else value
+    policies = {n: _make_policy(n, per_policy[n]) for n in names}
+    scenario = _load(args.scenario)
+    for n in names:
+        _check_resource_option(per_policy[n], scenario)
+    _check_out(args.out)
+    # Build every simulator first: a policy that refuses online mode stops us before any
+    # run and before anything is written.
+    sims = {n: _simulator(args, scenario, policies[n], f"--policies {n}") for n in names}
+    out = _out_dir(args.out)
+    from fairshare.report.html import compare_report
+    from fairshare.sim.compare import comparison
+    from fairshare.sim.output import summary_json
+
+    runs = []
+    width = max(len(n) for n in names)
+    for n in names:
+        result, summary = _run_one(args, sims[n], label=f"{n.ljust(width)} ")
+        _write_run(out / n, args, result, summary)
+        runs.append((n, result, summary))
+        _print_run_line(result, summary, label=f"{n.ljust(width)}  ")
+    shown = _display_name(args.scenario)
+    (out / "compare.json").write_text(summary_json(comparison(runs, scenario_name=shown)), encoding="utf-8")
+    (out / "report.html").write_text(compare_report(runs, scenario_name=shown), encoding="utf-8")
+    print(f"report: {out / 'report.html'}")
+    return EXIT_OK
+
+
+COMMANDS = {"allocate": cmd_allocate, "audit": cmd_audit, "simulate": cmd_simulate, "compare": cmd_compare,
+            "policies": cmd_policies}
+
+
+# --- simulation helpers ----------------------------------------------------------------------
+
+def _check_resource_option(options: dict[str, Any], scenario) -> None:
+    if "resource" in options and options["resource"] not in scenario.resources:
+        raise CLIError(f"--resource: {options['resource']!r} is not a resource of this scenario "
+                       f"(resources: {', '.join(scenario.resources)})")
+
+
+def _check_out(text: str) -> None:
+    from pathlib import Path
+
+    if Path(text).exists() and not Path(text).is_dir():
+        raise CLIError(f"--out: {text} exists and is not a directory")
+
+
+def _out_dir(text: str):
+    from pathlib import Path
+
+    _check_out(text)
+    out = Path(text)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CLIError(f"--out: cannot create {text}: {exc.strerror or exc}") from None
+    return out
+
+
+def _simulator(args: argparse.Namespace, scenario, policy, flag: str):
+    """A ready-to-run Simulator; its construction is where a policy refuses online mode."""
+    from fairshare.policies.base import PolicyModeError
+    from fairshare.sim import SimOptions, SimulationError, Simulator
+
+    options = SimOptions(seed=args.seed, until=args.until, placement=args.placement, headroom=args.headroom)
+    try:
+        return Simulator(scenario, policy, options)
+    except PolicyModeError as exc:
+        raise CLIError(f"{flag}: {exc}") from None
+    except SimulationError as exc:
+        raise CLIError(f"--until: {exc}") from None
+
+
+def _run_one(args: argparse.Namespace, sim, *, label: str):
+    from fairshare.sim.metrics import summarize
+    from fairshare.sim.progress import ProgressBar
+
+    bar = None
+    if args.progress or sys.stderr.isatty():
+        totals = [j.total_count for j in sim.scenario.jobs]
+        total = None if any(t is None for t in totals) else sum(totals)
+        bar = ProgressBar(sys.stderr, until=args.until, total_tasks=total, label=label)
+        sim.progress = bar
+    result = sim.run()
+    if bar is not None:
+        bar.close(result.end_time, result.tasks_completed)
+    summary = summarize(result, fairness_gap=not args.no_fairness_gap, scenario_name=_display_name(args.scenario))
+    return result, summary
+
+
+def _write_run(out, args: argparse.Namespace, result, summary) -> None:
+    from fairshare.policies import REGISTRY
+    from fairshare.report.html import run_report
+    from fairshare.sim.output import write_outputs
+
+    write_outputs(out, result, summary)
+    html_text = run_report(result, summary, scenario_name=_display_name(args.scenario),
+                           citation=REGISTRY[result.policy].citation)
+    (out / "report.html").write_text(html_text, encoding="utf-8")
+
+
+def _print_run_line(result, summary, label: str = "") -> None:
+    from fairshare.report.table import fmt_number, fmt_percent
+
+    ct = summary["completion_time"]
+    util = ", ".join(f"{res} {fmt_percent(u)}" for res, u in summary["utilization"].items())
+    mean = "-" if ct["mean"] is None else f"{fmt_number(ct['mean'])} s"
+    print(f"{label}makespan {fmt_number(summary['makespan'])} s; jobs finished {ct['finished_jobs']}/"
+          f"{ct['finished_jobs'] + ct['unfinished_jobs']}; mean completion {mean}; utilization {util}")
+    for note in result.notes:
+        print(f"{label}note: {note}", file=sys.stderr)
 
 
 # --- helpers --------------------------------------------------------------------------------

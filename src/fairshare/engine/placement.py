@@ -144,11 +144,13 @@ class NodePool:
         self.index_of: dict[str, int] = {}
         self._trees: dict[tuple, _MaxTree] = {}
         self.total_free = [0.0] * m  # sum of free over alive nodes
+        self._total: Vector | None = None
         for node in nodes:
             self._append(node)
 
     # --- nodes --------------------------------------------------------------------------
     def _append(self, node: Node) -> int:
+        self._total = None
         idx = len(self.states)
         self.states.append(_NodeState(node, list(node.capacity)))
         self.index_of[node.name] = idx
@@ -166,6 +168,7 @@ class NodePool:
             if st.alive:
                 raise ValueError(f"node {node.name!r} is already in the cluster")
             st.node, st.free, st.alive, st.tasks = node, list(node.capacity), True, 0
+            self._total = None
             for r, c in enumerate(node.capacity):
                 self.total_free[r] += c
             self._touch(idx)
@@ -178,6 +181,7 @@ class NodePool:
             raise ValueError(f"node {name!r} is not in the cluster")
         for r, f in enumerate(st.free):
             self.total_free[r] -= f
+        self._total = None
         st.alive = False
         st.free = [0.0] * self.m
         st.tasks = 0
@@ -186,12 +190,15 @@ class NodePool:
 
     @property
     def total_capacity(self) -> Vector:
-        tot = [0.0] * self.m
-        for st in self.states:
-            if st.alive:
-                for r, c in enumerate(st.node.capacity):
-                    tot[r] += c
-        return tuple(tot)
+        """Summed capacity of the alive nodes (cached; nodes change rarely)."""
+        if self._total is None:
+            tot = [0.0] * self.m
+            for st in self.states:
+                if st.alive:
+                    for r, c in enumerate(st.node.capacity):
+                        tot[r] += c
+            self._total = tuple(tot)
+        return self._total
 
     def name(self, idx: int) -> str:
         return self.states[idx].node.name
@@ -229,15 +236,13 @@ class NodePool:
         self._touch(idx)
 
     def oversubscription(self, idx: int) -> float:
-        """max_r used_r / capacity_r on the node (above 1 only under slot scheduling)."""
+        """max_r used_r / capacity_r over the resources the node has (above 1 only under
+        slot scheduling, which ignores sizes; a resource the node lacks cannot thrash)."""
         st = self.states[idx]
         worst = 0.0
         for r, cap in enumerate(st.node.capacity):
-            used = cap - st.free[r]
             if cap > 0:
-                worst = max(worst, used / cap)
-            elif used > _EPS:
-                worst = float("inf")
+                worst = max(worst, (cap - st.free[r]) / cap)
         return worst
 
     def max_free(self) -> Vector:

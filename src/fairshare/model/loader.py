@@ -17,9 +17,9 @@ from fairshare.model.cluster import Cluster, Node
 from fairshare.model.errors import FieldError, ScenarioError
 from fairshare.model.jobs import Duration, Job, TaskClass
 from fairshare.model.queues import ROOT, QueueTree
-from fairshare.model.scenario import Scenario
+from fairshare.model.scenario import ClusterEvent, Scenario
 
-TOP_KEYS = {"resources", "cluster", "queues", "jobs"}
+TOP_KEYS = {"resources", "cluster", "queues", "jobs", "events"}
 CLUSTER_KEYS = {"capacity", "nodes"}
 NODE_KEYS = {"name", "count", "capacity", "attributes"}
 QUEUE_KEYS = {"name", "weight", "children", "order"}
@@ -32,6 +32,10 @@ DURATION_KINDS = {
     "lognormal": {"mu", "sigma"},
 }
 ORDERS = ("fair", "fifo")
+# `events:` (an extension of the contract, for the simulator): node failures and additions
+EVENT_KINDS = ("node_fail", "node_add")  # also their order at equal times: failures first
+EVENT_KEYS = {"time", *EVENT_KINDS}
+ADDED_NODE_KEYS = {"name", "capacity", "attributes"}
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -368,6 +372,9 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
                                   weight if weight is not None else 1.0, submit if submit is not None else 0.0,
                                   classes, p))
 
+    # --- events (extension): structure now, against the nodes once they are built -----------
+    event_specs = _events(col, data.get("events"))
+
     # --- cross-field checks: resources known, demands reachable -------------------------------
     resources = tuple(seen_order)
     if declared is not None:
@@ -417,12 +424,131 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
                 col.add(f"{tp}.demand", f"no node can ever hold this task ({biggest} exceeds {where})")
             tcs.append(TaskClass(cname, d, cnt, duration, constraints))
         jobs.append(Job(name, queue, weight, submit, tuple(tcs)))
+    events = _check_events(col, event_specs, nodes, resources)
     if col.errors:
         raise ScenarioError(col.errors, source)
 
     tree = QueueTree.build(queue_entries, root_order)
     cluster = Cluster(capacity, nodes, pooled, resources)
-    return Scenario(resources, cluster, tree, tuple(jobs), source)
+    return Scenario(resources, cluster, tree, tuple(jobs), source, events)
+
+
+class _EventSpec:
+    """One parsed `events` entry, before it is checked against the nodes."""
+
+    __slots__ = ("time", "kind", "name", "capacity", "attributes", "path")
+
+    def __init__(self, time: float, kind: str, name: str, capacity: dict[str, float] | None,
+                 attributes: dict[str, str] | None, path: str):
+        self.time, self.kind, self.name = time, kind, name
+        self.capacity, self.attributes, self.path = capacity, attributes, path
+
+
+def _events(col: _Collector, raw: Any) -> list[_EventSpec]:
+    """``events: [{time: 300, node_fail: NAME}, {time: 600, node_add: {name, capacity, attributes}}]``."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        col.add("events", f"must be a list of events like {{time: 300, node_fail: NAME}}, got {_show(raw)}")
+        return []
+    out: list[_EventSpec] = []
+    for i, ev in enumerate(raw):
+        p = f"events[{i}]"
+        if not isinstance(ev, Mapping):
+            col.add(p, f"must be a mapping like {{time: 300, node_fail: NAME}}, got {_show(ev)}")
+            continue
+        col.unknown_keys(ev, EVENT_KEYS, p)
+        time = None
+        if "time" not in ev:
+            col.add(f"{p}.time", "is required (seconds from the start)")
+        else:
+            time = col.number(ev["time"], f"{p}.time", minimum=0.0)
+        kinds = [k for k in EVENT_KINDS if k in ev]
+        if len(kinds) != 1:
+            col.add(p, f"needs exactly one of {', '.join(EVENT_KINDS)}"
+                       + (f", got {len(kinds)}" if kinds else ""))
+            continue
+        kind = kinds[0]
+        body = ev[kind]
+        if kind == "node_fail":
+            if not isinstance(body, str) or not body:
+                col.add(f"{p}.node_fail", f"must be a node name, got {_show(body)}")
+                continue
+            if time is not None:
+                out.append(_EventSpec(time, kind, body, None, None, p))
+            continue
+        bp = f"{p}.node_add"
+        if not isinstance(body, Mapping):
+            col.add(bp, f"must be a mapping with name, capacity, attributes, got {_show(body)}")
+            continue
+        col.unknown_keys(body, ADDED_NODE_KEYS, bp)
+        name = body.get("name")
+        if not isinstance(name, str) or not name:
+            col.add(f"{bp}.name", f"must be a non-empty string, got {_show(name)}")
+            continue
+        caps = None
+        if "capacity" in body:
+            # resources are checked against the scenario's once they are known
+            caps = _amounts(col, body["capacity"], f"{bp}.capacity", lambda _res: None)
+            if caps is None:
+                continue
+        attrs = body.get("attributes")
+        if attrs is not None and not isinstance(attrs, Mapping):
+            col.add(f"{bp}.attributes", f"must be a mapping of strings, got {_show(attrs)}")
+            continue
+        if time is not None:
+            out.append(_EventSpec(time, kind, name, caps,
+                                  None if attrs is None else {str(k): str(v) for k, v in attrs.items()}, p))
+    return out
+
+
+def _check_events(col: _Collector, specs: list[_EventSpec], nodes: tuple[Node, ...],
+                  resources: tuple[str, ...]) -> tuple[ClusterEvent, ...]:
+    """Replay the events in time order (failures before additions at equal times, then
+    file order: the simulator's order) and check each against the nodes up at that time."""
+    known: dict[str, Node] = {nd.name: nd for nd in nodes}
+    up = set(known)
+    out: list[ClusterEvent] = []
+    order = sorted(range(len(specs)), key=lambda i: (specs[i].time, EVENT_KINDS.index(specs[i].kind), i))
+    for i in order:
+        ev = specs[i]
+        when = f"at time {ev.time:g}"
+        if ev.kind == "node_fail":
+            if ev.name not in up:
+                what = "has already failed" if ev.name in known else "is not a node of the cluster"
+                col.add(f"{ev.path}.node_fail", f"node {ev.name!r} {what} {when}")
+                continue
+            up.discard(ev.name)
+            out.append(ClusterEvent(ev.time, ev.kind, ev.name))
+            continue
+        bp = f"{ev.path}.node_add"
+        if ev.name in up:
+            col.add(f"{bp}.name", f"node {ev.name!r} is already up {when} (fail it first to replace it)")
+            continue
+        old = known.get(ev.name)
+        if ev.capacity is None:
+            if old is None:
+                col.add(f"{bp}.capacity", f"is required for a new node ({ev.name!r} is not a node of the "
+                                          f"cluster; a failed node may come back without it)")
+                continue
+            capacity = old.capacity
+        else:
+            unknown = [res for res in ev.capacity if res not in resources]
+            for res in unknown:
+                col.add(f"{bp}.capacity.{res}", f"unknown resource {res!r} (an added node may have only "
+                                                f"the scenario's resources: {', '.join(resources)})")
+            if unknown:
+                continue
+            capacity = tuple(float(ev.capacity.get(r, 0.0)) for r in resources)
+        if ev.attributes is not None:
+            attributes = tuple(sorted(ev.attributes.items()))
+        else:
+            attributes = old.attributes if old is not None else ()
+        node = Node(ev.name, capacity, old.group if old is not None else ev.name, attributes)
+        known[ev.name] = node
+        up.add(ev.name)
+        out.append(ClusterEvent(ev.time, ev.kind, ev.name, node))
+    return tuple(out)
 
 
 def _eligible(node: Node, constraints) -> bool:

@@ -1,12 +1,25 @@
-"""A validated scenario: resources, cluster, queue tree and jobs."""
+"""A validated scenario: resources, cluster, queue tree, jobs and cluster events."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from fairshare.model.cluster import Cluster
+from fairshare.model.cluster import Cluster, Node
 from fairshare.model.jobs import Job
 from fairshare.model.queues import QueueTree
+
+
+@dataclass(frozen=True)
+class ClusterEvent:
+    """A change to the cluster at ``time_s`` (an extension of the contract's scenario file,
+    used by the simulator): ``kind`` is ``node_fail`` (the node named ``node_name`` dies and
+    its running tasks go back to pending) or ``node_add`` (``node`` joins, or a failed node
+    comes back)."""
+
+    time_s: float
+    kind: str  # "node_fail" or "node_add"
+    node_name: str
+    node: Node | None = None  # the node that joins (node_add only)
 
 
 @dataclass(frozen=True)
@@ -16,6 +29,9 @@ class Scenario:
     queues: QueueTree
     jobs: tuple[Job, ...]
     source: str = "<scenario>"
+    #: node failures and additions over time, in time order (ties: file order); the
+    #: static allocations ignore them
+    events: tuple[ClusterEvent, ...] = ()
 
     @property
     def m(self) -> int:

@@ -16,8 +16,9 @@ from fairshare.policies.drf import DRF
 from fairshare.policies.fifo import FIFO
 from fairshare.policies.hdrf import HDRF
 from fairshare.policies.naive import CapacityScheduler, NaiveHDRF
-from fairshare.policies.online_only import Slots, TimeFair
+from fairshare.policies.online_only import Slots
 from fairshare.policies.slowdown import Slowdown
+from fairshare.policies.timefair import TimeFair
 
 REGISTRY: dict[str, type[Policy]] = {
     cls.name: cls

@@ -43,6 +43,8 @@ from fairshare.policies.online import OnlineSorter, Runnable
 
 REBUILD_EVERY = 4096
 MAX_VIEWS = 16
+#: a view not used for this many events is dropped (every event updates every view)
+VIEW_TTL_EVENTS = 512
 _DIGITS = 12
 
 
@@ -51,6 +53,7 @@ class _View:
 
     def __init__(self, saturated: frozenset[int], n: int, m: int):
         self.saturated = saturated
+        self.last_used = 0
         self.counted: list[int] = []
         self.usage: list[list[float]] = [[0.0] * m for _ in range(n)]
         self.share = [0.0] * n
@@ -96,6 +99,7 @@ class HDRFSorter(OnlineSorter):
         self.kids: list[int] = []
         # Without ignore_blocked the saturated set changes nothing: one view serves all.
         self.views: list[_View] = [_View(frozenset(), 0, resources)]
+        self.events = 0
         self._add_node(ROOT, -1, 1.0, False)
         for node in queues:
             if node.path != ROOT:
@@ -186,6 +190,10 @@ class HDRFSorter(OnlineSorter):
 
     def _commit(self, idx: int, *, d_live: int = 0, d_running: int = 0) -> None:
         """Apply the view-independent counters to the ancestors, once, before the views."""
+        self.events += 1
+        if len(self.views) > 1 and self.events % 64 == 0:
+            horizon = self.events - VIEW_TTL_EVENTS
+            self.views[1:] = [v for v in self.views[1:] if v.last_used >= horizon]
         if not d_live and not d_running:
             return
         p = self.parent[idx]
@@ -206,10 +214,12 @@ class HDRFSorter(OnlineSorter):
         resources = self.saturated if self.ignore_blocked else frozenset()
         for k, view in enumerate(self.views):
             if view.saturated == resources:
+                view.last_used = self.events
                 if k:
                     self.views.insert(0, self.views.pop(k))
                 return
         view = _View(resources, len(self.key), self.m)
+        view.last_used = self.events
         self._rebuild(view)
         self.views.insert(0, view)
         del self.views[MAX_VIEWS:]

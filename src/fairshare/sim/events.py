@@ -1,0 +1,48 @@
+"""The event heap: events keyed ``(time, priority, sequence)`` (SimPy ``core.py``).
+
+Simultaneous events are processed in a fixed order: by ``priority`` (the constants
+below; lower first), then by ``sequence``, the order they were pushed. The heap never
+compares payloads, so any object can ride along. Nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+# Priorities at one instant. Completions and node failures come before arrivals, so a
+# job that arrives at t sees the resources freed at t; the scheduler runs once after
+# all of them (it is not an event: the simulator calls it when the instant is done).
+TASK_END = 0
+NODE_FAIL = 1
+NODE_ADD = 2
+JOB_ARRIVAL = 3
+
+PRIORITY_NAMES = {TASK_END: "task_end", NODE_FAIL: "node_fail", NODE_ADD: "node_add", JOB_ARRIVAL: "job_arrival"}
+
+
+class EventQueue:
+    """A min-heap of ``(time, priority, sequence, payload)``."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, int, Any]] = []
+        self._sequence = 0  # insertion counter: the last tie-break, so ties are stable
+
+    def push(self, time: float, priority: int, payload: Any) -> None:
+        if time != time:  # NaN would break the heap order silently
+            raise ValueError(f"event time must be a number, got {time}")
+        heapq.heappush(self._heap, (time, priority, self._sequence, payload))
+        self._sequence += 1
+
+    def pop(self) -> tuple[float, int, Any]:
+        time, priority, _seq, payload = heapq.heappop(self._heap)
+        return time, priority, payload
+
+    def peek_time(self) -> float | None:
+        return self._heap[0][0] if self._heap else None
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)

@@ -1,0 +1,184 @@
+"""``fairshare simulate`` and ``fairshare compare`` (contract: their output files; exit 2 on
+user errors, before any work, with a message naming the flag)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fairshare.cli import main
+
+CONTRACT_JOB_KEYS = {"submit", "start", "finish", "completion_time", "tasks_completed", "mean_running_tasks",
+                     "mean_allocation"}
+
+SMALL = """\
+resources: [cpu, memory]
+cluster:
+  nodes:
+    - {name: n, count: 2, capacity: {cpu: 4, memory: 16}}
+queues:
+  - {name: prod, weight: 2}
+  - {name: dev}
+jobs:
+  - name: A
+    queue: prod
+    tasks: [{demand: {cpu: 1, memory: 4}, count: 12, duration: {dist: exponential, mean: 5}}]
+  - name: B
+    queue: dev
+    submit: 3
+    tasks: [{demand: {cpu: 2, memory: 1}, count: 6, duration: [4, 6]}]
+events:
+  - {time: 8, node_fail: n-1}
+  - {time: 12, node_add: {name: n-1}}
+"""
+
+UNBOUNDED = """\
+cluster: {capacity: {cpu: 2}}
+jobs:
+  - {name: U, tasks: [{demand: {cpu: 1}, duration: 1}]}
+"""
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Path:
+    p = tmp_path / "small.yaml"
+    p.write_text(SMALL)
+    return p
+
+
+def test_simulate_writes_the_contract_files(small: Path, tmp_path: Path, capsys):
+    out = tmp_path / "out" / "run"  # parents are created
+    assert main(["simulate", str(small), "--policy", "hdrf", "--out", str(out), "--seed", "3"]) == 0
+    stdout = capsys.readouterr().out
+    assert f"report: {out / 'report.html'}" in stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary)[:5] == ["policy", "makespan", "utilization", "jobs", "queues"]
+    assert summary["policy"] == "hdrf" and summary["seed"] == 3
+    assert set(summary["utilization"]) == {"cpu", "memory"}
+    assert set(summary["jobs"]) == {"A", "B"}
+    for job in summary["jobs"].values():
+        assert CONTRACT_JOB_KEYS <= set(job)
+        assert set(job["mean_allocation"]) == {"cpu", "memory"}
+        assert job["tasks_completed"] == job["tasks_total"]
+    assert set(summary["queues"]) == {"prod", "dev"}
+    assert summary["tasks"]["lost_to_node_failures"] >= 0
+    head = (out / "timeline.csv").read_text().splitlines()[0]
+    assert head == "time,kind,entity,running_tasks,dominant_share,cpu,memory"
+    html = (out / "report.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and html.count("<svg") >= 3
+    assert "http://" not in html.replace("http://www.w3.org", "")  # self-contained
+
+
+def test_simulate_is_byte_identical_for_a_seed(small: Path, tmp_path: Path, capsys):
+    for d in ("a", "b"):
+        assert main(["simulate", str(small), "--policy", "drf", "--out", str(tmp_path / d), "--seed", "5"]) == 0
+    for name in ("summary.json", "timeline.csv", "report.html"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_compare_writes_each_policy_and_the_side_by_side(small: Path, tmp_path: Path, capsys):
+    out = tmp_path / "cmp"
+    code = main(["compare", str(small), "--policies", "drf,hdrf,fifo", "--out", str(out), "--seed", "1",
+                 "--placement", "best-fit"])
+    assert code == 0
+    assert f"report: {out / 'report.html'}" in capsys.readouterr().out
+    for p in ("drf", "hdrf", "fifo"):
+        for name in ("summary.json", "timeline.csv", "report.html"):
+            assert (out / p / name).is_file()
+        assert json.loads((out / p / "summary.json").read_text())["placement"] == "best-fit"
+    doc = json.loads((out / "compare.json").read_text())
+    assert doc["policies"] == ["drf", "hdrf", "fifo"] and doc["seed"] == 1
+    for p, row in doc["results"].items():
+        assert {"makespan", "completion_time_mean", "completion_time_p95", "utilization", "starvation",
+                "fairness_gap"} <= set(row)
+        assert set(row["starvation"]) == {"max_s", "job"}
+        assert row["fairness_gap"]["static_policy"] == p  # each has its own static allocation
+    html = (out / "report.html").read_text()
+    assert html.count("<svg") >= 3 and 'href="hdrf/report.html"' in html
+
+
+def test_compare_applies_an_option_to_the_policies_that_take_it(small: Path, tmp_path: Path, capsys):
+    out = tmp_path / "cmp"
+    assert main(["compare", str(small), "--policies", "hdrf,drf", "--no-rescale", "--out", str(out)]) == 0
+    doc = json.loads((out / "compare.json").read_text())
+    assert doc["results"]["hdrf"]["params"]["rescale"] is False
+    assert doc["results"]["drf"]["params"] == {}
+
+
+def test_fairness_gap_falls_back_for_online_only_policies(small: Path, tmp_path: Path, capsys):
+    assert main(["simulate", str(small), "--policy", "slots", "--slots", "2", "--out", str(tmp_path / "s")]) == 0
+    gap = json.loads((tmp_path / "s" / "summary.json").read_text())["fairness_gap"]
+    assert gap["static_policy"] == "hdrf"  # hierarchical scenario; slots has no static allocation
+    assert "no static allocation" in gap["static_policy_reason"]
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["simulate", "{u}", "--policy", "drf", "--out", "{o}"], "--until"),
+    (["compare", "{u}", "--policies", "drf,hdrf", "--out", "{o}"], "--until"),
+    (["simulate", "{s}", "--policy", "ceei", "--out", "{o}"], "--policy ceei"),
+    (["compare", "{s}", "--policies", "drf,ceei", "--out", "{o}"], "--policies ceei"),
+    (["compare", "{s}", "--policies", "drf,slowdown", "--out", "{o}"], "--policies slowdown"),
+    (["compare", "{s}", "--policies", "drf,nope", "--out", "{o}"], "--policies"),
+    (["compare", "{s}", "--policies", "drf,,hdrf", "--out", "{o}"], "--policies"),
+    (["compare", "{s}", "--policies", "drf,drf", "--out", "{o}"], "--policies"),
+    (["compare", "{s}", "--policies", "drf,fifo", "--no-rescale", "--out", "{o}"], "--no-rescale"),
+    (["simulate", "{s}", "--policy", "drf", "--no-rescale", "--out", "{o}"], "--no-rescale"),
+    (["simulate", "{s}", "--policy", "drf", "--out", "{o}", "--until", "-5"], "--until"),
+    (["simulate", "{s}", "--policy", "drf", "--out", "{o}", "--seed", "x"], "--seed"),
+    (["simulate", "{s}", "--policy", "drf", "--out", "{o}", "--placement", "worst-fit"], "--placement"),
+    (["simulate", "{s}", "--policy", "cpu", "--resource", "gpu", "--out", "{o}"], "--resource"),
+    (["simulate", "{s}", "--policy", "drf", "--out", "{f}"], "--out"),
+    (["simulate", "{s}", "--policy", "drf"], "--out"),
+])
+def test_user_errors_exit_2_before_any_work(argv, flag, small: Path, tmp_path: Path, capsys):
+    unbounded = tmp_path / "unbounded.yaml"
+    unbounded.write_text(UNBOUNDED)
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    out = tmp_path / "never"
+    args = [a.format(u=unbounded, s=small, o=out, f=a_file) for a in argv]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert flag in err and "Traceback" not in err
+    assert not out.exists()  # nothing was run or written
+
+
+def test_scenario_errors_in_events_exit_2_with_the_path(tmp_path: Path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SMALL.replace("node_fail: n-1", "node_fail: n-9"))
+    assert main(["simulate", str(bad), "--policy", "drf", "--out", str(tmp_path / "o")]) == 2
+    assert "events[0].node_fail: node 'n-9' is not a node of the cluster" in capsys.readouterr().err
+
+
+def test_progress_bar_on_request(small: Path, tmp_path: Path):
+    proc = subprocess.run([sys.executable, "-m", "fairshare", "simulate", str(small), "--policy", "drf",
+                           "--out", str(tmp_path / "o"), "--progress"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "tasks" in proc.stderr and "elapsed" in proc.stderr and "[" in proc.stderr
+    assert "report:" in proc.stdout
+
+
+def test_outputs_do_not_depend_on_the_process(tmp_path: Path):
+    # Two processes with different string hashing (PYTHONHASHSEED): any iteration over a set
+    # of names that feeds float sums or output order would show here. Fractional demands
+    # make float sums order-sensitive.
+    import os
+
+    scen = tmp_path / "frac.yaml"
+    scen.write_text(SMALL.replace("cpu: 1, memory: 4", "cpu: 0.7, memory: 3.3")
+                    .replace("cpu: 2, memory: 1", "cpu: 0.3, memory: 1.1"))
+    outs = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"run{seed}"
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        proc = subprocess.run([sys.executable, "-m", "fairshare", "compare", str(scen), "--policies", "hdrf,drf",
+                               "--out", str(out), "--seed", "4"], capture_output=True, text=True, env=env,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        outs.append(out)
+    for rel in ("hdrf/summary.json", "hdrf/timeline.csv", "drf/summary.json", "drf/timeline.csv", "compare.json"):
+        assert (outs[0] / rel).read_bytes() == (outs[1] / rel).read_bytes(), rel
