@@ -366,3 +366,22 @@ def test_subprocess(tmp_path, argv, status, stream, needle):
     assert "Traceback" not in proc.stderr
     if argv[-1] == "json":
         json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("argv, accepted", [
+    (["allocate", "default", "--policy", "slowdown", "--mix", "max-usage", "--format", "json"], True),
+    (["allocate", "default", "--policy", "slowdown", "--time-limit", "5", "--format", "json"], True),
+    (["allocate", "default", "--policy", "drf", "--mix", "max-usage"], False),  # not a drf option
+    (["allocate", "default", "--policy", "slowdown", "--time-limit", "0"], False),  # must be > 0
+    (["allocate", "default", "--policy", "hdrf", "--window", "100"], False),  # timefair only
+])
+def test_policy_specific_flags(argv, accepted, capsys):
+    from fairshare.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse rejects bad values itself, with exit 2
+        code = exc.code
+    assert (code == 0) == accepted
+    if not accepted:
+        assert code == 2

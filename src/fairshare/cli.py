@@ -46,6 +46,10 @@ POLICY_OPTIONS: dict[str, tuple[str, str]] = {
     "--no-ignore-blocked": ("ignore_blocked", "no_ignore_blocked"),
     "--slots": ("slots", "slots"),
     "--resource": ("resource", "resource"),
+    "--window": ("window", "window"),
+    "--relax": ("relax", "relax"),
+    "--mix": ("mix", "mix"),
+    "--time-limit": ("time_limit_s", "time_limit"),
 }
 
 
@@ -66,6 +70,18 @@ def _non_negative_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
     return value
 
 
@@ -113,6 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
         opts.add_argument("--slots", type=_positive_int, default=None, metavar="N", help="slots: slots per node")
         opts.add_argument("--resource", default=None, metavar="NAME",
                           help="cpu: the one resource to be fair on (default: the first listed)")
+        opts.add_argument("--window", type=_positive_float, default=None, metavar="SECONDS",
+                          help="timefair: the window l of the indicator C_i(t) (Tan Sec. 5)")
+        opts.add_argument("--relax", type=_non_negative_float, default=None, metavar="P",
+                          help="timefair: the relaxation p of the candidate set S(t, p) (Tan Sec. 5)")
+        opts.add_argument("--mix", choices=("min-usage", "max-usage"), default=None,
+                          help="slowdown: tie rule among optimal class mixes (docs/policies.md)")
+        opts.add_argument("--time-limit", type=_positive_float, default=None, metavar="SECONDS",
+                          help="slowdown: bound each MILP's solve time; the result then notes the gap")
 
     alloc = sub.add_parser("allocate", help="compute a policy's static allocation",
                            description="The static allocation of a policy on a scenario.")
