@@ -8,10 +8,11 @@ import heapq
 from fairshare.engine import Scheduler
 
 
-def replay(scheduler: Scheduler, jobs, duration_of, *, until: float = 1e9, node_events=()):
+def replay(scheduler: Scheduler, jobs, duration_of, *, until: float = 1e9, node_events=(), observe=None):
     """Run ``jobs`` (submitted at their ``submit_s``) and return the launch log
     ``[(time, job, task_class, node)]``. ``duration_of(launch)`` gives each task's length;
-    ``node_events`` are ``(time, "lose"|"add", node_or_name)``."""
+    ``node_events`` are ``(time, "lose"|"add", node_or_name)``; ``observe(now)``, if given,
+    is called after each instant's decisions (the state then holds until the next instant)."""
     log = []
     heap: list[tuple[float, int, int, object]] = []  # (time, kind, seq, payload)
     seq = 0
@@ -41,4 +42,6 @@ def replay(scheduler: Scheduler, jobs, duration_of, *, until: float = 1e9, node_
         for launch in scheduler.schedule(now):
             log.append((now, launch.job, launch.task_class, launch.node))
             heapq.heappush(heap, (now + duration_of(launch), 0, launch.task_id, launch.task_id))
+        if observe is not None:
+            observe(now)
     return log

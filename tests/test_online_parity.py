@@ -28,6 +28,11 @@ CASES = [
     ("hdrf", {"ignore_blocked": False}, "hdrf", {"ignore_blocked": False}),
     ("hdrf-naive", {}, "hdrf-naive", {"rescale": False, "ignore_blocked": False}),
     ("capacity", {}, "capacity", {"rescale": False, "ignore_blocked": False}),
+    ("dff", {}, "dff", {}),
+    ("drf", {}, "drf", {}),
+    ("asset", {}, "asset", {}),
+    ("cpu", {}, "cpu", {}),
+    ("cpu", {"resource": "mem"}, "cpu", {"resource_index": 1}),
 ]
 
 
@@ -74,3 +79,20 @@ def test_hdrf_section_3_3_naive_starves_hdrf_does_not():
         running = {name: sum(1 for t in sched.tasks.values() if t.job == name) for name in ("n11", "n21", "n22")}
         assert running["n21"] == n21_running, (policy, running)
         assert running["n22"] == 10
+
+
+def test_headroom_keeps_room_for_the_largest_task_without_blocking_it():
+    # H-DRF Sec. 5 headroom on one server <6 GB, 4 CPU, 1 GPU>; largest task <1.5 GB, 1 CPU,
+    # 1 GPU> (max over a CPU job <1.5, 1, 0> and a GPU job <1, 0, 1>). A CPU task uses
+    # 1.5 GB and 1 CPU, as much as the largest task, so it is not held back; a GPU task
+    # uses 1 GPU (as large as the largest: may take the last GPU) and 1 GB (smaller than
+    # 1.5: must leave 1.5 GB). The GPU task must run (the bug was needing 2 free GPUs).
+    from builders import job, scenario
+
+    sc = scenario(nodes=[{"name": "s", "capacity": {"mem": 6, "cpu": 4, "gpu": 1}}],
+                  jobs=[job("cpu", {"mem": 1.5, "cpu": 1}, count=2), job("gpu", {"mem": 1, "gpu": 1}, count=1)])
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("hdrf"), headroom=True)
+    for j in sc.jobs:
+        sched.submit(j, 0.0)
+    started = sorted(launch.job for launch in sched.schedule(0.0))
+    assert started == ["cpu", "cpu", "gpu"]  # memory 1.5 + 1.5 + 1 = 4 <= 6 - 1.5 headroom

@@ -16,9 +16,11 @@ each distinct constraint set gets its own index over its eligible nodes.
 
 Headroom (H-DRF Sec. 5: "H-DRF maintains a headroom equal to the size of the largest
 task on each server, to ensure that large tasks do not get starved out"): with
-``headroom`` set to a vector H, a task that is smaller than H in some resource may only
-use a node's free capacity beyond H; a task at least as large as H everywhere may use it
-all. That keeps room for the largest task on every node.
+``headroom`` set to a vector H (the largest demand of each resource among active jobs),
+a task must leave H_r free of every resource r it uses in a smaller amount than H_r
+(0 < d_r < H_r); in a resource where it is as large as the largest task it may take the
+last of it, and resources it does not use are not constrained. That keeps room for a
+largest task on every node without blocking the large tasks themselves.
 
 Slots (the slot scheduler, DRF Sec. 7.2 / H-DRF Sec. 5.3): with ``slots_per_node`` set,
 a node holds that many tasks whatever their size: resources are not checked, and an
@@ -263,13 +265,12 @@ class NodePool:
 
     # --- placement ------------------------------------------------------------------------
     def _effective(self, demand: Vector) -> Vector:
-        """Demand plus the headroom it must leave, for tasks smaller than the headroom."""
+        """Demand plus the headroom it must leave, in the resources where it is smaller
+        than the largest task."""
         h = self.headroom
         if h is None or self.slots_per_node is not None:
             return demand
-        if all(d >= x for d, x in zip(demand, h)):
-            return demand
-        return tuple(d + x for d, x in zip(demand, h))
+        return tuple(d + x if 0 < d < x else d for d, x in zip(demand, h))
 
     def place(self, demand: Vector, constraints: tuple = ()) -> int | None:
         """The node for one task of ``demand``, or None when it fits nowhere."""

@@ -270,6 +270,8 @@ class Scheduler:
             rt.finished_at = now
             if rt.job.name in self.sorter.jobs:
                 self.sorter.remove_job(rt.job.name)
+            if self.use_headroom:
+                self._update_headroom()
 
     def _track(self, job: Job, j: int, delta: int) -> None:
         cls = job.classes[j]
@@ -315,8 +317,11 @@ class Scheduler:
         return self._minimal_keys
 
     def _update_headroom(self) -> None:
+        """H-DRF Sec. 5: the largest task of the jobs still active, per resource."""
         big = [0.0] * self.m
         for rt in self.jobs.values():
+            if rt.finished_at is not None:
+                continue
             for cls in rt.job.classes:
                 for r, d in enumerate(cls.demand):
                     big[r] = max(big[r], d)

@@ -20,3 +20,9 @@ class AssetFairness(FillingPolicy):
 
     def build_tree(self, scenario, respect_counts):
         return flat_tree(scenario, respect_counts)
+
+    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
+        """Lowest aggregate share first: one lazy heap over the jobs (``policies/flat_online.py``)."""
+        from fairshare.policies.flat_online import FlatSorter
+
+        return FlatSorter("asset", len(resources), queues, capacity)

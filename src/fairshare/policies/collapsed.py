@@ -15,25 +15,32 @@ from fairshare.policies._tree import flat_tree
 from fairshare.policies.progressive import FillingPolicy
 
 
-def collapsed_weights(scenario) -> dict[str, float]:
-    """Leaf weight = product over the path of ``w_node / sum(w of demanding siblings)``."""
+def collapsed_weights(queues, jobs) -> dict[str, float]:
+    """Leaf weight = product over the path of ``w_node / sum(w of demanding siblings)``.
+
+    ``jobs`` are the demanding jobs (anything with ``name``, ``queue`` and ``weight``); a
+    queue demands when a demanding job is below it. The static policy passes every job,
+    the online reference the jobs demanding at that moment (H-DRF Sec. 3.2: "each time
+    jobs are added, removed, or change their demand-status, the weights are recalculated").
+    """
+    jobs = list(jobs)
     has_jobs: set[str] = set()
-    for job in scenario.jobs:
-        has_jobs.update(scenario.queues.ancestors(job.queue))
+    for job in jobs:
+        has_jobs.update(queues.ancestors(job.queue))
     # weight totals of the demanding children of each queue (child queues and jobs)
     totals: dict[str, float] = {}
-    for path in scenario.queues.paths:
+    for path in queues.paths:
         if path in has_jobs:
-            parent = scenario.queues[path].parent
-            totals[parent] = totals.get(parent, 0.0) + scenario.queues[path].weight
-    for job in scenario.jobs:
+            parent = queues[path].parent
+            totals[parent] = totals.get(parent, 0.0) + queues[path].weight
+    for job in jobs:
         totals[job.queue] = totals.get(job.queue, 0.0) + job.weight
     weights = {}
-    for job in scenario.jobs:
+    for job in jobs:
         w = job.weight / totals[job.queue]
         path = job.queue
         while path != ROOT:
-            node = scenario.queues[path]
+            node = queues[path]
             w *= node.weight / totals[node.parent]
             path = node.parent
         weights[job.name] = w
@@ -47,6 +54,6 @@ class Collapsed(FillingPolicy):
     hierarchical = True
 
     def build_tree(self, scenario, respect_counts):
-        weights = collapsed_weights(scenario)
+        weights = collapsed_weights(scenario.queues, scenario.jobs)
         return flat_tree(scenario, respect_counts,
                          leaf_ref=lambda job: tuple(weights[job.name] * c for c in scenario.capacity))

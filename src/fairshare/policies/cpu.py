@@ -37,3 +37,10 @@ class SingleResourceFair(FillingPolicy):
             return tuple(job.weight * c if r == k else 0.0 for r, c in enumerate(scenario.capacity))
 
         return flat_tree(scenario, respect_counts, leaf_ref=ref)
+
+    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
+        """Lowest share of the one resource first: one lazy heap (``policies/flat_online.py``)."""
+        from fairshare.policies.flat_online import FlatSorter
+
+        k = resources.index(self.resource) if self.resource else 0
+        return FlatSorter("cpu", len(resources), queues, capacity, resource_index=k)

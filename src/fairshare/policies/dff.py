@@ -84,3 +84,9 @@ class DFF(FillingPolicy):
     def build_tree(self, scenario, respect_counts):
         fr = fair_resources(scenario)
         return hierarchical_tree(scenario, respect_counts, ref_of=lambda key, _w: fr[key])[0]
+
+    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
+        """Dynamic DFF, Alg. 1-3, incremental (``policies/dff_online.py``)."""
+        from fairshare.policies.dff_online import DFFSorter
+
+        return DFFSorter(len(resources), queues, capacity)

@@ -19,3 +19,9 @@ class DRF(FillingPolicy):
 
     def build_tree(self, scenario, respect_counts):
         return flat_tree(scenario, respect_counts)
+
+    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
+        """Alg. 1 online: one lazy heap over the jobs (``policies/flat_online.py``)."""
+        from fairshare.policies.flat_online import FlatSorter
+
+        return FlatSorter("drf", len(resources), queues, capacity)

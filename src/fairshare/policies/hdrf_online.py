@@ -25,12 +25,16 @@ needing a saturated one as blocked, so a change of the saturated set changes eve
 On a full cluster that set flips on almost every event (a finishing task frees some of a
 resource, the next launch uses it up again: Alg. 2's "Y = nonzero resources in W"). So
 the sorter keeps one complete incremental *view* per recently seen saturated set (at most
-``MAX_VIEWS``, least recently used evicted), applies every event to all of them, and
-decides with the view of the current set: flipping between sets costs nothing, and only
-a set not seen recently pays the O(nodes x m) rebuild.
+``MAX_VIEWS``, least recently used evicted) and decides with the view of the current set.
+Events are applied at once to the current view only; the others record which leaves
+changed and replay just those walks when their set comes back (a rebuild if more than a
+quarter of the nodes changed). Flipping between sets costs the walks of the leaves that
+changed meanwhile, and only a set not seen recently pays the O(nodes x m) rebuild.
 
 The descent (Alg. 4) takes, at each node, the lowest child by (share rounded to 12
-digits, running tasks in the subtree, position) that has a runnable job below it.
+digits, running tasks in the subtree, position) that has a runnable job below it. In a
+queue with ``order: fifo`` only its earliest runnable job competes with its sub-queues
+(a scan of that queue's jobs, as the reference does).
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ class _View:
         self.pick_heap: list[list] = [[] for _ in range(n)]
         self.pool_heap: list[list] = [[] for _ in range(n)]
         self.updates = [0] * n
+        self.pending: dict[int, None] = {}  # leaves changed while this view was not current
 
     def grow(self, m: int) -> None:
         self.usage.append([0.0] * m)
@@ -104,6 +109,9 @@ class HDRFSorter(OnlineSorter):
         for node in queues:
             if node.path != ROOT:
                 self._add_node(node.path, self.index[node.parent], node.weight, False)
+        # FIFO queues (not the root, as in the reference): their jobs by arrival, for the scan
+        self.fifo_jobs: dict[int, list[int]] = {self.index[node.path]: [] for node in queues
+                                                if node.path != ROOT and node.order == "fifo"}
         self._rebuild(self.views[0])
 
     @property
@@ -135,14 +143,16 @@ class HDRFSorter(OnlineSorter):
     def add_job(self, name, queue, weight, demand):
         super().add_job(name, queue, weight, demand)
         idx = self._add_node(name, self.index[queue], weight, True)
+        if self.parent[idx] in self.fifo_jobs:
+            self.fifo_jobs[self.parent[idx]].append(idx)
         self.live[idx] = 1
         self._commit(idx, d_live=1)
-        for view in self.views:
-            view.unblocked[idx] = 0 if self._leaf_blocked(view, idx) else 1
-            self._changed(view, idx, d_unblocked=view.unblocked[idx])
+        self._touch(idx)
 
     def remove_job(self, name):
         idx = self.index.pop(name)
+        if self.parent[idx] in self.fifo_jobs:
+            self.fifo_jobs[self.parent[idx]].remove(idx)
         d_live = -self.live[idx]
         run = self.running[idx]
         self.live[idx] = 0
@@ -150,12 +160,8 @@ class HDRFSorter(OnlineSorter):
         self.leaf_usage[idx] = [0.0] * self.m
         super().remove_job(name)
         self._commit(idx, d_live=d_live, d_running=-run)
-        for view in self.views:
-            d_unb = -view.unblocked[idx]
-            view.unblocked[idx] = 0
-            self._changed(view, idx, d_unblocked=d_unb)
-            view.version[idx] += 1
         self.key[idx] = ""  # tombstone: the slot is never reused, its heap entries go stale
+        self._touch(idx)
 
     def allocated(self, name, demand, now=0.0):
         super().allocated(name, demand, now)
@@ -163,8 +169,7 @@ class HDRFSorter(OnlineSorter):
         self.leaf_usage[idx] = list(self.jobs[name].usage)
         self.running[idx] += 1
         self._commit(idx, d_running=1)
-        for view in self.views:
-            self._changed(view, idx)
+        self._touch(idx)
 
     def released(self, name, demand, now=0.0):
         super().released(name, demand, now)
@@ -172,8 +177,7 @@ class HDRFSorter(OnlineSorter):
         self.leaf_usage[idx] = list(self.jobs[name].usage)
         self.running[idx] -= 1
         self._commit(idx, d_running=-1)
-        for view in self.views:
-            self._changed(view, idx)
+        self._touch(idx)
 
     def set_demanding(self, name, demanding):
         job = self.jobs[name]
@@ -183,10 +187,7 @@ class HDRFSorter(OnlineSorter):
         job.demanding = demanding
         self.live[idx] = 1 if demanding else 0
         self._commit(idx, d_live=1 if demanding else -1)
-        for view in self.views:
-            was = view.unblocked[idx]
-            view.unblocked[idx] = 1 if (self.live[idx] and not self._leaf_blocked(view, idx)) else 0
-            self._changed(view, idx, d_unblocked=view.unblocked[idx] - was)
+        self._touch(idx)
 
     def _commit(self, idx: int, *, d_live: int = 0, d_running: int = 0) -> None:
         """Apply the view-independent counters to the ancestors, once, before the views."""
@@ -208,6 +209,30 @@ class HDRFSorter(OnlineSorter):
             for view in self.views:
                 self._rebuild(view)
 
+    def _touch(self, idx: int) -> None:
+        """Leaf ``idx`` changed: bring the current view up to date now; the others only
+        record it and catch up when their saturated set comes back (:meth:`_catch_up`)."""
+        self._sync_leaf(self.views[0], idx)
+        for view in self.views[1:]:
+            view.pending[idx] = None
+
+    def _sync_leaf(self, view: _View, idx: int) -> None:
+        was = view.unblocked[idx]
+        now = 1 if (self.key[idx] and self.live[idx] and not self._leaf_blocked(view, idx)) else 0
+        view.unblocked[idx] = now
+        self._changed(view, idx, d_unblocked=now - was)
+
+    def _catch_up(self, view: _View) -> None:
+        """Apply the leaf changes a view missed while another set was current. Each walk
+        re-derives the path from the children's current contributions, so applying them
+        in one batch gives the state applying them one by one would (up to float sums)."""
+        if len(view.pending) * 4 > len(self.key):
+            self._rebuild(view)  # cheaper than many walks
+        else:
+            for idx in view.pending:
+                self._sync_leaf(view, idx)
+        view.pending.clear()
+
     def set_saturated(self, resources):
         super().set_saturated(frozenset(resources))
         # only with ignore_blocked do shares depend on it (Alg. 3's Y and blocked leaves)
@@ -217,6 +242,7 @@ class HDRFSorter(OnlineSorter):
                 view.last_used = self.events
                 if k:
                     self.views.insert(0, self.views.pop(k))
+                    self._catch_up(view)
                 return
         view = _View(resources, len(self.key), self.m)
         view.last_used = self.events
@@ -326,6 +352,7 @@ class HDRFSorter(OnlineSorter):
 
     def _rebuild(self, view: _View) -> None:
         """Recompute a view bottom-up: O(nodes x resources)."""
+        view.pending.clear()
         cap = self.capacity
         view.counted = [r for r in range(self.m) if cap[r] > 0 and r not in view.saturated]
         n = len(self.key)
@@ -376,6 +403,10 @@ class HDRFSorter(OnlineSorter):
         if self.is_job[v]:
             name = self.key[v]
             return name if runnable(name) else None
+        fifo_job = -1
+        if v in self.fifo_jobs:
+            # FIFO queue: only its earliest demanding runnable job competes with the sub-queues
+            fifo_job = next((c for c in self.fifo_jobs[v] if self.live[c] > 0 and runnable(self.key[c])), -2)
         heap = view.pick_heap[v]
         tried: list = []
         found = None
@@ -384,6 +415,9 @@ class HDRFSorter(OnlineSorter):
             c = entry[4]
             if entry[3] != view.version[c] or self.live[c] <= 0 or not self.key[c]:
                 heapq.heappop(heap)
+                continue
+            if fifo_job != -1 and self.is_job[c] and c != fifo_job:
+                tried.append(heapq.heappop(heap))
                 continue
             found = self._descend(view, c, runnable)
             if found is not None:

@@ -267,30 +267,12 @@ class ReferenceSorter(OnlineSorter):
         return self.kind == "hdrf" and self.ignore_blocked
 
     def _collapsed_weights(self, kids) -> dict[str, float]:
-        """H-DRF Sec. 3.2 weights among the currently demanding nodes (flat tree: the job
-        weights are folded with their queue path)."""
-        out = {}
-        demanding_paths: set[str] = set()
-        for job in self.jobs.values():
-            if job.demanding:
-                demanding_paths.update(self.queues.ancestors(job.queue))
-        totals: dict[str, float] = {}
-        for path in self.queues.paths:
-            if path in demanding_paths:
-                parent = self.queues[path].parent
-                totals[parent] = totals.get(parent, 0.0) + self.queues[path].weight
-        for job in self.jobs.values():
-            if job.demanding:
-                totals[job.queue] = totals.get(job.queue, 0.0) + job.weight
-        for job in self.jobs.values():
-            w = job.weight / totals.get(job.queue, job.weight)
-            path = job.queue
-            while path != ROOT:
-                node = self.queues[path]
-                w *= node.weight / totals.get(node.parent, node.weight)
-                path = node.parent
-            out[job.name] = w
-        return out
+        """H-DRF Sec. 3.2 weights among the jobs demanding now; a job that is not
+        demanding keeps its own weight (it is never picked)."""
+        from fairshare.policies.collapsed import collapsed_weights
+
+        weights = collapsed_weights(self.queues, (j for j in self.jobs.values() if j.demanding))
+        return {name: weights.get(name, job.weight) for name, job in self.jobs.items()}
 
     def _fair_resources(self, kids) -> dict[str, Vector]:
         """DFF Alg. 1 (UpdateFR) over the jobs present; cached until a job arrives or leaves."""

@@ -1,0 +1,434 @@
+"""Incremental dynamic DFF: the online sorter for ``dff``.
+
+Wang et al., IEICE 2016, Alg. 1-3, computed incrementally. Alg. 3 calls ``UpdateF(n_r)``
+(Alg. 2, every node's fairness from scratch) after every allocation; here a task start or
+finish touches only the job's path. Decisions are identical to
+:class:`~fairshare.policies.online.ReferenceSorter` ``("dff")`` (tests/test_online_parity.py
+holds them equal on random workloads).
+
+What each node keeps, and what changes it:
+
+* ``usage[v]`` (Alg. 2 line 7, ``U_i = sum U_k``): a leaf's usage is its job's; a queue's
+  is the plain sum of its children's, kept as running sums updated along the changed path.
+  Integer or dyadic demands keep these sums exact; other demands can drift by a few ulps
+  between rebuilds (every arrival or departure rebuilds them from scratch, in the
+  reference's order, so they are then bit-identical to it).
+* ``fr[v]`` (Def. 1, Alg. 1 UpdateFR) and ``raw[v] = max_r U_r / FR_r`` (Def. 2, Eq. 6,
+  over resources with ``FR_r > 0``). FR depends only on which jobs are present, their
+  needs and weights, and the capacity, so it is recomputed only when a job arrives or
+  leaves or the capacity changes (Alg. 3 lines 10-11). That recomputation is O(nodes x
+  resources): every node's FR, usage and fairness, and the current view's heaps, are
+  rebuilt. It is done lazily, at the next decision, so a burst of arrivals pays once.
+* Alg. 2 line 9, the override: a queue's fairness is ``raw``, unless ``raw > 1`` and its
+  lowest *schedulable* child (demanding and not needing a saturated resource, i.e. with
+  an unblocked job below it) is lower, in which case it takes that child's fairness. The
+  lowest schedulable child comes from a lazy min-heap per node (``pool_heap``).
+
+Only the override depends on the saturated set (leaf fairness does not: DFF has no Y of
+resources). Like the H-DRF sorter (``hdrf_online.py``), the sorter keeps one *view* per
+recently seen saturated set (schedulable counts, override, heaps) and decides with the
+current one: on a full cluster the set flips on almost every event. Events update the
+current view at once; the others record the changed leaves and replay those walks when
+their set comes back. A view is dropped when FR changes (its shares are all stale) and
+rebuilt when its set comes back.
+
+The descent (Alg. 3 lines 1-5) takes, at each node, the lowest demanding child by
+(fairness rounded to 12 digits, running tasks in the subtree, position) that has a
+runnable job below it; in a queue with ``order: fifo`` only its earliest runnable job
+competes with its sub-queues (found by a scan of that queue's jobs, as the reference does).
+Heaps are lazy: an entry is valid while its version is the child's current one; a heap
+holding many stale entries is compacted.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from fairshare.model.queues import ROOT, QueueTree
+from fairshare.model.resources import Vector
+from fairshare.policies.online import OnlineSorter, Runnable
+
+MAX_VIEWS = 16
+#: a view not used for this many events is dropped (every event updates every view)
+VIEW_TTL_EVENTS = 512
+_DIGITS = 12
+
+
+class _View:
+    """What depends on the saturated set: schedulable counts, override, heaps."""
+
+    def __init__(self, saturated: frozenset[int], n: int):
+        self.saturated = saturated
+        self.last_used = 0
+        self.unblocked = [0] * n  # unblocked (schedulable) jobs in the subtree
+        self.share = [0.0] * n  # fairness after Alg. 2 line 9
+        self.version = [0] * n
+        self.pick_heap: list[list] = [[] for _ in range(n)]  # demanding children
+        self.pool_heap: list[list] = [[] for _ in range(n)]  # schedulable children, by fairness
+        self.pending: dict[int, None] = {}  # leaves changed while this view was not current
+
+
+class DFFSorter(OnlineSorter):
+    def __init__(self, resources: int, queues: QueueTree, capacity: Vector):
+        super().__init__(resources, queues, capacity)
+        # node table; queues first (pre-order, so a parent precedes its children and
+        # siblings keep file order), jobs appended as they arrive. Sorting siblings by
+        # index therefore gives the reference's child order.
+        self.key: list[str] = []
+        self.alive: list[bool] = []
+        self.parent: list[int] = []
+        self.weight: list[float] = []
+        self.is_job: list[bool] = []
+        self.position: list[int] = []
+        self.fifo: list[bool] = []
+        self.job_kids: list[list[int]] = []  # jobs of each queue, by arrival (fifo scan)
+        self.index: dict[str, int] = {}
+        self.kids: list[int] = []  # children ever added (positions; heap compaction bound)
+        self.usage: list[list[float]] = []
+        self.fr: list[Vector | None] = []
+        self.raw: list[float] = []
+        self.running: list[int] = []
+        self.live: list[int] = []  # demanding jobs in the subtree
+        self.views: list[_View] = []
+        self.events = 0
+        self.dirty = True  # FR (and so every fairness) must be recomputed before deciding
+        self._add_node(ROOT, -1, 1.0, False, False)
+        for node in queues:
+            if node.path != ROOT:
+                self._add_node(node.path, self.index[node.parent], node.weight, False, node.order == "fifo")
+
+    def _add_node(self, key: str, parent: int, weight: float, is_job: bool, fifo: bool) -> int:
+        idx = len(self.key)
+        self.key.append(key)
+        self.alive.append(True)
+        self.parent.append(parent)
+        self.weight.append(weight)
+        self.is_job.append(is_job)
+        self.fifo.append(fifo)
+        self.job_kids.append([])
+        pos = 0
+        if parent >= 0:
+            pos = self.kids[parent]
+            self.kids[parent] += 1
+            if is_job:
+                self.job_kids[parent].append(idx)
+        self.position.append(pos)
+        self.index[key] = idx
+        self.kids.append(0)
+        self.usage.append([0.0] * self.m)
+        self.fr.append(None)
+        self.raw.append(0.0)
+        self.running.append(0)
+        self.live.append(0)
+        return idx
+
+    # --- events -------------------------------------------------------------------------------
+    def add_job(self, name, queue, weight, demand):
+        super().add_job(name, queue, weight, demand)
+        idx = self._add_node(name, self.index[queue], weight, True, False)
+        self._walk_counts(idx, d_live=1)
+        self._invalidate()  # Alg. 3 line 10: UpdateFR when a job is submitted...
+
+    def remove_job(self, name):
+        idx = self.index.pop(name)
+        self._walk_counts(idx, d_live=-self.live[idx], d_running=-self.running[idx])
+        super().remove_job(name)  # its usage leaves the sums at the rebuild
+        self.alive[idx] = False  # tombstone: never reused; its heap entries go stale
+        self.job_kids[self.parent[idx]].remove(idx)
+        self._invalidate()  # ... or finishes
+
+    def set_capacity(self, capacity):
+        if tuple(capacity) != self.capacity:
+            super().set_capacity(capacity)
+            self._invalidate()  # FR_root = R
+
+    def allocated(self, name, demand, now=0.0):
+        job = self.jobs[name]
+        before = list(job.usage)
+        super().allocated(name, demand, now)
+        self._leaf_changed(self.index[name], before, d_running=1)
+
+    def released(self, name, demand, now=0.0):
+        job = self.jobs[name]
+        before = list(job.usage)
+        super().released(name, demand, now)
+        self._leaf_changed(self.index[name], before, d_running=-1)
+
+    def set_demanding(self, name, demanding):
+        job = self.jobs[name]
+        if job.demanding == demanding:
+            return
+        job.demanding = demanding
+        idx = self.index[name]
+        self._walk_counts(idx, d_live=1 if demanding else -1)
+        self._tick()
+        if not self.dirty:
+            self._touch(idx)
+
+    def set_saturated(self, resources):
+        super().set_saturated(frozenset(resources))
+        if not self.dirty:
+            self._select_view()
+
+    # --- shared state ---------------------------------------------------------------------------
+    def _invalidate(self) -> None:
+        self.dirty = True
+        self.views = []
+
+    def _tick(self) -> None:
+        self.events += 1
+        if len(self.views) > 1 and self.events % 64 == 0:
+            horizon = self.events - VIEW_TTL_EVENTS
+            self.views[1:] = [v for v in self.views[1:] if v.last_used >= horizon]
+
+    def _walk_counts(self, idx: int, *, d_live: int = 0, d_running: int = 0) -> None:
+        v = idx
+        while v >= 0:
+            self.live[v] += d_live
+            self.running[v] += d_running
+            v = self.parent[v]
+
+    def _add_usage(self, idx: int, delta: list[float]) -> None:
+        """Add ``delta`` to the ancestors' summed usage and refresh their raw fairness."""
+        p = self.parent[idx]
+        while p >= 0:
+            u = self.usage[p]
+            for r, d in enumerate(delta):
+                if d:
+                    u[r] += d
+            self.raw[p] = self._raw(p)
+            p = self.parent[p]
+
+    def _leaf_changed(self, idx: int, before: list[float], d_running: int) -> None:
+        after = self.jobs[self.key[idx]].usage
+        self.usage[idx] = list(after)
+        self._walk_counts(idx, d_running=d_running)
+        self._tick()
+        if self.dirty:  # shares are rebuilt from scratch before the next decision
+            return
+        self.raw[idx] = self._raw(idx)
+        self._add_usage(idx, [a - b for a, b in zip(after, before)])
+        self._touch(idx)
+
+    def _raw(self, v: int) -> float:
+        """Def. 2, Eq. 6: ``max_r U_r / FR_r`` over the resources with ``FR_r > 0``."""
+        f = self.fr[v]
+        if not f:
+            return 0.0
+        u = self.usage[v]
+        best = None
+        for r in range(self.m):
+            if f[r] > 0:
+                x = u[r] / f[r]
+                if best is None or x > best:
+                    best = x
+        return 0.0 if best is None else best
+
+    def _children(self) -> list[list[int]]:
+        children: list[list[int]] = [[] for _ in self.key]
+        for c in range(1, len(self.key)):
+            if self.alive[c]:
+                children[self.parent[c]].append(c)
+        return children
+
+    def _refresh(self) -> None:
+        """FR changed: Alg. 1 over the present jobs, then every node's usage sum and raw
+        fairness from scratch, in the reference's order; O(nodes x resources)."""
+        m, n = self.m, len(self.key)
+        children = self._children()
+        needs: list[list[bool] | None] = [None] * n
+        for v in range(n):
+            if self.is_job[v] and self.alive[v]:
+                flags = [d > 0 for d in self.jobs[self.key[v]].demand]
+                needs[v] = flags
+                p = self.parent[v]
+                while p >= 0:
+                    acc = needs[p]
+                    if acc is None:
+                        needs[p] = list(flags)
+                    else:
+                        for r in range(m):
+                            acc[r] = acc[r] or flags[r]
+                    p = self.parent[p]
+        self.fr = [None] * n
+        self.fr[0] = tuple(self.capacity)  # FR_root = R
+        for v in range(n):  # parents precede children in index order
+            if self.fr[v] is None or self.is_job[v]:
+                continue
+            live = [c for c in children[v] if needs[c] is not None]
+            for c in live:
+                w = self.weight[c]
+                self.fr[c] = tuple(self.fr[v][r] * w / sum(self.weight[k] for k in live if needs[k][r])
+                                   if needs[c][r] else 0.0 for r in range(m))
+        for v in range(n - 1, -1, -1):  # children have larger indices than their parent
+            if not self.alive[v]:
+                continue
+            if self.is_job[v]:
+                self.usage[v] = list(self.jobs[self.key[v]].usage)
+            else:
+                total = [0.0] * m
+                for c in children[v]:
+                    uc = self.usage[c]
+                    for r in range(m):
+                        total[r] += uc[r]
+                self.usage[v] = total
+            self.raw[v] = self._raw(v)
+        self.dirty = False
+        self.views = []
+        self._select_view()
+
+    # --- views ----------------------------------------------------------------------------------
+    def _select_view(self) -> None:
+        for k, view in enumerate(self.views):
+            if view.saturated == self.saturated:
+                view.last_used = self.events
+                if k:
+                    self.views.insert(0, self.views.pop(k))
+                    if len(view.pending) * 4 > len(self.key):
+                        self._rebuild(view)
+                    else:
+                        for idx in view.pending:
+                            self._sync_leaf(view, idx)
+                    view.pending.clear()
+                return
+        view = _View(self.saturated, len(self.key))
+        view.last_used = self.events
+        self._rebuild(view)
+        self.views.insert(0, view)
+        del self.views[MAX_VIEWS:]
+
+    def _touch(self, idx: int) -> None:
+        """Leaf ``idx`` changed: update the current view now; the others record it and
+        replay just those walks when their saturated set comes back. Views hold no
+        running sums (usage and raw fairness are shared), so the replay is exact."""
+        self._sync_leaf(self.views[0], idx)
+        for view in self.views[1:]:
+            view.pending[idx] = None
+
+    def _sync_leaf(self, view: _View, idx: int) -> None:
+        was = view.unblocked[idx]
+        now = 0 if self._leaf_blocked(view, idx) else 1
+        view.unblocked[idx] = now
+        self._changed(view, idx, d_unblocked=now - was)
+
+    def _leaf_blocked(self, view: _View, idx: int) -> bool:
+        if not self.live[idx]:
+            return True
+        demand = self.jobs[self.key[idx]].demand
+        return any(demand[r] > 0 for r in view.saturated)
+
+    def _pool_min(self, view: _View, p: int) -> float | None:
+        heap = view.pool_heap[p]
+        while heap:
+            share, ver, c = heap[0]
+            if ver == view.version[c] and view.unblocked[c] > 0 and self.alive[c]:
+                return share
+            heapq.heappop(heap)
+        return None
+
+    def _fairness(self, view: _View, p: int) -> float:
+        raw = self.raw[p]
+        if raw > 1.0:  # Alg. 2 line 9 (strict, as the pseudo-code)
+            low = self._pool_min(view, p)
+            if low is not None and low < raw:
+                return low
+        return raw
+
+    def _push(self, view: _View, p: int, c: int) -> None:
+        view.version[c] += 1
+        ver = view.version[c]
+        if view.unblocked[c] > 0:
+            heapq.heappush(view.pool_heap[p], (view.share[c], ver, c))
+        if self.live[c] > 0:
+            heapq.heappush(view.pick_heap[p], (round(view.share[c], _DIGITS), self.running[c],
+                                               self.position[c], ver, c))
+        bound = 4 * self.kids[p] + 16
+        if len(view.pick_heap[p]) > bound:
+            view.pick_heap[p] = [e for e in view.pick_heap[p]
+                                 if e[3] == view.version[e[4]] and self.live[e[4]] > 0 and self.alive[e[4]]]
+            heapq.heapify(view.pick_heap[p])
+        if len(view.pool_heap[p]) > bound:
+            view.pool_heap[p] = [e for e in view.pool_heap[p]
+                                 if e[1] == view.version[e[2]] and view.unblocked[e[2]] > 0 and self.alive[e[2]]]
+            heapq.heapify(view.pool_heap[p])
+
+    def _changed(self, view: _View, idx: int, *, d_unblocked: int = 0) -> None:
+        """Re-key leaf ``idx`` and its ancestors in ``view`` (shared state already updated)."""
+        view.share[idx] = self.raw[idx]
+        v = idx
+        while True:
+            p = self.parent[v]
+            if p < 0:
+                return
+            view.unblocked[p] += d_unblocked
+            self._push(view, p, v)
+            if p:
+                view.share[p] = self._fairness(view, p)
+            v = p
+
+    def _rebuild(self, view: _View) -> None:
+        """A view from scratch, bottom-up: O(nodes x resources)."""
+        view.pending.clear()
+        children = self._children()
+        n = len(self.key)
+        for v in range(n - 1, -1, -1):
+            if not self.alive[v]:
+                continue
+            if self.is_job[v]:
+                view.unblocked[v] = 0 if self._leaf_blocked(view, v) else 1
+                view.share[v] = self.raw[v]
+                continue
+            view.unblocked[v] = sum(view.unblocked[c] for c in children[v])
+            pool, pick = [], []
+            for c in children[v]:
+                view.version[c] += 1
+                ver = view.version[c]
+                if view.unblocked[c] > 0:
+                    pool.append((view.share[c], ver, c))
+                if self.live[c] > 0:
+                    pick.append((round(view.share[c], _DIGITS), self.running[c], self.position[c], ver, c))
+            heapq.heapify(pool)
+            heapq.heapify(pick)
+            view.pool_heap[v], view.pick_heap[v] = pool, pick
+            if v:
+                view.share[v] = self._fairness(view, v)
+
+    # --- decisions ------------------------------------------------------------------------------
+    def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
+        if self.dirty:
+            self._refresh()
+        return self._descend(self.views[0], 0, runnable)
+
+    def _descend(self, view: _View, v: int, runnable: Runnable) -> str | None:
+        if self.is_job[v]:
+            name = self.key[v]
+            return name if runnable(name) else None
+        fifo_job = -1
+        if v and self.fifo[v]:
+            # FIFO queue: only its earliest demanding runnable job competes
+            fifo_job = next((c for c in self.job_kids[v] if self.live[c] > 0 and runnable(self.key[c])), -2)
+        heap = view.pick_heap[v]
+        tried: list = []
+        found = None
+        while heap:
+            entry = heap[0]
+            c = entry[4]
+            if entry[3] != view.version[c] or self.live[c] <= 0 or not self.alive[c]:
+                heapq.heappop(heap)
+                continue
+            if fifo_job != -1 and self.is_job[c] and c != fifo_job:
+                tried.append(heapq.heappop(heap))
+                continue
+            found = self._descend(view, c, runnable)
+            if found is not None:
+                break
+            tried.append(heapq.heappop(heap))
+        for entry in tried:
+            heapq.heappush(heap, entry)
+        return found
+
+    def shares(self) -> dict[str, float]:
+        if self.dirty:
+            self._refresh()
+        view = self.views[0]
+        return {self.key[v]: view.share[v] for v in range(1, len(self.key)) if self.alive[v]}

@@ -1,0 +1,122 @@
+"""Incremental flat sorter for ``drf``, ``asset`` and ``cpu``: one lazy heap over the jobs.
+
+The flat policies compare jobs by a share that depends on the job alone:
+
+* ``drf`` (DRF Sec. 4.2 Alg. 1, Sec. 4.3): ``max_r U_r / (w R_r)`` over resources with
+  ``R_r > 0`` (saturated resources still count: DRF has no Y);
+* ``asset`` (DRF Sec. 5.1): ``sum_r U_r / (w R_r)``;
+* ``cpu`` (DRF Sec. 7.2 baseline): ``U_k / (w R_k)`` for the one resource k.
+
+So a task start or finish re-keys one job: O(m + log n). A capacity change re-keys every
+job (O(n)). The saturated set changes nothing. Decisions are identical to
+:class:`~fairshare.policies.online.ReferenceSorter` (tests/test_online_parity.py): the
+demanding jobs by (share rounded to 12 digits, running tasks, arrival), the first
+runnable one. The heap is lazy (an entry is valid while its version is the job's current
+one) and compacted when stale entries pile up.
+
+``collapsed`` is not served here: its weights are the product along the path of ``w /
+sum(w of demanding siblings)``, so one job becoming (non-)demanding changes the weight,
+hence the share, of every job in the sibling subtrees: O(n) per change, no better than
+the reference, which it keeps.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from fairshare.model.queues import QueueTree
+from fairshare.model.resources import Vector
+from fairshare.policies.online import OnlineSorter, Runnable
+
+_DIGITS = 12
+KINDS = ("drf", "asset", "cpu")
+
+
+class FlatSorter(OnlineSorter):
+    def __init__(self, kind: str, resources: int, queues: QueueTree, capacity: Vector, *,
+                 resource_index: int = 0):
+        if kind not in KINDS:
+            raise ValueError(f"FlatSorter: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        super().__init__(resources, queues, capacity)
+        self.kind = kind
+        self.resource_index = resource_index
+        self.share: dict[str, float] = {}
+        self.version: dict[str, int] = {}
+        self.heap: list[tuple] = []  # (round(share, 12), running, arrival, version, name)
+
+    # --- events -------------------------------------------------------------------------------
+    def add_job(self, name, queue, weight, demand):
+        super().add_job(name, queue, weight, demand)
+        self.version[name] = 0
+        self._rekey(name)
+
+    def remove_job(self, name):
+        super().remove_job(name)
+        del self.version[name]  # its heap entries go stale
+        self.share.pop(name, None)
+
+    def allocated(self, name, demand, now=0.0):
+        super().allocated(name, demand, now)
+        self._rekey(name)
+
+    def released(self, name, demand, now=0.0):
+        super().released(name, demand, now)
+        self._rekey(name)
+
+    def set_demanding(self, name, demanding):
+        if self.jobs[name].demanding != demanding:
+            super().set_demanding(name, demanding)
+            self._rekey(name)
+
+    def set_capacity(self, capacity):
+        if tuple(capacity) != self.capacity:
+            super().set_capacity(capacity)
+            for name in self.jobs:
+                self._rekey(name)
+
+    # --- shares ---------------------------------------------------------------------------------
+    def _share_of(self, name: str) -> float:
+        job = self.jobs[name]
+        u, cap, w = job.usage, self.capacity, job.weight
+        if self.kind == "asset":
+            return sum(u[r] / cap[r] for r in range(self.m) if cap[r] > 0) / w
+        if self.kind == "cpu":
+            k = self.resource_index
+            return u[k] / cap[k] / w if cap[k] > 0 else 0.0
+        return max((u[r] / cap[r] for r in range(self.m) if cap[r] > 0), default=0.0) / w
+
+    def _rekey(self, name: str) -> None:
+        job = self.jobs[name]
+        share = self._share_of(name)
+        self.share[name] = share
+        self.version[name] += 1
+        if job.demanding:
+            heapq.heappush(self.heap, (round(share, _DIGITS), job.running, job.order, self.version[name], name))
+        if len(self.heap) > 4 * len(self.jobs) + 16:
+            self.heap = [e for e in self.heap if self._valid(e)]
+            heapq.heapify(self.heap)
+
+    def _valid(self, entry: tuple) -> bool:
+        name = entry[4]
+        return self.version.get(name) == entry[3] and self.jobs[name].demanding
+
+    # --- decisions ------------------------------------------------------------------------------
+    def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
+        heap = self.heap
+        tried: list[tuple] = []
+        found = None
+        while heap:
+            entry = heap[0]
+            if not self._valid(entry):
+                heapq.heappop(heap)
+                continue
+            if runnable(entry[4]):
+                found = entry[4]
+                break
+            tried.append(heapq.heappop(heap))
+        for entry in tried:
+            heapq.heappush(heap, entry)
+        return found
+
+    def shares(self) -> dict[str, float]:
+        return dict(self.share)
