@@ -46,7 +46,7 @@ import heapq
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.online import OnlineSorter, Runnable
+from fairshare.policies.online import first_in_heap, OnlineSorter, Runnable
 
 MAX_VIEWS = 16
 #: a view not used for this many events is dropped (every event updates every view)
@@ -407,25 +407,17 @@ class DFFSorter(OnlineSorter):
         if v and self.fifo[v]:
             # FIFO queue: only its earliest demanding runnable job competes
             fifo_job = next((c for c in self.job_kids[v] if self.live[c] > 0 and runnable(self.key[c])), -2)
-        heap = view.pick_heap[v]
-        tried: list = []
-        found = None
-        while heap:
-            entry = heap[0]
+        def valid(entry: tuple) -> bool:
             c = entry[4]
-            if entry[3] != view.version[c] or self.live[c] <= 0 or not self.alive[c]:
-                heapq.heappop(heap)
-                continue
+            return entry[3] == view.version[c] and self.live[c] > 0 and not (not self.alive[c])
+
+        def attempt(entry: tuple) -> str | None:
+            c = entry[4]
             if fifo_job != -1 and self.is_job[c] and c != fifo_job:
-                tried.append(heapq.heappop(heap))
-                continue
-            found = self._descend(view, c, runnable)
-            if found is not None:
-                break
-            tried.append(heapq.heappop(heap))
-        for entry in tried:
-            heapq.heappush(heap, entry)
-        return found
+                return None  # a FIFO queue's later jobs wait
+            return self._descend(view, c, runnable)
+
+        return first_in_heap(view.pick_heap[v], valid, attempt)
 
     def shares(self) -> dict[str, float]:
         if self.dirty:

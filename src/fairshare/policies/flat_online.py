@@ -26,7 +26,7 @@ import heapq
 
 from fairshare.model.queues import QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.online import OnlineSorter, Runnable
+from fairshare.policies.online import first_in_heap, OnlineSorter, Runnable
 
 _DIGITS = 12
 KINDS = ("drf", "asset", "cpu")
@@ -102,21 +102,7 @@ class FlatSorter(OnlineSorter):
 
     # --- decisions ------------------------------------------------------------------------------
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
-        heap = self.heap
-        tried: list[tuple] = []
-        found = None
-        while heap:
-            entry = heap[0]
-            if not self._valid(entry):
-                heapq.heappop(heap)
-                continue
-            if runnable(entry[4]):
-                found = entry[4]
-                break
-            tried.append(heapq.heappop(heap))
-        for entry in tried:
-            heapq.heappush(heap, entry)
-        return found
+        return first_in_heap(self.heap, self._valid, lambda entry: entry[4] if runnable(entry[4]) else None)
 
     def shares(self) -> dict[str, float]:
         return dict(self.share)

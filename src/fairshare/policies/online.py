@@ -39,6 +39,7 @@ noise cannot decide), then fewer running tasks in the subtree, then listed first
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -46,6 +47,27 @@ from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
 
 Runnable = Callable[[str], bool]
+
+
+def first_in_heap(heap: list, valid: Callable[[tuple], bool], attempt: Callable[[tuple], str | None]) -> str | None:
+    """Walk a lazy min-heap lowest first: drop stale entries (``valid`` false), return the
+    first non-None ``attempt(entry)``, and put back every entry tried, so the heap is
+    unchanged except for the dropped stale ones. The incremental sorters all decide this
+    way: their heaps order candidates by the written tie rule."""
+    tried: list = []
+    found = None
+    while heap:
+        entry = heap[0]
+        if not valid(entry):
+            heapq.heappop(heap)
+            continue
+        found = attempt(entry)
+        if found is not None:
+            break
+        tried.append(heapq.heappop(heap))
+    for entry in tried:
+        heapq.heappush(heap, entry)
+    return found
 
 
 @dataclass
