@@ -103,7 +103,7 @@ import numpy as np
 from fairshare.audit.report import PropertyResult
 from fairshare.model.allocation import Allocation
 from fairshare.model.jobs import Job
-from fairshare.model.queues import ROOT
+from fairshare.model.queues import ROOT, share_guarantees
 from fairshare.model.resources import Vector, fits, to_mapping
 from fairshare.model.scenario import Scenario
 from fairshare.policies.base import Policy
@@ -259,30 +259,8 @@ def node_bundles(alloc: Allocation, job: Job, m: int) -> list[Vector]:
 
 
 def hierarchical_guarantees(scenario: Scenario) -> tuple[dict[str, float], dict[str, float]]:
-    """H-DRF Sec. 2.1 guarantees: ``(queue path -> fraction, job name -> fraction)``.
-
-    A node's fraction is its parent's times ``w / sum(w of demanding siblings)``; a
-    sibling demands when it has a job below it. Queues without jobs are left out.
-    """
-    queues = scenario.queues
-    has_jobs: set[str] = set()
-    for job in scenario.jobs:
-        has_jobs.update(queues.ancestors(job.queue))
-    totals: dict[str, float] = {}
-    for path in queues.paths:
-        if path in has_jobs:
-            parent = queues[path].parent
-            totals[parent] = totals.get(parent, 0.0) + queues[path].weight
-    for job in scenario.jobs:
-        totals[job.queue] = totals.get(job.queue, 0.0) + job.weight
-    queue_g: dict[str, float] = {ROOT: 1.0}
-    for path in queues.paths:  # pre-order: parents first
-        if path in has_jobs:
-            node = queues[path]
-            queue_g[path] = queue_g[node.parent] * node.weight / totals[node.parent]
-    job_g = {job.name: queue_g[job.queue] * job.weight / totals[job.queue] for job in scenario.jobs}
-    queue_g.pop(ROOT)
-    return queue_g, job_g
+    """H-DRF Sec. 2.1 guarantees of the scenario's queues and jobs (every job demands)."""
+    return share_guarantees(scenario.queues, scenario.jobs)
 
 
 def _n(x: float) -> str:

@@ -92,3 +92,33 @@ class QueueTree:
 
     def depth(self, path: str) -> int:
         return 0 if path == ROOT else path.count(".") + 1
+
+
+def share_guarantees(queues: QueueTree, jobs) -> tuple[dict[str, float], dict[str, float]]:
+    """H-DRF Sec. 2.1's hierarchical share guarantee of every queue and job:
+    ``(queue path -> fraction, job name -> fraction)``.
+
+    A node's fraction is its parent's times ``w / sum(w of demanding siblings)``; a queue
+    demands when one of ``jobs`` (objects with ``name``, ``queue``, ``weight``: the
+    demanding jobs) is below it. Queues without such jobs are left out. The job fractions
+    are also the collapsed hierarchy's leaf weights (H-DRF Sec. 3.2).
+    """
+    jobs = list(jobs)
+    has_jobs: set[str] = set()
+    for job in jobs:
+        has_jobs.update(queues.ancestors(job.queue))
+    totals: dict[str, float] = {}
+    for path in queues.paths:
+        if path in has_jobs:
+            parent = queues[path].parent
+            totals[parent] = totals.get(parent, 0.0) + queues[path].weight
+    for job in jobs:
+        totals[job.queue] = totals.get(job.queue, 0.0) + job.weight
+    queue_g: dict[str, float] = {ROOT: 1.0}
+    for path in queues.paths:  # pre-order: parents first
+        if path in has_jobs:
+            node = queues[path]
+            queue_g[path] = queue_g[node.parent] * node.weight / totals[node.parent]
+    job_g = {job.name: queue_g[job.queue] * job.weight / totals[job.queue] for job in jobs}
+    queue_g.pop(ROOT)
+    return queue_g, job_g

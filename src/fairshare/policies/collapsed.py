@@ -10,41 +10,20 @@ weights are computed once from the scenario, where every job demands.
 
 from __future__ import annotations
 
-from fairshare.model.queues import ROOT
+from fairshare.model.queues import share_guarantees
 from fairshare.policies._tree import flat_tree
 from fairshare.policies.progressive import FillingPolicy
 
 
 def collapsed_weights(queues, jobs) -> dict[str, float]:
-    """Leaf weight = product over the path of ``w_node / sum(w of demanding siblings)``.
+    """Leaf weight = product over the path of ``w_node / sum(w of demanding siblings)``:
+    the jobs' hierarchical share guarantees (``model.queues.share_guarantees``).
 
-    ``jobs`` are the demanding jobs (anything with ``name``, ``queue`` and ``weight``); a
-    queue demands when a demanding job is below it. The static policy passes every job,
-    the online reference the jobs demanding at that moment (H-DRF Sec. 3.2: "each time
-    jobs are added, removed, or change their demand-status, the weights are recalculated").
+    ``jobs`` are the demanding jobs. The static policy passes every job, the online
+    reference the jobs demanding at that moment (H-DRF Sec. 3.2: "each time jobs are
+    added, removed, or change their demand-status, the weights are recalculated").
     """
-    jobs = list(jobs)
-    has_jobs: set[str] = set()
-    for job in jobs:
-        has_jobs.update(queues.ancestors(job.queue))
-    # weight totals of the demanding children of each queue (child queues and jobs)
-    totals: dict[str, float] = {}
-    for path in queues.paths:
-        if path in has_jobs:
-            parent = queues[path].parent
-            totals[parent] = totals.get(parent, 0.0) + queues[path].weight
-    for job in jobs:
-        totals[job.queue] = totals.get(job.queue, 0.0) + job.weight
-    weights = {}
-    for job in jobs:
-        w = job.weight / totals[job.queue]
-        path = job.queue
-        while path != ROOT:
-            node = queues[path]
-            w *= node.weight / totals[node.parent]
-            path = node.parent
-        weights[job.name] = w
-    return weights
+    return share_guarantees(queues, jobs)[1]
 
 
 class Collapsed(FillingPolicy):
