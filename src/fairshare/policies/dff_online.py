@@ -407,9 +407,10 @@ class DFFSorter(OnlineSorter):
         if v and self.fifo[v]:
             # FIFO queue: only its earliest demanding runnable job competes
             fifo_job = next((c for c in self.job_kids[v] if self.live[c] > 0 and runnable(self.key[c])), -2)
+
         def valid(entry: tuple) -> bool:
             c = entry[4]
-            return entry[3] == view.version[c] and self.live[c] > 0 and not (not self.alive[c])
+            return entry[3] == view.version[c] and self.live[c] > 0 and self.alive[c]
 
         def attempt(entry: tuple) -> str | None:
             c = entry[4]

@@ -407,9 +407,10 @@ class HDRFSorter(OnlineSorter):
         if v in self.fifo_jobs:
             # FIFO queue: only its earliest demanding runnable job competes with the sub-queues
             fifo_job = next((c for c in self.fifo_jobs[v] if self.live[c] > 0 and runnable(self.key[c])), -2)
+
         def valid(entry: tuple) -> bool:
             c = entry[4]
-            return entry[3] == view.version[c] and self.live[c] > 0 and not (not self.key[c])
+            return entry[3] == view.version[c] and self.live[c] > 0 and bool(self.key[c])
 
         def attempt(entry: tuple) -> str | None:
             c = entry[4]
