@@ -290,18 +290,22 @@ class Scheduler:
                     del c[d]
 
     def _saturated(self) -> frozenset[int]:
-        """Resources counted as saturated (H-DRF Sec. 3.4: "fully utilized"), for whole tasks.
+        """Resources counted as saturated (H-DRF Sec. 3.4: "a resource is saturated when it
+        is fully utilized"; Alg. 2: "Y = set of nonzero resources in W"), for whole tasks.
 
         Reading: r is saturated while the cluster's total free amount of r is less than the
-        largest pending task's demand for it, i.e. full up to one maximal task, the
-        granularity DRF Sec. 6.2 (Theorem 7) bounds discrete fairness by. A finishing task
-        rarely unsaturates a resource on a busy cluster, so the set is stable (every change
-        re-ranks the H-DRF tree: Alg. 3 counts only non-saturated resources)."""
+        smallest pending task's demand for it, i.e. no pending task could get any more of
+        r. This is the paper's own test of when the online and static allocations should
+        agree: "at times when there are no excess resources, except those which are not
+        useful to any of the leaves" (Sec. 3.4). An earlier reading, "less than the
+        largest pending task", counted r as saturated while smaller tasks still fitted in
+        it, and the online schedule then drifted away from the static allocation in three
+        paper examples (docs/policies.md, "Online decisions and the static allocation")."""
         free = self.pool.total_free
         out = []
         for r in range(self.m):
             c = self._pending_demands[r]
-            if c and free[r] < max(c) - 1e-9:
+            if c and free[r] < min(c) - 1e-9:
                 out.append(r)
         return frozenset(out)
 
