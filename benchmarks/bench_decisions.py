@@ -87,6 +87,8 @@ def main() -> None:
     ap.add_argument("--policy", default="hdrf")
     ap.add_argument("--events", type=int, default=20000)
     ap.add_argument("--ref-decisions", type=int, default=300)
+    ap.add_argument("--shapes", type=int, default=None,
+                    help="draw every job's task from this many demand vectors (default: each job its own)")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time with process CPU time instead of wall-clock (for a busy machine)")
     args = ap.parse_args()
@@ -94,9 +96,11 @@ def main() -> None:
         global CLOCK
         CLOCK = time.process_time
 
-    sc = hierarchy_scenario(jobs=args.jobs, levels=args.levels, fanout=4, nodes=args.nodes, seed=0)
+    sc = hierarchy_scenario(jobs=args.jobs, levels=args.levels, fanout=4, nodes=args.nodes, seed=0,
+                            shapes=args.shapes)
     print(f"{args.policy}: {len(sc.jobs)} jobs, {len(sc.queues) - 1} queues in {args.levels} levels, "
-          f"{len(sc.cluster.nodes)} nodes, {sc.m} resources")
+          f"{len(sc.cluster.nodes)} nodes, {sc.m} resources, "
+          f"{len({j.classes[0].demand for j in sc.jobs})} distinct task shapes")
 
     fast = build(sc, args.policy, reference=False)
     n, secs = fill(fast, None)
