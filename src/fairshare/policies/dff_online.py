@@ -46,7 +46,7 @@ import heapq
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.online import first_in_heap, OnlineSorter, Runnable
+from fairshare.policies.online import OnlineSorter, Runnable, descend_tree
 
 MAX_VIEWS = 16
 #: a view not used for this many events is dropped (every event updates every view)
@@ -397,28 +397,17 @@ class DFFSorter(OnlineSorter):
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.dirty:
             self._refresh()
-        return self._descend(self.views[0], 0, runnable)
-
-    def _descend(self, view: _View, v: int, runnable: Runnable) -> str | None:
-        if self.is_job[v]:
-            name = self.key[v]
-            return name if runnable(name) else None
-        fifo_job = -1
-        if v and self.fifo[v]:
-            # FIFO queue: only its earliest demanding runnable job competes
-            fifo_job = next((c for c in self.job_kids[v] if self.live[c] > 0 and runnable(self.key[c])), -2)
+        view = self.views[0]
 
         def valid(entry: tuple) -> bool:
             c = entry[4]
             return entry[3] == view.version[c] and self.live[c] > 0 and self.alive[c]
 
-        def attempt(entry: tuple) -> str | None:
-            c = entry[4]
-            if fifo_job != -1 and self.is_job[c] and c != fifo_job:
-                return None  # a FIFO queue's later jobs wait
-            return self._descend(view, c, runnable)
+        def fifo_jobs(v: int) -> list[int] | None:
+            return self.job_kids[v] if v and self.fifo[v] else None
 
-        return first_in_heap(view.pick_heap[v], valid, attempt)
+        return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
+                            fifo_jobs=fifo_jobs, valid=valid, runnable=runnable)
 
     def shares(self) -> dict[str, float]:
         if self.dirty:

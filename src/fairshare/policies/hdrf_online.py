@@ -43,7 +43,7 @@ import heapq
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.online import first_in_heap, OnlineSorter, Runnable
+from fairshare.policies.online import OnlineSorter, Runnable, descend_tree
 
 REBUILD_EVERY = 4096
 MAX_VIEWS = 16
@@ -397,28 +397,14 @@ class HDRFSorter(OnlineSorter):
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.stop_when_saturated and self.saturated:
             return None  # C.S-Current: nothing while any resource is fully used
-        return self._descend(self.view, 0, runnable)
-
-    def _descend(self, view: _View, v: int, runnable: Runnable) -> str | None:
-        if self.is_job[v]:
-            name = self.key[v]
-            return name if runnable(name) else None
-        fifo_job = -1
-        if v in self.fifo_jobs:
-            # FIFO queue: only its earliest demanding runnable job competes with the sub-queues
-            fifo_job = next((c for c in self.fifo_jobs[v] if self.live[c] > 0 and runnable(self.key[c])), -2)
+        view = self.view
 
         def valid(entry: tuple) -> bool:
             c = entry[4]
             return entry[3] == view.version[c] and self.live[c] > 0 and bool(self.key[c])
 
-        def attempt(entry: tuple) -> str | None:
-            c = entry[4]
-            if fifo_job != -1 and self.is_job[c] and c != fifo_job:
-                return None  # a FIFO queue's later jobs wait
-            return self._descend(view, c, runnable)
-
-        return first_in_heap(view.pick_heap[v], valid, attempt)
+        return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
+                            fifo_jobs=self.fifo_jobs.get, valid=valid, runnable=runnable)
 
     def shares(self) -> dict[str, float]:
         view = self.view

@@ -70,6 +70,31 @@ def first_in_heap(heap: list, valid: Callable[[tuple], bool], attempt: Callable[
     return found
 
 
+def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str], live: list[int],
+                 fifo_jobs: Callable[[int], list[int] | None], valid: Callable[[tuple], bool],
+                 runnable: Runnable) -> str | None:
+    """H-DRF Alg. 4 / DFF Alg. 3's descent, shared by the tree sorters: from node ``v``,
+    take the lowest child in ``heaps[v]`` (entries ``(..., child)``, ordered by the tie
+    rule) that has a runnable job below it. In a FIFO queue (``fifo_jobs(v)`` gives its
+    jobs by arrival) only the earliest demanding runnable job competes with the sub-queues."""
+    if is_job[v]:
+        name = key[v]
+        return name if runnable(name) else None
+    fifo_job = -1
+    waiting = fifo_jobs(v)
+    if waiting is not None:
+        fifo_job = next((c for c in waiting if live[c] > 0 and runnable(key[c])), -2)
+
+    def attempt(entry: tuple) -> str | None:
+        c = entry[-1]
+        if fifo_job != -1 and is_job[c] and c != fifo_job:
+            return None  # a FIFO queue's later jobs wait
+        return descend_tree(c, heaps, is_job=is_job, key=key, live=live, fifo_jobs=fifo_jobs,
+                            valid=valid, runnable=runnable)
+
+    return first_in_heap(heaps[v], valid, attempt)
+
+
 @dataclass
 class OnlineJob:
     name: str
