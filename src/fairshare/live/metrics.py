@@ -19,8 +19,8 @@ Prometheus scrape job sets ``authorization: {credentials: TOKEN}``. Without a va
 token it answers 401. docs/live.md (section Metrics) lists every metric.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: FastAPI reads the route's parameter
+# annotations at run time, and ``Request`` is imported inside ``install``.
 import bisect
 import math
 import threading
@@ -175,16 +175,17 @@ class _Page:
         return "\n".join(self._lines) + "\n"
 
 
-def _number(value: Any) -> float:
-    """A status number as a float; a missing or malformed one is NaN, not a crash.
+def _number(value: Any) -> float | int:
+    """A status number as it is (an int stays an int, written without ``.0``); a missing
+    or malformed one is NaN, not a crash.
 
     The status comes from the service; a scrape must never fail because one field is
     absent (NaN is Prometheus' own "no value" and shows as a gap in a graph).
     """
     if isinstance(value, bool):
-        return float(value)
+        return int(value)
     if isinstance(value, (int, float)):
-        return float(value)
+        return value
     return math.nan
 
 
