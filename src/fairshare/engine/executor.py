@@ -23,6 +23,7 @@ from typing import Protocol, Union
 
 from fairshare.engine.scheduler import Launch, Scheduler
 from fairshare.model.cluster import Node
+from fairshare.model.jobs import Job
 
 
 @dataclass(frozen=True)
@@ -98,12 +99,16 @@ def dispatch(scheduler: Scheduler, executor: Executor, now: float) -> list[Launc
 
 
 def run_rounds(scheduler: Scheduler, executor: Executor,
-               rounds: Iterable[tuple[float, list[ExecutorEvent]]]) -> list[Launch]:
-    """Replay: for each ``(now, events)``, apply the events and dispatch. Returns every
-    launch in order. The parity test feeds it the rounds a live run recorded."""
+               rounds: Iterable[tuple[float, list[ExecutorEvent], list[Job]]]) -> list[Launch]:
+    """Replay: for each ``(now, events, arrivals)``, apply the events, submit the arrivals
+    (the simulator's order within an instant: completions and node changes, then
+    arrivals) and dispatch. Returns every launch in order. The parity test feeds it the
+    rounds a live run recorded."""
     out: list[Launch] = []
-    for now, events in rounds:
+    for now, events, arrivals in rounds:
         for event in events:
             apply(scheduler, event, now)
+        for job in arrivals:
+            scheduler.submit(job, now)
         out.extend(dispatch(scheduler, executor, now))
     return out
