@@ -14,7 +14,6 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
 import urllib.error
 import urllib.request
@@ -112,20 +111,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from fairshare.live.ray_executor import RayExecutor
     from fairshare.live.service import LiveService
 
+    import socket
+
+    # bind before starting Ray: a port in use is a user error, reported at once
+    try:
+        sock = socket.create_server((args.host, args.port), reuse_port=False)
+    except OSError as exc:
+        store.close()
+        raise ClientError(f"--port: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    port = sock.getsockname()[1]
     executor = RayExecutor(config.resources, config.nodes, address=args.ray_address)
+    service = None
     try:
         service = LiveService(config, store, executor, policy=args.policy, placement=args.placement,
                               max_attempts=args.max_attempts)
         service.start()
         app = create_app(service)
-        server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
         names = ", ".join(n.name for n in executor.nodes())
         print(f"fairshare serve: policy {args.policy}, nodes {names}, db {args.db}", file=sys.stderr)
-        print(f"fairshare serve: listening on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
-        signal.signal(signal.SIGTERM, lambda *_: setattr(server, "should_exit", True))
-        server.run()
-        service.stop()
+        print(f"fairshare serve: listening on http://{args.host}:{port}", file=sys.stderr, flush=True)
+        server.run(sockets=[sock])  # uvicorn handles SIGINT and SIGTERM: a clean stop
     finally:
+        if service is not None:
+            service.stop()
         executor.shutdown()
         store.close()
     return EXIT_OK
@@ -150,11 +159,10 @@ def _request(args: argparse.Namespace, method: str, path: str, body: Any = None)
     except urllib.error.HTTPError as exc:
         try:
             payload = json.loads(exc.read())
-            items = payload.get("errors") or [payload.get("error", {})]
-            lines = [f"{i.get('field')}: {i.get('reason')}" if i.get("field") else str(i.get("reason"))
-                     for i in items]
-        except (ValueError, AttributeError):
-            lines = [exc.reason]
+            items = payload.get("errors") or [payload["error"]]
+            lines = [f"{i['field']}: {i['reason']}" if i.get("field") else str(i["reason"]) for i in items]
+        except (ValueError, AttributeError, KeyError, TypeError):  # not a fairshare server's answer
+            lines = [str(exc.reason)]
         raise ClientError(f"the server refused ({exc.code}):\n  " + "\n  ".join(lines),
                           EXIT_USAGE if 400 <= exc.code < 500 else EXIT_INTERNAL) from None
     except (urllib.error.URLError, OSError) as exc:

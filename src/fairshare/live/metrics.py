@@ -266,24 +266,29 @@ def install(app: Any, service: Any, *, authorize: Callable[[Any], Any] | None = 
     """Add ``GET /metrics`` to the FastAPI ``app``.
 
     ``service`` provides ``status()`` and ``metrics`` (a :class:`Metrics`).
-    ``authorize(request)`` checks the bearer token and raises the API's 401 error when it
-    is missing or unknown; when not given, the service's own authorizer is looked up
-    (see :func:`_default_authorizer`).
+    ``authorize(request)`` checks the bearer token and raises the API's own 401 error
+    when it is missing or unknown (``fairshare.live.api.authorize``, which ``create_app``
+    passes). Without it, the token is checked against ``service.auth`` here and a
+    refusal is a plain FastAPI 401.
     """
-    from fastapi import Request
+    from fastapi import Depends, Request
     from fastapi.responses import Response
+    from fastapi.security import HTTPBearer
 
-    check = authorize or _default_authorizer(service)
+    check = authorize or _service_authorizer(service)
+    # Declared (auto_error=False: ``check`` decides) so the OpenAPI document says this
+    # route takes the same bearer token as the API.
+    bearer = HTTPBearer(auto_error=False, description="a tenant's token, or the admin token")
 
     @app.get(
         "/metrics",
         tags=["observability"],
         summary="Prometheus metrics (text exposition format 0.0.4)",
         response_class=Response,
-        responses={
-            200: {"description": "The metrics page.", "content": {"text/plain": {"schema": {"type": "string"}}}},
-            401: {"description": "Missing or unknown bearer token."},
-        },
+        dependencies=[Depends(bearer)],
+        # 401 (and the API's other refusals) come from the app-level responses.
+        responses={200: {"description": "The metrics page (docs/live.md, section Metrics).",
+                         "content": {"text/plain": {"schema": {"type": "string"}}}}},
     )
     def get_metrics(request: Request) -> Response:
         check(request)
@@ -291,5 +296,16 @@ def install(app: Any, service: Any, *, authorize: Callable[[Any], Any] | None = 
         return Response(content=page, media_type=CONTENT_TYPE)
 
 
-def _default_authorizer(service: Any) -> Callable[[Any], Any]:
-    raise NotImplementedError  # replaced once the service's auth interface is known
+def _service_authorizer(service: Any) -> Callable[[Any], None]:
+    from fastapi import HTTPException
+
+    from fairshare.live.auth import AuthError
+
+    def check(request: Any) -> None:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        try:
+            service.auth.authenticate(token.strip() if scheme.lower() == "bearer" else None)
+        except AuthError as exc:  # no token, or a token nobody holds
+            raise HTTPException(status_code=401, detail=f"Authorization: {exc}") from None
+
+    return check

@@ -591,8 +591,11 @@ def _dominant(alloc, capacity) -> float:
 def _job_summary(row, counts: dict[str, int]) -> dict:
     total = sum(counts.values())
     done = sum(counts.get(s, 0) for s in ("succeeded", "failed", "cancelled"))
+    state = job_state(row.cancelled, counts)
+    if total == 0 and row.finished_at is not None and not row.cancelled:
+        state = "succeeded"  # a job of zero tasks has nothing left to do
     return {"id": row.id, "name": row.name, "queue": row.queue, "tenant": row.tenant,
-            "state": job_state(row.cancelled, counts), "tasks_total": total, "tasks_done": done,
+            "state": state, "tasks_total": total, "tasks_done": done,
             "tasks_succeeded": counts.get("succeeded", 0), "tasks_running": counts.get("running", 0),
             "tasks_failed": counts.get("failed", 0), "submitted_at": row.submitted_at,
             "finished_at": row.finished_at}

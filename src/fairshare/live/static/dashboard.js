@@ -51,8 +51,11 @@ function num(value) {
   return Number.isInteger(value) ? String(value) : String(Math.round(value * 1000) / 1000);
 }
 
-function seconds(value) {
-  return typeof value === "number" && isFinite(value) ? value.toFixed(1) + " s" : "\u2014";
+// The service's times are wall-clock seconds since the epoch (status.time, history
+// samples, task start and finish); shown as local clock time, 24-hour.
+function clock(epochSeconds) {
+  if (typeof epochSeconds !== "number" || !isFinite(epochSeconds)) return "\u2014";
+  return new Date(epochSeconds * 1000).toLocaleTimeString([], { hour12: false });
 }
 
 // Queue paths in tree order: a parent before its children, siblings by name.
@@ -84,8 +87,11 @@ async function api(path) {
   if (!response.ok) {
     let reason = response.statusText || "request failed";
     try {
+      // The API's refusals: {"error": {"field", "reason"}, "errors": [...]}.
       const body = await response.json();
-      if (body && body.detail !== undefined) {
+      if (body && body.error) {
+        reason = (body.error.field ? body.error.field + ": " : "") + body.error.reason;
+      } else if (body && body.detail !== undefined) {
         reason = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
       }
     } catch (_) { /* not JSON: keep the status text */ }
@@ -98,7 +104,7 @@ async function api(path) {
 
 function renderSummary(status) {
   $("summary-policy").textContent = status.policy ?? "\u2014";
-  $("summary-time").textContent = seconds(status.time);
+  $("summary-time").textContent = clock(status.time);
   $("summary-decisions").textContent = num(status.decisions_total);
   $("summary-running").textContent = num(status.running_tasks);
   $("summary-pending").textContent = num(status.pending_tasks);
@@ -167,14 +173,23 @@ function renderLineChart(container, series, emptyText) {
   }
   for (let i = 0; i <= 4; i++) {
     const t = t0 + (t1 - t0) * i / 4, xx = x(t);
-    root.appendChild(svg("text", { x: xx, y: H - 8, "text-anchor": "middle", text: num(Math.round(t * 10) / 10) + " s" }));
+    root.appendChild(svg("text", { x: xx, y: H - 8, "text-anchor": "middle", text: times.length ? clock(t) : "" }));
   }
   root.appendChild(svg("line", { class: "axis", x1: left, x2: left, y1: top, y2: top + plotH }));
   root.appendChild(svg("line", { class: "axis", x1: left, x2: left + plotW, y1: top + plotH, y2: top + plotH }));
 
   for (const s of series) {
-    const points = s.points.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
-    const line = svg("polyline", { points, stroke: s.color, "data-series": s.key, "data-samples": s.points.length });
+    // A sample holds until the next one (the service samples a step function), so the
+    // line is drawn as steps, not as slopes between samples.
+    const corners = [];
+    s.points.forEach(([t, v], i) => {
+      if (i > 0) corners.push([t, s.points[i - 1][1]]);
+      corners.push([t, v]);
+    });
+    const points = corners.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
+    const last = s.points.length ? s.points[s.points.length - 1][1] : "";
+    const line = svg("polyline", { points, stroke: s.color, "data-series": s.key, "data-samples": s.points.length,
+                                   "data-last": last });
     line.appendChild(svg("title", { text: s.label }));
     root.appendChild(line);
   }
@@ -235,14 +250,18 @@ function renderNodes(status) {
 }
 
 function taskTable(job) {
-  const head = el("tr", {}, ["task", "class", "state", "node", "started", "finished"].map(h => el("th", { text: h })));
+  const head = el("tr", {}, ["task", "class", "state", "node", "attempts", "started", "finished", "exit", "message"]
+    .map(h => el("th", { text: h })));
   const rows = (job.tasks || []).map(t => el("tr", { class: "task", "data-task": String(t.id) }, [
-    el("td", { text: String(t.id) }),
-    el("td", { text: t.class ?? "" }),
+    el("td", { class: "id", text: String(t.id) }),
+    el("td", { class: "class", text: t.class ?? "" }),
     el("td", { class: "state state-" + t.state, text: t.state ?? "" }),
-    el("td", { text: t.node ?? "\u2014" }),
-    el("td", { class: "num", text: seconds(t.started_at) }),
-    el("td", { class: "num", text: seconds(t.finished_at) }),
+    el("td", { class: "node", text: t.node ?? "\u2014" }),
+    el("td", { class: "num", text: num(t.attempts) }),
+    el("td", { class: "num", text: clock(t.started_at) }),
+    el("td", { class: "num", text: clock(t.finished_at) }),
+    el("td", { class: "num", text: t.exit_code ?? "\u2014" }),
+    el("td", { class: "message", text: t.message ?? "" }),
   ]));
   return el("table", { class: "grid task-table" }, [el("thead", {}, [head]), el("tbody", {}, rows)]);
 }
