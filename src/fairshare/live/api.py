@@ -178,6 +178,7 @@ def _field_path(loc: tuple) -> str:
 
 
 _REFUSALS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "the request body is not valid JSON"},
     401: {"model": ErrorOut, "description": "missing or unknown bearer token"},
     403: {"model": ErrorOut, "description": "not allowed for this token"},
     404: {"model": ErrorOut, "description": "no such job (or not yours)"},
