@@ -73,7 +73,11 @@ OPERATIONS = [
     ("GET", "/v1/queues"), ("PUT", "/v1/queues"),
     ("GET", "/v1/status"), ("GET", "/v1/history"),
 ]
-MODES = [GenerationMode.POSITIVE, GenerationMode.NEGATIVE]
+# Invalid input (negative mode) only where there is input: a body or a path parameter.
+TAKES_INPUT = {("POST", "/v1/jobs"), ("GET", "/v1/jobs/{job_id}"), ("POST", "/v1/jobs/{job_id}/cancel"),
+               ("PUT", "/v1/queues")}
+CASES = [(method, path, GenerationMode.POSITIVE) for method, path in OPERATIONS] + \
+        [(method, path, GenerationMode.NEGATIVE) for method, path in OPERATIONS if (method, path) in TAKES_INPUT]
 
 
 def test_the_document_lists_every_route(api_schema):
@@ -81,8 +85,7 @@ def test_the_document_lists_every_route(api_schema):
     assert operations == set(OPERATIONS)
 
 
-@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
-@pytest.mark.parametrize("method, path", OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
+@pytest.mark.parametrize("method, path, mode", CASES, ids=[f"{m} {p} {g.value}" for m, p, g in CASES])
 def test_no_server_error_and_responses_conform(api_schema, method, path, mode):
     operation = api_schema[path][method]
 
@@ -98,9 +101,11 @@ def test_no_server_error_and_responses_conform(api_schema, method, path, mode):
             where = f"{label} token: {case.method} {case.formatted_path}"
             assert response.status_code < 500, f"{where} -> {response.status_code}: {response.text[:500]}"
             case.validate_response(response, checks=CHECKS, headers=headers)
-            if authorization is None or label == "unknown":
-                # every route but /healthz needs a known token, checked before the input
-                expected = 200 if path == "/healthz" else 401
-                assert response.status_code == expected, f"{where} -> {response.status_code}"
+            if (authorization is None or label == "unknown") and path != "/healthz":
+                # every route but /healthz needs a known token. A well-formed request is
+                # refused for the token (401); a body FastAPI cannot even parse may be
+                # refused for that first (400 not JSON, 422 wrong shape): never accepted.
+                allowed = {401} if mode is GenerationMode.POSITIVE else {400, 401, 422}
+                assert response.status_code in allowed, f"{where} -> {response.status_code}"
 
     run()
