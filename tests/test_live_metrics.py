@@ -7,8 +7,12 @@ import math
 import threading
 
 import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from fairshare.live import metrics as metrics_module
+from fairshare.live.api import create_app
 from fairshare.live.metrics import (
     CONTENT_TYPE,
     DEFAULT_DECISION_LATENCY_BUCKETS_S,
@@ -17,6 +21,9 @@ from fairshare.live.metrics import (
     format_value,
     render,
 )
+from fairshare.live.service import LiveService
+from fairshare.live.store import Store
+from live_helpers import ADMIN, ALICE, BOB, ManualExecutor, job, make_config
 
 
 def samples(page: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -210,3 +217,58 @@ def test_value_format(value, text):
 
 def test_content_type_is_the_text_format():
     assert CONTENT_TYPE.startswith("text/plain; version=0.0.4")
+
+
+# ------------------------------------------------------------------ the route, on the real app
+# The real FastAPI app around a real LiveService; ManualExecutor (live_helpers) stands in
+# for Ray, so the decisions are the service's own and nothing runs.
+
+
+@pytest.fixture
+def live(tmp_path):
+    config = make_config()
+    service = LiveService(config, Store(tmp_path / "fs.db"), ManualExecutor(config.nodes), policy="hdrf")
+    service.recover()
+    with TestClient(create_app(service)) as client:
+        yield service, client
+
+
+def test_route_needs_a_known_token(live):
+    _, client = live
+    for headers in ({}, {"Authorization": "Bearer nobody-has-this"}, {"Authorization": f"Basic {ALICE}"}):
+        response = client.get("/metrics", headers=headers)
+        assert response.status_code == 401, headers
+        assert response.json()["error"]["field"] == "Authorization"
+    for token in (ADMIN, ALICE, BOB):  # the admin's or any tenant's
+        response = client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+        assert response.status_code == 200
+        assert response.headers["content-type"] == CONTENT_TYPE
+
+
+def test_route_reports_the_services_decisions(live):
+    service, client = live
+    alice, bob = service.auth.authenticate(ALICE), service.auth.authenticate(BOB)
+    service.submit(alice, {"jobs": [job("a", "ads.prod", 10, {"cpu": 1})]})
+    service.submit(bob, {"jobs": [job("b", "dev", 10, {"cpu": 1})]})
+    service.step()
+    parsed = samples(client.get("/metrics", headers={"Authorization": f"Bearer {ADMIN}"}).text)
+    # 8 CPUs (4 + 2 + 2), queues ads and dev 1:1: 4 tasks each start, 8 decisions, 6 + 6 wait
+    assert parsed[("fairshare_decisions_total", ())] == 8
+    assert parsed[("fairshare_decision_latency_seconds_count", ())] == 8
+    assert parsed[("fairshare_running_tasks", ())] == 8
+    assert parsed[("fairshare_pending_tasks", (("queue", "ads"),))] == 10 - 4
+    assert parsed[("fairshare_pending_tasks", (("queue", "dev"),))] == 10 - 4
+    assert parsed[("fairshare_queue_dominant_share", (("kind", "current"), ("queue", "ads")))] == pytest.approx(4 / 8)
+    assert parsed[("fairshare_utilization", (("resource", "cpu"),))] == pytest.approx(8 / 8)
+    assert parsed[("fairshare_utilization", (("resource", "gpu"),))] == 0
+
+
+def test_install_without_an_authorizer_checks_the_services_tokens(live):
+    service, _ = live
+    app = FastAPI()
+    metrics_module.install(app, service)  # no authorize: falls back to service.auth
+    client = TestClient(app)
+    refused = client.get("/metrics", headers={"Authorization": "Bearer nobody-has-this"})
+    assert refused.status_code == 401
+    assert "unknown token" in refused.json()["detail"]
+    assert client.get("/metrics", headers={"Authorization": f"Bearer {BOB}"}).status_code == 200
