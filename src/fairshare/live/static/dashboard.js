@@ -190,6 +190,7 @@ function renderLineChart(container, series, emptyText) {
     const last = s.points.length ? s.points[s.points.length - 1][1] : "";
     const line = svg("polyline", { points, stroke: s.color, "data-series": s.key, "data-samples": s.points.length,
                                    "data-last": last });
+    if (s.dashed) line.setAttribute("stroke-dasharray", "7 4");
     line.appendChild(svg("title", { text: s.label }));
     root.appendChild(line);
   }
@@ -201,8 +202,8 @@ function renderLineChart(container, series, emptyText) {
 
 function renderLegend(list, entries) {
   list.replaceChildren(...entries.map(e => {
-    const key = el("span", { class: "key" });
-    key.style.background = e.color;
+    const key = el("span", { class: "key" + (e.dashed ? " dashed" : "") });
+    key.style.color = e.color;
     return el("li", { "data-series": e.key }, [key, el("span", { class: "label", text: e.label + " " }),
       el("span", { class: "value", text: e.value })]);
   }));
@@ -225,11 +226,13 @@ function renderShareHistory(status, history) {
   const paths = Object.keys(status.queues || {}).sort(compareQueuePaths);
   const series = paths.map((path, i) => ({
     key: path, label: path, color: PALETTE[i % PALETTE.length],
+    // a child queue's line is dashed: it often coincides with its parent's (an only busy child)
+    dashed: path.includes("."),
     points: history.filter(h => h.queues && typeof h.queues[path] === "number").map(h => [h.time, h.queues[path]]),
   }));
   renderLineChart($("shares-chart"), series, "no samples yet");
   renderLegend($("shares-legend"), series.map(s => ({
-    key: s.key, label: s.label, color: s.color,
+    key: s.key, label: s.label, color: s.color, dashed: s.dashed,
     value: pct(((status.queues || {})[s.key] || {}).current_dominant_share) + " now",
   })));
 }
