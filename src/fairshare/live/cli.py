@@ -125,8 +125,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         service = LiveService(config, store, executor, policy=args.policy, placement=args.placement,
                               max_attempts=args.max_attempts)
-        service.start()
         app = create_app(service)
+        service.start()
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
         names = ", ".join(n.name for n in executor.nodes())
         print(f"fairshare serve: policy {args.policy}, nodes {names}, db {args.db}", file=sys.stderr)

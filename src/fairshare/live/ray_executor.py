@@ -116,6 +116,12 @@ class RayExecutor:
         else:
             ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
         self._remote = ray.remote(num_cpus=0, max_retries=0)(_run_command)
+        # One task now, from this thread: Ray builds its serialization context (importing
+        # pydantic.v1) on the first submission, and doing that first in the scheduling
+        # thread while the web server imports pydantic races in the import system.
+        code, output = ray.get(self._remote.remote(["true"], False, {}, None), timeout=120)
+        if code != 0:
+            raise RuntimeError(f"a trial task on the Ray cluster failed: {output}")
         self._lock = threading.Lock()
         self._refs: dict[object, int] = {}  # object ref -> scheduler task id
         self._by_task: dict[int, object] = {}

@@ -114,6 +114,7 @@ class LiveService:
         self._lock = threading.RLock()  # the scheduler's state, the maps below
         self._wake = threading.Condition()
         self._inbox: deque[tuple[str, Any]] = deque()
+        self._deferred: list[ExecutorEvent] = []  # failures of starts, applied next pass
         self._entries: QueueEntries = _apply_changes(config.queues, store.queue_changes())
         self._nodes: tuple[Node, ...] = tuple(executor.nodes())
         self.scheduler = self._new_scheduler(self._nodes)  # raises PolicyModeError for offline policies
@@ -333,6 +334,8 @@ class LiveService:
     def step(self) -> bool:
         """One pass (module docstring); returns whether anything happened."""
         events = self.executor.poll()
+        if self._deferred:
+            events, self._deferred = self._deferred + events, []
         with self._wake:
             inbox = list(self._inbox)
             self._inbox.clear()
@@ -361,7 +364,11 @@ class LiveService:
             if starts:
                 self.store.mark_running(starts, wall)  # committed before anything runs
             for launch, (row_id, _) in zip(launches, starts):
-                self.executor.start(_with_task_id(launch, row_id), now)
+                try:
+                    self.executor.start(_with_task_id(launch, row_id), now)
+                except Exception as exc:  # noqa: BLE001 - the runtime refused: re-queue, keep scheduling
+                    log.warning("task %d could not be started on %s: %r", row_id, launch.node, exc)
+                    self._deferred.append(TaskFinished(row_id, ok=False, reason=f"ray: start failed: {exc!r}"))
             for _ in launches:
                 self.metrics.observe_decision(elapsed / len(launches))
             self._refresh_views(now)
