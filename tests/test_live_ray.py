@@ -156,6 +156,21 @@ def test_a_failing_command_is_retried_then_failed(live):
     assert [(t["attempts"], t["exit_code"]) for t in detail["tasks"]] == [(3, 1)]
 
 
+def test_cancel_interrupts_a_running_command(live):
+    svc, client, _ = live
+    r = client.post("/v1/jobs", json={"jobs": [job("c", "dev", 2, {"cpu": 1}, command=["sleep", "60"])]},
+                    headers=H(BOB))
+    (job_id,) = r.json()["ids"]
+    wait_for(lambda: client.get(f"/v1/jobs/{job_id}", headers=H(BOB)).json()["tasks_running"] == 2, 60,
+             "both tasks running")
+    t0 = time.monotonic()
+    assert client.post(f"/v1/jobs/{job_id}/cancel", headers=H(BOB)).status_code == 200
+    wait_for(lambda: svc.status()["running_tasks"] == 0, 30, "the running tasks to stop")
+    assert time.monotonic() - t0 < 30  # interrupted, not left to run their 60 s
+    detail = client.get(f"/v1/jobs/{job_id}", headers=H(BOB)).json()
+    assert detail["state"] == "cancelled"
+    assert {t["state"] for t in detail["tasks"]} == {"cancelled"}
+
 def test_dead_node_tasks_are_requeued_and_completed_elsewhere(live):
     svc, client, executor = live
     # 8 tasks of 1 CPU fill the 8 CPUs; each runs 3 s and then records where it ran
@@ -181,3 +196,4 @@ def test_dead_node_tasks_are_requeued_and_completed_elsewhere(live):
     assert [n["alive"] for n in status["nodes"] if n["name"] == "mic-node"] == [False]
     assert status["capacity"]["cpu"] == 6  # 4 + 2: mic-node's 2 CPUs are gone
     assert replayed(svc) == svc.launch_log
+

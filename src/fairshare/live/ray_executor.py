@@ -61,6 +61,26 @@ class TaskSpec:
     cwd: str | None
 
 
+def _die_with_parent_hook():
+    """A ``preexec_fn`` that makes the command receive SIGKILL when the Ray worker that
+    started it dies (Linux ``prctl(PR_SET_PDEATHSIG)``): a cancelled task (its worker is
+    killed) or a dead service's tasks do not leave their commands running. libc is
+    loaded here, before the fork, so the child only makes one system call."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):  # not Linux: commands may outlive a killed worker
+        return None
+
+    def hook() -> None:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+
+    return hook
+
+
 def _run_command(argv: list[str], shell: bool, env: dict[str, str], cwd: str | None) -> tuple[int, str]:
     """Runs inside a Ray worker: the command, without a shell unless asked."""
     import subprocess
@@ -69,13 +89,11 @@ def _run_command(argv: list[str], shell: bool, env: dict[str, str], cwd: str | N
     full_env.update(env)
     if cwd is not None and not os.path.isdir(cwd):
         cwd = None
+    args = (argv[0] if len(argv) == 1 else " ".join(argv)) if shell else argv
     try:
-        if shell:
-            proc = subprocess.run(argv[0] if len(argv) == 1 else " ".join(argv), shell=True, env=full_env,
-                                  cwd=cwd, capture_output=True, text=True, errors="replace")
-        else:
-            proc = subprocess.run(argv, env=full_env, cwd=cwd, capture_output=True, text=True, errors="replace")
-    except (OSError, ValueError) as exc:  # command not found, not executable, ...
+        proc = subprocess.run(args, shell=shell, env=full_env, cwd=cwd, capture_output=True, text=True,
+                              errors="replace", preexec_fn=_die_with_parent_hook())
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:  # not found, not executable, ...
         return 127, f"cannot run {argv[0]!r}: {exc}"
     out = (proc.stdout or "") + (proc.stderr or "")
     return proc.returncode, out[-OUTPUT_TAIL:]
@@ -96,6 +114,7 @@ class RayExecutor:
         # configured node order (local mode): first-fit placement walks nodes in this order,
         # as the simulator does; discovered nodes follow, by name
         self._order = {node.name: i for i, node in enumerate(nodes)}
+        self._configured = {node.name: node for node in nodes}
         self._ray_nodes: dict[str, object] = {}  # local mode: name -> ray node handle (for tests)
         if address is None:
             if not nodes:
@@ -190,7 +209,9 @@ class RayExecutor:
             ref = self._by_task.get(task_id)
         if ref is not None:
             try:
-                self.ray.cancel(ref, force=False)  # KeyboardInterrupt in the worker: run() kills the child
+                # force: the worker process is killed, and with it the command (its
+                # parent-death signal); a polite cancel does not reach a blocked subprocess
+                self.ray.cancel(ref, force=True)
             except Exception as exc:  # noqa: BLE001 - the task may be finishing right now
                 log.debug("cancel of task %s: %s", task_id, exc)
 
@@ -257,7 +278,9 @@ class RayExecutor:
             for r in self.resources:
                 key, scale = self.mapping[r]
                 capacity.append(float(res.get(key, 0.0)) / scale)
-            out.append((name, node_id, Node(name, tuple(capacity), name)))
+            known = self._configured.get(name)
+            # a configured node keeps its attributes (task constraints match them)
+            out.append((name, node_id, Node(name, tuple(capacity), name, known.attributes if known else ())))
         out.sort(key=lambda t: (self._order.get(t[0], len(self._order)), t[0]))
         return out
 
