@@ -39,7 +39,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SCREENSHOT = repo_root() / "out" / "dashboard.png"
-TASK_SLEEP_S = 90  # longer than the module needs; the tasks are cancelled at the end anyway
+TASK_SLEEP_S = 300  # far longer than the module needs; the tasks are cancelled at the end
 SERVE_START_TIMEOUT_S = 120
 STATE_TIMEOUT_S = 60
 
