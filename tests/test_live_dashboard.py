@@ -316,6 +316,11 @@ def test_a_tenant_sees_only_its_own_jobs(serve, loaded, page):
     assert names == ["etl"]
     # the queue tree is everyone's (the API's rule): all four queues
     assert page.locator("#queue-tree tr.queue").count() == len(EXPECTED_QUEUES)
+    # "Change token" forgets it and asks again
+    page.click("#sign-out")
+    page.locator("#token-form").wait_for(state="visible")
+    assert not page.locator("#dashboard").is_visible()
+    assert page.evaluate("sessionStorage.getItem('fairshare.token')") is None
     assert page.errors == []
 
 

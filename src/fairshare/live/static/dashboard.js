@@ -326,12 +326,17 @@ function showTokenForm(message) {
   $("token-input").focus();
 }
 
+// One refresh at a time: a slow server must not pile up overlapping polls. A refresh
+// asked for meanwhile (a click on a job) runs once the current one ends.
 let refreshing = false;
+let refreshAgain = false;
 async function refresh() {
-  if (refreshing) return;  // a slow server: do not pile up overlapping polls
+  if (refreshing) { refreshAgain = true; return; }
   refreshing = true;
+  refreshAgain = false;
   try {
     const [status, history, jobs] = await Promise.all([api("/v1/status"), api("/v1/history"), api("/v1/jobs")]);
+    if (!sessionStorage.getItem(TOKEN_KEY)) return;  // signed out while the answers were on their way
     renderSummary(status);
     renderQueues(status);
     renderUtilization(status, Array.isArray(history) ? history : []);
@@ -352,6 +357,7 @@ async function refresh() {
     }
   } finally {
     refreshing = false;
+    if (refreshAgain && pollTimer !== null) refresh();
   }
 }
 
