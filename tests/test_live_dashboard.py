@@ -309,6 +309,26 @@ def test_dashboard_shows_the_services_numbers(serve, loaded, page):
     assert page.errors == []
 
 
+def test_a_failing_server_keeps_the_last_picture_and_says_so(serve, loaded, page):
+    sign_in(page, serve, ADMIN)
+    page.wait_for_selector("body[data-ready='true']")
+    # From now on the browser gets a 503 for /v1/status (the server itself is untouched):
+    # the page must say so, keep what it showed, and keep polling (not ask for a token).
+    refusal = {"error": {"field": "", "reason": "scheduler restarting"},
+               "errors": [{"field": "", "reason": "scheduler restarting"}]}
+    page.route("**/v1/status", lambda route: route.fulfill(status=503, content_type="application/json",
+                                                           body=json.dumps(refusal)))
+    error = page.locator("#error")
+    error.wait_for(state="visible")
+    assert error.inner_text() == "Could not refresh: GET /v1/status: HTTP 503: scheduler restarting"
+    assert page.locator("#dashboard").is_visible()
+    assert page.locator("#queue-tree tr.queue[data-queue='dev'] td.current").inner_text() == pct(2 / CPUS)
+    assert not page.locator("#token-form").is_visible()
+    page.unroute("**/v1/status")
+    error.wait_for(state="hidden")  # the next poll succeeds and clears the banner
+    assert page.errors == []
+
+
 def test_a_tenant_sees_only_its_own_jobs(serve, loaded, page):
     sign_in(page, serve, BOB)
     page.wait_for_selector("body[data-ready='true']")
