@@ -108,7 +108,8 @@ class Serve:
 def serve(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("serve")
     config = workdir / "cluster.yaml"
-    config.write_text(yaml.safe_dump(config_doc(), sort_keys=False))
+    # the node sizes the expected numbers below are derived from, spelled out
+    config.write_text(yaml.safe_dump(config_doc(cpu_node=4, mic_node=2, gpu_node=2), sort_keys=False))
     port = free_port()
     log_path = workdir / "serve.log"
     with open(log_path, "wb") as log_file:

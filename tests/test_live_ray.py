@@ -171,6 +171,60 @@ def test_cancel_interrupts_a_running_command(live):
     assert detail["state"] == "cancelled"
     assert {t["state"] for t in detail["tasks"]} == {"cancelled"}
 
+def test_serve_attaches_to_an_existing_cluster_and_discovers_its_nodes(cluster, tmp_path):
+    """``fairshare serve --ray-address``: a second driver on this module's cluster."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    import yaml
+
+    from live_helpers import config_doc, free_port
+
+    _, executor = cluster
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(config_doc()))
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "fairshare", "serve", "--config", str(tmp_path / "cluster.yaml"),
+                             "--db", str(tmp_path / "fs.db"), "--port", str(port),
+                             "--ray-address", executor.cluster.address],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def call(method, path, token, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
+                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def up():
+        try:
+            return call("GET", "/v1/status", ADMIN)
+        except OSError:
+            return None
+
+    try:
+        status = wait_for(up, 90, "serve to attach")
+        # the nodes are discovered by their fs_node_ marks, with their fs_ capacities
+        assert [(n["name"], n["capacity"]["cpu"], n["capacity"]["mic"], n["capacity"]["gpu"])
+                for n in status["nodes"]] == [("cpu-node", 4, 0, 0), ("mic-node", 2, 1, 0), ("gpu-node", 2, 0, 1)]
+        (job_id,) = call("POST", "/v1/jobs", BOB, {"jobs": [job("x", "dev", 3, {"cpu": 1, "gpu": 1}, ["true"])]})["ids"]
+        detail = wait_for(lambda: (d := call("GET", f"/v1/jobs/{job_id}", BOB))["state"] == "succeeded" and d,
+                          60, "the attached serve's job")
+        assert {t["node"] for t in detail["tasks"]} == {"gpu-node"}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
 def test_dead_node_tasks_are_requeued_and_completed_elsewhere(live):
     svc, client, executor = live
     # 8 tasks of 1 CPU fill the 8 CPUs; each runs 3 s and then records where it ran

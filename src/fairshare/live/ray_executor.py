@@ -111,9 +111,6 @@ class RayExecutor:
         self.address = address
         self.node_poll_s = node_poll_s
         self.cluster = None
-        # configured node order (local mode): first-fit placement walks nodes in this order,
-        # as the simulator does; discovered nodes follow, by name
-        self._order = {node.name: i for i, node in enumerate(nodes)}
         self._configured = {node.name: node for node in nodes}
         self._ray_nodes: dict[str, object] = {}  # local mode: name -> ray node handle (for tests)
         if address is None:
@@ -235,54 +232,13 @@ class RayExecutor:
 
     # --- helpers ---------------------------------------------------------------------------------
     def _resource_mapping(self) -> dict[str, tuple[str, float]]:
-        """fairshare resource -> (Ray resource, Ray units per fairshare unit)."""
-        all_keys: set[str] = set()
-        for n in self.ray.nodes():
-            if n.get("Alive"):
-                all_keys.update(n.get("Resources", {}))
-        if any(k.startswith(PREFIX) and not k.startswith(NODE_MARK) for k in all_keys):
-            return {r: (PREFIX + r, 1.0) for r in self.resources}
-        native = {"cpu": ("CPU", 1.0), "gpu": ("GPU", 1.0), "memory": ("memory", GIB)}
-        return {r: native.get(r, (r, 1.0)) for r in self.resources}
+        return resource_mapping(self.resources, self.ray.nodes())
 
     def _ray_options(self, demand) -> dict:
-        resources: dict[str, float] = {}
-        options: dict = {"num_cpus": 0}
-        for r, amount in zip(self.resources, demand):
-            if amount <= 0:
-                continue
-            key, scale = self.mapping[r]
-            value = amount * scale
-            if key == "CPU":
-                options["num_cpus"] = value
-            elif key == "GPU":
-                options["num_gpus"] = value
-            elif key == "memory":
-                options["memory"] = int(math.ceil(value))
-            else:
-                resources[key] = value
-        if resources:
-            options["resources"] = resources
-        return options
+        return ray_options(self.resources, self.mapping, demand)
 
     def _discover(self) -> list[tuple[str, str, Node]]:
-        out = []
-        for n in self.ray.nodes():
-            if not n.get("Alive"):
-                continue
-            res = n.get("Resources", {})
-            node_id = n["NodeID"]
-            marks = sorted(k[len(NODE_MARK):] for k in res if k.startswith(NODE_MARK))
-            name = marks[0] if marks else f"{n.get('NodeManagerAddress', 'node')}-{node_id[:6]}"
-            capacity = []
-            for r in self.resources:
-                key, scale = self.mapping[r]
-                capacity.append(float(res.get(key, 0.0)) / scale)
-            known = self._configured.get(name)
-            # a configured node keeps its attributes (task constraints match them)
-            out.append((name, node_id, Node(name, tuple(capacity), name, known.attributes if known else ())))
-        out.sort(key=lambda t: (self._order.get(t[0], len(self._order)), t[0]))
-        return out
+        return discover_nodes(self.ray.nodes(), self.resources, self.mapping, self._configured)
 
     def _node_changes(self) -> list[ExecutorEvent]:
         try:
@@ -300,3 +256,60 @@ class RayExecutor:
                 self._nodes[name] = seen[name]
                 events.append(NodeAdded(seen[name][1]))
         return events
+
+
+# --- the mapping between fairshare and Ray (pure functions of ray.nodes() records) --------------
+def resource_mapping(resources: tuple[str, ...], ray_nodes: list[dict]) -> dict[str, tuple[str, float]]:
+    """fairshare resource -> (Ray resource, Ray units per fairshare unit): ``fs_<r>`` when
+    any alive node advertises an ``fs_`` resource, else the native names (module doc)."""
+    keys: set[str] = set()
+    for n in ray_nodes:
+        if n.get("Alive"):
+            keys.update(n.get("Resources", {}))
+    if any(k.startswith(PREFIX) and not k.startswith(NODE_MARK) for k in keys):
+        return {r: (PREFIX + r, 1.0) for r in resources}
+    native = {"cpu": ("CPU", 1.0), "gpu": ("GPU", 1.0), "memory": ("memory", GIB)}
+    return {r: native.get(r, (r, 1.0)) for r in resources}
+
+
+def ray_options(resources: tuple[str, ...], mapping: dict[str, tuple[str, float]], demand) -> dict:
+    """The ``.options(...)`` that reserve ``demand`` in Ray."""
+    custom: dict[str, float] = {}
+    options: dict = {"num_cpus": 0}
+    for r, amount in zip(resources, demand):
+        if amount <= 0:
+            continue
+        key, scale = mapping[r]
+        value = amount * scale
+        if key == "CPU":
+            options["num_cpus"] = value
+        elif key == "GPU":
+            options["num_gpus"] = value
+        elif key == "memory":
+            options["memory"] = int(math.ceil(value))
+        else:
+            custom[key] = value
+    if custom:
+        options["resources"] = custom
+    return options
+
+
+def discover_nodes(ray_nodes: list[dict], resources: tuple[str, ...], mapping: dict[str, tuple[str, float]],
+                   configured: dict[str, Node]) -> list[tuple[str, str, Node]]:
+    """``(name, Ray node id, Node)`` of the alive nodes; configured nodes first, in config
+    order (first-fit walks them as the simulator does), then the others by name."""
+    order = {name: i for i, name in enumerate(configured)}
+    out = []
+    for n in ray_nodes:
+        if not n.get("Alive"):
+            continue
+        res = n.get("Resources", {})
+        node_id = n["NodeID"]
+        marks = sorted(k[len(NODE_MARK):] for k in res if k.startswith(NODE_MARK))
+        name = marks[0] if marks else f"{n.get('NodeManagerAddress', 'node')}-{node_id[:6]}"
+        capacity = tuple(float(res.get(mapping[r][0], 0.0)) / mapping[r][1] for r in resources)
+        known = configured.get(name)
+        # a configured node keeps its attributes (task constraints match them)
+        out.append((name, node_id, Node(name, capacity, name, known.attributes if known else ())))
+    out.sort(key=lambda t: (order.get(t[0], len(order)), t[0]))
+    return out

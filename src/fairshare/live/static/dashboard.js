@@ -108,7 +108,7 @@ function renderSummary(status) {
   $("summary-decisions").textContent = num(status.decisions_total);
   $("summary-running").textContent = num(status.running_tasks);
   $("summary-pending").textContent = num(status.pending_tasks);
-  $("summary-updated").textContent = new Date().toLocaleTimeString();
+  $("summary-updated").textContent = clock(Date.now() / 1000);  // when this browser last heard back
   $("summary").hidden = false;
 }
 
