@@ -184,6 +184,14 @@ def test_bad_job_is_refused_with_its_field(api, what, change, status, field):
     assert client.get("/v1/jobs", headers=H(ALICE)).json() == []  # all or nothing
 
 
+def test_too_many_tasks_in_one_request_is_refused(api):
+    client, _, _ = api
+    # 2 jobs x 60,000 tasks = 120,000 > the 100,000 a request may create
+    r = submit(client, ALICE, job("a", "ads", 60_000, {"cpu": 1}), job("b", "ads", 60_000, {"cpu": 1}))
+    assert r.status_code == 422
+    assert r.json()["error"]["field"] == "jobs"
+
+
 @pytest.mark.parametrize("body, field", [
     ({}, "jobs"),
     ({"jobs": []}, "jobs"),

@@ -267,9 +267,11 @@ def test_dashboard_shows_the_services_numbers(serve, loaded, page):
         assert row.locator("td.fair").inner_text() == pct(fair)
         assert row.locator("td.running").inner_text() == str(running)
         assert row.locator("td.pending").inner_text() == str(pending)
-        # the blue bar's width is the current share of the bar's width
-        bar, fill = row.locator(".share-bar"), row.locator(".share-bar .current")
-        assert fill.bounding_box()["width"] == pytest.approx(bar.bounding_box()["width"] * current, abs=1.5)
+        # the blue bar's width is the current share of the bar's width (both measured in
+        # one script call: the page redraws every 2 s, and a 0-wide fill has no box)
+        bar_px, fill_px = row.evaluate("r => ['.share-bar', '.share-bar .current']"
+                                       ".map(s => r.querySelector(s).getBoundingClientRect().width)")
+        assert fill_px == pytest.approx(bar_px * current, abs=1.5)
 
     # --- utilization over time: one line per resource, ending at the current value
     assert page.locator("#summary-running").inner_text() == "8"  # 6 train + 2 etl

@@ -24,6 +24,8 @@ from fairshare.model.loader import parse_scenario, parse_text
 from fairshare.model.queues import ROOT, QueueTree
 
 CONFIG_KEYS = {"resources", "cluster", "queues", "auth"}
+#: one request creates at most this many task rows (a bound on what one call can cost)
+MAX_TASKS_PER_REQUEST = 100_000
 #: the entries of a queue tree: (dotted path, weight, order), parents before children
 QueueEntries = tuple[tuple[str, float, str], ...]
 
@@ -158,6 +160,12 @@ def parse_jobs(data: Any, resources: tuple[str, ...], nodes: tuple[Node, ...], q
                     and count > 100_000:
                 errors.append(FieldError(f"{tp}.count", f"must be at most 100000 per class, got {count:g}"))
         commands.append(cmds)
+    total = sum(tc.get("count") for jb in jobs if isinstance(jb, Mapping)
+                for tc in (jb.get("tasks") if isinstance(jb.get("tasks"), list) else [])
+                if isinstance(tc, Mapping) and isinstance(tc.get("count"), int) and not isinstance(tc.get("count"), bool)
+                and tc.get("count") > 0)
+    if total > MAX_TASKS_PER_REQUEST:
+        errors.append(FieldError("jobs", f"at most {MAX_TASKS_PER_REQUEST} tasks per request, got {total}"))
     doc = {"resources": list(resources),
            "cluster": {"nodes": [node_doc(n, resources) for n in nodes]},
            "queues": queue_doc(queues), "jobs": list(jobs)}
