@@ -65,6 +65,18 @@ def test_serve_refuses_a_database_of_another_program(tmp_path, capsys):
     assert "--db: " in capsys.readouterr().err
 
 
+def test_serve_refuses_a_database_another_serve_holds(tmp_path, capsys):
+    from fairshare.live.cli import _lock_database
+
+    held = _lock_database(str(tmp_path / "fs.db"))  # as a running serve holds it
+    try:
+        config = write(tmp_path / "c.yaml", config_doc())
+        assert main(["serve", "--config", config, "--db", str(tmp_path / "fs.db")]) == 2
+        assert "is in use by another fairshare serve" in capsys.readouterr().err
+    finally:
+        held.close()
+
+
 # --- the clients against a running API -----------------------------------------------------------
 @pytest.fixture
 def server(tmp_path):

@@ -103,6 +103,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                         nodes=config.nodes)
     except PolicyModeError as exc:
         raise ClientError(f"--policy: {exc}") from None
+    db_lock = _lock_database(args.db)  # noqa: F841 - held (open) for the life of the process
     try:
         store = Store(args.db)
     except StoreError as exc:
@@ -138,6 +139,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
         executor.shutdown()
         store.close()
     return EXIT_OK
+
+
+def _lock_database(db: str):
+    """One serve per database: an exclusive lock on ``DB.lock`` (released by the kernel
+    when the process ends, even on kill -9), so a second serve cannot re-queue the first
+    one's running tasks."""
+    import fcntl
+
+    try:
+        handle = open(f"{db}.lock", "a+")  # noqa: SIM115 - kept open on purpose
+    except OSError as exc:
+        raise ClientError(f"--db: cannot create {db}.lock: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise ClientError(f"--db: {db} is in use by another fairshare serve") from None
+    return handle
 
 
 # --- clients --------------------------------------------------------------------------------------
