@@ -193,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("policies", help="list the registered policies with their citations",
                    description="List the registered policies, one per line, with the paper they implement.")
+    from fairshare.live.cli import add_parsers  # serve and its clients (docs/live.md)
+
+    add_parsers(sub, _positive_int)
     return parser
 
 
@@ -359,6 +362,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 COMMANDS = {"allocate": cmd_allocate, "audit": cmd_audit, "simulate": cmd_simulate, "compare": cmd_compare,
             "policies": cmd_policies}
+
+
+def _live_command(name: str):
+    """``serve``, ``submit``, ``jobs``, ``cancel``, ``queues`` live in ``fairshare.live.cli``."""
+
+    def run(args: argparse.Namespace) -> int:
+        from fairshare.live.cli import COMMANDS as LIVE_COMMANDS, ClientError
+
+        try:
+            return LIVE_COMMANDS[name](args)
+        except ClientError as exc:
+            raise CLIError(str(exc), exc.status) from None
+
+    return run
+
+
+COMMANDS.update({name: _live_command(name) for name in ("serve", "submit", "jobs", "cancel", "queues")})
 
 
 # --- simulation helpers ----------------------------------------------------------------------

@@ -180,6 +180,18 @@ class Scheduler:
         self.sorter.set_capacity(self.pool.total_capacity)
         return lost
 
+    def adopt(self, job_name: str, class_index: int, node_name: str, now: float) -> Launch:
+        """Record a task of ``job_name``'s class that is already running on ``node_name``
+        (a runtime rebuilding its scheduler, e.g. after the queue tree changed): it takes
+        one pending task of that class and the node's capacity like a launch, but it is
+        not a decision (``decisions`` is unchanged)."""
+        rt = self.jobs[job_name]
+        if rt.pending[class_index] <= 0:
+            raise ValueError(f"job {job_name!r} has no pending task of class {class_index} to adopt")
+        launch = self._launch(job_name, class_index, self.pool.index_of[node_name], now)
+        self.decisions -= 1
+        return launch
+
     # --- decisions --------------------------------------------------------------------------
     def schedule(self, now: float) -> list[Launch]:
         """Start tasks until no job the policy would pick can run anywhere."""

@@ -36,7 +36,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fairshare.engine.scheduler import Scheduler
+from fairshare.engine.executor import NodeAdded, NodeLost, TaskFinished, apply, dispatch
+from fairshare.engine.scheduler import Launch, Scheduler
 from fairshare.model.jobs import Job
 from fairshare.model.queues import ROOT
 from fairshare.model.resources import Vector
@@ -150,6 +151,7 @@ class Simulator:
         self._capacity_changed = False
         self._result: SimResult | None = None
         self._stats = {"launched": 0, "completed": 0, "lost": 0, "stretched": 0}
+        self.executor = SimulatedExecutor(self)
 
     # --- the loop ---------------------------------------------------------------------------
     def run(self) -> SimResult:
@@ -189,7 +191,8 @@ class Simulator:
             if not live:
                 continue  # nothing happened at t: no scheduling round, no rows
             now = t
-            self._start(self.scheduler.schedule(t), t)
+            self.executor.begin_instant()
+            dispatch(self.scheduler, self.executor, t)
             if self._capacity_changed:
                 capacity_changes.append((t, self._capacity))
             self._record(t, rows, demand_changes)
@@ -234,7 +237,7 @@ class Simulator:
         if entry is None:  # the task was lost with its node; its completion is void
             return False
         name, j = entry
-        self.scheduler.finish(task_id, t)
+        apply(self.scheduler, TaskFinished(task_id), t)
         self._running[name][j] -= 1
         self._stats["completed"] += 1
         self._touched.add(name)
@@ -244,7 +247,7 @@ class Simulator:
     def _node_fail(self, ev: ClusterEvent, t: float) -> None:
         if not self.scheduler.pool.alive(self.scheduler.pool.index_of[ev.node_name]):
             return  # the loader rejects this; a no-op keeps a hand-built scenario safe
-        for task_id in self.scheduler.lose_node(ev.node_name, t):  # re-queued by the scheduler
+        for task_id in apply(self.scheduler, NodeLost(ev.node_name), t):  # re-queued by the scheduler
             name, j = self._tasks.pop(task_id)
             self._running[name][j] -= 1
             self._stats["lost"] += 1
@@ -253,29 +256,9 @@ class Simulator:
         self._capacity_changed = True
 
     def _node_add(self, ev: ClusterEvent, t: float) -> None:
-        self.scheduler.add_node(ev.node, t)
+        apply(self.scheduler, NodeAdded(ev.node), t)
         self._capacity = self.scheduler.pool.total_capacity
         self._capacity_changed = True
-
-    def _start(self, launches, t: float) -> None:
-        pool = self.scheduler.pool
-        stretch: dict[str, float] = {}
-        for launch in launches:
-            job = self._jobs_by_name[launch.job]
-            duration = self.durations.sample(job, launch.class_index)
-            if self._slots:
-                # thrashing model: the node's over-subscription after this instant's launches
-                if launch.node not in stretch:
-                    stretch[launch.node] = self._oversubscription(pool.index_of[launch.node])
-                factor = stretch[launch.node]
-                if factor > 1.0:
-                    duration *= factor
-                    self._stats["stretched"] += 1
-            self._tasks[launch.task_id] = (launch.job, launch.class_index)
-            self._running[launch.job][launch.class_index] += 1
-            self._stats["launched"] += 1
-            self._touched.add(launch.job)
-            self.events.push(t + duration, TASK_END, launch.task_id)
 
     def _oversubscription(self, idx: int) -> float:
         pool = self.scheduler.pool
@@ -381,6 +364,45 @@ class Simulator:
             out[job.name] = JobOutcome(job.name, job.queue, rt.submitted_at, True, rt.first_start, rt.finished_at,
                                        sum(rt.done), job.total_count)
         return out
+
+
+class SimulatedExecutor:
+    """The simulator's side of the executor seam (``engine.executor``): starting a task
+    samples its duration and pushes its completion onto the simulator's event heap.
+    Completions come back through that heap, not ``poll``."""
+
+    def __init__(self, sim: Simulator):
+        self.sim = sim
+        # the over-subscription factor per node, fixed for one instant (slots only): every
+        # launch of the instant is already taken from the pool when the first one starts
+        self._stretch: dict[str, float] = {}
+
+    def nodes(self):
+        return tuple(st.node for st in self.sim.scheduler.pool.states)
+
+    def poll(self) -> list:
+        return []
+
+    def begin_instant(self) -> None:
+        self._stretch = {}
+
+    def start(self, launch: Launch, t: float) -> None:
+        sim = self.sim
+        job = sim._jobs_by_name[launch.job]
+        duration = sim.durations.sample(job, launch.class_index)
+        if sim._slots:
+            # thrashing model: the node's over-subscription after this instant's launches
+            if launch.node not in self._stretch:
+                self._stretch[launch.node] = sim._oversubscription(sim.scheduler.pool.index_of[launch.node])
+            factor = self._stretch[launch.node]
+            if factor > 1.0:
+                duration *= factor
+                sim._stats["stretched"] += 1
+        sim._tasks[launch.task_id] = (launch.job, launch.class_index)
+        sim._running[launch.job][launch.class_index] += 1
+        sim._stats["launched"] += 1
+        sim._touched.add(launch.job)
+        sim.events.push(t + duration, TASK_END, launch.task_id)
 
 
 def _clean(values: list[float]) -> Vector:

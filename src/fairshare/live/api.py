@@ -1,0 +1,323 @@
+"""The HTTP API of ``fairshare serve`` (FastAPI; OpenAPI at ``/openapi.json``).
+
+Every route but ``/healthz`` needs ``Authorization: Bearer TOKEN`` (``live.auth``).
+Every refusal is JSON ``{"error": {"field": PATH, "reason": TEXT}, "errors": [...]}``
+with a 4xx status: 401 no or unknown token, 403 not allowed (queue not granted, not the
+admin), 404 no such job (also another tenant's job: its existence is not revealed), 422
+invalid input (every problem, first one in ``error``). Request bodies are checked twice:
+by the pydantic models below (shape and types; they also document the API) and by the
+scenario loader (amounts, queues, feasibility), with the same field paths.
+"""
+
+import logging
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, Path, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from fairshare.live.auth import AuthError, Principal
+from fairshare.live.service import LiveError, LiveService
+from fairshare.model.errors import FieldError
+
+log = logging.getLogger(__name__)
+MAX_ID = 2 ** 63 - 1  # SQLite's integer range
+
+
+# --- request and response models (the OpenAPI schema) -----------------------------------------
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+
+class TaskClassIn(_Strict):
+    class_: str | None = Field(None, alias="class", description="task class name (default main)")
+    demand: dict[str, float] = Field(description="per task, e.g. {cpu: 1, memory: 4}; omitted resources are 0")
+    count: int = Field(ge=0, le=100_000, description="number of tasks of this class")
+    command: str | list[str] = Field(description="a string (split like a shell would, run without one) "
+                                                 "or a list of arguments")
+    shell: bool = Field(False, description="run the command string through /bin/sh -c")
+    duration: Any = Field(None, description="accepted for scenario compatibility; ignored by serve")
+    constraints: dict[str, str | list[str]] | None = Field(None, description="node attribute -> allowed values")
+
+
+class JobIn(_Strict):
+    name: str | None = None
+    queue: str | None = Field(None, description="dotted queue path; must be granted to the tenant")
+    weight: float = Field(1.0, gt=0)
+    submit: float | None = Field(None, description="accepted for scenario compatibility; ignored by serve")
+    tasks: list[TaskClassIn] = Field(min_length=1)
+
+
+class SubmitIn(_Strict):
+    jobs: list[JobIn] = Field(min_length=1, max_length=1000)
+
+
+class SubmitOut(BaseModel):
+    ids: list[int]
+
+
+class QueueAdd(_Strict):
+    path: str
+    weight: float = Field(1.0, gt=0)
+    order: Literal["fair", "fifo"] = "fair"
+
+
+class QueueChangeIn(_Strict):
+    weights: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
+    add: list[QueueAdd] = Field(default_factory=list)
+
+
+class ErrorItem(BaseModel):
+    field: str
+    reason: str
+
+
+class ErrorOut(BaseModel):
+    error: ErrorItem
+    errors: list[ErrorItem]
+
+
+class JobOut(BaseModel):
+    id: int
+    name: str
+    queue: str
+    tenant: str
+    state: Literal["pending", "running", "succeeded", "failed", "cancelled"]
+    tasks_total: int
+    tasks_done: int
+    tasks_succeeded: int
+    tasks_running: int
+    tasks_failed: int
+    submitted_at: float
+    finished_at: float | None
+
+
+class TaskOut(BaseModel):
+    id: int
+    class_: str = Field(alias="class")
+    state: Literal["pending", "running", "succeeded", "failed", "cancelled"]
+    node: str | None
+    attempts: int
+    started_at: float | None
+    finished_at: float | None
+    exit_code: int | None
+    message: str | None
+
+
+class JobDetailOut(JobOut):
+    weight: float
+    spec: dict[str, Any]
+    tasks: list[TaskOut]
+
+
+class QueueOut(BaseModel):
+    weight: float
+    current_dominant_share: float
+    fair_dominant_share: float
+    running_tasks: int
+    pending_tasks: int
+
+
+class NodeOut(BaseModel):
+    name: str
+    alive: bool
+    capacity: dict[str, float]
+    used: dict[str, float]
+
+
+class StatusOut(BaseModel):
+    time: float
+    policy: str
+    resources: list[str]
+    capacity: dict[str, float]
+    utilization: dict[str, float]
+    queues: dict[str, QueueOut]
+    pending_tasks: int
+    running_tasks: int
+    decisions_total: int
+    nodes: list[NodeOut]
+
+
+class HistoryOut(BaseModel):
+    time: float
+    utilization: dict[str, float]
+    queues: dict[str, float]
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok", "degraded"]
+    detail: str
+
+
+def _errors(status: int, errors: list[FieldError]) -> JSONResponse:
+    items = [{"field": e.path, "reason": e.reason} for e in errors] or [{"field": "", "reason": "refused"}]
+    return JSONResponse(status_code=status, content={"error": items[0], "errors": items})
+
+
+_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "null"}
+
+
+def _field_path(loc: tuple) -> str:
+    """pydantic's ``('body', 'jobs', 0, 'tasks', 0, 'demand', 'gpu')`` ->
+    ``jobs[0].tasks[0].demand.gpu`` (union member tags such as ``list[str]`` dropped)."""
+    parts = list(loc)
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and (part in _TYPE_TAGS or "[" in part):
+            continue
+        else:
+            out = f"{out}.{part}" if out else str(part)
+    return out
+
+
+_REFUSALS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "the request body is not valid JSON"},
+    401: {"model": ErrorOut, "description": "missing or unknown bearer token"},
+    403: {"model": ErrorOut, "description": "not allowed for this token"},
+    404: {"model": ErrorOut, "description": "no such job (or not yours)"},
+    422: {"model": ErrorOut, "description": "invalid input: every problem with its field path"},
+}
+
+
+_bearer = HTTPBearer(auto_error=False, description="a tenant's token, or the admin token")
+
+
+def authorize(request: Request) -> Principal:
+    """The caller of ``request`` (its bearer token); 401 ``LiveError`` when there is none."""
+    service: LiveService = request.app.state.service
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer":
+        token = ""
+    try:
+        return service.auth.authenticate(token.strip() or None)
+    except AuthError as exc:
+        raise LiveError(401, FieldError("Authorization", str(exc))) from None
+
+
+def _principal(request: Request,
+               _credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Principal:
+    return authorize(request)
+
+
+Caller = Annotated[Principal, Depends(_principal)]
+JobId = Annotated[int, Path(ge=1, le=MAX_ID, description="job id")]
+
+
+def create_app(service: LiveService) -> FastAPI:
+    app = FastAPI(title="fairshare serve", version="1",
+                  description="Live multi-resource fair-share scheduling (docs/live.md).",
+                  responses=_REFUSALS)
+    app.state.service = service
+
+    @app.exception_handler(LiveError)
+    async def _live_error(_request: Request, exc: LiveError) -> JSONResponse:
+        return _errors(exc.status, exc.errors)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = []
+        for err in exc.errors():
+            path = _field_path(tuple(err.get("loc", ())))
+            msg = err.get("msg", "invalid")
+            if err.get("type") == "extra_forbidden":
+                msg = "unknown key"
+            elif err.get("type") == "missing":
+                msg = "is required"
+            errors.append(FieldError(path, msg))
+        unique = list(dict.fromkeys(errors))
+        return _errors(422, unique)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        reason = exc.detail if isinstance(exc.detail, str) else "refused"
+        field = "body" if exc.status_code == 400 else ("path" if exc.status_code in (404, 405) else "")
+        return _errors(exc.status_code, [FieldError(field, reason)])
+
+    @app.exception_handler(Exception)
+    async def _internal_error(_request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error")
+        return _errors(500, [FieldError("", f"internal error: {type(exc).__name__}")])
+
+    @app.get("/healthz", response_model=HealthOut, tags=["service"])
+    def healthz() -> dict:
+        """Liveness without a token: ``degraded`` when the scheduling loop has stopped."""
+        if service.loop_error is not None:
+            return {"status": "degraded", "detail": f"scheduling loop stopped: {service.loop_error!r}"}
+        return {"status": "ok", "detail": f"policy {service.policy_name}"}
+
+    @app.post("/v1/jobs", status_code=201, response_model=SubmitOut, tags=["jobs"])
+    def submit_jobs(body: SubmitIn, caller: Caller) -> dict:
+        """Submit jobs (the scenario format, each task class with a command)."""
+        raw = _drop_nulls(body.model_dump(by_alias=True, exclude_unset=True))
+        return {"ids": service.submit(caller, raw)}
+
+    @app.get("/v1/jobs", response_model=list[JobOut], tags=["jobs"])
+    def list_jobs(caller: Caller) -> list[dict]:
+        """Your jobs (the admin: every job), oldest first."""
+        return service.list_jobs(None if caller.admin else caller.name)
+
+    @app.get("/v1/jobs/{job_id}", response_model=JobDetailOut, tags=["jobs"], response_model_by_alias=True)
+    def get_job(job_id: JobId, caller: Caller) -> dict:
+        return service.get_job(job_id, None if caller.admin else caller.name)
+
+    @app.post("/v1/jobs/{job_id}/cancel", response_model=JobDetailOut, tags=["jobs"], response_model_by_alias=True)
+    def cancel_job(job_id: JobId, caller: Caller) -> dict:
+        """Cancel: pending tasks are dropped, running ones are interrupted."""
+        return service.cancel(caller, job_id)
+
+    @app.get("/v1/queues", response_model=dict[str, QueueOut], tags=["queues"])
+    def get_queues(caller: Caller) -> dict:
+        """Each queue's weight, current and fair dominant share, running and pending tasks."""
+        return service.queues()
+
+    @app.put("/v1/queues", response_model=dict[str, QueueOut], tags=["queues"])
+    def put_queues(body: QueueChangeIn, caller: Caller) -> dict:
+        """Admin only: change weights and add queues at run time (kept across restarts)."""
+        return service.update_queues(caller, body.model_dump(exclude_unset=True, mode="json"))
+
+    @app.get("/v1/status", response_model=StatusOut, tags=["service"])
+    def get_status(caller: Caller) -> dict:
+        return service.status()
+
+    @app.get("/v1/history", response_model=list[HistoryOut], tags=["service"])
+    def get_history(caller: Caller) -> list[dict]:
+        return service.history()
+
+    _install_optional(app, service, authorize)
+    return app
+
+
+def _drop_nulls(value: Any) -> Any:
+    """``null`` means "not given" in a request (the loader reads a missing key as its default)."""
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_nulls(v) for v in value]
+    return value
+
+
+def _install_optional(app: FastAPI, service: LiveService, authorize) -> None:
+    """The dashboard and /metrics, when their modules are present."""
+    try:
+        from fairshare.live import dashboard
+    except ImportError:
+        dashboard = None  # type: ignore[assignment]
+    if dashboard is not None and hasattr(dashboard, "install"):
+        dashboard.install(app, service)
+    try:
+        from fairshare.live import metrics
+    except ImportError:
+        metrics = None  # type: ignore[assignment]
+    if metrics is not None and hasattr(metrics, "install"):
+        try:
+            metrics.install(app, service, authorize=authorize)
+        except TypeError:  # an install without the authorize argument
+            metrics.install(app, service)

@@ -1,0 +1,156 @@
+"""Who may do what on the live service (contract: the ``auth`` section).
+
+Tokens are bearer secrets. The config holds each one as its SHA-256 (``token_sha256``,
+``admin_token_sha256``); a plain ``token`` / ``admin_token`` is accepted for local trials
+and hashed on load, so only hashes are kept in memory. A request's token is hashed and
+compared in constant time (``hmac.compare_digest``) against every known hash.
+
+- A tenant may submit to the queues it is granted *and every queue below them*, sees and
+  cancels only its own jobs, and reads the queue shares and the cluster status.
+- The admin sees and cancels every job, may submit to any queue, and may change queue
+  weights and add queues at run time (``PUT /v1/queues``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fairshare.model.errors import FieldError
+
+ADMIN = "admin"
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+AUTH_KEYS = {"admin_token_sha256", "admin_token", "tenants"}
+TENANT_KEYS = {"name", "token_sha256", "token", "queues"}
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The caller of one request: a tenant (with its granted queue paths) or the admin."""
+
+    name: str
+    admin: bool = False
+    queues: tuple[str, ...] = ()
+
+    def may_use_queue(self, path: str) -> bool:
+        """Granted ``ads`` covers ``ads`` and ``ads.prod``, not ``adsx``."""
+        if self.admin:
+            return True
+        return any(path == g or path.startswith(g + ".") for g in self.queues)
+
+    def sees_tenant(self, tenant: str) -> bool:
+        return self.admin or tenant == self.name
+
+
+class AuthError(Exception):
+    """401: no token, or a token nobody holds."""
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    admin_hash: str | None
+    tenants: tuple[tuple[str, str, tuple[str, ...]], ...]  # (name, token hash, granted queues)
+
+    def authenticate(self, token: str | None) -> Principal:
+        if not token:
+            raise AuthError("missing bearer token (send 'Authorization: Bearer TOKEN')")
+        digest = token_hash(token)
+        # compare against every hash, so the time taken does not tell which one matched
+        found: Principal | None = None
+        if self.admin_hash is not None and hmac.compare_digest(digest, self.admin_hash):
+            found = Principal(ADMIN, admin=True)
+        for name, h, queues in self.tenants:
+            if hmac.compare_digest(digest, h) and found is None:
+                found = Principal(name, queues=queues)
+        if found is None:
+            raise AuthError("unknown token")
+        return found
+
+
+def parse_auth(raw: Any, queue_paths: set[str], errors: list[FieldError]) -> AuthConfig:
+    """Validate the config's ``auth`` section; problems are appended to ``errors``."""
+    if raw is None:
+        errors.append(FieldError("auth", "is required (an admin token hash and the tenants)"))
+        return AuthConfig(None, ())
+    if not isinstance(raw, Mapping):
+        errors.append(FieldError("auth", "must be a mapping with admin_token_sha256 and tenants"))
+        return AuthConfig(None, ())
+    for key in raw:
+        if key not in AUTH_KEYS:
+            errors.append(FieldError(f"auth.{key}", f"unknown key (allowed: {', '.join(sorted(AUTH_KEYS))})"))
+    admin_hash = _hash_or_token(raw, "admin_token_sha256", "admin_token", "auth", errors, required=False)
+    tenants_raw = raw.get("tenants", [])
+    tenants: list[tuple[str, str, tuple[str, ...]]] = []
+    if not isinstance(tenants_raw, list):
+        errors.append(FieldError("auth.tenants", "must be a list of tenants"))
+        tenants_raw = []
+    names: set[str] = set()
+    hashes: dict[str, str] = {} if admin_hash is None else {admin_hash: "the admin"}
+    for i, t in enumerate(tenants_raw):
+        p = f"auth.tenants[{i}]"
+        if not isinstance(t, Mapping):
+            errors.append(FieldError(p, "must be a mapping with name, token_sha256 and queues"))
+            continue
+        for key in t:
+            if key not in TENANT_KEYS:
+                errors.append(FieldError(f"{p}.{key}", f"unknown key (allowed: {', '.join(sorted(TENANT_KEYS))})"))
+        name = t.get("name")
+        if not isinstance(name, str) or not name.strip():
+            errors.append(FieldError(f"{p}.name", "must be a non-empty string"))
+            name = f"tenant{i}"
+        elif name == ADMIN:
+            errors.append(FieldError(f"{p}.name", f"{ADMIN!r} is reserved for the admin token"))
+        elif name in names:
+            errors.append(FieldError(f"{p}.name", f"duplicate tenant {name!r}"))
+        names.add(name)
+        h = _hash_or_token(t, "token_sha256", "token", p, errors, required=True)
+        if h is not None:
+            if h in hashes:
+                errors.append(FieldError(f"{p}.token_sha256", f"the same token as {hashes[h]}: tokens must differ"))
+            hashes[h] = f"tenant {name!r}"
+        queues = t.get("queues")
+        granted: list[str] = []
+        if not isinstance(queues, list) or not queues:
+            errors.append(FieldError(f"{p}.queues", "must be a non-empty list of queue paths"))
+        else:
+            for k, q in enumerate(queues):
+                if not isinstance(q, str) or q not in queue_paths:
+                    known = ", ".join(sorted(queue_paths)) or "none defined"
+                    errors.append(FieldError(f"{p}.queues[{k}]", f"unknown queue {q!r} (queues: {known})"))
+                else:
+                    granted.append(q)
+        if h is not None:
+            tenants.append((name, h, tuple(granted)))
+    if admin_hash is None and not tenants:
+        errors.append(FieldError("auth", "no admin token and no tenants: nobody could use the service"))
+    return AuthConfig(admin_hash, tuple(tenants))
+
+
+def _hash_or_token(raw: Mapping, hash_key: str, token_key: str, path: str, errors: list[FieldError], *,
+                   required: bool) -> str | None:
+    if hash_key in raw and token_key in raw:
+        errors.append(FieldError(f"{path}.{token_key}", f"give {hash_key} or {token_key}, not both"))
+        return None
+    if hash_key in raw:
+        value = raw[hash_key]
+        if not isinstance(value, str) or not _HEX64.match(value.lower()):
+            errors.append(FieldError(f"{path}.{hash_key}", "must be 64 hex digits (sha256 of the token)"))
+            return None
+        return value.lower()
+    if token_key in raw:
+        value = raw[token_key]
+        if not isinstance(value, str) or len(value) < 8:
+            errors.append(FieldError(f"{path}.{token_key}", "must be a string of at least 8 characters"))
+            return None
+        return token_hash(value)
+    if required:
+        errors.append(FieldError(f"{path}.{hash_key}", "is required (sha256 of the token)"))
+    return None

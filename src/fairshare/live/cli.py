@@ -1,0 +1,256 @@
+"""``fairshare serve`` and its clients ``submit``, ``jobs``, ``cancel``, ``queues``
+(contract: "Live scheduling").
+
+The clients use only the standard library (urllib): they need no Ray, FastAPI or
+uvicorn. A refused request exits 2 with the server's field and reason; a server that
+cannot be reached exits 1. ``--server`` and ``--token`` default to the environment
+variables ``FAIRSHARE_SERVER`` and ``FAIRSHARE_TOKEN`` (an extension of the contract:
+a token on the command line is visible to other users in ``ps``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from fairshare.model.errors import ScenarioError
+
+EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
+SERVER_ENV, TOKEN_ENV = "FAIRSHARE_SERVER", "FAIRSHARE_TOKEN"
+
+
+class ClientError(Exception):
+    def __init__(self, message: str, status: int = EXIT_USAGE):
+        super().__init__(message)
+        self.status = status
+
+
+def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
+    serve = sub.add_parser("serve", help="run the live scheduler (HTTP API, Ray executor)",
+                           description="The scheduler as a long-running service: an HTTP API (OpenAPI at "
+                                       "/openapi.json) in front of the same policy code the simulator uses, "
+                                       "running tasks on Ray. Without --ray-address it starts a local Ray "
+                                       "cluster whose nodes mirror the configured nodes. See docs/live.md.")
+    serve.add_argument("--config", required=True, metavar="CLUSTER.yaml",
+                       help="resources, cluster (nodes), queues and auth (tenants, token hashes, grants)")
+    serve.add_argument("--ray-address", default=None, metavar="ADDR",
+                       help="attach to this Ray cluster (e.g. 10.0.0.1:6379) and discover its nodes")
+    serve.add_argument("--db", default="fairshare.db", metavar="FILE",
+                       help="SQLite database of jobs and tasks (default: fairshare.db; created if missing)")
+    serve.add_argument("--port", type=int, default=8000, metavar="N", help="HTTP port (default 8000)")
+    serve.add_argument("--host", default="127.0.0.1", metavar="HOST",
+                       help="address to listen on (default 127.0.0.1: this machine only)")
+    serve.add_argument("--policy", default="hdrf", metavar="P",
+                       help="online policy (default hdrf; see `fairshare policies`)")
+    serve.add_argument("--placement", default="first-fit", choices=("first-fit", "best-fit", "packing"),
+                       help="which node a task goes to (default first-fit)")
+    serve.add_argument("--max-attempts", type=positive_int, default=3, metavar="N",
+                       help="runs of a task whose command fails before it is marked failed (default 3)")
+
+    def client(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--server", default=os.environ.get(SERVER_ENV), metavar="URL",
+                       help=f"the serve URL, e.g. http://127.0.0.1:8000 (default ${SERVER_ENV})")
+        p.add_argument("--token", default=os.environ.get(TOKEN_ENV), metavar="T",
+                       help=f"your API token (default ${TOKEN_ENV})")
+
+    submit = sub.add_parser("submit", help="submit the jobs of a JOBFILE to serve",
+                            description="JOBFILE (YAML or JSON) has a top-level `jobs:` list in the scenario "
+                                        "format, each task class with a `command`. Prints one job id per line.")
+    submit.add_argument("jobfile", metavar="JOBFILE")
+    client(submit)
+    jobs = sub.add_parser("jobs", help="list your jobs on serve")
+    jobs.add_argument("--format", choices=("table", "json"), default="table")
+    client(jobs)
+    cancel = sub.add_parser("cancel", help="cancel jobs on serve")
+    cancel.add_argument("job_ids", nargs="+", metavar="JOB", type=positive_int)
+    client(cancel)
+    queues = sub.add_parser("queues", help="current and fair dominant share of every queue")
+    queues.add_argument("--format", choices=("table", "json"), default="table")
+    client(queues)
+
+
+# --- serve ---------------------------------------------------------------------------------------
+def cmd_serve(args: argparse.Namespace) -> int:
+    from fairshare.live.config import load_config
+    from fairshare.live.store import Store, StoreError
+    from fairshare.policies import REGISTRY, make_policy
+    from fairshare.policies.base import PolicyModeError
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not (0 <= args.port <= 65535):
+        raise ClientError(f"--port: must be 0..65535, got {args.port}")
+    if args.policy not in REGISTRY:
+        raise ClientError(f"--policy: unknown policy {args.policy!r}; known: {', '.join(REGISTRY)}")
+    try:
+        config = load_config(args.config)
+    except ScenarioError as exc:
+        raise ClientError(exc.format()) from None
+    try:
+        import fastapi  # noqa: F401
+        import ray  # noqa: F401
+        import uvicorn
+    except ImportError as exc:
+        raise ClientError(f"serve needs the live extra: pip install 'fairshare[live]' ({exc})") from None
+    try:
+        make_policy(args.policy).online(config.resources, config.tree(), (1.0,) * len(config.resources),
+                                        nodes=config.nodes)
+    except PolicyModeError as exc:
+        raise ClientError(f"--policy: {exc}") from None
+    db_lock = _lock_database(args.db)  # noqa: F841 - held (open) for the life of the process
+    try:
+        store = Store(args.db)
+    except StoreError as exc:
+        raise ClientError(f"--db: {exc}") from None
+    from fairshare.live.api import create_app
+    from fairshare.live.ray_executor import RayExecutor
+    from fairshare.live.service import LiveService
+
+    import socket
+
+    # bind before starting Ray: a port in use is a user error, reported at once
+    try:
+        sock = socket.create_server((args.host, args.port), reuse_port=False)
+    except OSError as exc:
+        store.close()
+        raise ClientError(f"--port: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    port = sock.getsockname()[1]
+    executor = RayExecutor(config.resources, config.nodes, address=args.ray_address)
+    service = None
+    try:
+        service = LiveService(config, store, executor, policy=args.policy, placement=args.placement,
+                              max_attempts=args.max_attempts)
+        app = create_app(service)
+        service.start()
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        names = ", ".join(n.name for n in executor.nodes())
+        print(f"fairshare serve: policy {args.policy}, nodes {names}, db {args.db}", file=sys.stderr)
+        print(f"fairshare serve: listening on http://{args.host}:{port}", file=sys.stderr, flush=True)
+        server.run(sockets=[sock])  # uvicorn handles SIGINT and SIGTERM: a clean stop
+    finally:
+        if service is not None:
+            service.stop()
+        executor.shutdown()
+        store.close()
+    return EXIT_OK
+
+
+def _lock_database(db: str):
+    """One serve per database: an exclusive lock on ``DB.lock`` (released by the kernel
+    when the process ends, even on kill -9), so a second serve cannot re-queue the first
+    one's running tasks."""
+    import fcntl
+
+    try:
+        handle = open(f"{db}.lock", "a+")  # noqa: SIM115 - kept open on purpose
+    except OSError as exc:
+        raise ClientError(f"--db: cannot create {db}.lock: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise ClientError(f"--db: {db} is in use by another fairshare serve") from None
+    return handle
+
+
+# --- clients --------------------------------------------------------------------------------------
+def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
+    if not args.server:
+        raise ClientError(f"--server: is required (or set ${SERVER_ENV})")
+    if not args.token:
+        raise ClientError(f"--token: is required (or set ${TOKEN_ENV})")
+    url = args.server.rstrip("/") + path
+    if not url.startswith(("http://", "https://")):
+        raise ClientError(f"--server: must be an http:// or https:// URL, got {args.server!r}")
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Authorization": f"Bearer {args.token}", "Content-Type": "application/json",
+                                          "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 - the user's own server URL
+            return json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        try:
+            payload = json.loads(exc.read())
+            items = payload.get("errors") or [payload["error"]]
+            lines = [f"{i['field']}: {i['reason']}" if i.get("field") else str(i["reason"]) for i in items]
+        except (ValueError, AttributeError, KeyError, TypeError):  # not a fairshare server's answer
+            lines = [str(exc.reason)]
+        raise ClientError(f"the server refused ({exc.code}):\n  " + "\n  ".join(lines),
+                          EXIT_USAGE if 400 <= exc.code < 500 else EXIT_INTERNAL) from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise ClientError(f"cannot reach {args.server}: {getattr(exc, 'reason', exc)}", EXIT_INTERNAL) from None
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from fairshare.model.loader import parse_text
+
+    path = Path(args.jobfile)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ClientError(f"{args.jobfile}: cannot read: {exc}") from None
+    try:
+        doc = parse_text(text, args.jobfile, json_first=path.suffix.lower() == ".json")
+    except ScenarioError as exc:
+        raise ClientError(exc.format()) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
+        raise ClientError(f"{args.jobfile}: jobs: a JOBFILE needs a top-level `jobs:` list")
+    extra = sorted(k for k in doc if k != "jobs")
+    if extra:
+        raise ClientError(f"{args.jobfile}: {extra[0]}: unknown key (allowed: jobs)")
+    out = _request(args, "POST", "/v1/jobs", {"jobs": doc["jobs"]})
+    for job_id in out["ids"]:
+        print(job_id)
+    return EXIT_OK
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    jobs = _request(args, "GET", "/v1/jobs")
+    if args.format == "json":
+        print(json.dumps(jobs, indent=2))
+        return EXIT_OK
+    rows = [("ID", "NAME", "QUEUE", "TENANT", "STATE", "DONE/TOTAL")]
+    rows += [(str(j["id"]), j["name"], j["queue"] or "(root)", j["tenant"], j["state"],
+              f"{j['tasks_done']}/{j['tasks_total']}") for j in jobs]
+    _table(rows)
+    return EXIT_OK
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    status = EXIT_OK
+    for job_id in args.job_ids:
+        try:
+            job = _request(args, "POST", f"/v1/jobs/{job_id}/cancel")
+            print(f"{job['id']} {job['state']}")
+        except ClientError as exc:
+            print(f"fairshare: error: job {job_id}: {exc}", file=sys.stderr)
+            status = max(status, exc.status)
+    return status
+
+
+def cmd_queues(args: argparse.Namespace) -> int:
+    queues = _request(args, "GET", "/v1/queues")
+    if args.format == "json":
+        print(json.dumps(queues, indent=2))
+        return EXIT_OK
+    rows = [("QUEUE", "WEIGHT", "CURRENT", "FAIR", "RUNNING", "PENDING")]
+    rows += [(path, f"{q['weight']:g}", f"{q['current_dominant_share']:.3f}", f"{q['fair_dominant_share']:.3f}",
+              str(q["running_tasks"]), str(q["pending_tasks"])) for path, q in queues.items()]
+    _table(rows)
+    return EXIT_OK
+
+
+def _table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+COMMANDS = {"serve": cmd_serve, "submit": cmd_submit, "jobs": cmd_jobs, "cancel": cmd_cancel, "queues": cmd_queues}

@@ -1,0 +1,220 @@
+"""The live service's inputs: the CLUSTER.yaml config and submitted job documents.
+
+Both are validated by the scenario loader (``model.loader.parse_scenario``), so a job sent
+to ``POST /v1/jobs`` is checked exactly like a job in a scenario file and its problems
+carry the same paths (``jobs[0].tasks[0].demand.gpu``). What only the live service needs
+is checked here: a ``command`` on every task class, a finite ``count``, and the ``auth``
+section.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fairshare.live.auth import AuthConfig, parse_auth
+from fairshare.model.cluster import Node
+from fairshare.model.errors import FieldError, ScenarioError
+from fairshare.model.jobs import Job, TaskClass
+from fairshare.model.loader import parse_scenario, parse_text
+from fairshare.model.queues import ROOT, QueueTree
+
+CONFIG_KEYS = {"resources", "cluster", "queues", "auth"}
+#: one request creates at most this many task rows (a bound on what one call can cost)
+MAX_TASKS_PER_REQUEST = 100_000
+#: the entries of a queue tree: (dotted path, weight, order), parents before children
+QueueEntries = tuple[tuple[str, float, str], ...]
+
+
+@dataclass(frozen=True)
+class LiveConfig:
+    resources: tuple[str, ...]
+    nodes: tuple[Node, ...]
+    queues: QueueEntries
+    auth: AuthConfig
+    source: str = "<config>"
+
+    def tree(self) -> QueueTree:
+        return QueueTree.build(self.queues)
+
+
+def load_config(path: str | Path) -> LiveConfig:
+    p = Path(path)
+    source = str(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(FieldError("", "file not found"), source) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(FieldError("", f"cannot read: {exc}"), source) from None
+    return parse_config(parse_text(text, source, json_first=p.suffix.lower() == ".json"), source)
+
+
+def parse_config(data: Any, source: str = "<config>") -> LiveConfig:
+    if not isinstance(data, Mapping):
+        raise ScenarioError(FieldError("", "the config must be a mapping with cluster, queues, auth"), source)
+    errors: list[FieldError] = []
+    for key in data:
+        if key not in CONFIG_KEYS:
+            errors.append(FieldError(str(key), f"unknown key (allowed: {', '.join(sorted(CONFIG_KEYS))})"))
+    doc = {k: data[k] for k in ("resources", "cluster", "queues") if k in data}
+    doc["jobs"] = []
+    try:
+        scenario = parse_scenario(doc, source)
+    except ScenarioError as exc:
+        errors.extend(exc.errors)
+        # still check auth against the queues that parsed, so every problem shows at once
+        scenario = None
+    queue_paths = set(scenario.queues.paths) if scenario is not None else set()
+    auth = parse_auth(data.get("auth"), queue_paths, errors if scenario is not None else [])
+    if errors:
+        raise ScenarioError(errors, source)
+    assert scenario is not None
+    if scenario.cluster.pooled:
+        raise ScenarioError(FieldError("cluster", "the live service needs discrete `nodes`, not one pooled "
+                                                  "`capacity` (tasks run on real nodes)"), source)
+    entries = tuple((n.path, n.weight, n.order) for n in scenario.queues if n.path != ROOT)
+    return LiveConfig(scenario.resources, scenario.cluster.nodes, entries, auth, source)
+
+
+def queue_doc(entries: QueueEntries) -> list[dict]:
+    """The nested ``queues:`` list of a scenario file for these entries."""
+    by_path: dict[str, dict] = {}
+    top: list[dict] = []
+    for path, weight, order in entries:
+        node = {"name": path.rsplit(".", 1)[-1], "weight": weight, "order": order, "children": []}
+        by_path[path] = node
+        parent = path.rsplit(".", 1)[0] if "." in path else ROOT
+        (by_path[parent]["children"] if parent != ROOT else top).append(node)
+    return top
+
+
+def node_doc(node: Node, resources: tuple[str, ...]) -> dict:
+    return {"name": node.name, "capacity": {r: c for r, c in zip(resources, node.capacity) if c > 0},
+            "attributes": dict(node.attributes)}
+
+
+@dataclass(frozen=True)
+class TaskCommand:
+    """What a task runs: ``argv`` without a shell, or ``script`` through ``/bin/sh -c``."""
+
+    argv: tuple[str, ...]
+    shell: bool = False
+
+    def script(self) -> str:
+        return shlex.join(self.argv) if len(self.argv) != 1 else self.argv[0]
+
+
+@dataclass(frozen=True)
+class SubmittedJob:
+    name: str
+    queue: str
+    weight: float
+    classes: tuple[TaskClass, ...]
+    commands: tuple[TaskCommand, ...]  # per class
+    spec: dict  # the job document as sent (stored; recovery rebuilds from it)
+
+    def model(self, job_id: int) -> Job:
+        """The scheduler's view: named by its id (names need not be unique)."""
+        return Job(str(job_id), self.queue, self.weight, 0.0, self.classes)
+
+
+def parse_jobs(data: Any, resources: tuple[str, ...], nodes: tuple[Node, ...], queues: QueueEntries,
+               source: str = "request") -> list[SubmittedJob]:
+    """Validate a JOBFILE / ``POST /v1/jobs`` body (``{"jobs": [...]}``) against the live
+    cluster (nodes up now) and queue tree; raises ``ScenarioError`` with every problem."""
+    if not isinstance(data, Mapping):
+        raise ScenarioError(FieldError("", "must be a mapping with a `jobs` list"), source)
+    errors: list[FieldError] = []
+    for key in data:
+        if key != "jobs":
+            errors.append(FieldError(str(key), "unknown key (allowed: jobs)"))
+    jobs = data.get("jobs")
+    if not isinstance(jobs, list) or not jobs:
+        raise ScenarioError(errors + [FieldError("jobs", "must be a non-empty list of jobs")], source)
+    if not nodes:
+        raise ScenarioError(FieldError("", "no node is up: nothing can run"), source)
+    commands: list[list[TaskCommand]] = []
+    for i, jb in enumerate(jobs):
+        cmds: list[TaskCommand] = []
+        if not isinstance(jb, Mapping):
+            commands.append(cmds)
+            continue  # the loader reports it
+        tasks = jb.get("tasks")
+        for k, tc in enumerate(tasks if isinstance(tasks, list) else []):
+            if not isinstance(tc, Mapping):
+                continue
+            tp = f"jobs[{i}].tasks[{k}]"
+            cmd = _command(tc, tp, errors)
+            if cmd is not None:
+                cmds.append(cmd)
+            count = tc.get("count")
+            if count is None:
+                errors.append(FieldError(f"{tp}.count", "is required for a live job (a task class runs a "
+                                                         "finite number of commands)"))
+            elif isinstance(count, (int, float)) and not isinstance(count, bool) and math.isfinite(count) \
+                    and count > 100_000:
+                errors.append(FieldError(f"{tp}.count", f"must be at most 100000 per class, got {count:g}"))
+        commands.append(cmds)
+    total = sum(tc.get("count") for jb in jobs if isinstance(jb, Mapping)
+                for tc in (jb.get("tasks") if isinstance(jb.get("tasks"), list) else [])
+                if isinstance(tc, Mapping) and isinstance(tc.get("count"), int) and not isinstance(tc.get("count"), bool)
+                and tc.get("count") > 0)
+    if total > MAX_TASKS_PER_REQUEST:
+        errors.append(FieldError("jobs", f"at most {MAX_TASKS_PER_REQUEST} tasks per request, got {total}"))
+    doc = {"resources": list(resources),
+           "cluster": {"nodes": [node_doc(n, resources) for n in nodes]},
+           "queues": queue_doc(queues), "jobs": list(jobs)}
+    try:
+        scenario = parse_scenario(doc, source)
+    except ScenarioError as exc:
+        errors.extend(e for e in exc.errors if e not in errors)
+        raise ScenarioError(_sorted(errors), source) from None
+    if errors:
+        raise ScenarioError(_sorted(errors), source)
+    out = []
+    for job, raw, cmds in zip(scenario.jobs, jobs, commands):
+        out.append(SubmittedJob(job.name, job.queue, job.weight, job.classes,
+                                tuple(cmds), dict(raw)))
+    return out
+
+
+def _sorted(errors: list[FieldError]) -> list[FieldError]:
+    def key(e: FieldError):
+        return [int(part) if part.isdigit() else part for part in e.path.replace("[", ".").replace("]", "").split(".")]
+
+    try:
+        return sorted(errors, key=key)
+    except TypeError:  # a path mixing names and numbers at one place: keep the found order
+        return errors
+
+
+def _command(tc: Mapping, tp: str, errors: list[FieldError]) -> TaskCommand | None:
+    shell = tc.get("shell", False)
+    if not isinstance(shell, bool):
+        errors.append(FieldError(f"{tp}.shell", f"must be true or false, got {shell!r}"))
+        return None
+    if "command" not in tc or tc["command"] is None:
+        errors.append(FieldError(f"{tp}.command", "is required for a live job (a string or a list of arguments)"))
+        return None
+    cmd = tc["command"]
+    if isinstance(cmd, str):
+        if not cmd.strip():
+            errors.append(FieldError(f"{tp}.command", "must not be empty"))
+            return None
+        if shell:
+            return TaskCommand((cmd,), True)
+        try:
+            argv = shlex.split(cmd)
+        except ValueError as exc:
+            errors.append(FieldError(f"{tp}.command", f"cannot be split into arguments: {exc}"))
+            return None
+        return TaskCommand(tuple(argv), False)
+    if isinstance(cmd, list) and cmd and all(isinstance(a, str) for a in cmd) and cmd[0]:
+        return TaskCommand(tuple(cmd), shell)
+    errors.append(FieldError(f"{tp}.command", "must be a non-empty string or a non-empty list of strings"))
+    return None

@@ -1,0 +1,103 @@
+"""Builders for the live tests: a config with three heterogeneous nodes and two tenants,
+and a ``ManualExecutor`` (the executor seam without Ray: the test decides when each
+task finishes)."""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+from pathlib import Path
+
+from fairshare.engine.executor import ExecutorEvent, NodeAdded, NodeLost, TaskFinished
+from fairshare.engine.scheduler import Launch
+from fairshare.live.config import LiveConfig, parse_config
+from fairshare.model.cluster import Node
+
+ALICE, BOB, ADMIN = "alice-token-0001", "bob-token-0002", "admin-token-0003"
+
+
+def sha(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def config_doc(*, cpu_node=4, mic_node=2, gpu_node=2) -> dict:
+    """Three heterogeneous nodes: plain CPUs, CPUs + a MIC, CPUs + a GPU; queues ads (alice)
+    and dev (bob), weights 1:1."""
+    return {
+        "resources": ["cpu", "memory", "mic", "gpu"],
+        "cluster": {"nodes": [
+            {"name": "cpu-node", "capacity": {"cpu": cpu_node, "memory": 8}},
+            {"name": "mic-node", "capacity": {"cpu": mic_node, "memory": 8, "mic": 1}},
+            {"name": "gpu-node", "capacity": {"cpu": gpu_node, "memory": 8, "gpu": 1}},
+        ]},
+        "queues": [{"name": "ads", "children": [{"name": "prod"}, {"name": "test"}]}, {"name": "dev"}],
+        "auth": {
+            "admin_token_sha256": sha(ADMIN),
+            "tenants": [
+                {"name": "alice", "token_sha256": sha(ALICE), "queues": ["ads"]},
+                {"name": "bob", "token_sha256": sha(BOB), "queues": ["dev"]},
+            ],
+        },
+    }
+
+
+def make_config(**kw) -> LiveConfig:
+    return parse_config(config_doc(**kw), "test-config")
+
+
+def job(name: str, queue: str, count: int, demand: dict, command="true", **extra) -> dict:
+    task = {"demand": demand, "count": count, "command": command}
+    task.update(extra)
+    return {"name": name, "queue": queue, "tasks": [task]}
+
+
+class ManualExecutor:
+    """Starts nothing; records the launches; ``finish``/``lose`` queue events for ``poll``."""
+
+    def __init__(self, nodes: tuple[Node, ...]):
+        self._nodes = tuple(nodes)
+        self.started: list[Launch] = []
+        self.running: dict[int, Launch] = {}
+        self.killed: list[int] = []
+        self._events: list[ExecutorEvent] = []
+        self.task_spec = None
+
+    def nodes(self) -> tuple[Node, ...]:
+        return self._nodes
+
+    def start(self, launch: Launch, now: float) -> None:
+        assert self.task_spec is not None
+        self.task_spec(launch)  # the service can say what to run
+        self.started.append(launch)
+        self.running[launch.task_id] = launch
+
+    def poll(self) -> list[ExecutorEvent]:
+        out, self._events = self._events, []
+        return out
+
+    def kill(self, task_id: int) -> None:
+        self.killed.append(task_id)
+        if task_id in self.running:
+            self.finish(task_id, ok=False, reason="cancelled")
+
+    def finish(self, task_id: int, ok: bool = True, reason: str = "") -> None:
+        self.running.pop(task_id)
+        self._events.append(TaskFinished(task_id, ok, reason if ok else (reason or "exit status 1: boom")))
+
+    def lose(self, name: str) -> None:
+        for task_id in [t for t, la in self.running.items() if la.node == name]:
+            self.running.pop(task_id)
+        self._events.append(NodeLost(name))
+
+    def add(self, node: Node) -> None:
+        self._events.append(NodeAdded(node))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[1]

@@ -1,0 +1,280 @@
+"""The HTTP API: tokens, grants, tenant isolation, admin, and bad input answered with a
+4xx that names the field (never a 500). The service runs on ``ManualExecutor``; the
+scheduling loop is stepped by hand where a test needs decisions."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+
+from live_helpers import ADMIN, ALICE, BOB, ManualExecutor, config_doc, job, make_config, sha
+from fairshare.live.auth import Principal, parse_auth, token_hash
+from fairshare.live.config import parse_config
+from fairshare.live.service import LiveService
+from fairshare.live.store import Store
+from fairshare.model.errors import ScenarioError
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from fastapi.testclient import TestClient
+
+from fairshare.live.api import create_app  # noqa: E402
+
+
+def H(token: str) -> dict:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def api(tmp_path):
+    config = make_config()
+    executor = ManualExecutor(config.nodes)
+    svc = LiveService(config, Store(tmp_path / "fs.db"), executor, policy="hdrf")
+    svc.recover()
+    client = TestClient(create_app(svc), raise_server_exceptions=False)
+    return client, svc, executor
+
+
+def submit(client, token, *jobs):
+    return client.post("/v1/jobs", json={"jobs": list(jobs)}, headers=H(token))
+
+
+# --- tokens ----------------------------------------------------------------------------------------
+def test_tokens_are_kept_only_as_hashes():
+    doc = config_doc()
+    doc["auth"]["tenants"][0] = {"name": "alice", "token": ALICE, "queues": ["ads"]}  # plain, hashed on load
+    auth = parse_config(doc).auth
+    assert auth.admin_hash == sha(ADMIN)
+    assert [(name, h) for name, h, _ in auth.tenants] == [("alice", token_hash(ALICE)), ("bob", sha(BOB))]
+    assert ALICE not in repr(auth)
+    assert auth.authenticate(ALICE) == Principal("alice", queues=("ads",))
+    assert auth.authenticate(ADMIN).admin
+
+
+@pytest.mark.parametrize("header", [None, "Bearer", "Bearer nope-nope-nope", f"Basic {ALICE}", ALICE])
+def test_missing_or_unknown_token_is_401(api, header):
+    client, _, _ = api
+    headers = {} if header is None else {"Authorization": header}
+    for method, path in [("get", "/v1/jobs"), ("get", "/v1/queues"), ("get", "/v1/status"), ("get", "/v1/history"),
+                         ("get", "/v1/jobs/1"), ("post", "/v1/jobs/1/cancel")]:
+        r = getattr(client, method)(path, headers=headers)
+        assert r.status_code == 401, (method, path)
+        assert r.json()["error"]["field"] == "Authorization"
+    r = client.post("/v1/jobs", json={"jobs": [job("a", "ads", 1, {"cpu": 1})]}, headers=headers)
+    assert r.status_code == 401
+
+
+@pytest.mark.parametrize("granted, queue, allowed", [
+    (("ads",), "ads", True),
+    (("ads",), "ads.prod", True),  # below a granted queue
+    (("ads",), "dev", False),
+    (("ads",), "", False),  # the root is nobody's
+    (("ads.prod",), "ads", False),  # a child grant does not cover the parent
+    (("ads.prod",), "ads.test", False),
+    (("ad",), "ads", False),  # a prefix of the name is not an ancestor
+])
+def test_grants_cover_the_queue_and_its_descendants(granted, queue, allowed):
+    assert Principal("t", queues=granted).may_use_queue(queue) is allowed
+
+
+def test_tenant_submits_only_to_granted_queues(api):
+    client, _, _ = api
+    r = submit(client, BOB, job("b", "dev", 1, {"cpu": 1}), job("b2", "ads.prod", 1, {"cpu": 1}))
+    assert r.status_code == 403
+    assert r.json()["error"]["field"] == "jobs[1].queue"
+    assert client.get("/v1/jobs", headers=H(ADMIN)).json() == []  # nothing accepted from a refused request
+
+
+def test_tenant_isolation(api):
+    client, _, _ = api
+    (a,) = submit(client, ALICE, job("a", "ads", 1, {"cpu": 1})).json()["ids"]
+    (b,) = submit(client, BOB, job("b", "dev", 1, {"cpu": 1})).json()["ids"]
+    assert [j["id"] for j in client.get("/v1/jobs", headers=H(ALICE)).json()] == [a]
+    assert [j["id"] for j in client.get("/v1/jobs", headers=H(BOB)).json()] == [b]
+    assert [j["id"] for j in client.get("/v1/jobs", headers=H(ADMIN)).json()] == [a, b]
+    # another tenant's job does not exist for you: 404, and cancelling it changes nothing
+    assert client.get(f"/v1/jobs/{a}", headers=H(BOB)).status_code == 404
+    assert client.post(f"/v1/jobs/{a}/cancel", headers=H(BOB)).status_code == 404
+    assert client.get(f"/v1/jobs/{a}", headers=H(ALICE)).json()["state"] == "pending"
+    job_a = client.get(f"/v1/jobs/{a}", headers=H(ALICE)).json()
+    assert job_a["tenant"] == "alice" and job_a["tasks"][0]["state"] == "pending"
+
+
+def test_only_admin_changes_the_queue_tree(api):
+    client, svc, _ = api
+    change = {"weights": {"dev": 3}, "add": [{"path": "dev.batch", "weight": 2}]}
+    r = client.put("/v1/queues", json=change, headers=H(ALICE))
+    assert r.status_code == 403 and r.json()["error"]["field"] == "Authorization"
+    svc.start()  # the loop applies the change
+    try:
+        r = client.put("/v1/queues", json=change, headers=H(ADMIN))
+        assert r.status_code == 200, r.text
+        assert r.json()["dev"]["weight"] == 3
+        assert r.json()["dev.batch"]["weight"] == 2
+        # a tenant granted `dev` may now use the new queue below it
+        assert submit(client, BOB, job("b", "dev.batch", 1, {"cpu": 1})).status_code == 201
+    finally:
+        svc.stop()
+    # kept in the store: a new service on the same database has the new tree
+    again = LiveService(make_config(), svc.store, ManualExecutor(make_config().nodes), policy="hdrf")
+    assert again.scheduler.queues["dev"].weight == 3 and "dev.batch" in again.scheduler.queues
+
+
+# --- bad input: 4xx naming the field ----------------------------------------------------------------
+def good() -> dict:
+    return job("a", "ads.prod", 2, {"cpu": 1, "memory": 2})
+
+
+def with_(path_value) -> dict:
+    """``good()`` with one change: ``(["tasks", 0, "demand", "gpu"], -1)``; value DELETE removes."""
+    keys, value = path_value
+    doc = copy.deepcopy(good())
+    doc["name"] = "a2"  # job names are unique within one request (the scenario rule)
+    target = doc
+    for k in keys[:-1]:
+        target = target[k]
+    if value is DELETE:
+        del target[keys[-1]]
+    else:
+        target[keys[-1]] = value
+    return doc
+
+
+DELETE = object()
+
+BAD_JOBS = [
+    # (what is wrong, change, status, field)
+    ("negative demand", (["tasks", 0, "demand", "gpu"], -1), 422, "jobs[0].tasks[0].demand.gpu"),
+    ("demand not a number", (["tasks", 0, "demand", "cpu"], "two"), 422, "jobs[0].tasks[0].demand.cpu"),
+    ("demand a bool", (["tasks", 0, "demand", "cpu"], True), 422, "jobs[0].tasks[0].demand.cpu"),
+    ("unknown resource", (["tasks", 0, "demand", "tpu"], 1), 422, "jobs[0].tasks[0].demand.tpu"),
+    ("no node can hold it", (["tasks", 0, "demand", "cpu"], 5), 422, "jobs[0].tasks[0].demand"),
+    ("needs a MIC and a GPU (no node has both)", (["tasks", 0, "demand"], {"mic": 1, "gpu": 1}), 422,
+     "jobs[0].tasks[0].demand"),
+    ("demands nothing", (["tasks", 0, "demand"], {"cpu": 0}), 422, "jobs[0].tasks[0].demand"),
+    ("no command", (["tasks", 0, "command"], DELETE), 422, "jobs[0].tasks[0].command"),
+    ("empty command", (["tasks", 0, "command"], ""), 422, "jobs[0].tasks[0].command"),
+    ("empty argv", (["tasks", 0, "command"], []), 422, "jobs[0].tasks[0].command"),
+    ("unbalanced quote", (["tasks", 0, "command"], "echo 'oops"), 422, "jobs[0].tasks[0].command"),
+    ("shell not a bool", (["tasks", 0, "shell"], "yes"), 422, "jobs[0].tasks[0].shell"),
+    ("no count", (["tasks", 0, "count"], DELETE), 422, "jobs[0].tasks[0].count"),
+    ("negative count", (["tasks", 0, "count"], -1), 422, "jobs[0].tasks[0].count"),
+    ("fractional count", (["tasks", 0, "count"], 1.5), 422, "jobs[0].tasks[0].count"),
+    ("huge count", (["tasks", 0, "count"], 10 ** 9), 422, "jobs[0].tasks[0].count"),
+    ("unknown task key", (["tasks", 0, "gpus"], 1), 422, "jobs[0].tasks[0].gpus"),
+    ("no tasks", (["tasks"], []), 422, "jobs[0].tasks"),
+    ("unknown queue", (["queue"], "nope"), 422, "jobs[0].queue"),
+    ("queue not granted", (["queue"], "dev"), 403, "jobs[0].queue"),
+    ("zero weight", (["weight"], 0), 422, "jobs[0].weight"),
+    ("unknown job key", (["priority"], 1), 422, "jobs[0].priority"),
+    ("constraint nobody meets", (["tasks", 0, "constraints"], {"zone": "mars"}), 422,
+     "jobs[0].tasks[0].constraints"),
+]
+
+
+@pytest.mark.parametrize("what, change, status, field", BAD_JOBS, ids=[b[0] for b in BAD_JOBS])
+def test_bad_job_is_refused_with_its_field(api, what, change, status, field):
+    client, _, _ = api
+    r = submit(client, ALICE, good(), with_(change))  # the bad job is the second: jobs[1]
+    assert r.status_code == status, r.text
+    fields = [e["field"] for e in r.json()["errors"]]
+    assert field.replace("jobs[0]", "jobs[1]") in fields, fields
+    assert client.get("/v1/jobs", headers=H(ALICE)).json() == []  # all or nothing
+
+
+def test_too_many_tasks_in_one_request_is_refused(api):
+    client, _, _ = api
+    # 2 jobs x 60,000 tasks = 120,000 > the 100,000 a request may create
+    r = submit(client, ALICE, job("a", "ads", 60_000, {"cpu": 1}), job("b", "ads", 60_000, {"cpu": 1}))
+    assert r.status_code == 422
+    assert r.json()["error"]["field"] == "jobs"
+
+
+@pytest.mark.parametrize("body, field", [
+    ({}, "jobs"),
+    ({"jobs": []}, "jobs"),
+    ({"jobs": "x"}, "jobs"),
+    ({"jobs": [1]}, "jobs[0]"),
+    ({"jobs": [{"tasks": [{"demand": {"cpu": 1}, "count": 1, "command": "true"}]}], "x": 1}, "x"),
+    ([1, 2], ""),
+])
+def test_bad_body_shape_is_422_with_field(api, body, field):
+    client, _, _ = api
+    r = client.post("/v1/jobs", json=body, headers=H(ALICE))
+    assert r.status_code == 422, r.text
+    assert field in [e["field"] for e in r.json()["errors"]]
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b"", b"\xff\xfe", b"null", b'"jobs"'])
+def test_unparsable_body_is_4xx_not_500(api, raw):
+    client, _, _ = api
+    r = client.post("/v1/jobs", content=raw, headers={**H(ALICE), "Content-Type": "application/json"})
+    assert 400 <= r.status_code < 500, r.text
+    assert "field" in r.json()["error"]
+
+
+@pytest.mark.parametrize("path", ["/v1/jobs/0", "/v1/jobs/-1", "/v1/jobs/abc", "/v1/jobs/99999999999999999999",
+                                  "/v1/jobs/12345"])
+def test_bad_or_unknown_job_id_is_4xx(api, path):
+    client, _, _ = api
+    r = client.get(path, headers=H(ALICE))
+    assert r.status_code in (404, 422), r.text
+    assert r.json()["error"]["field"] in ("job_id", "id")
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"weights": {"nope": 1}}, "weights.nope"),
+    ({"weights": {"dev": 0}}, "weights.dev"),
+    ({"weights": {"dev": "x"}}, "weights.dev"),
+    ({"add": [{"path": "dev"}]}, "add[0].path"),
+    ({"add": [{"path": "x.y"}]}, "add[0].path"),
+    ({"add": [{"path": "a..b"}]}, "add[0].path"),
+    ({"add": [{"path": "new", "order": "lifo"}]}, "add[0].order"),
+    ({"remove": ["dev"]}, "remove"),
+])
+def test_bad_queue_change_is_422_with_field(api, change, field):
+    client, _, _ = api
+    r = client.put("/v1/queues", json=change, headers=H(ADMIN))
+    assert r.status_code == 422, r.text
+    assert field in [e["field"] for e in r.json()["errors"]]
+
+
+def test_openapi_lists_the_routes(api):
+    client, _, _ = api
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/v1/jobs", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}/cancel", "/v1/queues", "/v1/status",
+            "/v1/history", "/healthz"} <= set(paths)
+    assert client.get("/healthz").json()["status"] == "ok"
+
+
+# --- config: the auth section ------------------------------------------------------------------------
+@pytest.mark.parametrize("auth, field", [
+    (None, "auth"),
+    ({"tenants": [{"name": "x", "token_sha256": "abc", "queues": ["ads"]}]}, "auth.tenants[0].token_sha256"),
+    ({"tenants": [{"name": "x", "token_sha256": sha("t1-token"), "queues": ["nope"]}]}, "auth.tenants[0].queues[0]"),
+    ({"tenants": [{"name": "x", "token_sha256": sha("t1-token"), "queues": []}]}, "auth.tenants[0].queues"),
+    ({"tenants": [{"name": "admin", "token_sha256": sha("t1-token"), "queues": ["ads"]}]}, "auth.tenants[0].name"),
+    ({"tenants": [{"name": "x", "token_sha256": sha("t1-token"), "queues": ["ads"]},
+                  {"name": "y", "token_sha256": sha("t1-token"), "queues": ["ads"]}]}, "auth.tenants[1].token_sha256"),
+    ({"tenants": [{"name": "x", "token": "short", "queues": ["ads"]}]}, "auth.tenants[0].token"),
+    ({"admin_token_sha256": sha("a-token-1"), "tenants": [], "extra": 1}, "auth.extra"),
+])
+def test_bad_auth_config_names_the_field(auth, field):
+    doc = config_doc()
+    if auth is None:
+        del doc["auth"]
+    else:
+        doc["auth"] = auth
+    with pytest.raises(ScenarioError) as info:
+        parse_config(doc, "cluster.yaml")
+    assert field in info.value.paths
+
+
+def test_parse_auth_alone_collects_every_problem():
+    errors = []
+    parse_auth({"tenants": [{"name": "", "queues": "ads"}]}, {"ads"}, errors)
+    # and, with no valid tenant left and no admin, that nobody could use the service
+    assert {e.path for e in errors} == {"auth.tenants[0].name", "auth.tenants[0].token_sha256",
+                                        "auth.tenants[0].queues", "auth"}

@@ -1,0 +1,156 @@
+"""``fairshare serve`` refusals (before Ray starts) and the clients ``submit``, ``jobs``,
+``cancel``, ``queues`` against a real HTTP server (uvicorn in a thread, the service on
+``ManualExecutor``)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+import yaml
+
+from live_helpers import ADMIN, ALICE, BOB, ManualExecutor, config_doc, free_port, job, make_config
+from fairshare.cli import main
+
+
+def write(path, doc) -> str:
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+# --- serve: every refusal exits 2 with the field, before any Ray process starts -----------------
+def bad_capacity():
+    doc = config_doc()
+    doc["cluster"]["nodes"][0]["capacity"]["cpu"] = -4
+    return doc
+
+
+def bad_grant():
+    doc = config_doc()
+    doc["auth"]["tenants"][1]["queues"] = ["nope"]
+    return doc
+
+
+def pooled():
+    doc = config_doc()
+    doc["cluster"] = {"capacity": {"cpu": 8}}
+    return doc
+
+
+@pytest.mark.parametrize("doc, extra, message", [
+    (bad_capacity(), [], "cluster.nodes[0].capacity.cpu: must be >= 0"),
+    (bad_grant(), [], "auth.tenants[1].queues[0]: unknown queue 'nope'"),
+    (pooled(), [], "cluster: the live service needs discrete `nodes`"),
+    (config_doc(), ["--policy", "nope"], "--policy: unknown policy 'nope'"),
+    (config_doc(), ["--policy", "ceei"], "--policy: "),
+    (config_doc(), ["--port", "70000"], "--port: must be 0..65535"),
+    (None, [], "file not found"),
+])
+def test_serve_refuses_bad_input_with_status_2(tmp_path, capsys, doc, extra, message):
+    config = write(tmp_path / "c.yaml", doc) if doc is not None else str(tmp_path / "missing.yaml")
+    assert main(["serve", "--config", config, "--db", str(tmp_path / "fs.db"), *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_serve_refuses_a_database_of_another_program(tmp_path, capsys):
+    import sqlite3
+
+    sqlite3.connect(tmp_path / "other.db").executescript("CREATE TABLE t(x)")
+    config = write(tmp_path / "c.yaml", config_doc())
+    assert main(["serve", "--config", config, "--db", str(tmp_path / "other.db")]) == 2
+    assert "--db: " in capsys.readouterr().err
+
+
+def test_serve_refuses_a_database_another_serve_holds(tmp_path, capsys):
+    from fairshare.live.cli import _lock_database
+
+    held = _lock_database(str(tmp_path / "fs.db"))  # as a running serve holds it
+    try:
+        config = write(tmp_path / "c.yaml", config_doc())
+        assert main(["serve", "--config", config, "--db", str(tmp_path / "fs.db")]) == 2
+        assert "is in use by another fairshare serve" in capsys.readouterr().err
+    finally:
+        held.close()
+
+
+# --- the clients against a running API -----------------------------------------------------------
+@pytest.fixture
+def server(tmp_path):
+    import uvicorn
+
+    from fairshare.live.api import create_app
+    from fairshare.live.service import LiveService
+    from fairshare.live.store import Store
+
+    config = make_config()
+    svc = LiveService(config, Store(tmp_path / "fs.db"), ManualExecutor(config.nodes), policy="hdrf")
+    svc.start()
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not srv.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}", svc
+    srv.should_exit = True
+    thread.join(timeout=10)
+    svc.stop()
+
+
+def test_submit_jobs_cancel_queues(server, tmp_path, capsys):
+    url, svc = server
+    jobfile = write(tmp_path / "jobs.yaml", {"jobs": [job("etl", "ads.prod", 20, {"cpu": 1}),
+                                                      job("mic", "ads.test", 1, {"cpu": 1, "mic": 1})]})
+    assert main(["submit", jobfile, "--server", url, "--token", ALICE]) == 0
+    assert capsys.readouterr().out.split() == ["1", "2"]
+    assert main(["jobs", "--server", url, "--token", ALICE, "--format", "json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(j["id"], j["name"], j["queue"], j["tenant"], j["tasks_total"]) for j in listed] == [
+        (1, "etl", "ads.prod", "alice", 20), (2, "mic", "ads.test", "alice", 1)]
+    assert all(j["state"] in ("pending", "running") and j["tasks_done"] == 0 for j in listed)
+    # bob sees none of alice's jobs, and cannot cancel them
+    assert main(["jobs", "--server", url, "--token", BOB, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert main(["cancel", "1", "--server", url, "--token", BOB]) == 2
+    assert "id: no job 1" in capsys.readouterr().err
+    assert main(["cancel", "1", "--server", url, "--token", ALICE]) == 0
+    assert capsys.readouterr().out.split() == ["1", "cancelled"]
+    assert main(["queues", "--server", url, "--token", BOB, "--format", "json"]) == 0
+    queues = json.loads(capsys.readouterr().out)
+    assert set(queues) == {"ads", "ads.prod", "ads.test", "dev"}
+    assert main(["queues", "--server", url, "--token", ADMIN]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["QUEUE", "WEIGHT", "CURRENT", "FAIR", "RUNNING", "PENDING"]
+    assert [line.split()[0] for line in table[1:]] == ["ads", "ads.prod", "ads.test", "dev"]
+
+
+@pytest.mark.parametrize("jobfile_doc, args, status, message", [
+    ({"jobs": [job("x", "dev", 1, {"cpu": 1})]}, [], 2, "jobs[0].queue: tenant 'alice' may not submit"),
+    ({"jobs": [job("x", "ads", 1, {"cpu": -1})]}, [], 2, "jobs[0].tasks[0].demand.cpu: must be >= 0"),
+    ({"jobs": [job("x", "ads", 1, {"cpu": 1})]}, ["--token", "wrong-token"], 2, "Authorization: unknown token"),
+    ({"jobs": [job("x", "ads", 1, {"cpu": 1})], "queues": []}, [], 2, "queues: unknown key"),
+    ({"tasks": []}, [], 2, "needs a top-level `jobs:` list"),
+])
+def test_submit_refusals_exit_2_with_the_field(server, tmp_path, capsys, jobfile_doc, args, status, message):
+    url, _ = server
+    jobfile = write(tmp_path / "jobs.yaml", jobfile_doc)
+    argv = ["submit", jobfile, "--server", url, "--token", ALICE, *args]
+    assert main(argv) == status
+    assert message in capsys.readouterr().err
+
+
+def test_client_errors_without_a_server(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("FAIRSHARE_SERVER", raising=False)
+    monkeypatch.delenv("FAIRSHARE_TOKEN", raising=False)
+    assert main(["jobs", "--token", ALICE]) == 2
+    assert "--server: is required" in capsys.readouterr().err
+    port = free_port()  # nothing listens there
+    assert main(["jobs", "--server", f"http://127.0.0.1:{port}", "--token", ALICE]) == 1
+    assert "cannot reach" in capsys.readouterr().err
+    assert main(["submit", str(tmp_path / "missing.yaml"), "--server", "http://x", "--token", ALICE]) == 2
+    assert "cannot read" in capsys.readouterr().err

@@ -1,0 +1,146 @@
+"""kill -9 of ``fairshare serve`` mid-run, then a restart on the same database: no accepted
+job is lost, no task that had succeeded runs again, tasks that were running are re-queued
+and complete. ``serve`` runs as a subprocess (its own local Ray cluster); every task's
+command appends its task id to a file, so the file tells how often each task ran.
+Requests go through the ``fairshare submit`` / ``jobs`` clients and plain HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+import yaml
+
+from live_helpers import ADMIN, ALICE, BOB, config_doc, free_port, job
+
+pytest.importorskip("ray", reason="the live extra (ray) is not installed")
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def start_serve(tmp_path, port: int, log_name: str) -> subprocess.Popen:
+    log = open(tmp_path / log_name, "w")
+    # its own session: after the kill -9 the test can clean up what the dead server
+    # leaves behind (Ray's per-node agents) by process group, touching nothing else
+    proc = subprocess.Popen([sys.executable, "-m", "fairshare", "serve", "--config", str(tmp_path / "cluster.yaml"),
+                             "--db", str(tmp_path / "fs.db"), "--port", str(port), "--policy", "hdrf"],
+                            cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"serve exited with {proc.returncode}: {(tmp_path / log_name).read_text()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
+                if json.loads(resp.read())["status"] == "ok":
+                    return proc
+        except OSError:
+            pass
+        time.sleep(0.3)
+    stop(proc)
+    raise AssertionError(f"serve did not come up: {(tmp_path / log_name).read_text()}")
+
+
+def stop(proc: subprocess.Popen, sig=signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # anything of its session still around
+    except ProcessLookupError:
+        pass
+
+
+def get(port: int, path: str, token: str):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fairshare", *args], capture_output=True, text=True, timeout=60)
+
+
+def wait_for(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def test_kill_9_and_restart_loses_nothing_and_reruns_no_succeeded_task(tmp_path):
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(config_doc()))
+    out = tmp_path / "ran.txt"
+    command = ["sh", "-c", f'sleep 1; echo "$FAIRSHARE_TASK_ID" >> {out}']
+    (tmp_path / "alice.yaml").write_text(yaml.safe_dump({"jobs": [job("a", "ads.prod", 16, {"cpu": 1}, command)]}))
+    (tmp_path / "bob.yaml").write_text(yaml.safe_dump({"jobs": [job("b", "dev", 6, {"cpu": 1}, command)]}))
+
+    port = free_port()
+    server = start_serve(tmp_path, port, "serve1.log")
+    try:
+        url = f"http://127.0.0.1:{port}"
+        r1 = cli("submit", str(tmp_path / "alice.yaml"), "--server", url, "--token", ALICE)
+        r2 = cli("submit", str(tmp_path / "bob.yaml"), "--server", url, "--token", BOB)
+        assert (r1.returncode, r2.returncode) == (0, 0), r1.stderr + r2.stderr
+        accepted = sorted(int(x) for x in (r1.stdout + r2.stdout).split())
+
+        def some_done_some_running():
+            jobs = get(port, "/v1/jobs", ADMIN)
+            done = sum(j["tasks_succeeded"] for j in jobs)
+            running = sum(j["tasks_running"] for j in jobs)
+            return done >= 3 and running >= 2
+
+        wait_for(some_done_some_running, 120, "some tasks done and some running")
+        server.send_signal(signal.SIGKILL)  # kill -9 the server only
+        server.wait(timeout=30)
+        time.sleep(2)
+    finally:
+        stop(server)
+    db = sqlite3.connect(tmp_path / "fs.db")
+    succeeded_before = {r[0] for r in db.execute("SELECT id FROM tasks WHERE state='succeeded'")}
+    running_before = {r[0] for r in db.execute("SELECT id FROM tasks WHERE state='running'")}
+    db.close()
+    assert len(succeeded_before) >= 3 and running_before
+
+    port2 = free_port()
+    server2 = start_serve(tmp_path, port2, "serve2.log")
+    try:
+        url2 = f"http://127.0.0.1:{port2}"
+
+        def finished():
+            jobs = get(port2, "/v1/jobs", ADMIN)
+            return jobs if all(j["state"] == "succeeded" for j in jobs) else None
+
+        jobs = wait_for(finished, 180, "every job to finish after the restart")
+        assert sorted(j["id"] for j in jobs) == accepted  # no accepted job lost
+        assert sum(j["tasks_succeeded"] for j in jobs) == 16 + 6
+        listed = cli("jobs", "--server", url2, "--token", ALICE, "--format", "json")
+        assert listed.returncode == 0, listed.stderr
+        assert [(j["name"], j["state"], j["tasks_done"], j["tasks_total"]) for j in json.loads(listed.stdout)] == \
+            [("a", "succeeded", 16, 16)]
+    finally:
+        stop(server2)
+
+    runs: dict[int, int] = {}
+    for line in out.read_text().split():
+        runs[int(line)] = runs.get(int(line), 0) + 1
+    assert set(runs) == set(range(1, 16 + 6 + 1))  # every task ran
+    # a task that had succeeded before the kill ran exactly once
+    assert {t: runs[t] for t in succeeded_before} == {t: 1 for t in succeeded_before}
+    db = sqlite3.connect(tmp_path / "fs.db")
+    requeued = {r[0] for r in db.execute(
+        "SELECT task_id FROM events WHERE kind='requeued' AND detail LIKE 'running when the previous%'")}
+    assert requeued == running_before  # the tasks left running were re-queued, as documented

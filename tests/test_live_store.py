@@ -1,0 +1,100 @@
+"""The live service's SQLite store: WAL, schema version, atomic acceptance, restart."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from fairshare.live.store import SCHEMA_VERSION, Store, StoreError, job_state
+
+SPEC = {"name": "a", "tasks": [{"demand": {"cpu": 1}, "count": 2, "command": "true"}]}
+
+
+def test_new_database_is_wal_with_schema_version(tmp_path):
+    store = Store(tmp_path / "fs.db")
+    assert store.journal_mode == "wal"
+    raw = sqlite3.connect(tmp_path / "fs.db")
+    assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert raw.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+
+
+def test_accepted_job_and_its_tasks_survive_reopening(tmp_path):
+    store = Store(tmp_path / "fs.db")
+    # two classes: 2 + 3 task rows, all pending, in one transaction with the job
+    (job_id,) = store.add_jobs([("a", "ads", 1.0, "alice", SPEC, [("map", 2), ("reduce", 3)])], now=10.0)
+    store.close()  # no explicit checkpoint: a reader sees the committed WAL
+    again = Store(tmp_path / "fs.db")
+    row = again.job(job_id)
+    assert (row.name, row.queue, row.tenant, row.spec) == ("a", "ads", "alice", SPEC)
+    tasks = again.tasks(job_id)
+    assert [(t.class_name, t.ordinal, t.state) for t in tasks] == [
+        ("map", 0, "pending"), ("map", 1, "pending"),
+        ("reduce", 0, "pending"), ("reduce", 1, "pending"), ("reduce", 2, "pending")]
+
+
+def test_task_transitions_and_restart_requeue(tmp_path):
+    store = Store(tmp_path / "fs.db")
+    (job_id,) = store.add_jobs([("a", "ads", 1.0, "alice", SPEC, [("main", 3)])], now=0.0)
+    t1, t2, t3 = (t.id for t in store.tasks(job_id))
+    store.mark_running([(t1, "n1"), (t2, "n2")], now=1.0)
+    store.finish_tasks([(t1, "succeeded", 0, "")], now=2.0)
+    assert store.task_counts([job_id]) == {job_id: {"succeeded": 1, "running": 1, "pending": 1}}
+    # a restart: the task left running goes back to pending, the succeeded one stays
+    assert Store(tmp_path / "fs.db").requeue_running(now=3.0) == [t2]
+    states = {t.id: (t.state, t.attempts) for t in Store(tmp_path / "fs.db").tasks(job_id)}
+    assert states == {t1: ("succeeded", 1), t2: ("pending", 1), t3: ("pending", 0)}
+
+
+def test_cancel_marks_pending_tasks_cancelled(tmp_path):
+    store = Store(tmp_path / "fs.db")
+    (job_id,) = store.add_jobs([("a", "ads", 1.0, "alice", SPEC, [("main", 3)])], now=0.0)
+    t1 = store.tasks(job_id)[0].id
+    store.mark_running([(t1, "n1")], now=1.0)
+    store.cancel_job(job_id, now=2.0)
+    # the running task is left to the service (it interrupts it); the 2 pending ones end now
+    assert store.task_counts([job_id]) == {job_id: {"running": 1, "cancelled": 2}}
+    assert store.job(job_id).cancelled
+
+
+def test_failed_transaction_leaves_nothing(tmp_path):
+    store = Store(tmp_path / "fs.db")
+    (job_id,) = store.add_jobs([("a", "ads", 1.0, "alice", SPEC, [("main", 2)])], now=0.0)
+    t1, t2 = (t.id for t in store.tasks(job_id))
+    store.mark_running([(t1, "n1"), (t2, "n1")], now=1.0)
+    with pytest.raises(ValueError):
+        store.finish_tasks([(t1, "succeeded", 0, ""), (t2, "bogus", None, "")], now=2.0)
+    assert store.task_counts([job_id]) == {job_id: {"running": 2}}  # t1's update rolled back too
+
+
+@pytest.mark.parametrize("setup, reason", [
+    ("CREATE TABLE other(x)", "not a fairshare database"),
+    ("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT); INSERT INTO meta VALUES('schema_version', '99')",
+     "schema version 99"),
+])
+def test_foreign_or_newer_database_is_refused(tmp_path, setup, reason):
+    raw = sqlite3.connect(tmp_path / "x.db")
+    raw.executescript(setup)
+    raw.close()
+    with pytest.raises(StoreError, match=reason):
+        Store(tmp_path / "x.db")
+
+
+def test_not_a_database_is_refused(tmp_path):
+    (tmp_path / "x.db").write_text("hello, not sqlite" * 100)
+    with pytest.raises(StoreError):
+        Store(tmp_path / "x.db")
+
+
+@pytest.mark.parametrize("cancelled, counts, state", [
+    (False, {"pending": 3}, "pending"),
+    (False, {"pending": 2, "running": 1}, "running"),
+    (False, {"pending": 2, "succeeded": 1}, "running"),  # started, not finished
+    (False, {"succeeded": 3}, "succeeded"),
+    (False, {"succeeded": 2, "failed": 1}, "failed"),  # all final, one failed
+    (True, {"pending": 3}, "cancelled"),  # asked to cancel wins
+    (True, {"succeeded": 3}, "cancelled"),
+    (False, {}, "pending"),  # a job of 0 tasks never started
+])
+def test_job_state_from_task_states(cancelled, counts, state):
+    assert job_state(cancelled, counts) == state
