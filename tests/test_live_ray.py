@@ -79,11 +79,11 @@ def all_done(client) -> bool:
 
 def test_tenants_share_the_cluster_by_policy_and_everything_completes(live):
     svc, client, _ = live
-    # each tenant: 16 one-CPU tasks of 0.4 s; 8 CPUs, queues ads and dev of weight 1
-    r = client.post("/v1/jobs", json={"jobs": [job("a", "ads.prod", 16, {"cpu": 1}, command=["sleep", "0.4"])]},
+    # each tenant: 16 one-CPU tasks of 1 s; 8 CPUs, queues ads and dev of weight 1
+    r = client.post("/v1/jobs", json={"jobs": [job("a", "ads.prod", 16, {"cpu": 1}, command=["sleep", "1"])]},
                     headers=H(ALICE))
     assert r.status_code == 201, r.text
-    r = client.post("/v1/jobs", json={"jobs": [job("b", "dev", 16, {"cpu": 1}, command=["sleep", "0.4"])]},
+    r = client.post("/v1/jobs", json={"jobs": [job("b", "dev", 16, {"cpu": 1}, command=["sleep", "1"])]},
                     headers=H(BOB))
     assert r.status_code == 201, r.text
     samples = []
