@@ -9,19 +9,38 @@ A job's next task is from the class furthest behind the job's mix (counts, or eq
 unbounded classes; ties: first class). A job is *runnable* when it has a pending task
 that fits on some eligible node now; ``schedule`` asks the policy's sorter for runnable
 jobs until none is left. A task lost with its node, or failed, goes back to pending.
+A class with ``max_per_node`` N is placed only on nodes where the job has fewer than N
+running tasks of that class.
+
+Constrained fairness (docs/policies.md, "Constraints and fairness"): a job whose task
+classes are all constrained competes only for the capacity of the nodes it may use
+(its *eligible* nodes, the union over its classes). For the policies whose share is
+usage over capacity (:data:`CAPACITY_SHARE_POLICIES`) the scheduler reports the job's
+usage to the sorter normalized, ``U'_r = U_r * C_r / C^elig_r``, so that the sorter's
+``U'_r / C_r`` is ``U_r / C^elig_r``; queues then sum normalized usage. An unconstrained
+job (or one eligible everywhere) is reported as is, with no arithmetic at all.
+``Scheduler.usage`` and every launch carry the real amounts.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from fairshare.engine.placement import NodePool
+from fairshare.engine.placement import DeviceAssignment, NodePool
 from fairshare.model.cluster import Node
 from fairshare.model.jobs import Job
 from fairshare.model.queues import QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.base import Policy
+
+#: Policies whose online share is usage over capacity (``max_r U_r / C_r`` or a sum or one
+#: resource of it), so a constrained job's usage is normalized to its eligible capacity.
+#: Not ``timefair`` (its share is a slowdown, running tasks over N_i, and it reads usage
+#: as the cluster's used capacity for packing), nor ``fifo`` and ``slots`` (no usage).
+CAPACITY_SHARE_POLICIES = frozenset({"drf", "asset", "cpu", "collapsed", "hdrf", "hdrf-naive",
+                                     "capacity", "dff"})
 
 
 @dataclass(frozen=True)
@@ -34,6 +53,8 @@ class Launch:
     class_index: int
     node: str
     demand: Vector
+    #: device resources: (resource name, device numbers on the node), e.g. (("gpu", (2,)),)
+    devices: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 @dataclass
@@ -44,6 +65,7 @@ class RunningTask:
     node_index: int
     demand: Vector
     started_at: float
+    devices: DeviceAssignment = ()
 
 
 @dataclass
@@ -57,6 +79,10 @@ class JobRuntime:
     first_start: float | None = None
     finished_at: float | None = None
     cancelled: bool = False
+    #: constrained fairness: per class, the demand as reported to the sorter (the real
+    #: demand itself for an unconstrained job); ``factor`` is C_r / C^elig_r, None for 1
+    reported: list[Vector] = field(default_factory=list)
+    factor: Vector | None = None
 
     @property
     def demanding(self) -> bool:
@@ -83,12 +109,17 @@ class JobRuntime:
 class Scheduler:
     def __init__(self, resources: tuple[str, ...], nodes: tuple[Node, ...], queues: QueueTree,
                  policy: Policy, *, placement: str = "first-fit", headroom: bool = False,
-                 respect_counts: bool = True):
+                 respect_counts: bool = True, devices: Sequence[int] = ()):
         self.resources = tuple(resources)
         self.m = len(resources)
         self.policy = policy
         slots = policy.params().get("slots")
-        self.pool = NodePool(nodes, self.m, strategy=placement, slots_per_node=slots)
+        self.pool = NodePool(nodes, self.m, strategy=placement, slots_per_node=slots, devices=devices)
+        self.normalize_constrained = policy.name in CAPACITY_SHARE_POLICIES
+        # eligible-capacity factor per set of class constraints (cleared when nodes change)
+        self._factors: dict[frozenset, Vector | None] = {}
+        # max_per_node: (job, class index) -> running tasks per node index
+        self._per_node: dict[tuple[str, int], Counter] = {}
         self.use_headroom = headroom
         self.respect_counts = respect_counts
         slots_total = (slots or 1) * len(nodes)
@@ -113,6 +144,7 @@ class Scheduler:
         pending = [float("inf") if (c.count is None or not self.respect_counts) else float(c.count)
                    for c in job.classes]
         rt = JobRuntime(job, now, pending, [0] * len(job.classes), [0] * len(job.classes))
+        self._set_factor(rt)
         self.jobs[job.name] = rt
         for j in range(len(job.classes)):
             if pending[j] > 0:
@@ -128,10 +160,8 @@ class Scheduler:
         """A task completed: release its resources; the job may be complete."""
         task = self.tasks.pop(task_id)
         rt = self.jobs[task.job]
-        self.pool.give_back(task.node_index, task.demand)
-        rt.running -= 1
+        self._release(rt, task, now)
         rt.done[task.class_index] += 1
-        self.sorter.released(task.job, task.demand, now)
         self._maybe_complete(rt, now)
         return task
 
@@ -139,9 +169,7 @@ class Scheduler:
         """A task failed (or its node died): release and run it again later."""
         task = self.tasks.pop(task_id)
         rt = self.jobs[task.job]
-        self.pool.give_back(task.node_index, task.demand)
-        rt.running -= 1
-        self.sorter.released(task.job, task.demand, now)
+        self._release(rt, task, now)
         if not rt.cancelled:
             was = rt.demanding
             rt.pending[task.class_index] += 1
@@ -169,6 +197,7 @@ class Scheduler:
     def add_node(self, node: Node, now: float) -> None:
         self.pool.add_node(node)
         self.sorter.set_capacity(self.pool.total_capacity)
+        self._refresh_factors(now)
 
     def lose_node(self, name: str, now: float) -> list[int]:
         """A node died: its tasks go back to pending (returned so the runtime can cancel them)."""
@@ -178,6 +207,7 @@ class Scheduler:
             self.fail(task_id, now)
         self.pool.remove_node(name)
         self.sorter.set_capacity(self.pool.total_capacity)
+        self._refresh_factors(now)
         return lost
 
     # --- decisions --------------------------------------------------------------------------
@@ -201,21 +231,28 @@ class Scheduler:
                 if j is None:
                     return False
                 cls = rt.job.classes[j]
-                key = (cls.demand, cls.constraints)
+                allowed = None
+                if cls.max_per_node is None:
+                    key: tuple = (cls.demand, cls.constraints)
+                else:
+                    # a per-node limit makes the node depend on the job: its own cache entry
+                    # (still monotone within a call: counts only grow, free only shrinks)
+                    key = (cls.demand, cls.constraints, name, j)
+                    allowed = self._under_limit(name, j, cls.max_per_node)
                 if key in fit:
                     node = fit[key]
                     if node is None:
                         return False
-                    if not self.pool.fits_on(node, cls.demand):
-                        node = self.pool.place_after(cls.demand, cls.constraints, node) if first_fit \
-                            else self.pool.place(cls.demand, cls.constraints)
+                    if not (self.pool.fits_on(node, cls.demand) and (allowed is None or allowed(node))):
+                        node = self.pool.place_after(cls.demand, cls.constraints, node, allowed) if first_fit \
+                            else self.pool.place(cls.demand, cls.constraints, allowed)
                         fit[key] = node
                         if node is None:
                             return False
                     elif not first_fit:
-                        node = self.pool.place(cls.demand, cls.constraints)
+                        node = self.pool.place(cls.demand, cls.constraints, allowed)
                 else:
-                    node = fit[key] = self.pool.place(cls.demand, cls.constraints)
+                    node = fit[key] = self.pool.place(cls.demand, cls.constraints, allowed)
                     if node is None:
                         return False
                 chosen[name] = (j, node)
@@ -249,7 +286,9 @@ class Scheduler:
         cls = rt.job.classes[j]
         task_id = self._next_id
         self._next_id += 1
-        self.pool.take(node, cls.demand)
+        held = self.pool.take(node, cls.demand)
+        if cls.max_per_node is not None:
+            self._per_node.setdefault((name, j), Counter())[node] += 1
         rt.pending[j] -= 1
         rt.started[j] += 1
         rt.running += 1
@@ -257,12 +296,89 @@ class Scheduler:
             rt.first_start = now
         if rt.pending[j] == 0:
             self._track(rt.job, j, -1)
-        self.tasks[task_id] = RunningTask(task_id, name, j, node, cls.demand, now)
-        self.sorter.allocated(name, cls.demand, now)
+        self.tasks[task_id] = RunningTask(task_id, name, j, node, cls.demand, now, held)
+        self.sorter.allocated(name, rt.reported[j], now)
         if not rt.demanding:
             self.sorter.set_demanding(name, False)
         self.decisions += 1
-        return Launch(task_id, name, cls.name, j, self.pool.name(node), cls.demand)
+        return Launch(task_id, name, cls.name, j, self.pool.name(node), cls.demand,
+                      tuple((self.resources[r], devs) for r, devs in held))
+
+    def _release(self, rt: JobRuntime, task: RunningTask, now: float) -> None:
+        """Give a task's resources back to its node, its per-node slot, and the sorter."""
+        self.pool.give_back(task.node_index, task.demand, task.devices)
+        rt.running -= 1
+        if rt.job.classes[task.class_index].max_per_node is not None:
+            self._per_node[(task.job, task.class_index)][task.node_index] -= 1
+        self.sorter.released(task.job, rt.reported[task.class_index], now)
+
+    def _under_limit(self, name: str, j: int, limit: int):
+        counts = self._per_node.get((name, j))
+        if counts is None:
+            return lambda node: True
+        return lambda node: counts[node] < limit
+
+    # --- constrained fairness ---------------------------------------------------------------
+    def _eligible_factor(self, constraint_sets: frozenset) -> Vector | None:
+        """``C_r / C^elig_r`` for a job whose classes have these constraint sets, or None
+        (factor 1, no arithmetic) when some class is unconstrained, when its eligible
+        nodes are every node that is up, or when the policy's share is not usage over
+        capacity. A resource no eligible node has gets 1 (the job cannot use it)."""
+        if not self.normalize_constrained or () in constraint_sets:
+            return None
+        if constraint_sets in self._factors:
+            return self._factors[constraint_sets]
+        pool = self.pool
+        eligible: set[int] = set()
+        for constraints in constraint_sets:
+            eligible.update(pool.eligible(constraints))
+        alive = [i for i in sorted(eligible) if pool.alive(i)]
+        factor = None
+        if len(alive) < sum(1 for st in pool.states if st.alive):
+            elig = [0.0] * self.m
+            for i in alive:
+                for r, c in enumerate(pool.states[i].node.capacity):
+                    elig[r] += c
+            total = pool.total_capacity
+            factor = tuple(total[r] / elig[r] if elig[r] > 0 else 1.0 for r in range(self.m))
+        self._factors[constraint_sets] = factor
+        return factor
+
+    def _set_factor(self, rt: JobRuntime) -> None:
+        """The job's factor and per-class reported demands (the real ones when factor 1)."""
+        classes = rt.job.classes
+        rt.factor = self._eligible_factor(frozenset(c.constraints for c in classes))
+        if rt.factor is None:
+            rt.reported = [c.demand for c in classes]
+        else:
+            f = rt.factor
+            rt.reported = [tuple(d * x for d, x in zip(c.demand, f)) for c in classes]
+
+    def _refresh_factors(self, now: float) -> None:
+        """Nodes changed: eligible capacities too. Re-report every constrained job whose
+        factor moved: release its whole reported usage, then allocate the real usage
+        times the new factor (running counts net unchanged)."""
+        self._factors.clear()
+        if not self.normalize_constrained:
+            return
+        for name, rt in self.jobs.items():
+            if rt.finished_at is not None or all(not c.constraints for c in rt.job.classes):
+                continue
+            old = rt.factor
+            self._set_factor(rt)
+            if rt.factor == old:
+                continue
+            job = self.sorter.jobs.get(name)
+            if job is None or rt.running == 0:
+                continue
+            self.sorter.released(name, tuple(job.usage), now)
+            new = [0.0] * self.m
+            for j, cls_demand in enumerate(rt.reported):
+                n = rt.started[j] - rt.done[j]
+                if n:
+                    for r, d in enumerate(cls_demand):
+                        new[r] += n * d
+            self.sorter.allocated(name, tuple(new), now)
 
     # --- bookkeeping ---------------------------------------------------------------------------
     def _maybe_complete(self, rt: JobRuntime, now: float) -> None:
@@ -329,5 +445,15 @@ class Scheduler:
 
     # --- views -------------------------------------------------------------------------------
     def usage(self, name: str) -> Vector:
-        job = self.sorter.jobs.get(name)
-        return tuple(job.usage) if job else (0.0,) * self.m
+        """The job's real allocation: running tasks per class times their demand (what the
+        sorter holds may be normalized for a constrained job; see the module docstring)."""
+        rt = self.jobs.get(name)
+        out = [0.0] * self.m
+        if rt is None or rt.finished_at is not None:
+            return tuple(out)
+        for j, cls in enumerate(rt.job.classes):
+            n = rt.started[j] - rt.done[j]
+            if n:
+                for r, d in enumerate(cls.demand):
+                    out[r] += n * d
+        return tuple(out)
