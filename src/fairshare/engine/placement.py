@@ -69,7 +69,14 @@ def _fits(demand: Sequence[float], free: Sequence[float]) -> bool:
 
 
 class _MaxTree:
-    """Segment tree over a subset of nodes: per resource, the max free amount below."""
+    """Segment tree over a subset of nodes: per resource, the max free amount below.
+
+    Updated lazily: a change on a node only marks its leaf dirty (``NodePool._touch``);
+    the next query (``flush``) refreshes the dirty leaves and then their ancestors level
+    by level, stopping on a path as soon as a node's maximum did not change. A cluster
+    has one tree per distinct constraint set, most of them queried far less often than
+    their nodes change, so a change costs a set insertion per tree instead of a path.
+    """
 
     def __init__(self, members: list[int], pool: NodePool):
         self.members = members  # node indices, in cluster order
@@ -86,21 +93,38 @@ class _MaxTree:
         for k in range(size - 1, 0, -1):
             a, b = self.tree[2 * k], self.tree[2 * k + 1]
             self.tree[k] = [x if x > y else y for x, y in zip(a, b)]
+        self.dirty: set[int] = set()  # member positions whose leaf is stale
 
     def update(self, node: int) -> None:
         k = self.position.get(node)
-        if k is None:
+        if k is not None:
+            self.dirty.add(k)
+
+    def flush(self) -> None:
+        """Bring the dirty leaves and their ancestors up to date (all leaves sit at one
+        depth, so the ancestors are refreshed one level at a time)."""
+        if not self.dirty:
             return
-        k += self.size
-        self.tree[k] = list(self.pool.index_vector(node))
-        k //= 2
-        while k:
-            a, b = self.tree[2 * k], self.tree[2 * k + 1]
-            self.tree[k] = [x if x > y else y for x, y in zip(a, b)]
-            k //= 2
+        tree, size, pool, members = self.tree, self.size, self.pool, self.members
+        level: set[int] = set()
+        for k in self.dirty:
+            tree[size + k] = list(pool.index_vector(members[k]))
+            level.add((size + k) >> 1)
+        self.dirty.clear()
+        while level:
+            above: set[int] = set()
+            for k in level:
+                new = [x if x > y else y for x, y in zip(tree[2 * k], tree[2 * k + 1])]
+                if new != tree[k]:
+                    tree[k] = new
+                    if k > 1:
+                        above.add(k >> 1)
+            level = above
 
     def first_fit(self, demand: Vector, start: int = 0) -> int | None:
         """First member at position >= ``start`` where ``demand`` fits."""
+        if self.dirty:
+            self.flush()
         if not _fits(demand, self.tree[1]):
             return None
         return self._descend(1, 0, self.size, demand, start)
@@ -125,6 +149,8 @@ class _MaxTree:
         return None
 
     def feasible(self, demand: Vector) -> list[int]:
+        if self.dirty:
+            self.flush()
         out: list[int] = []
         self._collect(1, demand, out)
         return out
@@ -171,6 +197,7 @@ class NodePool:
         self.states: list[_NodeState] = []
         self.index_of: dict[str, int] = {}
         self._trees: dict[tuple, _MaxTree] = {}
+        self._member_of: dict[int, list[tuple[_MaxTree, int]]] = {}  # node -> (tree, position)
         self.total_free = [0.0] * m  # sum of free over alive nodes
         self._total: Vector | None = None
         for node in nodes:
@@ -191,6 +218,7 @@ class NodePool:
         if idx is None:
             idx = self._append(node)
             self._trees.clear()  # membership changed: rebuild indexes lazily
+            self._member_of = {}
         else:
             st = self.states[idx]
             if st.alive:
@@ -346,11 +374,14 @@ class NodePool:
     def max_free(self) -> Vector:
         """Per resource, the largest free amount on any alive node (for a device resource:
         the most entirely free devices on one node)."""
-        return tuple(self._tree(()).tree[1][:self.m])
+        tree = self._tree(())
+        tree.flush()
+        return tuple(tree.tree[1][:self.m])
 
     def _touch(self, idx: int) -> None:
-        for tree in self._trees.values():
-            tree.update(idx)
+        # only the trees the node belongs to (a node is in few of the constraint sets' trees)
+        for tree, k in self._member_of.get(idx, ()):
+            tree.dirty.add(k)
 
     def _tree(self, constraints: tuple) -> _MaxTree:
         tree = self._trees.get(constraints)
@@ -358,6 +389,8 @@ class NodePool:
             members = [i for i, st in enumerate(self.states)
                        if all(dict(st.node.attributes).get(k) in allowed for k, allowed in constraints)]
             tree = self._trees[constraints] = _MaxTree(members, self)
+            for k, node in enumerate(members):
+                self._member_of.setdefault(node, []).append((tree, k))
         return tree
 
     # --- placement ------------------------------------------------------------------------
