@@ -366,3 +366,28 @@ def test_cli_rejects_a_bad_device_demand_with_status_2(tmp_path: Path, capsys):
     assert "jobs[2].tasks[0].demand.gpu: 1.5 is neither a fraction of one device (< 1) nor a whole number" in err
     assert "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_usage_docs_example_runs_as_described():
+    # docs/usage.md "Devices, constraints and per-node limits": its YAML must load and run
+    import yaml
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "usage.md").read_text(encoding="utf-8")
+    section = text.split("### Devices, constraints and per-node limits", 1)[1]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    sc = parse_scenario(yaml.safe_load(block), "docs/usage.md")
+    assert sc.cluster.devices == (sc.resources.index("gpu"),)
+    sched = scheduler(sc)
+    placed = launches_by_node(sched, sc.jobs)
+    assert set(placed["train"]) <= {"v100-0", "v100-1"}          # constraints: {gpu_model: V100}
+    assert max(placed["serving"].values()) <= 2                   # max_per_node: 2
+    # 20 notebooks of 0.47 GPU: two share a GPU (0.94 <= 1), so they fill 10 devices
+    devices_used = {(launch_node, dev) for launch_node, dev in notebook_devices(sched)}
+    assert len(devices_used) == 10
+
+
+def notebook_devices(sched: Scheduler):
+    for task in sched.tasks.values():
+        if task.job == "notebook":
+            for _r, devs in task.devices:
+                yield task.node_index, devs[0]
