@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -30,14 +31,27 @@ TRACES = REPO.parent / "shared" / "traces"
 MAIN_POLICIES = "drf,hdrf,dff,timefair,capacity,fifo"
 
 
+TIMEOUT_S = 900.0
+STEP_TIMEOUT = {"s": TIMEOUT_S}  # set from --timeout
+
+
 def run(argv: list[str], label: str, rows: list[tuple[str, float, float, int]]) -> int:
-    """Run ``python -m fairshare ARGV``; record (label, wall s, peak MB, status)."""
+    """Run ``python -m fairshare ARGV``; record (label, wall s, peak MB, status).
+
+    A step still running after ``--timeout`` seconds is stopped (its own process only) and
+    recorded with status "timeout" (-9).
+    """
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "fairshare", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    output = proc.stdout.read() if proc.stdout else ""
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "fairshare", *argv], stdout=log, stderr=subprocess.STDOUT,
+                                text=True)
+        timer = threading.Timer(STEP_TIMEOUT["s"], proc.kill)
+        timer.start()
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        log.seek(0)
+        output = log.read()
     wall = time.monotonic() - start
     peak_mb = usage.ru_maxrss / 1024  # KiB on Linux
     rows.append((label, wall, peak_mb, proc.returncode))
@@ -52,7 +66,9 @@ def main() -> None:
     ap.add_argument("--only", choices=("alibaba", "google"), default=None)
     ap.add_argument("--policies", default=MAIN_POLICIES)
     ap.add_argument("--fairness-gap", action="store_true", help="also compute the fairness gap")
+    ap.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per step before it is stopped (900)")
     args = ap.parse_args()
+    STEP_TIMEOUT["s"] = args.timeout
     if not TRACES.is_dir():
         print(f"skipped: the shared traces are not at {TRACES}")
         return
@@ -85,7 +101,7 @@ def main() -> None:
     print("| step | wall (s) | peak memory (MB) | exit |")
     print("|---|---:|---:|---:|")
     for label, wall, peak, status in rows:
-        print(f"| {label} | {wall:.1f} | {peak:.0f} | {status} |")
+        print(f"| {label} | {wall:.1f} | {peak:.0f} | {'timeout' if status == -9 else status} |")
 
 
 if __name__ == "__main__":
