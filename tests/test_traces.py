@@ -152,6 +152,18 @@ def test_alibaba_pending_include_uses_pending_time(tmp_path):
     assert job_by_name(sc, "p3")["tasks"][0]["duration"] == 110   # deletion 200 - creation 90
 
 
+def test_alibaba_node_sample_keeps_a_stable_subset(tmp_path):
+    path = alibaba_sample(tmp_path)
+    kept = [sn for sn in ("n0", "n1", "n2") if sample_keep(sn, 0.5, 0)]
+    assert kept == ["n0", "n1"]   # seed 0 drops n2, the only T4 node
+    result = convert("alibaba-gpu2023", [path], options=alibaba_gpu2023.Options(node_sample=0.5))
+    assert [n["name"] for n in result.scenario["cluster"]["nodes"]] == kept
+    # p1 may run only on a T4: left out and counted, not bad data; p0 and p2 (V100M16|T4) stay
+    assert result.bad.total == 0
+    assert result.stats["pods no kept node can hold (left out)"] == 1
+    assert [j["name"] for j in result.scenario["jobs"]] == ["p0", "p2"]
+
+
 # --- alibaba-dlrm2025 -------------------------------------------------------------------------
 
 def test_dlrm_roles_censoring_and_derived_nodes(tmp_path):

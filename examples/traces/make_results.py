@@ -6,6 +6,7 @@ sample chosen so the six runs take minutes), ``fairshare compare`` with seed 0, 
 markdown table from ``compare.json`` and a plot (docs/img/traces_<kind>.svg). The
 tables replace what is between ``<!-- results:KIND -->`` and ``<!-- /results:KIND -->``
 in docs/traces.md, so the doc always shows what this script last measured.
+A case is a kind with a slice of its trace; CASES says which and why.
 
 Run from the repository root: ``.venv/bin/python examples/traces/make_results.py
 [--only KIND ...] [--out out/traces]``. Needs ``../shared/traces``.
@@ -27,19 +28,25 @@ DOC = REPO / "docs" / "traces.md"
 IMG = REPO / "docs" / "img"
 POLICIES = ["drf", "hdrf", "dff", "timefair", "capacity", "fifo"]
 
-# kind -> (input under ../shared/traces, convert options, what the slice is, in words)
-CASES: dict[str, tuple[str, list[str], str]] = {
-    "google2011": ("google-2011/task_events-part-00000-of-00500.csv.gz",
+# key -> (kind, input under ../shared/traces, convert options, what the slice is, in words)
+CASES: dict[str, tuple[str, str, list[str], str]] = {
+    "google2011": ("google2011", "google-2011/task_events-part-00000-of-00500.csv.gz",
                    ["--window", "600:2400", "--sample", "0.05", "--machines", "600"],
                    "part 0, the first 30 minutes of the trace (600-2,400 s), 5% of the jobs by hash, on 600 "
                    "machines of the trace's mix (about 5% of the cell)"),
-    "alibaba-gpu2023": ("alibaba-gpu-2023/openb_pod_list_default.csv", ["--window", "9500000:"],
-                        "the whole default pod list from 9.5e6 s on (where its pods are: 99.7% are created "
-                        "after it), on the 1,523 real nodes"),
-    "alibaba-dlrm2025": ("alibaba-dlrm-2025", ["--group", "bucket", "--bucket-s", "86400", "--sample", "0.25"],
+    "alibaba-gpu2023": ("alibaba-gpu2023", "alibaba-gpu-2023/openb_pod_list_default.csv", ["--window", "9500000:"],
+                        "the default pod list from 9.5e6 s on (99.7% of its pods are created after it), on the "
+                        "1,523 real nodes"),
+    "alibaba-gpu2023-nodes10": ("alibaba-gpu2023", "alibaba-gpu-2023/openb_pod_list_default.csv",
+                                ["--window", "9500000:", "--node-sample", "0.1"],
+                                "the same pods on a 10% hash sample of the nodes (170 nodes), so that pods queue"),
+    "alibaba-dlrm2025": ("alibaba-dlrm2025", "alibaba-dlrm-2025",
+                         ["--group", "bucket", "--bucket-s", "86400", "--sample", "0.25"],
                          "25% of the instances by hash, one job per (application, day), derived nodes"),
-    "swim": ("swim-facebook/FB-2009_samples_24_times_1hr_0.tsv", ["--window", "0:3600"],
-             "the first hour of FB-2009 sample 0, on the default 600 nodes"),
+    "swim": ("swim", "swim-facebook/FB-2009_samples_24_times_1hr_0.tsv",
+             ["--window", "0:21600", "--machines", "10"],
+             "the first 6 hours of FB-2009 sample 0 on 10 nodes (80 cpu): at the default 600 nodes nothing "
+             "ever waits"),
 }
 
 
@@ -108,7 +115,7 @@ def replace_block(text: str, kind: str, body: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", nargs="*", choices=list(CASES), default=None)
+    ap.add_argument("--only", nargs="*", choices=list(CASES), default=None, metavar="CASE")
     ap.add_argument("--out", type=Path, default=REPO / "out" / "traces")
     args = ap.parse_args()
     if not TRACES.is_dir():
@@ -116,30 +123,30 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     IMG.mkdir(parents=True, exist_ok=True)
     doc = DOC.read_text(encoding="utf-8")
-    for kind in args.only or CASES:
-        rel, options, words = CASES[kind]
-        scenario = args.out / f"{kind}.json"
+    for key in args.only or CASES:
+        kind, rel, options, words = CASES[key]
+        scenario = args.out / f"{key}.json"
         convert_cmd = [sys.executable, "-m", "fairshare", "trace", "convert", kind, str(TRACES / rel), "-o",
                        str(scenario), *options]
         t_convert = sh(convert_cmd)
-        out = args.out / kind
+        out = args.out / key
         t_compare = sh([sys.executable, "-m", "fairshare", "compare", str(scenario), "--policies", ",".join(POLICIES),
                         "--out", str(out), "--seed", "0"])
         compare = json.loads((out / "compare.json").read_text())
-        compare["scenario"] = f"{kind} ({rel}, {' '.join(options)})"
-        plot(kind, compare, IMG / f"traces_{kind}.svg")
+        compare["scenario"] = f"{key} ({rel}, {' '.join(options)})"
+        plot(key, compare, IMG / f"traces_{key}.svg")
         data = json.loads(scenario.read_text())
         tasks = sum(t["count"] for j in data["jobs"] for t in j["tasks"])
         nodes = sum(n.get("count", 1) for n in data["cluster"]["nodes"])
-        shown_cmd = f"fairshare trace convert {kind} ../shared/traces/{rel} -o {kind}.json {' '.join(options)}"
+        shown_cmd = f"fairshare trace convert {kind} ../shared/traces/{rel} -o {key}.json {' '.join(options)}"
         body = (f"Slice: {words}. {len(data['jobs']):,} jobs, {tasks:,} tasks, {nodes:,} nodes. "
                 f"Convert {t_convert:.0f} s, compare (six policies) {t_compare:.0f} s.\n\n"
-                f"```console\n$ {shown_cmd}\n$ fairshare compare {kind}.json --policies {','.join(POLICIES)} "
-                f"--out out/{kind} --seed 0\n```\n\n{table(compare)}\n\n"
-                f"![{kind} comparison](img/traces_{kind}.svg)\n")
-        doc = replace_block(doc, kind, body)
+                f"```console\n$ {shown_cmd}\n$ fairshare compare {key}.json --policies {','.join(POLICIES)} "
+                f"--out out/{key} --seed 0\n```\n\n{table(compare)}\n\n"
+                f"![{key} comparison](img/traces_{key}.svg)\n")
+        doc = replace_block(doc, key, body)
         DOC.write_text(doc, encoding="utf-8")
-        print(f"updated {DOC} ({kind})", flush=True)
+        print(f"updated {DOC} ({key})", flush=True)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ Mapping (docs/traces.md#alibaba-gpu2023):
   class (``LS``, ``BE``, ``Burstable``, ``Guaranteed``). ``--group bucket``: one job per
   (QoS class, ``--bucket-s`` interval of creation time), one task class per distinct
   demand and constraint set.
+- ``--node-sample F`` keeps a stable-hash fraction of the nodes: the same pods on a smaller
+  cluster (the full list rarely queues a pod).
 - **Fractional GPUs**: when the scenario loader knows device semantics (cluster
   ``devices: [gpu]``), the cluster says so; otherwise ``gpu: 0.3`` is a plain divisible
   amount (the summary says which).
@@ -51,6 +53,7 @@ class Options:
     bucket_s: float = 3600.0
     pending: str = "skip"
     weights: str | None = None
+    node_sample: float = 1.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,19 +68,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="pods never scheduled: leave out and count (default), or include with their pending "
                         "time (deletion - creation) as duration")
     g.add_argument("--weights", default=None, metavar="Q=W,...", help="QoS queue weights, e.g. LS=4,BE=1 (default 1)")
+    g.add_argument("--node-sample", type=float, default=1.0, metavar="F",
+                   help="keep this fraction of the nodes (stable hash of sn, salted by --seed): a smaller cluster "
+                        "for the same pods; pods no kept node can hold are left out and counted (default 1)")
 
 
 def options_from_args(ns: argparse.Namespace) -> Options:
     if not ns.bucket_s > 0:
         raise TraceError(f"--bucket-s: must be > 0, got {ns.bucket_s}")
-    return Options(ns.nodes, ns.group, ns.bucket_s, ns.pending, ns.weights)
+    if not 0 < ns.node_sample <= 1:
+        raise TraceError(f"--node-sample: must be in (0, 1], got {ns.node_sample}")
+    return Options(ns.nodes, ns.group, ns.bucket_s, ns.pending, ns.weights, ns.node_sample)
 
 
 def default_inputs(directory: Path) -> list[Path]:
     return [directory / DEFAULT_POD_LIST]
 
 
-def read_nodes(path: Path, bad: BadData) -> list[dict[str, Any]]:
+def read_nodes(path: Path, bad: BadData, sample: float = 1.0, seed: int = 0) -> list[dict[str, Any]]:
     _reader, rows = open_csv_with_header(path, NODE_COLUMNS, bad)
     nodes: list[dict[str, Any]] = []
     names: set[str] = set()
@@ -98,6 +106,8 @@ def read_nodes(path: Path, bad: BadData) -> list[dict[str, Any]]:
             bad.add("duplicate node name", where, f"sn {row['sn']!r}")
             continue
         names.add(name)
+        if not sample_keep(row["sn"], sample, seed):
+            continue
         node: dict[str, Any] = {"name": name, "capacity": {"cpu": cpu, "memory": mem, "gpu": gpu}}
         model = row["model"].strip()
         if gpu > 0 and model:
@@ -116,14 +126,15 @@ def convert(inputs: list[Path], common: CommonOptions, opts: Options, bad: BadDa
     nodes_path = opts.nodes or pods_path.parent / DEFAULT_NODE_LIST
     if not nodes_path.exists():
         raise TraceError(f"--nodes: {nodes_path} does not exist (give the node list with --nodes)")
-    nodes = read_nodes(nodes_path, bad)
+    nodes = read_nodes(nodes_path, bad, opts.node_sample, common.seed)
+    full_fit = NodeFitCache(read_nodes(nodes_path, BadData()) if opts.node_sample < 1 else nodes)
     fit = NodeFitCache(nodes)
     models = sorted({n["attributes"]["gpu_model"] for n in nodes if "attributes" in n})
     table = JobTable()
     start_s = common.window_start_s or 0.0
     end_s = common.window_end_s
     last_s = start_s
-    rows = pending = sampled_out = censored = outside = 0
+    rows = pending = sampled_out = censored = outside = dropped_by_node_sample = 0
     reader, pod_rows = open_csv_with_header(pods_path, POD_COLUMNS, bad, progress)
     for number, row in pod_rows:
         if common.limit is not None and rows >= common.limit:
@@ -152,6 +163,9 @@ def convert(inputs: list[Path], common: CommonOptions, opts: Options, bad: BadDa
         demand = {r: a for r, a in (("cpu", cpu), ("memory", mem), ("gpu", gpu)) if a > 0}
         spec = [m for m in row["gpu_spec"].strip().split("|") if m] if gpu > 0 else []
         constraints = {"gpu_model": sorted(set(spec))} if spec else None
+        if not fit.fits(demand, constraints) and full_fit.fits(demand, constraints):
+            dropped_by_node_sample += 1
+            continue
         if not fit.fits(demand, constraints):
             bad.add("impossible demand", where, f"cpu {cpu:g}, memory {mem:g}, gpu {gpu:g}"
                     + (f" on gpu_model {'|'.join(spec)}" if spec else "") + " fits no node")
@@ -198,6 +212,8 @@ def convert(inputs: list[Path], common: CommonOptions, opts: Options, bad: BadDa
     }
     if common.sample < 1:
         stats["pods sampled out"] = sampled_out
+    if opts.node_sample < 1:
+        stats["pods no kept node can hold (left out)"] = dropped_by_node_sample
     notes = ["cpu in cores, memory in GiB, gpu in devices (fractions for GPU-sharing pods)",
              "gpu_spec -> constraints {gpu_model: [...]} on the task class; node attribute gpu_model"]
     notes.append("cluster devices: [gpu] emitted (the loader knows device semantics)" if devices else
