@@ -240,6 +240,18 @@ def test_sls_garbled_object_is_counted_and_reading_resumes(tmp_path):
     assert len(result.scenario["jobs"]) == 3   # both good jobs (job_2 twice) still converted
 
 
+def test_sls_accepts_an_indented_array_and_reports_a_cut_file(tmp_path):
+    jobs = [json.loads(chunk) for chunk in ("{" + c.strip().rstrip("}") + "}" for c in
+                                            SLS_SAMPLE.read_text().strip().lstrip("{").split("\n}\n{"))]
+    as_array = write(tmp_path / "array.json", json.dumps(jobs, indent=2))   # "[\n  {\n ... \n  },\n  {..."
+    assert [j["name"] for j in convert("sls", [as_array]).scenario["jobs"]] == ["job_1", "job_2-0", "job_2-1"]
+    cut = write(tmp_path / "cut.json", SLS_SAMPLE.read_text()[:-40])       # the second job loses its end
+    result = convert("sls", [cut])
+    assert result.bad.counts == {"truncated or corrupt file": 1}
+    assert result.bad.examples["truncated or corrupt file"][0].startswith(f"{cut}:30")   # where job 2 starts
+    assert [j["name"] for j in result.scenario["jobs"]] == ["job_1"]
+
+
 # --- bad data ---------------------------------------------------------------------------------
 
 def test_truncated_gzip_keeps_rows_before_it(tmp_path):

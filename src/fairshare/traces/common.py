@@ -19,7 +19,6 @@ import json
 import math
 import os
 import tempfile
-import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -309,13 +308,3 @@ def total_size(paths: list[Path]) -> int:
         except OSError:
             pass
     return size
-
-
-class Stopwatch:
-    """Wall-clock seconds for the conversion summary (never enters the scenario)."""
-
-    def __init__(self) -> None:
-        self.start = time.monotonic()
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.start

@@ -35,7 +35,7 @@ from typing import Any
 
 from fairshare.traces.base import CommonOptions, Conversion, parse_weights, queue_documents
 from fairshare.traces.common import (BadData, LineReader, Progress, TraceError, clean_name, durations_value,
-                                     parse_float, sample_keep, total_size)
+                                     parse_float, sample_keep)
 
 NAME = "google2011"
 SUMMARY = "Google cluster data 2011: task_events parts (.csv or .csv.gz)"
@@ -228,18 +228,16 @@ def convert(inputs: list[Path], common: CommonOptions, opts: Options, bad: BadDa
     job_docs = []
     queue_paths: list[str] = []
     seen_paths: set[str] = set()
-    never_ran = no_request = too_big = 0
+    never_ran = 0
     runs = 0
     for job_id, job in sorted(jobs.items(), key=lambda kv: (kv[1].submit_s, kv[1].order)):
         if not job.durations:
             never_ran += 1
             continue
         if job.cpu <= 0 and job.memory <= 0:
-            no_request += 1
             bad.add("job without a resource request", f"job {job_id}", f"{len(job.durations)} runs dropped")
             continue
         if not any(job.cpu <= c + 1e-12 and job.memory <= m + 1e-12 for c, m in fits_shape):
-            too_big += 1
             bad.add("impossible demand", f"job {job_id}",
                     f"cpu {job.cpu:g}, memory {job.memory:g} fits no machine (largest {biggest[0]:g}, {biggest[1]:g})")
             continue

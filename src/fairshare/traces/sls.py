@@ -76,60 +76,81 @@ def iter_json_objects(path: Path, bad: BadData, progress: Progress | None = None
                       base_bytes: int = 0) -> Iterator[tuple[int, Any]]:
     """``(first line, object)`` for each top-level JSON value, read line by line.
 
-    Decoding is attempted when a line could close an object (it ends with ``}`` and starts
-    at column 0, or holds a whole object), so a pretty-printed job is parsed once. A syntax
-    error is counted with its line, and reading resumes at the next line that starts with
-    ``{``; a file that ends inside an object is counted as truncated.
+    Lines are collected until one could close the current value (a ``}`` at the same
+    indentation as the line that opened it, or a one-line value), then decoded, so a
+    pretty-printed job is parsed once and memory holds one job at a time. A syntax error
+    is counted with its line and reading resumes at the next line that starts with ``{``;
+    a file that ends inside a value is counted as truncated.
     """
     decoder = json.JSONDecoder()
     reader = LineReader(path, bad, progress, base_bytes)
     pieces: list[str] = []
-    first_line = 0
-    skipping = False
+    size = 0
+    first_line = indent = 0
+    skipping = False  # after a syntax error, until a line starts with "{"
     for line in reader:
         text = line.text
-        if skipping:
-            if not text.startswith("{"):
-                continue
-            skipping = False
+        if skipping and not text.startswith("{"):
+            continue
+        skipping = False
         if not pieces:
-            stripped = text.strip().lstrip("[").strip()
-            if not stripped or stripped in (",", "]"):
+            if not text.strip().strip("[],"):
                 continue
-            first_line = line.number
+            first_line, indent = line.number, len(text) - len(text.lstrip())
         pieces.append(text)
-        tail = text.rstrip().rstrip(",]").rstrip()
-        if not tail.endswith("}") or not (text.startswith("}") or text.startswith("{") or len(pieces) == 1):
-            if sum(len(p) for p in pieces[-1:]) > MAX_OBJECT_CHARS:
-                bad.add("unparsable JSON", f"{path}:{first_line}", "object too large")
-                pieces, skipping = [], True
+        size += len(text)
+        if size > MAX_OBJECT_CHARS:
+            bad.add("unparsable JSON", f"{path}:{first_line}", f"one value longer than {MAX_OBJECT_CHARS:,} characters")
+            pieces, size, skipping = [], 0, True
             continue
-        buf = "\n".join(pieces).strip().lstrip("[").strip()
-        pos = 0
-        ok = True
-        while pos < len(buf):
-            while pos < len(buf) and buf[pos] in " \t\r\n,]":
-                pos += 1
-            if pos >= len(buf):
-                break
-            try:
-                obj, end = decoder.raw_decode(buf, pos)
-            except json.JSONDecodeError as exc:
-                if exc.pos >= len(buf.rstrip()) - 1:
-                    ok = False  # the object continues on later lines
-                    break
-                bad.add("unparsable JSON", f"{path}:{first_line + buf[:exc.pos].count(chr(10))}", exc.msg)
-                pieces, skipping = [], True
-                ok = None  # type: ignore[assignment]
-                break
-            yield first_line + buf[:pos].count("\n"), obj
-            pos = end
-        if ok is None:
+        body = text.strip().rstrip(",]").rstrip()
+        closes = body.endswith("}") and (len(pieces) == 1 or (len(text) - len(text.lstrip()) == indent
+                                                               and text.lstrip().startswith("}")))
+        if not closes:
             continue
-        if ok:
-            pieces = []
-    if pieces and "".join(pieces).strip().strip("[],"):
-        bad.add("truncated or corrupt file", f"{path}:{first_line}", "the file ends inside a JSON object")
+        buf = "\n".join(pieces)
+        objects, consumed, error = _decode_all(decoder, buf)
+        for offset, obj in objects:
+            yield first_line + offset, obj
+        if error is not None:
+            offset, message = error
+            bad.add("unparsable JSON", f"{path}:{first_line + offset}", message)
+            pieces, size, skipping = [], 0, True
+        elif consumed >= len(buf):
+            pieces, size = [], 0
+        else:  # a value continues on later lines: keep its start
+            first_line += buf[:consumed].count("\n")
+            pieces = [buf[consumed:]]
+            size = len(pieces[0])
+    if pieces:
+        buf = "\n".join(pieces)
+        objects, consumed, error = _decode_all(decoder, buf)
+        for offset, obj in objects:
+            yield first_line + offset, obj
+        if error is not None or buf[consumed:].strip().strip("[],"):
+            bad.add("truncated or corrupt file", f"{path}:{first_line}", "the file ends inside a JSON value")
+
+
+def _decode_all(decoder: json.JSONDecoder, buf: str) -> tuple[list[tuple[int, Any]], int, tuple[int, str] | None]:
+    """Decode the values in ``buf``: ``(values with their line offsets, characters consumed,
+    (line offset, message) of a syntax error or None)``. An error at the very end of
+    ``buf`` is not an error: the value continues on the next lines."""
+    out: list[tuple[int, Any]] = []
+    pos = 0
+    end_of_data = len(buf.rstrip())
+    while True:
+        while pos < len(buf) and buf[pos] in " \t\r\n,[]":
+            pos += 1
+        if pos >= len(buf):
+            return out, pos, None
+        try:
+            obj, end = decoder.raw_decode(buf, pos)
+        except json.JSONDecodeError as exc:
+            if exc.pos >= end_of_data - 1:
+                return out, pos, None
+            return out, pos, (buf[:exc.pos].count("\n"), exc.msg)
+        out.append((buf[:pos].count("\n"), obj))
+        pos = end
 
 
 def _number(obj: dict, key: str, where: str, bad: BadData, default: float | None = None) -> float | None:
