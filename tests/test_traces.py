@@ -254,6 +254,13 @@ def test_sls_accepts_an_indented_array_and_reports_a_cut_file(tmp_path):
 
 # --- bad data ---------------------------------------------------------------------------------
 
+def test_google_garbled_row_names_the_column(tmp_path):
+    path = tmp_path / "task_events.csv"
+    write(path, google_row(700, 1, 0, 1) + "\n" + google_row(710, 1, 0, 4).replace(",1,0,,4,", ",1,zero,,4,") + "\n")
+    result = convert("google2011", [path], options=google2011.Options(machines=10))
+    assert result.bad.examples["unparsable field"] == [f"{path}:2: task_index: 'zero' is not a whole number"]
+
+
 def test_truncated_gzip_keeps_rows_before_it(tmp_path):
     path = google_sample(tmp_path)
     data = path.read_bytes()

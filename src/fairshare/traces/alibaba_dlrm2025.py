@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from fairshare.traces.base import CommonOptions, Conversion, JobTable, build_scenario, loader_accepts, parse_weights
-from fairshare.traces.common import BadData, Progress, TraceError, clean_name, open_csv_with_header, parse_float, \
-    sample_keep
+from fairshare.traces.common import (BadData, ColumnError, Progress, TraceError, clean_name, number_columns,
+                                     open_csv_with_header, sample_keep)
 
 NAME = "alibaba-dlrm2025"
 SUMMARY = "Alibaba DLRM serving 2025: disaggregated_DLRM_trace.csv"
@@ -129,15 +129,16 @@ def convert(inputs: list[Path], common: CommonOptions, opts: Options, bad: BadDa
         rows += 1
         where = f"{path}:{number}"
         try:
-            demand = {r: parse_float(row[c]) if row[c].strip() else 0.0 for r, c in REQUEST_COLUMNS.items()}
-            limit_text = row["max_instance_per_node"].strip()
-            per_node = int(float(limit_text)) if limit_text else -1
-            created = parse_float(row["creation_time"]) if row["creation_time"].strip() else None
-            scheduled = parse_float(row["scheduled_time"]) if row["scheduled_time"].strip() else None
-            deleted = parse_float(row["deletion_time"]) if row["deletion_time"].strip() else None
-        except ValueError as exc:
-            bad.add("unparsable field", where, f"a number column does not parse ({exc})")
+            v = number_columns(row, (*REQUEST_COLUMNS.values(), "max_instance_per_node", "creation_time",
+                                     "scheduled_time", "deletion_time"),
+                               optional=(*REQUEST_COLUMNS.values(), "max_instance_per_node", "creation_time",
+                                         "scheduled_time", "deletion_time"))
+        except ColumnError as exc:
+            bad.add("unparsable field", where, str(exc))
             continue
+        demand = {r: v[c] or 0.0 for r, c in REQUEST_COLUMNS.items()}
+        per_node = -1 if v["max_instance_per_node"] is None else int(v["max_instance_per_node"])
+        created, scheduled, deleted = v["creation_time"], v["scheduled_time"], v["deletion_time"]
         negative = [r for r, a in demand.items() if a < 0]
         if negative or not any(a > 0 for a in demand.values()):
             bad.add("impossible demand", where, f"{REQUEST_COLUMNS[negative[0]]}: negative" if negative

@@ -33,8 +33,8 @@ from typing import Any
 
 from fairshare.traces.base import (CommonOptions, Conversion, JobTable, NodeFitCache, build_scenario,
                                    loader_accepts, parse_weights)
-from fairshare.traces.common import (BadData, Progress, TraceError, clean_name, open_csv_with_header, parse_float,
-                                     sample_keep)
+from fairshare.traces.common import (BadData, ColumnError, Progress, TraceError, clean_name, number_columns,
+                                     open_csv_with_header, sample_keep)
 
 NAME = "alibaba-gpu2023"
 SUMMARY = "Alibaba GPU cluster 2023: pod list CSV (+ --nodes node list CSV)"
@@ -92,12 +92,11 @@ def read_nodes(path: Path, bad: BadData, sample: float = 1.0, seed: int = 0) -> 
     for number, row in rows:
         where = f"{path}:{number}"
         try:
-            cpu = parse_float(row["cpu_milli"]) / 1000
-            mem = parse_float(row["memory_mib"]) / 1024
-            gpu = parse_float(row["gpu"]) if row["gpu"].strip() else 0.0
-        except ValueError:
-            bad.add("unparsable field", where, "cpu_milli, memory_mib or gpu is not a number")
+            v = number_columns(row, ("cpu_milli", "memory_mib", "gpu"), optional=("gpu",))
+        except ColumnError as exc:
+            bad.add("unparsable field", where, str(exc))
             continue
+        cpu, mem, gpu = v["cpu_milli"] / 1000, v["memory_mib"] / 1024, v["gpu"] or 0.0
         name = clean_name(row["sn"])
         if cpu < 0 or mem < 0 or gpu < 0 or not (cpu > 0 or mem > 0 or gpu > 0):
             bad.add("impossible node capacity", where, f"cpu {cpu:g}, memory {mem:g}, gpu {gpu:g}")
@@ -142,16 +141,15 @@ def convert(inputs: list[Path], common: CommonOptions, opts: Options, bad: BadDa
         rows += 1
         where = f"{pods_path}:{number}"
         try:
-            cpu = parse_float(row["cpu_milli"]) / 1000
-            mem = parse_float(row["memory_mib"]) / 1024
-            num_gpu = parse_float(row["num_gpu"]) if row["num_gpu"].strip() else 0.0
-            gpu_milli = parse_float(row["gpu_milli"]) if row["gpu_milli"].strip() else 0.0
-            created = parse_float(row["creation_time"])
-            deleted = parse_float(row["deletion_time"]) if row["deletion_time"].strip() else None
-            scheduled = parse_float(row["scheduled_time"]) if row["scheduled_time"].strip() else None
-        except ValueError as exc:
-            bad.add("unparsable field", where, f"a number column does not parse ({exc})")
+            v = number_columns(row, ("cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "creation_time",
+                                     "deletion_time", "scheduled_time"),
+                               optional=("num_gpu", "gpu_milli", "deletion_time", "scheduled_time"))
+        except ColumnError as exc:
+            bad.add("unparsable field", where, str(exc))
             continue
+        cpu, mem = v["cpu_milli"] / 1000, v["memory_mib"] / 1024
+        num_gpu, gpu_milli = v["num_gpu"] or 0.0, v["gpu_milli"] or 0.0
+        created, deleted, scheduled = v["creation_time"], v["deletion_time"], v["scheduled_time"]
         if num_gpu > 1 and gpu_milli not in (0, 1000):
             bad.add("impossible demand", where, f"num_gpu {num_gpu:g} with gpu_milli {gpu_milli:g} (sharing is "
                     "only defined for one GPU)")

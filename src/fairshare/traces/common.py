@@ -54,7 +54,7 @@ class BadData:
         """Record one problem: ``where`` is ``FILE:LINE`` (or ``FILE``), ``detail`` names the field."""
         location = f"{where}: {detail}" if detail else where
         if self.strict:
-            raise TraceError(f"{location}: {reason} (--strict)")
+            raise TraceError(f"{where}: {reason}{': ' + detail if detail else ''} (--strict stops at the first bad row)")
         self.counts[reason] = self.counts.get(reason, 0) + 1
         shown = self.examples.setdefault(reason, [])
         if len(shown) < EXAMPLES_KEPT:
@@ -193,6 +193,28 @@ def split_csv(text: str, delimiter: str = ",") -> list[str]:
     if '"' not in text:
         return text.split(delimiter)
     return next(csv.reader([text], delimiter=delimiter))
+
+
+class ColumnError(ValueError):
+    """A column that does not parse; ``str()`` names the column and the text."""
+
+
+def number_columns(row: dict[str, str], columns: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, float | None]:
+    """The named columns of ``row`` as finite floats; an empty optional column is None.
+
+    Raises :class:`ColumnError` naming the first column that does not parse.
+    """
+    out: dict[str, float | None] = {}
+    for col in columns:
+        text = row[col].strip()
+        if not text and col in optional:
+            out[col] = None
+            continue
+        try:
+            out[col] = parse_float(text)
+        except ValueError:
+            raise ColumnError(f"{col}: {text!r} is not a number") from None
+    return out
 
 
 def parse_float(text: str) -> float:

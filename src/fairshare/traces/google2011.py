@@ -62,6 +62,18 @@ MACHINE_MIX = [
 FULL_MACHINES = sum(n for n, _, _ in MACHINE_MIX)  # 12,583
 
 HIERARCHIES = ("band-user", "band", "user", "flat")
+WHOLE_COLUMNS = ((0, "timestamp"), (2, "job_id"), (3, "task_index"), (5, "event_type"), (8, "priority"))
+WHOLE_INDEX = {name: i for i, name in WHOLE_COLUMNS}
+
+
+def _is_int(text: str, may_be_empty: bool) -> bool:
+    if may_be_empty and not text:
+        return True
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
 
 
 def band_of(priority: int) -> str:
@@ -157,15 +169,13 @@ def convert(inputs: list[Path], common: CommonOptions, opts: Options, bad: BadDa
                         f"{len(f)} fields, expected {COLUMNS}")
                 continue
             try:
-                t_s = int(f[0]) / 1e6
-                job_id = int(f[2])
-                task = int(f[3])
-                event = int(f[5])
+                t_us, job_id, task, event = (int(f[i]) for i in (0, 2, 3, 5))
                 priority = int(f[8]) if f[8] else 0
             except ValueError:
-                bad.add("unparsable field", where, "timestamp, job_id, task_index, event_type or priority "
-                        "is not a whole number")
+                column = next(name for i, name in WHOLE_COLUMNS if not _is_int(f[i], i == 8))
+                bad.add("unparsable field", where, f"{column}: {f[WHOLE_INDEX[column]]!r} is not a whole number")
                 continue
+            t_s = t_us / 1e6
             if not 0 <= event <= 8:
                 bad.add("unknown event type", where, f"event_type: {event}")
                 continue
@@ -190,7 +200,7 @@ def convert(inputs: list[Path], common: CommonOptions, opts: Options, bad: BadDa
                     cpu = parse_float(f[9]) if f[9] else 0.0
                     mem = parse_float(f[10]) if f[10] else 0.0
                 except ValueError:
-                    bad.add("unparsable field", where, "cpu_request or memory_request is not a number")
+                    bad.add("unparsable field", where, f"cpu_request {f[9]!r} or memory_request {f[10]!r} is not a number")
                     continue
                 if cpu < 0 or mem < 0:
                     bad.add("impossible demand", where, f"negative request (cpu {cpu}, memory {mem})")
