@@ -122,7 +122,6 @@ def main() -> None:
         sys.exit(f"the shared traces are not at {TRACES}")
     args.out.mkdir(parents=True, exist_ok=True)
     IMG.mkdir(parents=True, exist_ok=True)
-    doc = DOC.read_text(encoding="utf-8")
     for key in args.only or CASES:
         kind, rel, options, words = CASES[key]
         scenario = args.out / f"{key}.json"
@@ -144,8 +143,8 @@ def main() -> None:
                 f"```console\n$ {shown_cmd}\n$ fairshare compare {key}.json --policies {','.join(POLICIES)} "
                 f"--out out/{key} --seed 0\n```\n\n{table(compare)}\n\n"
                 f"![{key} comparison](img/traces_{key}.svg)\n")
-        doc = replace_block(doc, key, body)
-        DOC.write_text(doc, encoding="utf-8")
+        # read-modify-write per case, so edits made meanwhile (or another run) are kept
+        DOC.write_text(replace_block(DOC.read_text(encoding="utf-8"), key, body), encoding="utf-8")
         print(f"updated {DOC} ({key})", flush=True)
 
 

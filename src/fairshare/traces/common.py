@@ -313,6 +313,9 @@ def write_scenario(data: dict[str, Any], path: Path) -> None:
                         return True
 
                 yaml.dump(data, out, Dumper=_NoAliases, sort_keys=False, default_flow_style=None, width=120)
+        mask = os.umask(0)  # mkstemp makes the file 0600; give it the mode a plain open() would
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, path)
     except BaseException:
         try:
