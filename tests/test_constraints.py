@@ -391,3 +391,18 @@ def notebook_devices(sched: Scheduler):
         if task.job == "notebook":
             for _r, devs in task.devices:
                 yield task.node_index, devs[0]
+
+
+def test_a_node_back_with_other_attributes_changes_where_constrained_tasks_go():
+    # v100-0 fails and comes back labelled T4: the V100-only job may no longer use it
+    sc = gpu_cluster([gpu_node("v100", "V100", 4, count=2)],
+                     [{"name": "A", "tasks": [{"demand": {"gpu": 1}, "count": 8,
+                                               "constraints": {"gpu_model": "V100"}}]}], devices=False)
+    sched = scheduler(sc)
+    sched.submit(sc.jobs[0], 0.0)
+    sched.schedule(0.0)
+    assert {t.node_index for t in sched.tasks.values()} == {0, 1}
+    lost = sched.lose_node("v100-0", 1.0)
+    assert len(lost) == 4
+    sched.add_node(Node("v100-0", (0.0, 4.0), "v100", (("gpu_model", "T4"),)), 2.0)
+    assert sched.schedule(2.0) == []  # the 4 lost tasks wait: no V100 has room

@@ -56,6 +56,7 @@ from fairshare.model.resources import Vector
 
 STRATEGIES = ("first-fit", "best-fit", "packing")
 _EPS = 1e-9
+_FREED_LOG = 8192  # entries kept in the freed-nodes log before its older half is dropped
 
 #: which devices a task holds on its node: per device resource index, the device numbers
 DeviceAssignment = tuple[tuple[int, tuple[int, ...]], ...]
@@ -177,6 +178,10 @@ class _NodeState:
     tasks: int = 0
     #: per device resource (``NodePool.devices`` order), each device's free fraction
     device_free: list[list[float]] = field(default_factory=list)
+    attrs: dict[str, str] = field(default_factory=dict)  # node.attributes as a mapping
+
+    def __post_init__(self) -> None:
+        self.attrs = dict(self.node.attributes)
 
 
 class NodePool:
@@ -198,6 +203,10 @@ class NodePool:
         self.index_of: dict[str, int] = {}
         self._trees: dict[tuple, _MaxTree] = {}
         self._member_of: dict[int, list[tuple[_MaxTree, int]]] = {}  # node -> (tree, position)
+        # nodes whose free capacity grew, in order (for place_since); _freed[0] is at
+        # absolute position _freed_base
+        self._freed: list[int] = []
+        self._freed_base = 0
         self.total_free = [0.0] * m  # sum of free over alive nodes
         self._total: Vector | None = None
         for node in nodes:
@@ -214,6 +223,11 @@ class NodePool:
         return idx
 
     def add_node(self, node: Node) -> int:
+        idx = self._add_node(node)
+        self._freed_node(idx)
+        return idx
+
+    def _add_node(self, node: Node) -> int:
         idx = self.index_of.get(node.name)
         if idx is None:
             idx = self._append(node)
@@ -223,12 +237,18 @@ class NodePool:
             st = self.states[idx]
             if st.alive:
                 raise ValueError(f"node {node.name!r} is already in the cluster")
+            relabelled = st.node.attributes != node.attributes
             st.node, st.free, st.alive, st.tasks = node, list(node.capacity), True, 0
             st.device_free = self._fresh_devices(node)
+            st.attrs = dict(node.attributes)
             self._total = None
             for r, c in enumerate(node.capacity):
                 self.total_free[r] += c
-            self._touch(idx)
+            if relabelled:  # back with other attributes: constraint sets' members change
+                self._trees.clear()
+                self._member_of = {}
+            else:
+                self._touch(idx)
         return idx
 
     def remove_node(self, name: str) -> int:
@@ -360,6 +380,7 @@ class NodePool:
                 fractions[i] = 1.0 if back > 1.0 - _EPS else back
         st.tasks -= 1
         self._touch(idx)
+        self._freed_node(idx)
 
     def oversubscription(self, idx: int) -> float:
         """max_r used_r / capacity_r over the resources the node has (above 1 only under
@@ -387,7 +408,7 @@ class NodePool:
         tree = self._trees.get(constraints)
         if tree is None:
             members = [i for i, st in enumerate(self.states)
-                       if all(dict(st.node.attributes).get(k) in allowed for k, allowed in constraints)]
+                       if all(st.attrs.get(k) in allowed for k, allowed in constraints)]
             tree = self._trees[constraints] = _MaxTree(members, self)
             for k, node in enumerate(members):
                 self._member_of.setdefault(node, []).append((tree, k))
@@ -418,6 +439,10 @@ class NodePool:
         candidates = tree.feasible(need)
         if allowed is not None:
             candidates = [i for i in candidates if allowed(i)]
+        return self._choose(candidates, demand)
+
+    def _choose(self, candidates: list[int], demand: Vector) -> int | None:
+        """best-fit / packing among feasible nodes (given in cluster order)."""
         if not candidates:
             return None
         cap = self.total_capacity
@@ -427,6 +452,47 @@ class NodePool:
                                                       zip(self.states[i].free, demand, scale)), i))
         return max(candidates, key=lambda i: (sum(d * f * s * s for f, d, s in
                                                   zip(self.states[i].free, demand, scale)), -i))
+
+    def freed_mark(self) -> int:
+        """A position in the log of nodes whose free capacity grew (a task left, a node
+        joined): pass it to :meth:`place_since` later."""
+        return self._freed_base + len(self._freed)
+
+    def freed_fits(self, demand: Vector, constraints: tuple, mark: int,
+                   allowed: Callable[[int], bool] | None = None) -> list[int] | None:
+        """The nodes freed since ``mark`` (eligible, ``allowed``) where ``demand`` fits now,
+        in cluster order; None when the log no longer reaches back to ``mark``."""
+        start = mark - self._freed_base
+        if start < 0:
+            return None
+        if start >= len(self._freed):
+            return []
+        position = self._tree(constraints).position
+        need = self._effective(demand)
+        return sorted(i for i in set(self._freed[start:])
+                      if i in position and _fits(need, self.index_vector(i)) and (allowed is None or allowed(i)))
+
+    def place_since(self, demand: Vector, constraints: tuple, mark: int,
+                    allowed: Callable[[int], bool] | None = None) -> int | None:
+        """:meth:`place` for a task that fit nowhere at ``mark``: every other node has only
+        lost free capacity since, so only the nodes freed since can hold it now, and the
+        one :meth:`place` would choose is among them. On a full cluster a failed search
+        of the index can visit much of the tree (per-resource maxima from different nodes
+        keep passing the test); this costs one check per node freed since instead.
+        Falls back to :meth:`place` when the log no longer reaches back to ``mark``."""
+        fitting = self.freed_fits(demand, constraints, mark, allowed)
+        if fitting is None:
+            return self.place(demand, constraints, allowed)
+        if self.strategy == "first-fit":
+            return fitting[0] if fitting else None
+        return self._choose(fitting, demand)
+
+    def _freed_node(self, idx: int) -> None:
+        self._freed.append(idx)
+        if len(self._freed) > _FREED_LOG:  # keep the newer half; older marks fall back to place()
+            half = len(self._freed) // 2
+            del self._freed[:half]
+            self._freed_base += half
 
     def place_after(self, demand: Vector, constraints: tuple, node: int,
                     allowed: Callable[[int], bool] | None = None) -> int | None:

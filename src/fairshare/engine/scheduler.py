@@ -39,6 +39,11 @@ from fairshare.policies.base import Policy
 #: resource of it), so a constrained job's usage is normalized to its eligible capacity.
 #: Not ``timefair`` (its share is a slowdown, running tasks over N_i, and it reads usage
 #: as the cluster's used capacity for packing), nor ``fifo`` and ``slots`` (no usage).
+#: most shapes remembered by placement memos (a memo is cleared when it is full)
+_NOFIT_MAX = 100_000
+#: longest candidate list a first-fit memo keeps (longer: "unknown beyond the first")
+_CANDIDATES_MAX = 64
+
 CAPACITY_SHARE_POLICIES = frozenset({"drf", "asset", "cpu", "collapsed", "hdrf", "hdrf-naive",
                                      "capacity", "dff"})
 
@@ -134,7 +139,18 @@ class Scheduler:
         # pending (demand, constraints) shapes, and the minimal ones: if none of those fits
         # anywhere, no pending task does, and schedule() stops without asking the sorter
         self._pending_keys: Counter = Counter()
+        # the minimal ones per constraint set, kept as shapes come and go: a new shape is
+        # checked against its group's minimal demands; a minimal one leaving re-derives
+        # only its group (trace workloads have hundreds of shapes, one per pod)
+        self._pending_by_constraints: dict[tuple, set[Vector]] = {}
+        self._minimal_by_constraints: dict[tuple, list[Vector]] = {}
         self._minimal_keys: list[tuple] | None = []
+        # shape key -> NodePool.freed_mark() when it last fit nowhere (see _place_fresh)
+        self._nofit: dict[tuple, int] = {}
+        # first-fit: shape key -> (first-fit node or None, freed mark then, candidates)
+        # (see _locate)
+        self._memo: dict[tuple, tuple[int | None, int, list[int] | None]] = {}
+        self._fit_keys_on: dict[int, list[tuple]] = {}
         self.decisions = 0
 
     # --- events ---------------------------------------------------------------------------
@@ -196,6 +212,8 @@ class Scheduler:
 
     def add_node(self, node: Node, now: float) -> None:
         self.pool.add_node(node)
+        self._memo.clear()  # the index may be rebuilt (new node, other attributes)
+        self._nofit.clear()
         self.sorter.set_capacity(self.pool.total_capacity)
         self._refresh_factors(now)
 
@@ -214,10 +232,13 @@ class Scheduler:
     def schedule(self, now: float) -> list[Launch]:
         """Start tasks until no job the policy would pick can run anywhere."""
         launches: list[Launch] = []
-        # Where each distinct (demand, constraints) goes, for this call only. Within one
-        # call free capacity only shrinks, so "fits nowhere" stays true, and a first-fit
-        # node stays the first fit for as long as the task still fits on it.
+        # best-fit / packing: which shapes fit nowhere, for this call only (within one call
+        # free capacity only shrinks, so "fits nowhere" stays true); first-fit keeps its
+        # memo across calls (_locate)
         fit: dict[tuple, int | None] = {}
+        # first-fit: the keys of ``fit`` found on each node; a launch there drops them (the
+        # other answers stand: their nodes did not change, the nodes before them only shrank)
+        self._fit_keys_on: dict[int, list[tuple]] = {}
         first_fit = self.pool.strategy == "first-fit"
         while True:
             if not any(self._fits_now(key, fit, first_fit) for key in self._minimal()):
@@ -239,22 +260,9 @@ class Scheduler:
                     # (still monotone within a call: counts only grow, free only shrinks)
                     key = (cls.demand, cls.constraints, name, j)
                     allowed = self._under_limit(name, j, cls.max_per_node)
-                if key in fit:
-                    node = fit[key]
-                    if node is None:
-                        return False
-                    if not (self.pool.fits_on(node, cls.demand) and (allowed is None or allowed(node))):
-                        node = self.pool.place_after(cls.demand, cls.constraints, node, allowed) if first_fit \
-                            else self.pool.place(cls.demand, cls.constraints, allowed)
-                        fit[key] = node
-                        if node is None:
-                            return False
-                    elif not first_fit:
-                        node = self.pool.place(cls.demand, cls.constraints, allowed)
-                else:
-                    node = fit[key] = self.pool.place(cls.demand, cls.constraints, allowed)
-                    if node is None:
-                        return False
+                node = self._locate(key, cls.demand, cls.constraints, allowed, fit)
+                if node is None:
+                    return False
                 chosen[name] = (j, node)
                 return True
 
@@ -265,21 +273,93 @@ class Scheduler:
                 raise AssertionError(f"sorter picked {name!r}, which cannot run")
             j, node = chosen[name]
             launches.append(self._launch(name, j, node, now))
+            if first_fit:
+                for key in self._fit_keys_on.pop(node, ()):
+                    if fit.get(key) == node:
+                        del fit[key]
 
     def _fits_now(self, key: tuple, fit: dict, first_fit: bool) -> bool:
-        """Whether a task of this shape fits somewhere now, through the per-call cache."""
+        """Whether a task of this shape fits somewhere now."""
         demand, constraints = key
-        if key in fit:
-            node = fit[key]
+        return self._locate(key, demand, constraints, None, fit) is not None
+
+    def _locate(self, key: tuple, demand: Vector, constraints: tuple, allowed, fit: dict) -> int | None:
+        """The node for a task of shape ``key`` now (``pool.place``'s answer), through memos.
+
+        first-fit: ``_memo[key] = (node, mark, cands)``: ``node`` was the first fit (None:
+        none) when the pool's freed-nodes log stood at ``mark``; ``cands``, when known,
+        lists every node that fit then (None: unknown beyond ``node``). Since the mark
+        only the nodes freed since have gained capacity, so now the first fit is: with
+        ``cands`` known, the first of those candidates and freed nodes that still fit;
+        otherwise the first freed node that fits if it comes before ``node``, else
+        ``node`` if it still fits, else the first fit after it (``place_after``). The
+        same answer as a fresh search, which on a fragmented, full cluster can visit most
+        of the index. Within one ``schedule`` call nothing is freed, so between launches
+        this is the per-call cache the loop always had.
+
+        best-fit, packing: the best node moves with every launch, so it is searched each
+        time; only "fits nowhere" is remembered, per call (``fit``) and across calls
+        (``_nofit`` with ``pool.place_since``).
+        """
+        pool = self.pool
+        if pool.strategy != "first-fit":
+            if key in fit and fit[key] is None:
+                return None
+            if key in fit:
+                node = pool.place(demand, constraints, allowed)
+            else:
+                node = self._place_fresh(key, demand, constraints, allowed)
+            fit[key] = node
             if node is None:
-                return False
-            if self.pool.fits_on(node, demand):
-                return True
-            node = self.pool.place_after(demand, constraints, node) if first_fit else self.pool.place(demand, constraints)
-        else:
-            node = self.pool.place(demand, constraints)
+                self._nofit[key] = pool.freed_mark()
+            return node
+        if key in fit:  # found in this call, and no launch has touched that node since
+            return fit[key]
+        mark_now = pool.freed_mark()
+        memo = self._memo.get(key)
+        cands: list[int] | None = None
+        if memo is not None:
+            node, mark, cands = memo
+            freed = [] if mark == mark_now else pool.freed_fits(demand, constraints, mark, allowed)
+        if memo is None or freed is None:  # unseen, or the log was trimmed past the mark
+            node = pool.place(demand, constraints, allowed)
+            cands = [] if node is None else None
+        elif cands is not None:
+            # every node that fit at the mark was in cands: they and the freed ones are all
+            live = [c for c in cands if pool.fits_on(c, demand) and (allowed is None or allowed(c))]
+            merged = sorted(set(live).union(freed)) if freed else live
+            node = merged[0] if merged else None
+            cands = merged if len(merged) <= _CANDIDATES_MAX else None
+        elif freed and freed[0] < node:
+            node = freed[0]
+        elif not (pool.fits_on(node, demand) and (allowed is None or allowed(node))):
+            node = pool.place_after(demand, constraints, node, allowed)
+            if node is None:
+                cands = []
+        if len(self._memo) >= _NOFIT_MAX and key not in self._memo:
+            self._memo.clear()
+        self._memo[key] = (node, mark_now, cands)
         fit[key] = node
-        return node is not None
+        if node is not None:
+            self._fit_keys_on.setdefault(node, []).append(key)
+        return node
+
+    def _place_fresh(self, key: tuple, demand: Vector, constraints: tuple, allowed=None) -> int | None:
+        """best-fit / packing: a shape's first placement in a ``schedule`` call. A shape
+        that fit nowhere is remembered with the pool's freed-nodes mark, so later calls
+        only look at the nodes freed since (``NodePool.place_since``: the same answer)."""
+        mark = self._nofit.get(key)
+        if mark is None:
+            node = self.pool.place(demand, constraints, allowed)
+        else:
+            node = self.pool.place_since(demand, constraints, mark, allowed)
+        if node is None:
+            if len(self._nofit) >= _NOFIT_MAX:
+                self._nofit.clear()
+            self._nofit[key] = self.pool.freed_mark()
+        elif mark is not None:
+            del self._nofit[key]
+        return node
 
     def _launch(self, name: str, j: int, node: int, now: float) -> Launch:
         rt = self.jobs[name]
@@ -396,8 +476,11 @@ class Scheduler:
         self._pending_keys[key] += delta
         if self._pending_keys[key] <= 0:
             del self._pending_keys[key]
-        if (before > 0) != (self._pending_keys.get(key, 0) > 0):
-            self._minimal_keys = None
+        after = self._pending_keys.get(key, 0)
+        if before <= 0 < after:
+            self._shape_appeared(cls.demand, cls.constraints)
+        elif after <= 0 < before:
+            self._shape_left(cls.demand, cls.constraints)
         for r, d in enumerate(job.classes[j].demand):
             if d > 0:
                 c = self._pending_demands[r]
@@ -422,15 +505,37 @@ class Scheduler:
         return frozenset(out)
 
     def _minimal(self) -> list[tuple]:
-        """Pending task shapes not dominated by another with the same constraints."""
+        """Pending task shapes (demand, constraints) not dominated by another pending shape
+        with the same constraints: if none of these fits anywhere, no pending task does."""
         if self._minimal_keys is None:
-            keys = sorted(self._pending_keys, key=lambda k: (sum(k[0]), k))
-            out: list[tuple] = []
-            for key in keys:
-                if not any(o[1] == key[1] and all(a <= b for a, b in zip(o[0], key[0])) for o in out):
-                    out.append(key)
-            self._minimal_keys = out
+            self._minimal_keys = [(d, cons) for cons, group in self._minimal_by_constraints.items() for d in group]
         return self._minimal_keys
+
+    def _shape_appeared(self, demand: Vector, constraints: tuple) -> None:
+        self._pending_by_constraints.setdefault(constraints, set()).add(demand)
+        group = self._minimal_by_constraints.setdefault(constraints, [])
+        if any(_dominates(o, demand) for o in group):
+            return
+        group[:] = [o for o in group if not _dominates(demand, o)] + [demand]
+        self._minimal_keys = None
+
+    def _shape_left(self, demand: Vector, constraints: tuple) -> None:
+        pending = self._pending_by_constraints[constraints]
+        pending.discard(demand)
+        group = self._minimal_by_constraints[constraints]
+        if demand not in group:
+            return
+        if not pending:
+            del self._pending_by_constraints[constraints]
+            del self._minimal_by_constraints[constraints]
+        else:
+            # smallest sum first: a shape can only be dominated by one of smaller sum
+            kept: list[Vector] = []
+            for d in sorted(pending, key=lambda d: (sum(d), d)):
+                if not any(_dominates(o, d) for o in kept):
+                    kept.append(d)
+            group[:] = kept
+        self._minimal_keys = None
 
     def _update_headroom(self) -> None:
         """H-DRF Sec. 5: the largest task of the jobs still active, per resource."""
@@ -442,6 +547,8 @@ class Scheduler:
                 for r, d in enumerate(cls.demand):
                     big[r] = max(big[r], d)
         self.pool.headroom = tuple(big)
+        self._nofit.clear()  # the headroom changes what fits
+        self._memo.clear()
 
     # --- views -------------------------------------------------------------------------------
     def usage(self, name: str) -> Vector:
@@ -457,3 +564,8 @@ class Scheduler:
                 for r, d in enumerate(cls.demand):
                     out[r] += n * d
         return tuple(out)
+
+
+def _dominates(a: Vector, b: Vector) -> bool:
+    """a <= b in every resource: where b fits, a fits."""
+    return all(x <= y for x, y in zip(a, b))
