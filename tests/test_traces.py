@@ -19,6 +19,7 @@ from fairshare.cli import main
 from fairshare.model import parse_scenario
 from fairshare.traces import KINDS, CommonOptions, TraceError, convert
 from fairshare.traces import alibaba_dlrm2025, alibaba_gpu2023, google2011, swim
+from fairshare.traces.base import loader_accepts
 from fairshare.traces.common import BadData, sample_keep
 
 REPO = Path(__file__).resolve().parents[1]
@@ -101,6 +102,20 @@ def test_google_machine_mix_scaling(machines, expected):
     assert sum(n["count"] for n in nodes) == machines
 
 
+@pytest.mark.parametrize("hierarchy, weights, queue_of_j1, top_queues", [
+    ("band-user", None, "production.AbCdEfGh", [{"name": "production", "children": [{"name": "AbCdEfGh"}]},
+                                                 {"name": "free", "children": [{"name": "AbCdEfGh"}]}]),
+    ("band", "production=4", "production", [{"name": "production", "weight": 4}, {"name": "free"}]),
+    ("user", None, "AbCdEfGh", [{"name": "AbCdEfGh"}]),
+    ("flat", None, None, None),
+])
+def test_google_hierarchy_options(tmp_path, hierarchy, weights, queue_of_j1, top_queues):
+    opts = google2011.Options(hierarchy=hierarchy, machines=10, weights=weights)
+    sc = convert("google2011", [google_sample(tmp_path)], options=opts).scenario
+    assert job_by_name(sc, "j1").get("queue") == queue_of_j1
+    assert sc.get("queues") == top_queues   # first-seen order: j1 (production) before j2 (free)
+
+
 def test_google_window_cuts_and_censors(tmp_path):
     # window 600..770: job 1 task 1 finished at 760 (60 s); task 0 still running -> 770 - 600 = 170 s
     result = convert("google2011", [google_sample(tmp_path)], CommonOptions(window_start_s=600, window_end_s=770),
@@ -136,6 +151,7 @@ def test_alibaba_pods_gpu_fractions_and_constraints(tmp_path):
     assert nodes["n1"]["capacity"] == {"cpu": 96, "memory": 768, "gpu": 8}   # 96000 m, 786432 MiB / 1024
     assert nodes["n1"]["attributes"] == {"gpu_model": "V100M16"}
     assert "attributes" not in nodes["n0"]                                      # no GPU, no model
+    assert sc["cluster"].get("devices") == (["gpu"] if loader_accepts("cluster", "devices") else None)
     parse_scenario(sc, "alibaba")
 
 
@@ -182,6 +198,9 @@ def test_dlrm_roles_censoring_and_derived_nodes(tmp_path):
     assert app_a["queue"] == "app_a" and app_a["submit"] == 0
     assert app_a["tasks"][0]["duration"] == [1000, 300]
     assert app_a["tasks"][0]["constraints"] == {"role": ["HN"]}
+    if loader_accepts("task", "max_per_node"):
+        assert app_a["tasks"][0]["max_per_node"] == 4          # max_instance_per_node 4
+        assert "max_per_node" not in job_by_name(sc, "app_b")["tasks"][0]   # -1: no limit
     assert result.stats["runs censored at the window end"] == 1
     nodes = {n["name"]: n for n in sc["cluster"]["nodes"]}
     # HN shape: 2 x largest request = cpu 16, gpu 2, rdma 50, memory 80, disk 200.
