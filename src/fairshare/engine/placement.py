@@ -469,8 +469,11 @@ class NodePool:
             return []
         position = self._tree(constraints).position
         need = self._effective(demand)
-        return sorted(i for i in set(self._freed[start:])
-                      if i in position and _fits(need, self.index_vector(i)) and (allowed is None or allowed(i)))
+        freed = self._freed[start:]
+        if len(freed) > 1:
+            freed = sorted(set(freed))
+        return [i for i in freed
+                if i in position and _fits(need, self.index_vector(i)) and (allowed is None or allowed(i))]
 
     def place_since(self, demand: Vector, constraints: tuple, mark: int,
                     allowed: Callable[[int], bool] | None = None) -> int | None:
