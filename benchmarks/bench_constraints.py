@@ -90,13 +90,16 @@ def alibaba_like(pods: int = 8152, span_s: float = 3_600.0, seed: int = 0) -> di
             "jobs": jobs}
 
 
-def time_cli(path: Path, policy: str, out: Path) -> tuple[float, float, str]:
+def time_cli(path: Path, policy: str, out: Path, timeout_s: float) -> tuple[float, float, str]:
     """Wall and CPU seconds of one ``fairshare simulate`` (CPU: the child's user + system
     time, which a busy shared machine does not inflate the way it does wall time)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "fairshare", "simulate", str(path), "--policy", policy,
-                           "--out", str(out), "--seed", "1"], capture_output=True, text=True)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "fairshare", "simulate", str(path), "--policy", policy,
+                               "--out", str(out), "--seed", "1"], capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return time.perf_counter() - t0, float("nan"), f"stopped after {timeout_s:g} s (--timeout)"
     elapsed = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -127,6 +130,7 @@ def main() -> None:
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--pods", type=int, default=8152)
     ap.add_argument("--span", type=float, default=3_600.0, help="arrivals spread over this many seconds")
+    ap.add_argument("--timeout", type=float, default=600.0, help="stop one policy's run after this many seconds")
     ap.add_argument("--profile", metavar="POLICY", help="profile one policy's run in-process instead")
     args = ap.parse_args()
     doc = alibaba_like(args.pods, args.span)
@@ -140,7 +144,7 @@ def main() -> None:
               f"({os.cpu_count()} cpus here)")
         print(f"{'policy':<10} {'wall s':>7} {'cpu s':>7}  summary")
         for policy in args.policies.split(","):
-            elapsed, cpu, line = time_cli(path, policy, Path(tmp) / policy)
+            elapsed, cpu, line = time_cli(path, policy, Path(tmp) / policy, args.timeout)
             print(f"{policy:<10} {elapsed:7.1f} {cpu:7.1f}  {line}", flush=True)
 
 

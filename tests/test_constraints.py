@@ -406,3 +406,47 @@ def test_a_node_back_with_other_attributes_changes_where_constrained_tasks_go():
     assert len(lost) == 4
     sched.add_node(Node("v100-0", (0.0, 4.0), "v100", (("gpu_model", "T4"),)), 2.0)
     assert sched.schedule(2.0) == []  # the 4 lost tasks wait: no V100 has room
+
+
+# --- placement memos: the same decisions as a fresh search every time ------------------------
+
+class FreshSearchScheduler(Scheduler):
+    """Asks the index afresh for every placement: the ground truth for the memos."""
+
+    def _locate(self, key, demand, constraints, allowed, fit):
+        return self.pool.place(demand, constraints, allowed)
+
+
+def random_gpu_scenario(seed: int):
+    import random
+
+    rng = random.Random(seed)
+    models = ["T4", "V100", "A10"]
+    nodes = [{"name": f"n{i}", "capacity": {"cpu": rng.choice([4, 8, 16]), "gpu": rng.choice([1, 2, 4])},
+              "attributes": {"gpu_model": rng.choice(models)}} for i in range(12)]
+    jobs = []
+    for i in range(10):
+        task: dict = {"demand": {"cpu": rng.choice([0.5, 1, 2, 3]), "gpu": rng.choice([0, 0.3, 0.5, 0.8, 1, 2])},
+                      "count": rng.randint(3, 30), "duration": 1}
+        if rng.random() < 0.4:
+            task["constraints"] = {"gpu_model": rng.sample(models, rng.choice([1, 2]))}
+        if rng.random() < 0.3:
+            task["max_per_node"] = rng.choice([1, 2])
+        jobs.append({"name": f"j{i}", "submit": rng.choice([0, 0, 1, 3]), "tasks": [task]})
+    events = [{"time": 2, "node_fail": "n3"}, {"time": 5, "node_add": {"name": "n3"}}]
+    return gpu_cluster(nodes, jobs, events=events)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("placement", ["first-fit", "best-fit"])
+def test_placement_memos_decide_as_a_fresh_search(seed, placement):
+    sc = random_gpu_scenario(seed)
+    lengths = {j.name: 1.0 + (k % 3) for k, j in enumerate(sc.jobs)}
+    node_events = [(2.0, "lose", "n3"), (5.0, "add", sc.cluster.nodes[3])]
+    logs = []
+    for cls in (Scheduler, FreshSearchScheduler):
+        sched = cls(sc.resources, sc.cluster.nodes, sc.queues, make_policy("drf"), devices=sc.cluster.devices,
+                    placement=placement)
+        logs.append(replay(sched, sc.jobs, lambda launch: lengths[launch.job], node_events=node_events))
+    assert logs[0] == logs[1]
+    assert len(logs[0]) >= sum(c.count for j in sc.jobs for c in j.classes) // 2  # the runs did work
