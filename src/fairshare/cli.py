@@ -196,6 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
     from fairshare.live.cli import add_parsers  # serve and its clients (docs/live.md)
 
     add_parsers(sub, _positive_int)
+
+    from fairshare.traces.cli import add_trace_parser  # `fairshare trace convert` (docs/traces.md)
+
+    add_trace_parser(sub)
     return parser
 
 
@@ -361,7 +365,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"allocate": cmd_allocate, "audit": cmd_audit, "simulate": cmd_simulate, "compare": cmd_compare,
-            "policies": cmd_policies}
+            "policies": cmd_policies, "trace": lambda args: args.func(args)}
 
 
 def _live_command(name: str):
@@ -520,12 +524,23 @@ def _policy_errors(args: argparse.Namespace) -> Iterator[None]:
 
 
 def load_scenario_argument(argument: str):
-    """Load a scenario named as on the command line: a path, or ``default`` for the bundled one.
+    """Load a scenario named as on the command line: a path, ``default`` for the bundled one,
+    or ``KIND:PATH`` for a trace (``fairshare trace convert`` with default options).
 
     Raises :class:`~fairshare.model.ScenarioError` like :func:`fairshare.model.load_scenario`.
     """
     from fairshare.model import load_scenario
+    from fairshare.traces.cli import is_kind_path
 
+    if is_kind_path(argument):  # KIND:PATH, a trace converted with default options (docs/traces.md)
+        from fairshare.model import FieldError, ScenarioError
+        from fairshare.traces import TraceError
+        from fairshare.traces.cli import load_kind_path
+
+        try:
+            return load_kind_path(argument)
+        except TraceError as exc:
+            raise ScenarioError(FieldError("", str(exc)), argument) from None
     if argument != DEFAULT_SCENARIO:
         return load_scenario(argument)
     ref = importlib_resources.files("fairshare").joinpath("data/default.yaml")

@@ -22,6 +22,24 @@ a task must leave H_r free of every resource r it uses in a smaller amount than 
 last of it, and resources it does not use are not constrained. That keeps room for a
 largest task on every node without blocking the large tasks themselves.
 
+Devices (``Cluster.devices``, e.g. GPUs): each unit of a device resource on a node is one
+physical device. A task demanding d < 1 of it needs *one* device with at least d free
+(several such tasks share a device: Alibaba's ``gpu_milli``); a task demanding a whole k
+>= 1 needs k devices with nothing on them. The node keeps each device's free fraction,
+and the index sees two numbers per device resource instead of the summed free amount:
+the count of entirely free devices (in the resource's own column, matched against a
+whole demand k) and the largest free fraction of one device (an extra column, matched
+against a fractional d). Both tests are exact, so the segment tree's first fit needs no
+second pass, and without devices the index vector is the plain free vector. Within a
+node a fractional task goes to the device with the least free fraction that holds it
+(best fit, so whole devices stay free for whole-device tasks; ties: lowest device), a
+whole-device task to the lowest-numbered free devices. Headroom does not apply to device
+resources (a device cannot be kept "partly free" for a larger task).
+
+Per-node limits (``max_per_node``, DLRM's ``max_instance_per_node``): ``place`` and
+``place_after`` take an ``allowed(node)`` predicate from the scheduler, which counts each
+job's running tasks per node; the first fit skips nodes it rejects.
+
 Slots (the slot scheduler, DRF Sec. 7.2 / H-DRF Sec. 5.3): with ``slots_per_node`` set,
 a node holds that many tasks whatever their size: resources are not checked, and an
 over-subscribed node is reported by :meth:`NodePool.oversubscription` so the executor can
@@ -30,14 +48,18 @@ slow its tasks down.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from fairshare.model.cluster import Node
 from fairshare.model.resources import Vector
 
 STRATEGIES = ("first-fit", "best-fit", "packing")
 _EPS = 1e-9
+_FREED_LOG = 8192  # entries kept in the freed-nodes log before its older half is dropped
+
+#: which devices a task holds on its node: per device resource index, the device numbers
+DeviceAssignment = tuple[tuple[int, tuple[int, ...]], ...]
 
 
 def _fits(demand: Sequence[float], free: Sequence[float]) -> bool:
@@ -48,7 +70,14 @@ def _fits(demand: Sequence[float], free: Sequence[float]) -> bool:
 
 
 class _MaxTree:
-    """Segment tree over a subset of nodes: per resource, the max free amount below."""
+    """Segment tree over a subset of nodes: per resource, the max free amount below.
+
+    Updated lazily: a change on a node only marks its leaf dirty (``NodePool._touch``);
+    the next query (``flush``) refreshes the dirty leaves and then their ancestors level
+    by level, stopping on a path as soon as a node's maximum did not change. A cluster
+    has one tree per distinct constraint set, most of them queried far less often than
+    their nodes change, so a change costs a set insertion per tree instead of a path.
+    """
 
     def __init__(self, members: list[int], pool: NodePool):
         self.members = members  # node indices, in cluster order
@@ -57,29 +86,46 @@ class _MaxTree:
         while size < max(1, len(members)):
             size *= 2
         self.size = size
-        m = pool.m
-        self.tree = [[-1.0] * m for _ in range(2 * size)]
+        width = pool.width
+        self.tree = [[-1.0] * width for _ in range(2 * size)]
         self.position = {node: k for k, node in enumerate(members)}
         for k, node in enumerate(members):
-            self.tree[size + k] = list(pool.available(node))
+            self.tree[size + k] = list(pool.index_vector(node))
         for k in range(size - 1, 0, -1):
             a, b = self.tree[2 * k], self.tree[2 * k + 1]
             self.tree[k] = [x if x > y else y for x, y in zip(a, b)]
+        self.dirty: set[int] = set()  # member positions whose leaf is stale
 
     def update(self, node: int) -> None:
         k = self.position.get(node)
-        if k is None:
+        if k is not None:
+            self.dirty.add(k)
+
+    def flush(self) -> None:
+        """Bring the dirty leaves and their ancestors up to date (all leaves sit at one
+        depth, so the ancestors are refreshed one level at a time)."""
+        if not self.dirty:
             return
-        k += self.size
-        self.tree[k] = list(self.pool.available(node))
-        k //= 2
-        while k:
-            a, b = self.tree[2 * k], self.tree[2 * k + 1]
-            self.tree[k] = [x if x > y else y for x, y in zip(a, b)]
-            k //= 2
+        tree, size, pool, members = self.tree, self.size, self.pool, self.members
+        level: set[int] = set()
+        for k in self.dirty:
+            tree[size + k] = list(pool.index_vector(members[k]))
+            level.add((size + k) >> 1)
+        self.dirty.clear()
+        while level:
+            above: set[int] = set()
+            for k in level:
+                new = [x if x > y else y for x, y in zip(tree[2 * k], tree[2 * k + 1])]
+                if new != tree[k]:
+                    tree[k] = new
+                    if k > 1:
+                        above.add(k >> 1)
+            level = above
 
     def first_fit(self, demand: Vector, start: int = 0) -> int | None:
         """First member at position >= ``start`` where ``demand`` fits."""
+        if self.dirty:
+            self.flush()
         if not _fits(demand, self.tree[1]):
             return None
         return self._descend(1, 0, self.size, demand, start)
@@ -93,7 +139,7 @@ class _MaxTree:
             if lo >= len(self.members):
                 return None
             node = self.members[lo]
-            return node if _fits(demand, self.pool.available(node)) else None
+            return node if _fits(demand, self.pool.index_vector(node)) else None
         mid = (lo + hi) // 2
         if _fits(demand, self.tree[2 * k]):
             found = self._descend(2 * k, lo, mid, demand, start)
@@ -104,6 +150,8 @@ class _MaxTree:
         return None
 
     def feasible(self, demand: Vector) -> list[int]:
+        if self.dirty:
+            self.flush()
         out: list[int] = []
         self._collect(1, demand, out)
         return out
@@ -115,7 +163,7 @@ class _MaxTree:
             idx = k - self.size
             if idx < len(self.members):
                 node = self.members[idx]
-                if _fits(demand, self.pool.available(node)):
+                if _fits(demand, self.pool.index_vector(node)):
                     out.append(node)
             return
         self._collect(2 * k, demand, out)
@@ -128,6 +176,12 @@ class _NodeState:
     free: list[float]
     alive: bool = True
     tasks: int = 0
+    #: per device resource (``NodePool.devices`` order), each device's free fraction
+    device_free: list[list[float]] = field(default_factory=list)
+    attrs: dict[str, str] = field(default_factory=dict)  # node.attributes as a mapping
+
+    def __post_init__(self) -> None:
+        self.attrs = dict(self.node.attributes)
 
 
 class NodePool:
@@ -135,16 +189,24 @@ class NodePool:
     a node lost and added again keeps its index; new nodes are appended."""
 
     def __init__(self, nodes: Sequence[Node], m: int, *, strategy: str = "first-fit",
-                 headroom: Vector | None = None, slots_per_node: int | None = None):
+                 headroom: Vector | None = None, slots_per_node: int | None = None,
+                 devices: Sequence[int] = ()):
         if strategy not in STRATEGIES:
             raise ValueError(f"placement strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
         self.m = m
+        self.devices = tuple(devices)  # resource indices counted in physical devices
+        self.width = m + len(self.devices)  # columns of the index vector
         self.strategy = strategy
         self.headroom = tuple(headroom) if headroom is not None else None
         self.slots_per_node = slots_per_node
         self.states: list[_NodeState] = []
         self.index_of: dict[str, int] = {}
         self._trees: dict[tuple, _MaxTree] = {}
+        self._member_of: dict[int, list[tuple[_MaxTree, int]]] = {}  # node -> (tree, position)
+        # nodes whose free capacity grew, in order (for place_since); _freed[0] is at
+        # absolute position _freed_base
+        self._freed: list[int] = []
+        self._freed_base = 0
         self.total_free = [0.0] * m  # sum of free over alive nodes
         self._total: Vector | None = None
         for node in nodes:
@@ -154,26 +216,39 @@ class NodePool:
     def _append(self, node: Node) -> int:
         self._total = None
         idx = len(self.states)
-        self.states.append(_NodeState(node, list(node.capacity)))
+        self.states.append(_NodeState(node, list(node.capacity), device_free=self._fresh_devices(node)))
         self.index_of[node.name] = idx
         for r, c in enumerate(node.capacity):
             self.total_free[r] += c
         return idx
 
     def add_node(self, node: Node) -> int:
+        idx = self._add_node(node)
+        self._freed_node(idx)
+        return idx
+
+    def _add_node(self, node: Node) -> int:
         idx = self.index_of.get(node.name)
         if idx is None:
             idx = self._append(node)
             self._trees.clear()  # membership changed: rebuild indexes lazily
+            self._member_of = {}
         else:
             st = self.states[idx]
             if st.alive:
                 raise ValueError(f"node {node.name!r} is already in the cluster")
+            relabelled = st.node.attributes != node.attributes
             st.node, st.free, st.alive, st.tasks = node, list(node.capacity), True, 0
+            st.device_free = self._fresh_devices(node)
+            st.attrs = dict(node.attributes)
             self._total = None
             for r, c in enumerate(node.capacity):
                 self.total_free[r] += c
-            self._touch(idx)
+            if relabelled:  # back with other attributes: constraint sets' members change
+                self._trees.clear()
+                self._member_of = {}
+            else:
+                self._touch(idx)
         return idx
 
     def remove_node(self, name: str) -> int:
@@ -187,6 +262,7 @@ class NodePool:
         st.alive = False
         st.free = [0.0] * self.m
         st.tasks = 0
+        st.device_free = [[] for _ in self.devices]
         self._touch(idx)
         return idx
 
@@ -201,6 +277,9 @@ class NodePool:
                         tot[r] += c
             self._total = tuple(tot)
         return self._total
+
+    def _fresh_devices(self, node: Node) -> list[list[float]]:
+        return [[1.0] * int(node.capacity[r]) for r in self.devices]
 
     def name(self, idx: int) -> str:
         return self.states[idx].node.name
@@ -218,15 +297,73 @@ class NodePool:
             return (float("inf"),) * self.m if st.tasks < self.slots_per_node else (-1.0,) * self.m
         return tuple(st.free)
 
-    def take(self, idx: int, demand: Vector) -> None:
+    def index_vector(self, idx: int) -> Vector:
+        """What the index matches a task's :meth:`need` against: :meth:`available`, and
+        with device resources, per device resource the number of entirely free devices
+        (in its own column) and the largest free fraction of one device (appended)."""
+        if not self.devices:
+            return self.available(idx)
+        st = self.states[idx]
+        if not st.alive or self.slots_per_node is not None:
+            fill = self.available(idx)[0]
+            return (fill,) * self.width
+        out = list(st.free)
+        for k, r in enumerate(self.devices):
+            fractions = st.device_free[k]
+            out[r] = float(sum(1 for f in fractions if f >= 1.0 - _EPS))
+            out.append(max(fractions, default=0.0))
+        return tuple(out)
+
+    def need(self, demand: Vector) -> Vector:
+        """A demand in index-vector terms (identity without device resources): a whole
+        device demand k is matched against the free-device count, a fraction against the
+        largest free fraction."""
+        if not self.devices:
+            return demand
+        out = list(demand)
+        for r in self.devices:
+            d = demand[r]
+            out.append(d if d < 1.0 else 0.0)
+            if d < 1.0:
+                out[r] = 0.0
+        return tuple(out)
+
+    def take(self, idx: int, demand: Vector) -> DeviceAssignment:
+        """Use ``demand`` on the node; returns the devices the task holds (give them back
+        with :meth:`give_back`). The caller has checked that it fits."""
         st = self.states[idx]
         for r, d in enumerate(demand):
             st.free[r] -= d
             self.total_free[r] -= d
         st.tasks += 1
+        held: DeviceAssignment = ()
+        if self.devices and self.slots_per_node is None:
+            held = tuple((r, self._take_devices(st.device_free[k], demand[r]))
+                         for k, r in enumerate(self.devices) if demand[r] > 0)
         self._touch(idx)
+        return held
 
-    def give_back(self, idx: int, demand: Vector) -> None:
+    @staticmethod
+    def _take_devices(fractions: list[float], d: float) -> tuple[int, ...]:
+        if d < 1.0:
+            # best fit among the devices that hold d; ties: lowest device
+            best = None
+            for i, f in enumerate(fractions):
+                if f >= d - _EPS and (best is None or f < fractions[best]):
+                    best = i
+            if best is None:
+                raise AssertionError(f"no device with {d} free: {fractions}")
+            left = fractions[best] - d
+            fractions[best] = 0.0 if left < _EPS else left
+            return (best,)
+        whole = [i for i, f in enumerate(fractions) if f >= 1.0 - _EPS][:int(d)]
+        if len(whole) < int(d):
+            raise AssertionError(f"{int(d)} free devices wanted: {fractions}")
+        for i in whole:
+            fractions[i] = 0.0
+        return tuple(whole)
+
+    def give_back(self, idx: int, demand: Vector, devices: DeviceAssignment = ()) -> None:
         st = self.states[idx]
         if not st.alive:
             return
@@ -234,8 +371,16 @@ class NodePool:
             new = min(st.node.capacity[r], st.free[r] + d)
             self.total_free[r] += new - st.free[r]
             st.free[r] = new
+        for r, held in devices:
+            fractions = st.device_free[self.devices.index(r)]
+            share = demand[r] if demand[r] < 1.0 else 1.0
+            for i in held:
+                back = fractions[i] + share
+                # snap float noise so a device whose tasks all left counts as entirely free
+                fractions[i] = 1.0 if back > 1.0 - _EPS else back
         st.tasks -= 1
         self._touch(idx)
+        self._freed_node(idx)
 
     def oversubscription(self, idx: int) -> float:
         """max_r used_r / capacity_r over the resources the node has (above 1 only under
@@ -248,19 +393,25 @@ class NodePool:
         return worst
 
     def max_free(self) -> Vector:
-        """Per resource, the largest free amount on any alive node."""
-        return tuple(self._tree(()).tree[1])
+        """Per resource, the largest free amount on any alive node (for a device resource:
+        the most entirely free devices on one node)."""
+        tree = self._tree(())
+        tree.flush()
+        return tuple(tree.tree[1][:self.m])
 
     def _touch(self, idx: int) -> None:
-        for tree in self._trees.values():
-            tree.update(idx)
+        # only the trees the node belongs to (a node is in few of the constraint sets' trees)
+        for tree, k in self._member_of.get(idx, ()):
+            tree.dirty.add(k)
 
     def _tree(self, constraints: tuple) -> _MaxTree:
         tree = self._trees.get(constraints)
         if tree is None:
             members = [i for i, st in enumerate(self.states)
-                       if all(dict(st.node.attributes).get(k) in allowed for k, allowed in constraints)]
+                       if all(st.attrs.get(k) in allowed for k, allowed in constraints)]
             tree = self._trees[constraints] = _MaxTree(members, self)
+            for k, node in enumerate(members):
+                self._member_of.setdefault(node, []).append((tree, k))
         return tree
 
     # --- placement ------------------------------------------------------------------------
@@ -269,16 +420,29 @@ class NodePool:
         than the largest task."""
         h = self.headroom
         if h is None or self.slots_per_node is not None:
-            return demand
-        return tuple(d + x if 0 < d < x else d for d, x in zip(demand, h))
+            return self.need(demand)
+        dev = self.devices
+        return self.need(tuple(d + x if 0 < d < x and r not in dev else d
+                               for r, (d, x) in enumerate(zip(demand, h))))
 
-    def place(self, demand: Vector, constraints: tuple = ()) -> int | None:
-        """The node for one task of ``demand``, or None when it fits nowhere."""
+    def place(self, demand: Vector, constraints: tuple = (),
+              allowed: Callable[[int], bool] | None = None) -> int | None:
+        """The node for one task of ``demand``, or None when it fits nowhere (among the
+        nodes ``allowed`` accepts, when given)."""
         need = self._effective(demand)
         tree = self._tree(constraints)
         if self.strategy == "first-fit":
-            return tree.first_fit(need)
+            node = tree.first_fit(need)
+            while node is not None and allowed is not None and not allowed(node):
+                node = tree.first_fit(need, tree.position[node] + 1)
+            return node
         candidates = tree.feasible(need)
+        if allowed is not None:
+            candidates = [i for i in candidates if allowed(i)]
+        return self._choose(candidates, demand)
+
+    def _choose(self, candidates: list[int], demand: Vector) -> int | None:
+        """best-fit / packing among feasible nodes (given in cluster order)."""
         if not candidates:
             return None
         cap = self.total_capacity
@@ -289,13 +453,66 @@ class NodePool:
         return max(candidates, key=lambda i: (sum(d * f * s * s for f, d, s in
                                                   zip(self.states[i].free, demand, scale)), -i))
 
-    def place_after(self, demand: Vector, constraints: tuple, node: int) -> int | None:
+    def freed_mark(self) -> int:
+        """A position in the log of nodes whose free capacity grew (a task left, a node
+        joined): pass it to :meth:`place_since` later."""
+        return self._freed_base + len(self._freed)
+
+    def freed_fits(self, demand: Vector, constraints: tuple, mark: int,
+                   allowed: Callable[[int], bool] | None = None) -> list[int] | None:
+        """The nodes freed since ``mark`` (eligible, ``allowed``) where ``demand`` fits now,
+        in cluster order; None when the log no longer reaches back to ``mark``."""
+        start = mark - self._freed_base
+        if start < 0:
+            return None
+        if start >= len(self._freed):
+            return []
+        position = self._tree(constraints).position
+        need = self._effective(demand)
+        freed = self._freed[start:]
+        if len(freed) > 1:
+            freed = sorted(set(freed))
+        return [i for i in freed
+                if i in position and _fits(need, self.index_vector(i)) and (allowed is None or allowed(i))]
+
+    def place_since(self, demand: Vector, constraints: tuple, mark: int,
+                    allowed: Callable[[int], bool] | None = None) -> int | None:
+        """:meth:`place` for a task that fit nowhere at ``mark``: every other node has only
+        lost free capacity since, so only the nodes freed since can hold it now, and the
+        one :meth:`place` would choose is among them. On a full cluster a failed search
+        of the index can visit much of the tree (per-resource maxima from different nodes
+        keep passing the test); this costs one check per node freed since instead.
+        Falls back to :meth:`place` when the log no longer reaches back to ``mark``."""
+        fitting = self.freed_fits(demand, constraints, mark, allowed)
+        if fitting is None:
+            return self.place(demand, constraints, allowed)
+        if self.strategy == "first-fit":
+            return fitting[0] if fitting else None
+        return self._choose(fitting, demand)
+
+    def _freed_node(self, idx: int) -> None:
+        self._freed.append(idx)
+        if len(self._freed) > _FREED_LOG:  # keep the newer half; older marks fall back to place()
+            half = len(self._freed) // 2
+            del self._freed[:half]
+            self._freed_base += half
+
+    def place_after(self, demand: Vector, constraints: tuple, node: int,
+                    allowed: Callable[[int], bool] | None = None) -> int | None:
         """First-fit only: the first node after ``node`` (in its eligible set) that fits."""
         tree = self._tree(constraints)
-        return tree.first_fit(self._effective(demand), tree.position[node] + 1)
+        need = self._effective(demand)
+        found = tree.first_fit(need, tree.position[node] + 1)
+        while found is not None and allowed is not None and not allowed(found):
+            found = tree.first_fit(need, tree.position[found] + 1)
+        return found
 
     def fits_on(self, node: int, demand: Vector) -> bool:
-        return _fits(self._effective(demand), self.available(node))
+        return _fits(self._effective(demand), self.index_vector(node))
+
+    def eligible(self, constraints: tuple) -> list[int]:
+        """The nodes (alive or not) whose attributes satisfy ``constraints``, in cluster order."""
+        return self._tree(constraints).members
 
     def fits_somewhere(self, demand: Vector, constraints: tuple = ()) -> bool:
         return self._tree(constraints).first_fit(self._effective(demand)) is not None

@@ -9,19 +9,43 @@ A job's next task is from the class furthest behind the job's mix (counts, or eq
 unbounded classes; ties: first class). A job is *runnable* when it has a pending task
 that fits on some eligible node now; ``schedule`` asks the policy's sorter for runnable
 jobs until none is left. A task lost with its node, or failed, goes back to pending.
+A class with ``max_per_node`` N is placed only on nodes where the job has fewer than N
+running tasks of that class.
+
+Constrained fairness (docs/policies.md, "Constraints and fairness"): a job whose task
+classes are all constrained competes only for the capacity of the nodes it may use
+(its *eligible* nodes, the union over its classes). For the policies whose share is
+usage over capacity (:data:`CAPACITY_SHARE_POLICIES`) the scheduler reports the job's
+usage to the sorter normalized, ``U'_r = U_r * C_r / C^elig_r``, so that the sorter's
+``U'_r / C_r`` is ``U_r / C^elig_r``; queues then sum normalized usage. An unconstrained
+job (or one eligible everywhere) is reported as is, with no arithmetic at all.
+``Scheduler.usage`` and every launch carry the real amounts.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from fairshare.engine.placement import NodePool
+from fairshare.engine.placement import DeviceAssignment, NodePool
 from fairshare.model.cluster import Node
 from fairshare.model.jobs import Job
 from fairshare.model.queues import QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.base import Policy
+
+#: Policies whose online share is usage over capacity (``max_r U_r / C_r`` or a sum or one
+#: resource of it), so a constrained job's usage is normalized to its eligible capacity.
+#: Not ``timefair`` (its share is a slowdown, running tasks over N_i, and it reads usage
+#: as the cluster's used capacity for packing), nor ``fifo`` and ``slots`` (no usage).
+#: most shapes remembered by placement memos (a memo is cleared when it is full)
+_NOFIT_MAX = 100_000
+#: longest candidate list a first-fit memo keeps (longer: "unknown beyond the first")
+_CANDIDATES_MAX = 64
+
+CAPACITY_SHARE_POLICIES = frozenset({"drf", "asset", "cpu", "collapsed", "hdrf", "hdrf-naive",
+                                     "capacity", "dff"})
 
 
 @dataclass(frozen=True)
@@ -34,6 +58,8 @@ class Launch:
     class_index: int
     node: str
     demand: Vector
+    #: device resources: (resource name, device numbers on the node), e.g. (("gpu", (2,)),)
+    devices: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 @dataclass
@@ -44,6 +70,7 @@ class RunningTask:
     node_index: int
     demand: Vector
     started_at: float
+    devices: DeviceAssignment = ()
 
 
 @dataclass
@@ -57,6 +84,10 @@ class JobRuntime:
     first_start: float | None = None
     finished_at: float | None = None
     cancelled: bool = False
+    #: constrained fairness: per class, the demand as reported to the sorter (the real
+    #: demand itself for an unconstrained job); ``factor`` is C_r / C^elig_r, None for 1
+    reported: list[Vector] = field(default_factory=list)
+    factor: Vector | None = None
 
     @property
     def demanding(self) -> bool:
@@ -83,12 +114,17 @@ class JobRuntime:
 class Scheduler:
     def __init__(self, resources: tuple[str, ...], nodes: tuple[Node, ...], queues: QueueTree,
                  policy: Policy, *, placement: str = "first-fit", headroom: bool = False,
-                 respect_counts: bool = True):
+                 respect_counts: bool = True, devices: Sequence[int] = ()):
         self.resources = tuple(resources)
         self.m = len(resources)
         self.policy = policy
         slots = policy.params().get("slots")
-        self.pool = NodePool(nodes, self.m, strategy=placement, slots_per_node=slots)
+        self.pool = NodePool(nodes, self.m, strategy=placement, slots_per_node=slots, devices=devices)
+        self.normalize_constrained = policy.name in CAPACITY_SHARE_POLICIES
+        # eligible-capacity factor per set of class constraints (cleared when nodes change)
+        self._factors: dict[frozenset, Vector | None] = {}
+        # max_per_node: (job, class index) -> running tasks per node index
+        self._per_node: dict[tuple[str, int], Counter] = {}
         self.use_headroom = headroom
         self.respect_counts = respect_counts
         slots_total = (slots or 1) * len(nodes)
@@ -103,7 +139,18 @@ class Scheduler:
         # pending (demand, constraints) shapes, and the minimal ones: if none of those fits
         # anywhere, no pending task does, and schedule() stops without asking the sorter
         self._pending_keys: Counter = Counter()
+        # the minimal ones per constraint set, kept as shapes come and go: a new shape is
+        # checked against its group's minimal demands; a minimal one leaving re-derives
+        # only its group (trace workloads have hundreds of shapes, one per pod)
+        self._pending_by_constraints: dict[tuple, set[Vector]] = {}
+        self._minimal_by_constraints: dict[tuple, list[Vector]] = {}
         self._minimal_keys: list[tuple] | None = []
+        # shape key -> NodePool.freed_mark() when it last fit nowhere (see _place_fresh)
+        self._nofit: dict[tuple, int] = {}
+        # first-fit: shape key -> (first-fit node or None, freed mark then, candidates)
+        # (see _locate)
+        self._memo: dict[tuple, tuple[int | None, int, list[int] | None]] = {}
+        self._fit_keys_on: dict[int, list[tuple]] = {}
         self.decisions = 0
 
     # --- events ---------------------------------------------------------------------------
@@ -113,6 +160,7 @@ class Scheduler:
         pending = [float("inf") if (c.count is None or not self.respect_counts) else float(c.count)
                    for c in job.classes]
         rt = JobRuntime(job, now, pending, [0] * len(job.classes), [0] * len(job.classes))
+        self._set_factor(rt)
         self.jobs[job.name] = rt
         for j in range(len(job.classes)):
             if pending[j] > 0:
@@ -128,10 +176,8 @@ class Scheduler:
         """A task completed: release its resources; the job may be complete."""
         task = self.tasks.pop(task_id)
         rt = self.jobs[task.job]
-        self.pool.give_back(task.node_index, task.demand)
-        rt.running -= 1
+        self._release(rt, task, now)
         rt.done[task.class_index] += 1
-        self.sorter.released(task.job, task.demand, now)
         self._maybe_complete(rt, now)
         return task
 
@@ -139,9 +185,7 @@ class Scheduler:
         """A task failed (or its node died): release and run it again later."""
         task = self.tasks.pop(task_id)
         rt = self.jobs[task.job]
-        self.pool.give_back(task.node_index, task.demand)
-        rt.running -= 1
-        self.sorter.released(task.job, task.demand, now)
+        self._release(rt, task, now)
         if not rt.cancelled:
             was = rt.demanding
             rt.pending[task.class_index] += 1
@@ -168,7 +212,10 @@ class Scheduler:
 
     def add_node(self, node: Node, now: float) -> None:
         self.pool.add_node(node)
+        self._memo.clear()  # the index may be rebuilt (new node, other attributes)
+        self._nofit.clear()
         self.sorter.set_capacity(self.pool.total_capacity)
+        self._refresh_factors(now)
 
     def lose_node(self, name: str, now: float) -> list[int]:
         """A node died: its tasks go back to pending (returned so the runtime can cancel them)."""
@@ -178,6 +225,7 @@ class Scheduler:
             self.fail(task_id, now)
         self.pool.remove_node(name)
         self.sorter.set_capacity(self.pool.total_capacity)
+        self._refresh_factors(now)
         return lost
 
     def adopt(self, job_name: str, class_index: int, node_name: str, now: float) -> Launch:
@@ -196,10 +244,13 @@ class Scheduler:
     def schedule(self, now: float) -> list[Launch]:
         """Start tasks until no job the policy would pick can run anywhere."""
         launches: list[Launch] = []
-        # Where each distinct (demand, constraints) goes, for this call only. Within one
-        # call free capacity only shrinks, so "fits nowhere" stays true, and a first-fit
-        # node stays the first fit for as long as the task still fits on it.
+        # best-fit / packing: which shapes fit nowhere, for this call only (within one call
+        # free capacity only shrinks, so "fits nowhere" stays true); first-fit keeps its
+        # memo across calls (_locate)
         fit: dict[tuple, int | None] = {}
+        # first-fit: the keys of ``fit`` found on each node; a launch there drops them (the
+        # other answers stand: their nodes did not change, the nodes before them only shrank)
+        self._fit_keys_on: dict[int, list[tuple]] = {}
         first_fit = self.pool.strategy == "first-fit"
         while True:
             if not any(self._fits_now(key, fit, first_fit) for key in self._minimal()):
@@ -213,23 +264,17 @@ class Scheduler:
                 if j is None:
                     return False
                 cls = rt.job.classes[j]
-                key = (cls.demand, cls.constraints)
-                if key in fit:
-                    node = fit[key]
-                    if node is None:
-                        return False
-                    if not self.pool.fits_on(node, cls.demand):
-                        node = self.pool.place_after(cls.demand, cls.constraints, node) if first_fit \
-                            else self.pool.place(cls.demand, cls.constraints)
-                        fit[key] = node
-                        if node is None:
-                            return False
-                    elif not first_fit:
-                        node = self.pool.place(cls.demand, cls.constraints)
+                allowed = None
+                if cls.max_per_node is None:
+                    key: tuple = (cls.demand, cls.constraints)
                 else:
-                    node = fit[key] = self.pool.place(cls.demand, cls.constraints)
-                    if node is None:
-                        return False
+                    # a per-node limit makes the node depend on the job: its own cache entry
+                    # (still monotone within a call: counts only grow, free only shrinks)
+                    key = (cls.demand, cls.constraints, name, j)
+                    allowed = self._under_limit(name, j, cls.max_per_node)
+                node = self._locate(key, cls.demand, cls.constraints, allowed, fit)
+                if node is None:
+                    return False
                 chosen[name] = (j, node)
                 return True
 
@@ -240,28 +285,102 @@ class Scheduler:
                 raise AssertionError(f"sorter picked {name!r}, which cannot run")
             j, node = chosen[name]
             launches.append(self._launch(name, j, node, now))
+            if first_fit:
+                for key in self._fit_keys_on.pop(node, ()):
+                    if fit.get(key) == node:
+                        del fit[key]
 
     def _fits_now(self, key: tuple, fit: dict, first_fit: bool) -> bool:
-        """Whether a task of this shape fits somewhere now, through the per-call cache."""
+        """Whether a task of this shape fits somewhere now."""
         demand, constraints = key
-        if key in fit:
-            node = fit[key]
+        return self._locate(key, demand, constraints, None, fit) is not None
+
+    def _locate(self, key: tuple, demand: Vector, constraints: tuple, allowed, fit: dict) -> int | None:
+        """The node for a task of shape ``key`` now (``pool.place``'s answer), through memos.
+
+        first-fit: ``_memo[key] = (node, mark, cands)``: ``node`` was the first fit (None:
+        none) when the pool's freed-nodes log stood at ``mark``; ``cands``, when known,
+        lists every node that fit then (None: unknown beyond ``node``). Since the mark
+        only the nodes freed since have gained capacity, so now the first fit is: with
+        ``cands`` known, the first of those candidates and freed nodes that still fit;
+        otherwise the first freed node that fits if it comes before ``node``, else
+        ``node`` if it still fits, else the first fit after it (``place_after``). The
+        same answer as a fresh search, which on a fragmented, full cluster can visit most
+        of the index. Within one ``schedule`` call nothing is freed, so between launches
+        this is the per-call cache the loop always had.
+
+        best-fit, packing: the best node moves with every launch, so it is searched each
+        time; only "fits nowhere" is remembered, per call (``fit``) and across calls
+        (``_nofit`` with ``pool.place_since``).
+        """
+        pool = self.pool
+        if pool.strategy != "first-fit":
+            if key in fit and fit[key] is None:
+                return None
+            if key in fit:
+                node = pool.place(demand, constraints, allowed)
+            else:
+                node = self._place_fresh(key, demand, constraints, allowed)
+            fit[key] = node
             if node is None:
-                return False
-            if self.pool.fits_on(node, demand):
-                return True
-            node = self.pool.place_after(demand, constraints, node) if first_fit else self.pool.place(demand, constraints)
-        else:
-            node = self.pool.place(demand, constraints)
+                self._nofit[key] = pool.freed_mark()
+            return node
+        if key in fit:  # found in this call, and no launch has touched that node since
+            return fit[key]
+        mark_now = pool.freed_mark()
+        memo = self._memo.get(key)
+        cands: list[int] | None = None
+        if memo is not None:
+            node, mark, cands = memo
+            freed = [] if mark == mark_now else pool.freed_fits(demand, constraints, mark, allowed)
+        if memo is None or freed is None:  # unseen, or the log was trimmed past the mark
+            node = pool.place(demand, constraints, allowed)
+            cands = [] if node is None else None
+        elif cands is not None:
+            # every node that fit at the mark was in cands: they and the freed ones are all
+            live = [c for c in cands if pool.fits_on(c, demand) and (allowed is None or allowed(c))]
+            merged = sorted(set(live).union(freed)) if freed else live
+            node = merged[0] if merged else None
+            cands = merged if len(merged) <= _CANDIDATES_MAX else None
+        elif freed and freed[0] < node:
+            node = freed[0]
+        elif not (pool.fits_on(node, demand) and (allowed is None or allowed(node))):
+            node = pool.place_after(demand, constraints, node, allowed)
+            if node is None:
+                cands = []
+        if len(self._memo) >= _NOFIT_MAX and key not in self._memo:
+            self._memo.clear()
+        self._memo[key] = (node, mark_now, cands)
         fit[key] = node
-        return node is not None
+        if node is not None:
+            self._fit_keys_on.setdefault(node, []).append(key)
+        return node
+
+    def _place_fresh(self, key: tuple, demand: Vector, constraints: tuple, allowed=None) -> int | None:
+        """best-fit / packing: a shape's first placement in a ``schedule`` call. A shape
+        that fit nowhere is remembered with the pool's freed-nodes mark, so later calls
+        only look at the nodes freed since (``NodePool.place_since``: the same answer)."""
+        mark = self._nofit.get(key)
+        if mark is None:
+            node = self.pool.place(demand, constraints, allowed)
+        else:
+            node = self.pool.place_since(demand, constraints, mark, allowed)
+        if node is None:
+            if len(self._nofit) >= _NOFIT_MAX:
+                self._nofit.clear()
+            self._nofit[key] = self.pool.freed_mark()
+        elif mark is not None:
+            del self._nofit[key]
+        return node
 
     def _launch(self, name: str, j: int, node: int, now: float) -> Launch:
         rt = self.jobs[name]
         cls = rt.job.classes[j]
         task_id = self._next_id
         self._next_id += 1
-        self.pool.take(node, cls.demand)
+        held = self.pool.take(node, cls.demand)
+        if cls.max_per_node is not None:
+            self._per_node.setdefault((name, j), Counter())[node] += 1
         rt.pending[j] -= 1
         rt.started[j] += 1
         rt.running += 1
@@ -269,12 +388,89 @@ class Scheduler:
             rt.first_start = now
         if rt.pending[j] == 0:
             self._track(rt.job, j, -1)
-        self.tasks[task_id] = RunningTask(task_id, name, j, node, cls.demand, now)
-        self.sorter.allocated(name, cls.demand, now)
+        self.tasks[task_id] = RunningTask(task_id, name, j, node, cls.demand, now, held)
+        self.sorter.allocated(name, rt.reported[j], now)
         if not rt.demanding:
             self.sorter.set_demanding(name, False)
         self.decisions += 1
-        return Launch(task_id, name, cls.name, j, self.pool.name(node), cls.demand)
+        return Launch(task_id, name, cls.name, j, self.pool.name(node), cls.demand,
+                      tuple((self.resources[r], devs) for r, devs in held))
+
+    def _release(self, rt: JobRuntime, task: RunningTask, now: float) -> None:
+        """Give a task's resources back to its node, its per-node slot, and the sorter."""
+        self.pool.give_back(task.node_index, task.demand, task.devices)
+        rt.running -= 1
+        if rt.job.classes[task.class_index].max_per_node is not None:
+            self._per_node[(task.job, task.class_index)][task.node_index] -= 1
+        self.sorter.released(task.job, rt.reported[task.class_index], now)
+
+    def _under_limit(self, name: str, j: int, limit: int):
+        counts = self._per_node.get((name, j))
+        if counts is None:
+            return lambda node: True
+        return lambda node: counts[node] < limit
+
+    # --- constrained fairness ---------------------------------------------------------------
+    def _eligible_factor(self, constraint_sets: frozenset) -> Vector | None:
+        """``C_r / C^elig_r`` for a job whose classes have these constraint sets, or None
+        (factor 1, no arithmetic) when some class is unconstrained, when its eligible
+        nodes are every node that is up, or when the policy's share is not usage over
+        capacity. A resource no eligible node has gets 1 (the job cannot use it)."""
+        if not self.normalize_constrained or () in constraint_sets:
+            return None
+        if constraint_sets in self._factors:
+            return self._factors[constraint_sets]
+        pool = self.pool
+        eligible: set[int] = set()
+        for constraints in constraint_sets:
+            eligible.update(pool.eligible(constraints))
+        alive = [i for i in sorted(eligible) if pool.alive(i)]
+        factor = None
+        if len(alive) < sum(1 for st in pool.states if st.alive):
+            elig = [0.0] * self.m
+            for i in alive:
+                for r, c in enumerate(pool.states[i].node.capacity):
+                    elig[r] += c
+            total = pool.total_capacity
+            factor = tuple(total[r] / elig[r] if elig[r] > 0 else 1.0 for r in range(self.m))
+        self._factors[constraint_sets] = factor
+        return factor
+
+    def _set_factor(self, rt: JobRuntime) -> None:
+        """The job's factor and per-class reported demands (the real ones when factor 1)."""
+        classes = rt.job.classes
+        rt.factor = self._eligible_factor(frozenset(c.constraints for c in classes))
+        if rt.factor is None:
+            rt.reported = [c.demand for c in classes]
+        else:
+            f = rt.factor
+            rt.reported = [tuple(d * x for d, x in zip(c.demand, f)) for c in classes]
+
+    def _refresh_factors(self, now: float) -> None:
+        """Nodes changed: eligible capacities too. Re-report every constrained job whose
+        factor moved: release its whole reported usage, then allocate the real usage
+        times the new factor (running counts net unchanged)."""
+        self._factors.clear()
+        if not self.normalize_constrained:
+            return
+        for name, rt in self.jobs.items():
+            if rt.finished_at is not None or all(not c.constraints for c in rt.job.classes):
+                continue
+            old = rt.factor
+            self._set_factor(rt)
+            if rt.factor == old:
+                continue
+            job = self.sorter.jobs.get(name)
+            if job is None or rt.running == 0:
+                continue
+            self.sorter.released(name, tuple(job.usage), now)
+            new = [0.0] * self.m
+            for j, cls_demand in enumerate(rt.reported):
+                n = rt.started[j] - rt.done[j]
+                if n:
+                    for r, d in enumerate(cls_demand):
+                        new[r] += n * d
+            self.sorter.allocated(name, tuple(new), now)
 
     # --- bookkeeping ---------------------------------------------------------------------------
     def _maybe_complete(self, rt: JobRuntime, now: float) -> None:
@@ -292,8 +488,11 @@ class Scheduler:
         self._pending_keys[key] += delta
         if self._pending_keys[key] <= 0:
             del self._pending_keys[key]
-        if (before > 0) != (self._pending_keys.get(key, 0) > 0):
-            self._minimal_keys = None
+        after = self._pending_keys.get(key, 0)
+        if before <= 0 < after:
+            self._shape_appeared(cls.demand, cls.constraints)
+        elif after <= 0 < before:
+            self._shape_left(cls.demand, cls.constraints)
         for r, d in enumerate(job.classes[j].demand):
             if d > 0:
                 c = self._pending_demands[r]
@@ -322,15 +521,37 @@ class Scheduler:
         return frozenset(out)
 
     def _minimal(self) -> list[tuple]:
-        """Pending task shapes not dominated by another with the same constraints."""
+        """Pending task shapes (demand, constraints) not dominated by another pending shape
+        with the same constraints: if none of these fits anywhere, no pending task does."""
         if self._minimal_keys is None:
-            keys = sorted(self._pending_keys, key=lambda k: (sum(k[0]), k))
-            out: list[tuple] = []
-            for key in keys:
-                if not any(o[1] == key[1] and all(a <= b for a, b in zip(o[0], key[0])) for o in out):
-                    out.append(key)
-            self._minimal_keys = out
+            self._minimal_keys = [(d, cons) for cons, group in self._minimal_by_constraints.items() for d in group]
         return self._minimal_keys
+
+    def _shape_appeared(self, demand: Vector, constraints: tuple) -> None:
+        self._pending_by_constraints.setdefault(constraints, set()).add(demand)
+        group = self._minimal_by_constraints.setdefault(constraints, [])
+        if any(_dominates(o, demand) for o in group):
+            return
+        group[:] = [o for o in group if not _dominates(demand, o)] + [demand]
+        self._minimal_keys = None
+
+    def _shape_left(self, demand: Vector, constraints: tuple) -> None:
+        pending = self._pending_by_constraints[constraints]
+        pending.discard(demand)
+        group = self._minimal_by_constraints[constraints]
+        if demand not in group:
+            return
+        if not pending:
+            del self._pending_by_constraints[constraints]
+            del self._minimal_by_constraints[constraints]
+        else:
+            # smallest sum first: a shape can only be dominated by one of smaller sum
+            kept: list[Vector] = []
+            for d in sorted(pending, key=lambda d: (sum(d), d)):
+                if not any(_dominates(o, d) for o in kept):
+                    kept.append(d)
+            group[:] = kept
+        self._minimal_keys = None
 
     def _update_headroom(self) -> None:
         """H-DRF Sec. 5: the largest task of the jobs still active, per resource."""
@@ -342,8 +563,25 @@ class Scheduler:
                 for r, d in enumerate(cls.demand):
                     big[r] = max(big[r], d)
         self.pool.headroom = tuple(big)
+        self._nofit.clear()  # the headroom changes what fits
+        self._memo.clear()
 
     # --- views -------------------------------------------------------------------------------
     def usage(self, name: str) -> Vector:
-        job = self.sorter.jobs.get(name)
-        return tuple(job.usage) if job else (0.0,) * self.m
+        """The job's real allocation: running tasks per class times their demand (what the
+        sorter holds may be normalized for a constrained job; see the module docstring)."""
+        rt = self.jobs.get(name)
+        out = [0.0] * self.m
+        if rt is None or rt.finished_at is not None:
+            return tuple(out)
+        for j, cls in enumerate(rt.job.classes):
+            n = rt.started[j] - rt.done[j]
+            if n:
+                for r, d in enumerate(cls.demand):
+                    out[r] += n * d
+        return tuple(out)
+
+
+def _dominates(a: Vector, b: Vector) -> bool:
+    """a <= b in every resource: where b fits, a fits."""
+    return all(x <= y for x, y in zip(a, b))

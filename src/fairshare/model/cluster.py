@@ -29,6 +29,11 @@ class Cluster:
     nodes: tuple[Node, ...]
     pooled: bool = False
     resources: tuple[str, ...] = field(default=())
+    #: indices (into ``resources``) of the *device* resources: each unit of such a
+    #: resource on a node is one physical device (a GPU), which a task takes a fraction of
+    #: (demand < 1: several tasks share one device) or whole (demand k >= 1: k devices with
+    #: nothing else on them). Node capacities of a device resource are whole numbers.
+    devices: tuple[int, ...] = ()
 
     @property
     def m(self) -> int:

@@ -27,6 +27,9 @@ class TaskClass:
     count: int | None  # None: unbounded, the class always has a next task
     duration: Duration = field(default_factory=Duration)
     constraints: tuple[tuple[str, tuple[str, ...]], ...] = ()  # node attribute -> allowed values
+    #: at most this many running tasks of this class of one job on one node (DLRM's
+    #: ``max_instance_per_node``); None: no limit
+    max_per_node: int | None = None
 
 
 @dataclass(frozen=True)

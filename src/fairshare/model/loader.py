@@ -20,11 +20,11 @@ from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.scenario import ClusterEvent, Scenario
 
 TOP_KEYS = {"resources", "cluster", "queues", "jobs", "events"}
-CLUSTER_KEYS = {"capacity", "nodes"}
+CLUSTER_KEYS = {"capacity", "nodes", "devices"}
 NODE_KEYS = {"name", "count", "capacity", "attributes"}
 QUEUE_KEYS = {"name", "weight", "children", "order"}
 JOB_KEYS = {"name", "queue", "weight", "submit", "tasks"}
-TASK_KEYS = {"class", "demand", "count", "duration", "constraints", "command", "shell"}
+TASK_KEYS = {"class", "demand", "count", "duration", "constraints", "max_per_node", "command", "shell"}
 DURATION_KINDS = {
     "fixed": {"value"},
     "exponential": {"mean"},
@@ -226,6 +226,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     cluster_raw = data.get("cluster")
     pooled_raw: Mapping | None = None
     node_entries: list[tuple[str, int, dict[str, float], dict[str, str], str]] = []
+    device_names: list[tuple[str, str]] = []  # (resource, field path) of cluster.devices
     if cluster_raw is not None:
         if not isinstance(cluster_raw, Mapping):
             col.add("cluster", f"must be a mapping with 'capacity' or 'nodes', got {_show(cluster_raw)}")
@@ -236,6 +237,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
                 col.add("cluster", "give either 'capacity' (one pooled machine) or 'nodes', not both")
             elif not has_cap and not has_nodes:
                 col.add("cluster", "needs 'capacity' (one pooled machine) or 'nodes'")
+            device_names = _devices(col, cluster_raw.get("devices"))
             if has_cap and not has_nodes:
                 pooled_raw = _amounts(col, cluster_raw["capacity"], "cluster.capacity", note)
                 if pooled_raw is not None and not any(v > 0 for v in pooled_raw.values()):
@@ -364,8 +366,12 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
                             cnt = int(c) if c is not None else None
                         duration = _duration(col, tc.get("duration", 1), f"{tp}.duration")
                         constraints = _constraints(col, tc.get("constraints"), f"{tp}.constraints")
+                        max_per_node = None
+                        if tc.get("max_per_node") is not None:
+                            mpn = col.number(tc["max_per_node"], f"{tp}.max_per_node", positive=True, integer=True)
+                            max_per_node = int(mpn) if mpn is not None else None
                         if demand is not None:
-                            classes.append((cname, demand, cnt, duration, constraints, tp))
+                            classes.append((cname, demand, cnt, duration, constraints, max_per_node, tp))
                 # Kept even when name, weight or submit is bad, so its demands still get the
                 # cross-field checks; the placeholders never reach a Scenario (errors raise).
                 job_specs.append((name if name is not None else f"job{i}", queue,
@@ -384,6 +390,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
                     if where.startswith("cluster"):
                         cluster_ok = False
                     col.add(f"{where}.{res}", f"unknown resource {res!r} (resources: {', '.join(declared)})")
+    devices = _check_devices(col, device_names, resources, pooled_raw, node_entries)
     if col.errors and not cluster_ok:
         raise ScenarioError(col.errors, source)
 
@@ -409,8 +416,12 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     jobs = []
     for name, queue, weight, submit, classes, p in job_specs:
         tcs = []
-        for cname, demand, cnt, duration, constraints, tp in classes:
+        for cname, demand, cnt, duration, constraints, max_per_node, tp in classes:
             d = vec(demand)
+            for r in devices:
+                if not _device_amount_ok(d[r]):
+                    col.add(f"{tp}.demand.{resources[r]}",
+                            f"{d[r]:g} is neither a fraction of one device (< 1) nor a whole number of devices")
             missing = [res for r, res in enumerate(resources) if d[r] > 0 and capacity[r] <= 0]
             for res in missing:
                 col.add(f"{tp}.demand.{res}", f"the cluster has no {res}")
@@ -422,14 +433,14 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
                 biggest = ", ".join(f"{res}={d[r]:g}" for r, res in enumerate(resources) if d[r] > 0)
                 where = "the pooled capacity" if pooled else "any single node"
                 col.add(f"{tp}.demand", f"no node can ever hold this task ({biggest} exceeds {where})")
-            tcs.append(TaskClass(cname, d, cnt, duration, constraints))
+            tcs.append(TaskClass(cname, d, cnt, duration, constraints, max_per_node))
         jobs.append(Job(name, queue, weight, submit, tuple(tcs)))
-    events = _check_events(col, event_specs, nodes, resources)
+    events = _check_events(col, event_specs, nodes, resources, devices)
     if col.errors:
         raise ScenarioError(col.errors, source)
 
     tree = QueueTree.build(queue_entries, root_order)
-    cluster = Cluster(capacity, nodes, pooled, resources)
+    cluster = Cluster(capacity, nodes, pooled, resources, devices)
     return Scenario(resources, cluster, tree, tuple(jobs), source, events)
 
 
@@ -503,7 +514,7 @@ def _events(col: _Collector, raw: Any) -> list[_EventSpec]:
 
 
 def _check_events(col: _Collector, specs: list[_EventSpec], nodes: tuple[Node, ...],
-                  resources: tuple[str, ...]) -> tuple[ClusterEvent, ...]:
+                  resources: tuple[str, ...], devices: tuple[int, ...] = ()) -> tuple[ClusterEvent, ...]:
     """Replay the events in time order (failures before additions at equal times, then
     file order: the simulator's order) and check each against the nodes up at that time."""
     known: dict[str, Node] = {nd.name: nd for nd in nodes}
@@ -540,6 +551,12 @@ def _check_events(col: _Collector, specs: list[_EventSpec], nodes: tuple[Node, .
             if unknown:
                 continue
             capacity = tuple(float(ev.capacity.get(r, 0.0)) for r in resources)
+            fractional = [r for r in devices if capacity[r] != int(capacity[r])]
+            for r in fractional:
+                col.add(f"{bp}.capacity.{resources[r]}", f"{resources[r]} is a device resource (cluster.devices): "
+                                                         f"a node has a whole number of devices, got {capacity[r]:g}")
+            if fractional:
+                continue
         if ev.attributes is not None:
             attributes = tuple(sorted(ev.attributes.items()))
         else:
@@ -549,6 +566,49 @@ def _check_events(col: _Collector, specs: list[_EventSpec], nodes: tuple[Node, .
         up.add(ev.name)
         out.append(ClusterEvent(ev.time, ev.kind, ev.name, node))
     return tuple(out)
+
+
+def _devices(col: _Collector, raw: Any) -> list[tuple[str, str]]:
+    """``cluster.devices: [gpu]``: the resources counted in physical devices."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        col.add("cluster.devices", f"must be a list of resource names, got {_show(raw)}")
+        return []
+    out: list[tuple[str, str]] = []
+    for i, name in enumerate(raw):
+        p = f"cluster.devices[{i}]"
+        if not isinstance(name, str) or not name:
+            col.add(p, f"must be a resource name, got {_show(name)}")
+        elif any(name == n for n, _ in out):
+            col.add(p, f"duplicate device resource {name!r}")
+        else:
+            out.append((name, p))
+    return out
+
+
+def _check_devices(col: _Collector, device_names: list[tuple[str, str]], resources: tuple[str, ...],
+                   pooled: Mapping | None, node_entries: list) -> tuple[int, ...]:
+    """Resolve ``cluster.devices`` to resource indices; every node holds whole devices."""
+    out: list[int] = []
+    for name, p in device_names:
+        if name not in resources:
+            col.add(p, f"unknown resource {name!r} (resources: {', '.join(resources)})")
+            continue
+        out.append(resources.index(name))
+        where = [("cluster.capacity", pooled)] if pooled is not None else \
+            [(f"{np}.capacity", caps) for _n, _c, caps, _a, np in node_entries]
+        for path, caps in where:
+            amount = caps.get(name, 0.0)
+            if amount != int(amount):
+                col.add(f"{path}.{name}", f"{name} is a device resource (cluster.devices): a node has a whole "
+                                          f"number of devices, got {amount:g}")
+    return tuple(sorted(out))
+
+
+def _device_amount_ok(amount: float) -> bool:
+    """A device demand is a fraction of one device (< 1) or a whole number of devices."""
+    return amount < 1.0 or amount == int(amount)
 
 
 def _eligible(node: Node, constraints) -> bool:
@@ -562,7 +622,7 @@ def _all_amounts(pooled, node_entries, job_specs):
     for _name, _cnt, caps, _attrs, p in node_entries:
         yield f"{p}.capacity", caps
     for *_head, classes, _p in job_specs:
-        for _cname, demand, _cnt, _dur, _cons, tp in classes:
+        for _cname, demand, _cnt, _dur, _cons, _mpn, tp in classes:
             yield f"{tp}.demand", demand
 
 

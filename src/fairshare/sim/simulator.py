@@ -122,7 +122,7 @@ class Simulator:
         # Raises PolicyModeError for a policy with no online meaning (before any work).
         self.scheduler = Scheduler(scenario.resources, scenario.cluster.nodes, scenario.queues, policy,
                                    placement=options.placement, headroom=options.headroom,
-                                   respect_counts=True)
+                                   respect_counts=True, devices=scenario.cluster.devices)
         self.rng = random.Random(options.seed)  # the only source of randomness of a run
         self.durations = DurationSampler(scenario.jobs, self.rng)
         self.events = EventQueue()
