@@ -76,6 +76,9 @@ class DFFSorter(OnlineSorter):
         # index therefore gives the reference's child order.
         self.key: list[str] = []
         self.alive: list[bool] = []
+        # the alive nodes in index order (parents before children; jobs are appended as
+        # they arrive), so rebuilds cost O(present nodes), not O(every job ever seen)
+        self.alive_nodes: dict[int, None] = {}
         self.parent: list[int] = []
         self.weight: list[float] = []
         self.is_job: list[bool] = []
@@ -101,6 +104,7 @@ class DFFSorter(OnlineSorter):
         idx = len(self.key)
         self.key.append(key)
         self.alive.append(True)
+        self.alive_nodes[len(self.alive) - 1] = None
         self.parent.append(parent)
         self.weight.append(weight)
         self.is_job.append(is_job)
@@ -134,6 +138,7 @@ class DFFSorter(OnlineSorter):
         self._walk_counts(idx, d_live=-self.live[idx], d_running=-self.running[idx])
         super().remove_job(name)  # its usage leaves the sums at the rebuild
         self.alive[idx] = False  # tombstone: never reused; its heap entries go stale
+        del self.alive_nodes[idx]
         self.job_kids[self.parent[idx]].remove(idx)
         self._invalidate()  # ... or finishes
 
@@ -226,8 +231,8 @@ class DFFSorter(OnlineSorter):
 
     def _children(self) -> list[list[int]]:
         children: list[list[int]] = [[] for _ in self.key]
-        for c in range(1, len(self.key)):
-            if self.alive[c]:
+        for c in self.alive_nodes:
+            if c:
                 children[self.parent[c]].append(c)
         return children
 
@@ -237,8 +242,8 @@ class DFFSorter(OnlineSorter):
         m, n = self.m, len(self.key)
         children = self._children()
         needs: list[list[bool] | None] = [None] * n
-        for v in range(n):
-            if self.is_job[v] and self.alive[v]:
+        for v in self.alive_nodes:
+            if self.is_job[v]:
                 flags = [d > 0 for d in self.jobs[self.key[v]].demand]
                 needs[v] = flags
                 p = self.parent[v]
@@ -252,17 +257,17 @@ class DFFSorter(OnlineSorter):
                     p = self.parent[p]
         self.fr = [None] * n
         self.fr[0] = tuple(self.capacity)  # FR_root = R
-        for v in range(n):  # parents precede children in index order
+        present = list(self.alive_nodes)
+        for v in present:  # parents precede children in index order
             if self.fr[v] is None or self.is_job[v]:
                 continue
             live = [c for c in children[v] if needs[c] is not None]
+            # per resource, the weight of the siblings that need it (Alg. 1's denominator)
+            total = [sum(self.weight[k] for k in live if needs[k][r]) for r in range(m)]
             for c in live:
                 w = self.weight[c]
-                self.fr[c] = tuple(self.fr[v][r] * w / sum(self.weight[k] for k in live if needs[k][r])
-                                   if needs[c][r] else 0.0 for r in range(m))
-        for v in range(n - 1, -1, -1):  # children have larger indices than their parent
-            if not self.alive[v]:
-                continue
+                self.fr[c] = tuple(self.fr[v][r] * w / total[r] if needs[c][r] else 0.0 for r in range(m))
+        for v in reversed(present):  # children have larger indices than their parent
             if self.is_job[v]:
                 self.usage[v] = list(self.jobs[self.key[v]].usage)
             else:
@@ -370,10 +375,7 @@ class DFFSorter(OnlineSorter):
         """A view from scratch, bottom-up: O(nodes x resources)."""
         view.pending.clear()
         children = self._children()
-        n = len(self.key)
-        for v in range(n - 1, -1, -1):
-            if not self.alive[v]:
-                continue
+        for v in reversed(list(self.alive_nodes)):
             if self.is_job[v]:
                 view.unblocked[v] = 0 if self._leaf_blocked(view, v) else 1
                 view.share[v] = self.raw[v]
@@ -413,4 +415,4 @@ class DFFSorter(OnlineSorter):
         if self.dirty:
             self._refresh()
         view = self.views[0]
-        return {self.key[v]: view.share[v] for v in range(1, len(self.key)) if self.alive[v]}
+        return {self.key[v]: view.share[v] for v in self.alive_nodes if v}
