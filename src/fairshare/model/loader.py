@@ -413,6 +413,19 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         capacity = tuple(sum(nd.capacity[r] for nd in nodes) for r in range(m))
         pooled = False
 
+    # Which task shapes some node can hold: checked once per distinct (demand,
+    # constraints) against each distinct node shape, not per task class and node (a
+    # converted trace has thousands of each).
+    node_shapes = list({(nd.capacity, nd.attributes): None for nd in nodes})
+    holds: dict[tuple, tuple[bool, bool]] = {}  # -> (some node eligible, one of those holds it)
+
+    def placeable(d: tuple, constraints) -> tuple[bool, bool]:
+        key = (d, constraints)
+        if key not in holds:
+            eligible = [cap for cap, attrs in node_shapes if _eligible_attributes(attrs, constraints)]
+            holds[key] = (bool(eligible), any(all(d[r] <= cap[r] for r in range(m)) for cap in eligible))
+        return holds[key]
+
     jobs = []
     for name, queue, weight, submit, classes, p in job_specs:
         tcs = []
@@ -425,10 +438,10 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
             missing = [res for r, res in enumerate(resources) if d[r] > 0 and capacity[r] <= 0]
             for res in missing:
                 col.add(f"{tp}.demand.{res}", f"the cluster has no {res}")
-            eligible = [nd for nd in nodes if _eligible(nd, constraints)]
-            if not eligible:
+            any_eligible, fits_one = placeable(d, constraints)
+            if not any_eligible:
                 col.add(f"{tp}.constraints", "no node satisfies these constraints")
-            elif not missing and not any(all(d[r] <= nd.capacity[r] for r in range(m)) for nd in eligible):
+            elif not missing and not fits_one:
                 # (skipped when a resource is missing altogether: that error says it all)
                 biggest = ", ".join(f"{res}={d[r]:g}" for r, res in enumerate(resources) if d[r] > 0)
                 where = "the pooled capacity" if pooled else "any single node"
@@ -611,8 +624,8 @@ def _device_amount_ok(amount: float) -> bool:
     return amount < 1.0 or amount == int(amount)
 
 
-def _eligible(node: Node, constraints) -> bool:
-    attrs = dict(node.attributes)
+def _eligible_attributes(attributes: tuple, constraints) -> bool:
+    attrs = dict(attributes)
     return all(attrs.get(key) in allowed for key, allowed in constraints)
 
 
