@@ -33,6 +33,7 @@ CASES = [
     ("asset", {}, "asset", {}),
     ("cpu", {}, "cpu", {}),
     ("cpu", {"resource": "mem"}, "cpu", {"resource_index": 1}),
+    ("fifo", {}, "fifo", {}),
 ]
 
 

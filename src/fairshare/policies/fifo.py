@@ -18,3 +18,9 @@ class FIFO(FillingPolicy):
 
     def build_tree(self, scenario, respect_counts):
         return flat_tree(scenario, respect_counts, fifo=True)
+
+    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
+        """Oldest runnable job first, scanning in arrival order (``flat_online.FifoSorter``)."""
+        from fairshare.policies.flat_online import FifoSorter
+
+        return FifoSorter(len(resources), queues, capacity)

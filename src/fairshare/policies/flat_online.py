@@ -1,4 +1,5 @@
-"""Incremental flat sorter for ``drf``, ``asset`` and ``cpu``: one lazy heap over the jobs.
+"""Incremental flat sorters: a lazy heap over the jobs for ``drf``, ``asset`` and ``cpu``;
+an arrival-order scan for ``fifo`` (:class:`FifoSorter`).
 
 The flat policies compare jobs by a share that depends on the job alone:
 
@@ -106,3 +107,19 @@ class FlatSorter(OnlineSorter):
 
     def shares(self) -> dict[str, float]:
         return dict(self.share)
+
+
+class FifoSorter(OnlineSorter):
+    """``fifo`` online: the earliest submitted demanding job that can run.
+
+    The jobs dict keeps arrival order (jobs are added as they arrive and removed when they
+    complete), so a pick scans from the oldest job and stops at the first that can run:
+    O(jobs ahead of it) with nothing recomputed, where the reference sorts and scores every
+    present job per decision. Same decisions as the reference (tests/test_online_parity.py).
+    """
+
+    def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
+        for job in self.jobs.values():
+            if job.demanding and runnable(job.name):
+                return job.name
+        return None
