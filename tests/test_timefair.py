@@ -384,7 +384,7 @@ def test_scheduler_passes_node_capacities_to_the_sorter():
     assert [launch.job for launch in sched.schedule(0.0)] == ["A"]
     assert sched.sorter.slowdowns() == {"A": 0.5}
     # other policies ignore the node list (the reference sorter still works)
-    ref = Scheduler(("units",), (Node("a", (50.0,)),), FLAT, make_policy("fifo"))
+    ref = Scheduler(("units",), (Node("a", (50.0,)),), FLAT, make_policy("collapsed"))
     assert isinstance(ref.sorter, ReferenceSorter)
 
 
