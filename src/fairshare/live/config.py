@@ -20,7 +20,7 @@ from fairshare.live.auth import AuthConfig, parse_auth
 from fairshare.model.cluster import Node
 from fairshare.model.errors import FieldError, ScenarioError
 from fairshare.model.jobs import Job, TaskClass
-from fairshare.model.loader import parse_scenario, parse_text
+from fairshare.model.loader import parse_scenario, read_document
 from fairshare.model.queues import ROOT, QueueTree
 
 CONFIG_KEYS = {"resources", "cluster", "queues", "auth"}
@@ -43,15 +43,7 @@ class LiveConfig:
 
 
 def load_config(path: str | Path) -> LiveConfig:
-    p = Path(path)
-    source = str(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(FieldError("", "file not found"), source) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(FieldError("", f"cannot read: {exc}"), source) from None
-    return parse_config(parse_text(text, source, json_first=p.suffix.lower() == ".json"), source)
+    return parse_config(read_document(path, what="config file"), str(path))
 
 
 def parse_config(data: Any, source: str = "<config>") -> LiveConfig:

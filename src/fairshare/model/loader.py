@@ -40,6 +40,15 @@ ADDED_NODE_KEYS = {"name", "capacity", "attributes"}
 
 def load_scenario(path: str | Path) -> Scenario:
     """Parse a YAML or JSON scenario file; raise :class:`ScenarioError` on any problem."""
+    doc = read_document(path, what="scenario file",
+                        empty="the file is empty (a scenario needs at least cluster and jobs)")
+    return parse_scenario(doc, str(path))
+
+
+def read_document(path: str | Path, *, what: str, empty: str | None = None) -> Any:
+    """Read and parse a YAML or JSON file (JSON first for ``.json``), every failure a
+    :class:`ScenarioError` naming the file. ``empty``, if given, is the reason a blank
+    file is refused with; otherwise a blank file parses as ``None``."""
     p = Path(path)
     source = str(path)
     try:
@@ -47,13 +56,12 @@ def load_scenario(path: str | Path) -> Scenario:
     except FileNotFoundError:
         raise ScenarioError(FieldError("", "file not found"), source) from None
     except IsADirectoryError:
-        raise ScenarioError(FieldError("", "is a directory, not a scenario file"), source) from None
+        raise ScenarioError(FieldError("", f"is a directory, not a {what}"), source) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(FieldError("", f"cannot read: {exc}"), source) from None
-    if not text.strip():
-        raise ScenarioError(FieldError("", "the file is empty (a scenario needs at least cluster and jobs)"),
-                            source)
-    return parse_scenario(parse_text(text, source, json_first=p.suffix.lower() == ".json"), source)
+    if empty is not None and not text.strip():
+        raise ScenarioError(FieldError("", empty), source)
+    return parse_text(text, source, json_first=p.suffix.lower() == ".json")
 
 
 def parse_text(text: str, source: str, *, json_first: bool = False) -> Any:
