@@ -17,8 +17,9 @@ import inspect
 import json
 import os
 import sys
+import math
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources as importlib_resources
 from typing import Any
@@ -53,48 +54,27 @@ POLICY_OPTIONS: dict[str, tuple[str, str]] = {
 }
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
-    return value
+def _number(convert: Callable[[str], Any], ok: Callable[[Any], bool], reason: str,
+            out_of_range: str | None = None) -> Callable[[str], Any]:
+    """An argparse ``type``: ``convert`` the text, refuse it unless ``ok``, saying ``reason``."""
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{reason}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{out_of_range or reason}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text!r}")
-    return value
+_positive_int = _number(int, lambda v: v > 0, "must be a positive whole number")
+_non_negative_int = _number(int, lambda v: v >= 0, "must be a whole number >= 0")
+_positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "must be a number > 0")
+_non_negative_float = _number(float, lambda v: math.isfinite(v) and v >= 0, "must be a number of seconds >= 0",
+                              "must be a finite number of seconds >= 0")
 
 
 def build_parser() -> argparse.ArgumentParser:
