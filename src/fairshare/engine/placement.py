@@ -458,6 +458,19 @@ class NodePool:
         joined): pass it to :meth:`place_since` later."""
         return self._freed_base + len(self._freed)
 
+    def freed_since(self, mark: int, limit: int) -> list[int] | None:
+        """The distinct nodes freed since ``mark`` (cluster order), or None when there
+        are more than ``limit`` log entries since or the log no longer reaches back."""
+        start = mark - self._freed_base
+        if start < 0 or len(self._freed) - start > limit:
+            return None
+        return sorted(set(self._freed[start:]))
+
+    def effective_need(self, demand: Vector) -> Vector:
+        """What :meth:`fits_on` matches against a node's :meth:`index_vector` for a task
+        of ``demand`` (its need in index terms, plus headroom)."""
+        return self._effective(demand)
+
     def freed_fits(self, demand: Vector, constraints: tuple, mark: int,
                    allowed: Callable[[int], bool] | None = None) -> list[int] | None:
         """The nodes freed since ``mark`` (eligible, ``allowed``) where ``demand`` fits now,

@@ -28,6 +28,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from fairshare.engine.placement import DeviceAssignment, NodePool
 from fairshare.model.cluster import Node
 from fairshare.model.jobs import Job
@@ -43,6 +45,13 @@ from fairshare.policies.base import Policy
 _NOFIT_MAX = 100_000
 #: longest candidate list a first-fit memo keeps (longer: "unknown beyond the first")
 _CANDIDATES_MAX = 64
+#: the sorter chooses among an explicit list of candidate jobs (``pick_among``) when the
+#: jobs whose next task may fit number at most this; beyond, its own descent is cheaper
+_PICK_AMONG_MAX = 48
+#: after a quiet point, the freed nodes are scanned for fitting shapes only if at most
+#: this many were freed; beyond, ``schedule`` asks the sorter as usual
+_FREED_SCAN_MAX = 16
+_EPS = 1e-9  # placement's fit tolerance (placement._fits), for the vectorized scan
 
 CAPACITY_SHARE_POLICIES = frozenset({"drf", "asset", "cpu", "collapsed", "hdrf", "hdrf-naive",
                                      "capacity", "dff"})
@@ -88,6 +97,10 @@ class JobRuntime:
     #: demand itself for an unconstrained job); ``factor`` is C_r / C^elig_r, None for 1
     reported: list[Vector] = field(default_factory=list)
     factor: Vector | None = None
+    #: the class ``next_class()`` gives and its shape key (demand, constraints), None
+    #: when the job wants nothing; kept by ``Scheduler._refile`` after every change
+    shape_class: int | None = None
+    shape_key: tuple | None = None
 
     @property
     def demanding(self) -> bool:
@@ -151,6 +164,20 @@ class Scheduler:
         # (see _locate)
         self._memo: dict[tuple, tuple[int | None, int, list[int] | None]] = {}
         self._fit_keys_on: dict[int, list[tuple]] = {}
+        # demanding jobs by the shape key of their next task (Scheduler._refile)
+        self._shape_jobs: dict[tuple, dict[str, None]] = {}
+        # quiet point: the freed-nodes mark when a schedule() call ended because no
+        # pending task fitted anywhere (None: unknown); shapes that appeared since
+        self._quiet_mark: int | None = None
+        self._new_shapes: set[tuple] = set()
+        # per constraint set: (pending shape keys, their needs as a matrix) for the scan of
+        # freed nodes; and which nodes each constraint set admits
+        self._shape_matrix: dict[tuple, tuple[list[tuple], np.ndarray]] = {}
+        self._eligible_sets: dict[tuple, frozenset[int]] = {}
+        self._filed = 0  # jobs in _shape_jobs
+        # the candidate path's limits (-1 turns it off: the plain path, for comparisons)
+        self.pick_among_max = _PICK_AMONG_MAX
+        self.freed_scan_max = _FREED_SCAN_MAX
         self.decisions = 0
 
     # --- events ---------------------------------------------------------------------------
@@ -169,6 +196,7 @@ class Scheduler:
             rt.finished_at = now
             return
         self.sorter.add_job(job.name, job.queue, job.weight, job.composite_demand())
+        self._refile(rt)
         if self.use_headroom:
             self._update_headroom()
 
@@ -194,6 +222,7 @@ class Scheduler:
                 self._track(rt.job, task.class_index, +1)
             if not was:
                 self.sorter.set_demanding(task.job, True)
+            self._refile(rt)
         self._maybe_complete(rt, now)
         return task
 
@@ -205,6 +234,7 @@ class Scheduler:
                 if p > 0:
                     self._track(rt.job, j, -1)
             rt.cancelled = True
+            self._refile(rt)
             if job_name in self.sorter.jobs:
                 self.sorter.set_demanding(job_name, False)
         self._maybe_complete(rt, now)
@@ -214,6 +244,8 @@ class Scheduler:
         self.pool.add_node(node)
         self._memo.clear()  # the index may be rebuilt (new node, other attributes)
         self._nofit.clear()
+        self._eligible_sets.clear()
+        self._quiet_mark = None
         self.sorter.set_capacity(self.pool.total_capacity)
         self._refresh_factors(now)
 
@@ -242,7 +274,16 @@ class Scheduler:
 
     # --- decisions --------------------------------------------------------------------------
     def schedule(self, now: float) -> list[Launch]:
-        """Start tasks until no job the policy would pick can run anywhere."""
+        """Start tasks until no job the policy would pick can run anywhere.
+
+        Candidates. After a *quiet point* (a call that ended because no pending task fitted
+        anywhere), only the nodes freed since can hold anything, and only the shapes that
+        fit on them, plus shapes that appeared since, can run: a short list, found by one
+        vectorized scan per freed node (:meth:`_candidate_shapes`). When the jobs whose
+        next task has one of those shapes are few (``_PICK_AMONG_MAX``), the sorter
+        chooses among just them (``pick_among``: the job its ``pick`` would return, as
+        every other job is not runnable), instead of descending past the many jobs that
+        fit nowhere. On a full cluster that is most decisions."""
         launches: list[Launch] = []
         # best-fit / packing: which shapes fit nowhere, for this call only (within one call
         # free capacity only shrinks, so "fits nowhere" stays true); first-fit keeps its
@@ -250,45 +291,167 @@ class Scheduler:
         fit: dict[tuple, int | None] = {}
         # first-fit: the keys of ``fit`` found on each node; a launch there drops them (the
         # other answers stand: their nodes did not change, the nodes before them only shrank)
-        self._fit_keys_on: dict[int, list[tuple]] = {}
+        self._fit_keys_on = {}
         first_fit = self.pool.strategy == "first-fit"
-        while True:
-            if not any(self._fits_now(key, fit, first_fit) for key in self._minimal()):
-                return launches  # no pending task fits anywhere
-            self.sorter.set_saturated(self._saturated())
-            chosen: dict[str, tuple[int, int]] = {}
+        pool = self.pool
+        # local: shape -> the freed nodes it fits on (nowhere else, by the quiet point);
+        # searched: shapes new since the quiet point (searched for as usual); shapes: both
+        local, searched = self._candidate_shapes()
+        shapes = None if searched is None else searched + list(local)
+        self._quiet_mark = None
+        self._new_shapes.clear()
+        jobs, locate, chosen = self.jobs, self._locate, {}
+        exclude = self.sorter.exclude
+        self.sorter.reset_excluded()
+        last_node = -1
+        # without a quiet point: shapes found to fit nowhere in this call, and how many
+        # jobs wanted them; once the others are few, switch to the candidate list
+        dead: set[tuple] = set()
+        dead_jobs = 0
 
-            def runnable(name: str) -> bool:
-                rt = self.jobs[name]
-                j = rt.next_class()
-                if j is None:
-                    return False
-                cls = rt.job.classes[j]
-                allowed = None
-                if cls.max_per_node is None:
-                    key: tuple = (cls.demand, cls.constraints)
+        def runnable(name: str) -> bool:
+            rt = jobs[name]
+            j = rt.shape_class
+            if j is None:
+                return False
+            cls = rt.job.classes[j]
+            allowed = None
+            key = rt.shape_key
+            if cls.max_per_node is not None:
+                # a per-node limit makes the node depend on the job: its own cache entry
+                # (still monotone within a call: counts only grow, free only shrinks)
+                key = (cls.demand, cls.constraints, name, j)
+                allowed = self._under_limit(name, j, cls.max_per_node)
+            nodes = local.get(key) if (first_fit and allowed is None) else None
+            if nodes:  # fits on these freed nodes only: the first fit is the first of them
+                node = min(nodes)
+            else:
+                node = locate(key, cls.demand, cls.constraints, allowed, fit)
+            if node is None:
+                # not runnable for the rest of this call (free capacity only shrinks, per-node
+                # counts only grow): nor is any job whose next task has this shape
+                if allowed is None and key not in dead:
+                    nonlocal dead_jobs
+                    dead.add(key)
+                    group = self._shape_jobs.get(key, ())
+                    dead_jobs += len(group)
+                    for other in group:
+                        exclude(other)
                 else:
-                    # a per-node limit makes the node depend on the job: its own cache entry
-                    # (still monotone within a call: counts only grow, free only shrinks)
-                    key = (cls.demand, cls.constraints, name, j)
-                    allowed = self._under_limit(name, j, cls.max_per_node)
-                node = self._locate(key, cls.demand, cls.constraints, allowed, fit)
-                if node is None:
-                    return False
-                chosen[name] = (j, node)
-                return True
+                    exclude(name)
+                return False
+            chosen[name] = (j, node)
+            return True
 
-            name = self.sorter.pick(runnable, now)
+        while True:
+            if shapes is not None:
+                # within a call free capacity only shrinks: the lists only get shorter
+                if last_node >= 0:
+                    for key in [key for key, nodes in local.items() if last_node in nodes]:
+                        if not pool.fits_on(last_node, key[0]):
+                            local[key].discard(last_node)
+                            if not local[key]:
+                                del local[key]
+                searched = [key for key in searched if key in self._pending_keys and
+                            self._fits_now(key, fit, first_fit)]
+                shapes = searched + [key for key in local if key in self._pending_keys]
+                if not shapes:
+                    self._quiet_mark = pool.freed_mark()
+                    return launches
+            elif not any(self._fits_now(key, fit, first_fit) for key in self._minimal()):
+                self._quiet_mark = self.pool.freed_mark()
+                return launches  # no pending task fits anywhere
+            elif dead and self._filed - dead_jobs <= self.pick_among_max:
+                searched = [key for key in self._pending_keys if key not in dead]
+                shapes = searched  # (the dead ones stay dead: free space only shrinks)
+                continue
+            self.sorter.set_saturated(self._saturated())
+            chosen.clear()
+            among = None
+            if shapes is not None and sum(len(self._shape_jobs.get(key, ())) for key in shapes) <= self.pick_among_max:
+                among = [name for key in shapes for name in self._shape_jobs.get(key, ())]
+            if among is None:
+                name = self.sorter.pick(runnable, now)
+            else:
+                name = self.sorter.pick_among(among, runnable, now)
             if name is None:
                 return launches
             if name not in chosen and not runnable(name):  # a sorter must only return runnable jobs
                 raise AssertionError(f"sorter picked {name!r}, which cannot run")
             j, node = chosen[name]
             launches.append(self._launch(name, j, node, now))
+            last_node = node
             if first_fit:
                 for key in self._fit_keys_on.pop(node, ()):
                     if fit.get(key) == node:
                         del fit[key]
+
+    def _candidate_shapes(self) -> tuple[dict[tuple, set[int]], list[tuple] | None]:
+        """The pending shapes that may fit somewhere now, when a quiet point makes that
+        cheap to know: those that fit on a node freed since (one vectorized test of all
+        pending shapes per freed node; returned with those nodes, where alone they fit)
+        and those that appeared since (to be searched for). ``({}, None)``: unknown (no
+        quiet point, or too many nodes freed). The two are disjoint."""
+        local: dict[tuple, set[int]] = {}
+        mark = self._quiet_mark
+        if mark is None:
+            return local, None
+        freed = self.pool.freed_since(mark, self.freed_scan_max)
+        if freed is None:
+            return local, None
+        found = {key for key in self._new_shapes if key in self._pending_keys}
+        for constraints in self._pending_by_constraints if freed else ():
+            keys, needs = self._shapes_of(constraints)
+            eligible = self._eligible_set(constraints)
+            for node in freed:
+                if node not in eligible:
+                    continue
+                free = np.asarray(self.pool.index_vector(node), dtype=float)
+                tol = free + _EPS * np.maximum(1.0, np.abs(free))  # placement._fits, vectorized
+                for i in np.flatnonzero((needs <= tol).all(axis=1)):
+                    key = keys[i]
+                    if key not in found:  # a new shape may fit elsewhere too: searched
+                        local.setdefault(key, set()).add(node)
+        return local, list(found)
+
+    def _shapes_of(self, constraints: tuple) -> tuple[list[tuple], np.ndarray]:
+        """The pending shapes with these constraints and their needs (demand as the pool
+        matches it: headroom, devices) as rows, rebuilt when the shapes change."""
+        got = self._shape_matrix.get(constraints)
+        if got is None:
+            demands = sorted(self._pending_by_constraints[constraints])
+            keys = [(d, constraints) for d in demands]
+            needs = np.array([self.pool.effective_need(d) for d in demands], dtype=float).reshape(len(demands), -1)
+            got = self._shape_matrix[constraints] = (keys, needs)
+        return got
+
+    def _eligible_set(self, constraints: tuple) -> frozenset[int]:
+        got = self._eligible_sets.get(constraints)
+        if got is None:
+            got = self._eligible_sets[constraints] = frozenset(self.pool.eligible(constraints))
+        return got
+
+    def _refile(self, rt: JobRuntime) -> None:
+        """Keep ``rt.shape_class``/``shape_key`` (its next task) and ``_shape_jobs`` current."""
+        j = None if rt.cancelled else rt.next_class()
+        key = None
+        if j is not None:
+            cls = rt.job.classes[j]
+            key = (cls.demand, cls.constraints)
+        rt.shape_class = j
+        if key == rt.shape_key:
+            return
+        name = rt.job.name
+        if rt.shape_key is not None:
+            group = self._shape_jobs[rt.shape_key]
+            del group[name]
+            self._filed -= 1
+            if not group:
+                del self._shape_jobs[rt.shape_key]
+        rt.shape_key = key
+        if key is not None:
+            self._shape_jobs.setdefault(key, {})[name] = None
+            self._filed += 1
 
     def _fits_now(self, key: tuple, fit: dict, first_fit: bool) -> bool:
         """Whether a task of this shape fits somewhere now."""
@@ -388,6 +551,8 @@ class Scheduler:
             rt.first_start = now
         if rt.pending[j] == 0:
             self._track(rt.job, j, -1)
+        if len(rt.pending) > 1 or rt.pending[j] == 0:
+            self._refile(rt)  # (one class with tasks left: the next task is the same shape)
         self.tasks[task_id] = RunningTask(task_id, name, j, node, cls.demand, now, held)
         self.sorter.allocated(name, rt.reported[j], now)
         if not rt.demanding:
@@ -522,12 +687,19 @@ class Scheduler:
 
     def _minimal(self) -> list[tuple]:
         """Pending task shapes (demand, constraints) not dominated by another pending shape
-        with the same constraints: if none of these fits anywhere, no pending task does."""
+        with the same constraints: if none of these fits anywhere, no pending task does.
+        Not under headroom: a smaller task may have to leave room that a larger one need
+        not (placement's headroom rule), so dominance in demand says nothing; every
+        pending shape is tried then."""
+        if self.use_headroom:
+            return list(self._pending_keys)
         if self._minimal_keys is None:
             self._minimal_keys = [(d, cons) for cons, group in self._minimal_by_constraints.items() for d in group]
         return self._minimal_keys
 
     def _shape_appeared(self, demand: Vector, constraints: tuple) -> None:
+        self._new_shapes.add((demand, constraints))
+        self._shape_matrix.pop(constraints, None)
         self._pending_by_constraints.setdefault(constraints, set()).add(demand)
         group = self._minimal_by_constraints.setdefault(constraints, [])
         if any(_dominates(o, demand) for o in group):
@@ -536,6 +708,7 @@ class Scheduler:
         self._minimal_keys = None
 
     def _shape_left(self, demand: Vector, constraints: tuple) -> None:
+        self._shape_matrix.pop(constraints, None)
         pending = self._pending_by_constraints[constraints]
         pending.discard(demand)
         group = self._minimal_by_constraints[constraints]
@@ -565,6 +738,8 @@ class Scheduler:
         self.pool.headroom = tuple(big)
         self._nofit.clear()  # the headroom changes what fits
         self._memo.clear()
+        self._shape_matrix.clear()
+        self._quiet_mark = None
 
     # --- views -------------------------------------------------------------------------------
     def usage(self, name: str) -> Vector:

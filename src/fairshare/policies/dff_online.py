@@ -46,7 +46,7 @@ import heapq
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.online import OnlineSorter, Runnable, descend_tree
+from fairshare.policies.online import OnlineSorter, Runnable, TreeExclusion, descend_tree, pick_among_tree
 
 MAX_VIEWS = 16
 #: a view not used for this many events is dropped (every event updates every view)
@@ -68,7 +68,7 @@ class _View:
         self.pending: dict[int, None] = {}  # leaves changed while this view was not current
 
 
-class DFFSorter(OnlineSorter):
+class DFFSorter(TreeExclusion, OnlineSorter):
     def __init__(self, resources: int, queues: QueueTree, capacity: Vector):
         super().__init__(resources, queues, capacity)
         # node table; queues first (pre-order, so a parent precedes its children and
@@ -95,6 +95,7 @@ class DFFSorter(OnlineSorter):
         self.views: list[_View] = []
         self.events = 0
         self.dirty = True  # FR (and so every fairness) must be recomputed before deciding
+        self._init_excluded()
         self._add_node(ROOT, -1, 1.0, False, False)
         for node in queues:
             if node.path != ROOT:
@@ -124,6 +125,7 @@ class DFFSorter(OnlineSorter):
         self.raw.append(0.0)
         self.running.append(0)
         self.live.append(0)
+        self._grow_excluded()
         return idx
 
     # --- events -------------------------------------------------------------------------------
@@ -401,15 +403,23 @@ class DFFSorter(OnlineSorter):
             self._refresh()
         view = self.views[0]
 
-        def valid(entry: tuple) -> bool:
-            c = entry[4]
-            return entry[3] == view.version[c] and self.live[c] > 0 and self.alive[c]
-
-        def fifo_jobs(v: int) -> list[int] | None:
-            return self.job_kids[v] if v and self.fifo[v] else None
-
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
-                            fifo_jobs=fifo_jobs, valid=valid, runnable=runnable)
+                            fifo_jobs=self._fifo_jobs, version=view.version, present=self.alive,
+                            runnable=runnable, excluded=self._excluded_counts())
+
+    def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
+        if self.dirty:
+            self._refresh()
+        share, running, position = self.views[0].share, self.running, self.position
+
+        def node_key(v: int) -> tuple:  # as in the pick heaps (_push)
+            return (round(share[v], _DIGITS), running[v], position[v])
+
+        return pick_among_tree(names, index=self.index, parent=self.parent, live=self.live, node_key=node_key,
+                               fifo_jobs=self._fifo_jobs, runnable=runnable)
+
+    def _fifo_jobs(self, v: int) -> list[int] | None:
+        return self.job_kids[v] if v and self.fifo[v] else None
 
     def shares(self) -> dict[str, float]:
         if self.dirty:

@@ -43,7 +43,7 @@ import heapq
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.online import OnlineSorter, Runnable, descend_tree
+from fairshare.policies.online import OnlineSorter, Runnable, TreeExclusion, descend_tree, pick_among_tree
 
 REBUILD_EVERY = 4096
 MAX_VIEWS = 16
@@ -84,7 +84,7 @@ class _View:
         self.updates.append(0)
 
 
-class HDRFSorter(OnlineSorter):
+class HDRFSorter(TreeExclusion, OnlineSorter):
     def __init__(self, resources: int, queues: QueueTree, capacity: Vector, *, rescale: bool = True,
                  ignore_blocked: bool = True, stop_when_saturated: bool = False):
         super().__init__(resources, queues, capacity)
@@ -102,6 +102,10 @@ class HDRFSorter(OnlineSorter):
         self.running: list[int] = []
         self.live: list[int] = []  # demanding leaves below (1 for a demanding leaf)
         self.kids: list[int] = []
+        self.depth: list[int] = []  # the root is at 0
+        self._init_excluded()
+        self.max_depth = 0
+        self._zero = (0.0,) * resources
         # Without ignore_blocked the saturated set changes nothing: one view serves all.
         self.views: list[_View] = [_View(frozenset(), 0, resources)]
         self.events = 0
@@ -130,6 +134,9 @@ class HDRFSorter(OnlineSorter):
             pos = self.kids[parent]
             self.kids[parent] += 1
         self.position.append(pos)
+        self.depth.append(0 if parent < 0 else self.depth[parent] + 1)
+        self._grow_excluded()
+        self.max_depth = max(self.max_depth, self.depth[idx])
         self.index[key] = idx
         self.leaf_usage.append([0.0] * self.m)
         self.running.append(0)
@@ -212,25 +219,20 @@ class HDRFSorter(OnlineSorter):
     def _touch(self, idx: int) -> None:
         """Leaf ``idx`` changed: bring the current view up to date now; the others only
         record it and catch up when their saturated set comes back (:meth:`_catch_up`)."""
-        self._sync_leaf(self.views[0], idx)
+        self._propagate(self.views[0], (idx,))
         for view in self.views[1:]:
             view.pending[idx] = None
 
-    def _sync_leaf(self, view: _View, idx: int) -> None:
-        was = view.unblocked[idx]
-        now = 1 if (self.key[idx] and self.live[idx] and not self._leaf_blocked(view, idx)) else 0
-        view.unblocked[idx] = now
-        self._changed(view, idx, d_unblocked=now - was)
-
     def _catch_up(self, view: _View) -> None:
-        """Apply the leaf changes a view missed while another set was current. Each walk
-        re-derives the path from the children's current contributions, so applying them
-        in one batch gives the state applying them one by one would (up to float sums)."""
+        """Apply the leaf changes a view missed while another set was current, in one
+        batch: each changed node is recomputed once, after all its changed children
+        (:meth:`_propagate` re-derives every node from its children's current
+        contributions, so one batch gives the state one walk per leaf would, up to float
+        sums, and the leaves' common ancestors are not redone per leaf)."""
         if len(view.pending) * 4 > len(self.key):
             self._rebuild(view)  # cheaper than many walks
         else:
-            for idx in view.pending:
-                self._sync_leaf(view, idx)
+            self._propagate(view, view.pending)
         view.pending.clear()
 
     def set_saturated(self, resources):
@@ -285,39 +287,109 @@ class HDRFSorter(OnlineSorter):
             return True, (0.0,) * self.m
         return False, tuple(view.usage[v])
 
-    def _changed(self, view: _View, idx: int, *, d_unblocked: int = 0) -> None:
-        """Propagate a change of leaf ``idx`` through ``view`` to the root (the shared
-        ``live`` and ``running`` counters are already committed)."""
-        m = self.m
-        view.usage[idx] = list(self.leaf_usage[idx])
-        if self.key[idx]:
-            view.share[idx] = self._share_of(view, idx)
-        v = idx
-        while True:
-            p = self.parent[v]
-            if p < 0:
-                break
-            in_old, vec_old = view.contrib[v]
-            in_new, vec_new = self._contribution(view, v)
-            s_old = view.s1[p] if in_old else view.s2[p]
-            s_new = view.s1[p] if in_new else view.s2[p]
-            for r in range(m):
-                s_old[r] -= vec_old[r]
-                s_new[r] += vec_new[r]
-            view.contrib[v] = (in_new, vec_new)
-            view.unblocked[p] += d_unblocked
-            view.version[v] += 1
-            ver = view.version[v]
-            if in_new:
-                heapq.heappush(view.pool_heap[p], (view.share[v], ver, v))
-            if self.live[v] > 0:
-                heapq.heappush(view.pick_heap[p], (round(view.share[v], _DIGITS), self.running[v],
-                                                   self.position[v], ver, v))
-            view.updates[p] += 1
-            if view.updates[p] % REBUILD_EVERY == 0:
-                self._resum(view, p)
-            self._recompute(view, p)
-            v = p
+    def _propagate(self, view: _View, leaves) -> None:
+        """Bring ``view`` up to date after the given leaves changed (the shared ``live``
+        and ``running`` counters are already committed): each leaf's usage, share and
+        blocked flag, then every ancestor's sums, heaps and share, deepest first, each
+        ancestor once. The hot path of every decision, hence the inlined arithmetic
+        (the same operations, in the same order, as :meth:`_share_of`,
+        :meth:`_contribution` and :meth:`_recompute`, which the rebuild uses)."""
+        key, parent, depth, live = self.key, self.parent, self.depth, self.live
+        usage, share, unblocked = view.usage, view.share, view.unblocked
+        cap, counted, weight = self.capacity, view.counted, self.weight
+        batch = len(leaves) != 1
+        levels: list[dict[int, None]] = [{} for _ in range(self.max_depth + 1)] if batch else []
+        for idx in leaves:
+            u = list(self.leaf_usage[idx])
+            usage[idx] = u
+            now = 0
+            if key[idx]:
+                best = 0.0
+                for r in counted:
+                    x = u[r] / cap[r]
+                    if x > best:
+                        best = x
+                share[idx] = best / weight[idx]
+                now = 1 if (live[idx] and not self._leaf_blocked(view, idx)) else 0
+            d_unblocked = now - unblocked[idx]
+            unblocked[idx] = now
+            p = parent[idx]
+            if d_unblocked:
+                a = p
+                while a >= 0:
+                    unblocked[a] += d_unblocked
+                    a = parent[a]
+            if not batch:  # one leaf: its path, bottom up
+                v = idx
+                while p >= 0:
+                    self._repost(view, v, p)
+                    self._recompute(view, p)
+                    v, p = p, parent[p]
+                return
+            if p >= 0:
+                self._repost(view, idx, p)
+                levels[depth[p]][p] = None
+        for d in range(self.max_depth, -1, -1):
+            for p in levels[d]:
+                self._recompute(view, p)
+                a = parent[p]
+                if a >= 0:
+                    self._repost(view, p, a)
+                    levels[d - 1][a] = None
+
+    def _repost(self, view: _View, v: int, p: int) -> None:
+        """Child ``v`` of ``p`` changed: move its contribution in p's running sums and
+        re-key it in p's heaps (a new version; the old entries go stale)."""
+        contrib = view.contrib
+        in_old, vec_old = contrib[v]
+        if self.ignore_blocked:
+            in_new = self.rescale and view.unblocked[v] > 0 and bool(self.key[v])
+        else:
+            in_new = self.rescale and self.live[v] > 0 and bool(self.key[v])
+        sv = view.share[v]
+        if not in_new:
+            vec_new = tuple(view.usage[v])
+        elif sv > 0:
+            vec_new = tuple([x / sv for x in view.usage[v]])
+        else:
+            vec_new = self._zero
+        s_old = view.s1[p] if in_old else view.s2[p]
+        s_new = view.s1[p] if in_new else view.s2[p]
+        for r in range(self.m):
+            s_old[r] -= vec_old[r]
+            s_new[r] += vec_new[r]
+        contrib[v] = (in_new, vec_new)
+        ver = view.version[v] + 1
+        view.version[v] = ver
+        bound = 4 * self.kids[p] + 16
+        if in_new:
+            heap = view.pool_heap[p]
+            heapq.heappush(heap, (sv, ver, v))
+            if len(heap) > bound:
+                self._compact_pool(view, p)
+        if self.live[v] > 0:
+            heap = view.pick_heap[p]
+            heapq.heappush(heap, (round(sv, _DIGITS), self.running[v], self.position[v], ver, v))
+            if len(heap) > bound:
+                self._compact_pick(view, p)
+        updates = view.updates[p] + 1
+        view.updates[p] = updates
+        if updates % REBUILD_EVERY == 0:
+            self._resum(view, p)
+
+    def _compact_pick(self, view: _View, p: int) -> None:
+        """Drop p's stale pick entries (an entry is stale for good: a node whose share,
+        running count or demand changes gets a new version), so heaps stay O(children)."""
+        version, live, key = view.version, self.live, self.key
+        heap = [e for e in view.pick_heap[p] if e[3] == version[e[4]] and live[e[4]] > 0 and key[e[4]]]
+        heapq.heapify(heap)
+        view.pick_heap[p] = heap
+
+    def _compact_pool(self, view: _View, p: int) -> None:
+        version, contrib = view.version, view.contrib
+        heap = [e for e in view.pool_heap[p] if e[1] == version[e[2]] and contrib[e[2]][0]]
+        heapq.heapify(heap)
+        view.pool_heap[p] = heap
 
     def _pool_min(self, view: _View, p: int) -> float | None:
         heap = view.pool_heap[p]
@@ -329,14 +401,29 @@ class HDRFSorter(OnlineSorter):
         return None
 
     def _recompute(self, view: _View, p: int) -> None:
-        low = self._pool_min(view, p)
-        s1, s2 = view.s1[p], view.s2[p]
+        """p's usage (Alg. 3: its pool rescaled to the lowest share in it) and share."""
+        heap, version, contrib = view.pool_heap[p], view.version, view.contrib
+        low = None
+        while heap:  # (_pool_min, inlined: once per node per event)
+            entry = heap[0]
+            c = entry[2]
+            if entry[1] == version[c] and contrib[c][0]:
+                low = entry[0]
+                break
+            heapq.heappop(heap)
         if low is None or low <= 0:
-            view.usage[p] = list(s2)
+            u = list(view.s2[p])
         else:
-            view.usage[p] = [low * a + b for a, b in zip(s1, s2)]
-        if p != 0:
-            view.share[p] = self._share_of(view, p)
+            u = [low * a + b for a, b in zip(view.s1[p], view.s2[p])]
+        view.usage[p] = u
+        if p:
+            cap = self.capacity
+            best = 0.0
+            for r in view.counted:  # (_share_of, inlined)
+                x = u[r] / cap[r]
+                if x > best:
+                    best = x
+            view.share[p] = best / self.weight[p]
 
     def _resum(self, view: _View, p: int) -> None:
         """Rebuild p's running sums exactly from its children's stored contributions."""
@@ -398,13 +485,22 @@ class HDRFSorter(OnlineSorter):
         if self.stop_when_saturated and self.saturated:
             return None  # C.S-Current: nothing while any resource is fully used
         view = self.view
-
-        def valid(entry: tuple) -> bool:
-            c = entry[4]
-            return entry[3] == view.version[c] and self.live[c] > 0 and bool(self.key[c])
-
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
-                            fifo_jobs=self.fifo_jobs.get, valid=valid, runnable=runnable)
+                            fifo_jobs=self.fifo_jobs.get, version=view.version, present=self.key,
+                            runnable=runnable,
+                            excluded=self._excluded_counts())
+
+    def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
+        if self.stop_when_saturated and self.saturated:
+            return None
+        view = self.view
+        share, running, position = view.share, self.running, self.position
+
+        def node_key(v: int) -> tuple:  # as in the pick heaps (_repost)
+            return (round(share[v], _DIGITS), running[v], position[v])
+
+        return pick_among_tree(names, index=self.index, parent=self.parent, live=self.live, node_key=node_key,
+                               fifo_jobs=self.fifo_jobs.get, runnable=runnable)
 
     def shares(self) -> dict[str, float]:
         view = self.view

@@ -71,28 +71,128 @@ def first_in_heap(heap: list, valid: Callable[[tuple], bool], attempt: Callable[
 
 
 def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str], live: list[int],
-                 fifo_jobs: Callable[[int], list[int] | None], valid: Callable[[tuple], bool],
-                 runnable: Runnable) -> str | None:
+                 fifo_jobs: Callable[[int], list[int] | None], version: list[int], present: list,
+                 runnable: Runnable, excluded: list[int] | None = None) -> str | None:
     """H-DRF Alg. 4 / DFF Alg. 3's descent, shared by the tree sorters: from node ``v``,
-    take the lowest child in ``heaps[v]`` (entries ``(..., child)``, ordered by the tie
-    rule) that has a runnable job below it. In a FIFO queue (``fifo_jobs(v)`` gives its
-    jobs by arrival) only the earliest demanding runnable job competes with the sub-queues."""
-    if is_job[v]:
-        name = key[v]
-        return name if runnable(name) else None
-    fifo_job = -1
-    waiting = fifo_jobs(v)
-    if waiting is not None:
-        fifo_job = next((c for c in waiting if live[c] > 0 and runnable(key[c])), -2)
+    take the lowest child in ``heaps[v]`` (entries ``(share, running, position, version,
+    child)``, ordered by the tie rule) that has a runnable job below it. An entry is
+    current while its version is the child's, the child has demanding jobs below
+    (``live``) and is still there (``present``); others are stale and dropped. In a FIFO queue (``fifo_jobs(v)`` gives its
+    jobs by arrival) only the earliest demanding runnable job competes with the sub-queues.
 
-    def attempt(entry: tuple) -> str | None:
-        c = entry[-1]
-        if fifo_job != -1 and is_job[c] and c != fifo_job:
-            return None  # a FIFO queue's later jobs wait
-        return descend_tree(c, heaps, is_job=is_job, key=key, live=live, fifo_jobs=fifo_jobs,
-                            valid=valid, runnable=runnable)
+    ``excluded[c]``, when given, counts the demanding jobs below ``c`` known not to be
+    runnable (:meth:`OnlineSorter.exclude`): a child whose demanding jobs are all excluded
+    is passed over without descending. The heap walk is :func:`first_in_heap`'s, inlined
+    (this runs once per decision)."""
+    heappop, heappush = heapq.heappop, heapq.heappush
 
-    return first_in_heap(heaps[v], valid, attempt)
+    def descend(v: int) -> str | None:
+        if is_job[v]:
+            name = key[v]
+            return name if runnable(name) else None
+        fifo_job = -1
+        waiting = fifo_jobs(v)
+        if waiting is not None:
+            fifo_job = next((c for c in waiting if live[c] > (0 if excluded is None else excluded[c])
+                             and runnable(key[c])), -2)
+        heap = heaps[v]
+        tried: list = []
+        found = None
+        while heap:
+            entry = heap[0]
+            c = entry[4]
+            if entry[3] != version[c] or live[c] <= 0 or not present[c]:
+                heappop(heap)
+                continue
+            if (excluded is None or live[c] > excluded[c]) and (fifo_job == -1 or not is_job[c] or c == fifo_job):
+                found = descend(c)  # (a FIFO queue's later jobs wait)
+                if found is not None:
+                    break
+            tried.append(heappop(heap))
+        for entry in tried:
+            heappush(heap, entry)
+        return found
+
+    return descend(v)
+
+
+def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: list[int],
+                    node_key: Callable[[int], tuple], fifo_jobs: Callable[[int], list[int] | None],
+                    runnable: Runnable) -> str | None:
+    """:func:`descend_tree`'s answer from the root when only ``names`` can be runnable.
+    The descent takes, level by level, the lowest child (``node_key(v)``: v's key in its
+    parent's heap, by the tie rule) that has a runnable job below, so the job it returns
+    is the runnable one whose path of keys from the root is lowest: sort the candidates'
+    paths and try them in order. In a FIFO queue only its earliest demanding runnable job
+    competes, as in the descent (the others are not runnable, so the earliest runnable
+    job is a candidate). O(candidates x depth) instead of a walk past every job that
+    cannot run."""
+    candidates = {index[name]: name for name in names}
+    paths: list[tuple[list[tuple], str]] = []
+    fifo_first: dict[int, int | None] = {}
+    for v, name in candidates.items():
+        if not live[v]:
+            continue
+        q = parent[v]
+        waiting = fifo_jobs(q)
+        if waiting is not None:
+            if q not in fifo_first:
+                fifo_first[q] = next((c for c in waiting
+                                      if c in candidates and live[c] > 0 and runnable(candidates[c])), None)
+            if fifo_first[q] != v:
+                continue
+        path = []
+        while v > 0:
+            path.append(node_key(v))
+            v = parent[v]
+        path.reverse()
+        paths.append((path, name))
+    paths.sort()
+    for _path, name in paths:
+        if runnable(name):
+            return name
+    return None
+
+
+class TreeExclusion:
+    """:meth:`OnlineSorter.exclude` for the tree sorters (H-DRF, DFF): per node, how many
+    of the demanding jobs below are excluded (``excluded``, compared with ``live`` by
+    :func:`descend_tree`), kept along the jobs' paths and undone at the next call. Needs
+    the sorter's ``index``, ``parent`` and ``live`` tables; ``_grow_excluded`` per node."""
+
+    index: dict[str, int]
+    parent: list[int]
+    live: list[int]
+
+    def _init_excluded(self) -> None:
+        self.excluded: list[int] = []
+        self._excluded_jobs: list[int] = []
+
+    def _grow_excluded(self) -> None:
+        self.excluded.append(0)
+
+    def exclude(self, name: str) -> None:
+        idx = self.index.get(name)
+        # only a demanding job not yet excluded (the counts are compared with ``live``)
+        if idx is None or not self.live[idx] or self.excluded[idx]:
+            return
+        self._excluded_jobs.append(idx)
+        parent, excluded = self.parent, self.excluded
+        while idx >= 0:
+            excluded[idx] += 1
+            idx = parent[idx]
+
+    def reset_excluded(self) -> None:
+        parent, excluded = self.parent, self.excluded
+        for idx in self._excluded_jobs:
+            while idx >= 0:
+                excluded[idx] -= 1
+                idx = parent[idx]
+        self._excluded_jobs.clear()
+
+    def _excluded_counts(self) -> list[int] | None:
+        """What :func:`descend_tree` takes: None when nothing is excluded (no checks)."""
+        return self.excluded if self._excluded_jobs else None
 
 
 @dataclass
@@ -153,6 +253,21 @@ class OnlineSorter:
 
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
         raise NotImplementedError
+
+    def exclude(self, name: str) -> None:
+        """The scheduler found ``name`` not runnable, and it stays so until
+        :meth:`reset_excluded` (the next ``schedule`` call: within one, free capacity
+        only shrinks). A sorter may pass it over without asking; the default ignores it."""
+
+    def reset_excluded(self) -> None:
+        """Forget :meth:`exclude` (a new ``schedule`` call)."""
+
+    def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
+        """:meth:`pick`, told that only the jobs in ``names`` can be runnable (the
+        scheduler knows when few jobs' next tasks fit anywhere). Must return what ``pick``
+        would; sorters that can use the list to skip the rest override this."""
+        allowed = set(names)
+        return self.pick(lambda name: name in allowed and runnable(name), now)
 
 
 class ReferenceSorter(OnlineSorter):
