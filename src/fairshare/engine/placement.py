@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import gt
 
 from fairshare.model.cluster import Node
 from fairshare.model.resources import Vector
@@ -63,14 +64,38 @@ DeviceAssignment = tuple[tuple[int, tuple[int, ...]], ...]
 
 
 def _fits(demand: Sequence[float], free: Sequence[float]) -> bool:
+    """The fit test, by definition (the hot paths use :func:`_limits` instead)."""
     for d, f in zip(demand, free):
         if d > f + _EPS * max(1.0, abs(f)):
             return False
     return True
 
 
+def _limits(free: Sequence[float]) -> tuple[float, ...]:
+    """Per entry, the tolerance-widened free amount ``_fits`` compares a demand against.
+
+    ``_fits(demand, free)`` is exactly ``not any(map(gt, demand, _limits(free)))``: the
+    same float expression, evaluated once per free vector instead of once per test (a
+    vector is tested far more often than it changes), and the comparison loop then runs
+    in C. ``not d > t`` (rather than ``d <= t``) keeps even a NaN limit's answer.
+
+    ``max(1.0, abs(f))`` is written out as a conditional (no builtin calls, about twice
+    as fast) with the same value for every float: ``abs(f)`` when it exceeds 1.0 (``f``
+    or ``-f``, exactly), else 1.0, NaN included (``max`` keeps its first argument then).
+    """
+    return tuple([f + _EPS * (f if f > 1.0 else (-f if f < -1.0 else 1.0)) for f in free])
+
+
 class _MaxTree:
     """Segment tree over a subset of nodes: per resource, the max free amount below.
+
+    Heap layout: node k has children 2k and 2k+1, the root is 1 and member position p is
+    leaf ``size + p`` (positions from ``len(members)`` on are padding, free -1.0). Each
+    tree node keeps two rows: ``tree[k]``, the per-column maxima, and ``limit[k]``, their
+    :func:`_limits`, which is what the searches test (``not any(map(gt, need, limit[k]))``
+    is ``_fits(need, tree[k])``). A leaf's rows are the node's index vector and its
+    limits (``NodePool._fit_row``); an inner node's limit row takes, column by column,
+    the limit of the child whose maximum it took, so it never re-evaluates the tolerance.
 
     Updated lazily: a change on a node only marks its leaf dirty (``NodePool._touch``);
     the next query (``flush``) refreshes the dirty leaves and then their ancestors level
@@ -86,15 +111,13 @@ class _MaxTree:
         while size < max(1, len(members)):
             size *= 2
         self.size = size
-        width = pool.width
-        self.tree = [[-1.0] * width for _ in range(2 * size)]
+        # all padding (free -1.0) is a consistent tree; every member's leaf starts dirty
+        padding = [-1.0] * pool.width
+        self.tree: list[Sequence[float]] = [padding] * (2 * size)  # rows are replaced, never mutated
+        self.limit: list[Sequence[float]] = [_limits(padding)] * (2 * size)
         self.position = {node: k for k, node in enumerate(members)}
-        for k, node in enumerate(members):
-            self.tree[size + k] = list(pool.index_vector(node))
-        for k in range(size - 1, 0, -1):
-            a, b = self.tree[2 * k], self.tree[2 * k + 1]
-            self.tree[k] = [x if x > y else y for x, y in zip(a, b)]
-        self.dirty: set[int] = set()  # member positions whose leaf is stale
+        self.dirty: set[int] = set(range(len(members)))  # member positions whose leaf is stale
+        self.flush()
 
     def update(self, node: int) -> None:
         k = self.position.get(node)
@@ -106,68 +129,93 @@ class _MaxTree:
         depth, so the ancestors are refreshed one level at a time)."""
         if not self.dirty:
             return
-        tree, size, pool, members = self.tree, self.size, self.pool, self.members
+        tree, limit, size, members = self.tree, self.limit, self.size, self.members
+        fit_row = self.pool._fit_row
         level: set[int] = set()
         for k in self.dirty:
-            tree[size + k] = list(pool.index_vector(members[k]))
+            tree[size + k], limit[size + k] = fit_row(members[k])
             level.add((size + k) >> 1)
         self.dirty.clear()
         while level:
             above: set[int] = set()
             for k in level:
-                new = [x if x > y else y for x, y in zip(tree[2 * k], tree[2 * k + 1])]
-                if new != tree[k]:
-                    tree[k] = new
-                    if k > 1:
-                        above.add(k >> 1)
+                if self._pull(k) and k > 1:
+                    above.add(k >> 1)
             level = above
 
-    def first_fit(self, demand: Vector, start: int = 0) -> int | None:
-        """First member at position >= ``start`` where ``demand`` fits."""
+    def _pull(self, k: int) -> bool:
+        """Recompute inner node ``k`` from its children; whether its maxima changed."""
+        tree, limit = self.tree, self.limit
+        a, b = tree[2 * k], tree[2 * k + 1]
+        new = [x if x > y else y for x, y in zip(a, b)]
+        if new == tree[k]:
+            return False
+        tree[k] = new
+        limit[k] = [s if x > y else t for x, y, s, t in zip(a, b, limit[2 * k], limit[2 * k + 1])]
+        return True
+
+    def first_fit(self, need: Vector, start: int = 0) -> int | None:
+        """First member at position >= ``start`` where ``need`` fits.
+
+        That is the leftmost leaf at or after ``start`` whose row and all its ancestors'
+        rows pass the test (a leaf's row is its node's index vector, fresh after the
+        flush). The per-resource maxima may come from different nodes, so a subtree that
+        passes can still hold no fit: the walk then moves on to the next subtree to the
+        right. Iterative (no recursion, no stack): ``k`` covers positions
+        ``[lo, lo + span)``, and every node on the path to ``k`` has passed.
+        """
         if self.dirty:
             self.flush()
-        if not _fits(demand, self.tree[1]):
+        n = len(self.members)
+        if start >= n:
             return None
-        return self._descend(1, 0, self.size, demand, start)
-
-    def _descend(self, k: int, lo: int, hi: int, demand: Vector, start: int) -> int | None:
-        # The per-resource maxima may come from different nodes, so a subtree that passes
-        # the test can still hold no fit: backtrack then. Subtrees left of ``start`` are skipped.
-        if hi <= start:
+        limit = self.limit
+        if any(map(gt, need, limit[1])):
             return None
-        if k >= self.size:
-            if lo >= len(self.members):
-                return None
-            node = self.members[lo]
-            return node if _fits(demand, self.pool.index_vector(node)) else None
-        mid = (lo + hi) // 2
-        if _fits(demand, self.tree[2 * k]):
-            found = self._descend(2 * k, lo, mid, demand, start)
-            if found is not None:
-                return found
-        if _fits(demand, self.tree[2 * k + 1]):
-            return self._descend(2 * k + 1, mid, hi, demand, start)
-        return None
+        k, lo, span = 1, 0, self.size
+        while True:
+            if span == 1:  # a leaf that passed
+                # a padding leaf passing means no member is left to the right either
+                return self.members[lo] if lo < n else None
+            span >>= 1
+            k <<= 1
+            if lo + span <= start:  # the left child lies wholly before start: skip it
+                k += 1
+                lo += span
+            if not any(map(gt, need, limit[k])):
+                continue  # descend into k
+            # k fails: the next subtree to the right whose parent passed
+            while True:
+                while k & 1:  # a right child: its parent's subtree is exhausted
+                    k >>= 1
+                    lo -= span
+                    span <<= 1
+                    if k == 1:
+                        return None
+                k += 1  # the right sibling (after start, as everything right of the path)
+                lo += span
+                if not any(map(gt, need, limit[k])):
+                    break
 
-    def feasible(self, demand: Vector) -> list[int]:
+    def feasible(self, need: Vector) -> list[int]:
+        """Every member where ``need`` fits, in cluster order (depth first, left first)."""
         if self.dirty:
             self.flush()
         out: list[int] = []
-        self._collect(1, demand, out)
+        limit, size, members = self.limit, self.size, self.members
+        n = len(members)
+        stack = [1]
+        while stack:
+            k = stack.pop()
+            if any(map(gt, need, limit[k])):
+                continue
+            if k >= size:
+                if k - size < n:
+                    out.append(members[k - size])
+            else:
+                stack.append(2 * k + 1)  # popped after the whole left subtree
+                stack.append(2 * k)
         return out
-
-    def _collect(self, k: int, demand: Vector, out: list[int]) -> None:
-        if not _fits(demand, self.tree[k]):
-            return
-        if k >= self.size:
-            idx = k - self.size
-            if idx < len(self.members):
-                node = self.members[idx]
-                if _fits(demand, self.pool.index_vector(node)):
-                    out.append(node)
-            return
-        self._collect(2 * k, demand, out)
-        self._collect(2 * k + 1, demand, out)
 
 
 @dataclass
@@ -203,6 +251,9 @@ class NodePool:
         self.index_of: dict[str, int] = {}
         self._trees: dict[tuple, _MaxTree] = {}
         self._member_of: dict[int, list[tuple[_MaxTree, int]]] = {}  # node -> (tree, position)
+        # per node, (index vector, its _limits), computed on first use after a change
+        # (_touch drops it): shared by the trees' leaves, fits_on and freed_fits
+        self._rows: list[tuple[Vector, tuple[float, ...]] | None] = []
         # nodes whose free capacity grew, in order (for place_since); _freed[0] is at
         # absolute position _freed_base
         self._freed: list[int] = []
@@ -218,6 +269,7 @@ class NodePool:
         idx = len(self.states)
         self.states.append(_NodeState(node, list(node.capacity), device_free=self._fresh_devices(node)))
         self.index_of[node.name] = idx
+        self._rows.append(None)
         for r, c in enumerate(node.capacity):
             self.total_free[r] += c
         return idx
@@ -247,8 +299,7 @@ class NodePool:
             if relabelled:  # back with other attributes: constraint sets' members change
                 self._trees.clear()
                 self._member_of = {}
-            else:
-                self._touch(idx)
+            self._touch(idx)
         return idx
 
     def remove_node(self, name: str) -> int:
@@ -400,9 +451,19 @@ class NodePool:
         return tuple(tree.tree[1][:self.m])
 
     def _touch(self, idx: int) -> None:
+        """The node changed (every change to a node's state comes through here)."""
+        self._rows[idx] = None
         # only the trees the node belongs to (a node is in few of the constraint sets' trees)
         for tree, k in self._member_of.get(idx, ()):
             tree.dirty.add(k)
+
+    def _fit_row(self, idx: int) -> tuple[Vector, tuple[float, ...]]:
+        """The node's :meth:`index_vector` and its :func:`_limits` (cached until it changes)."""
+        row = self._rows[idx]
+        if row is None:
+            vec = self.index_vector(idx)
+            row = self._rows[idx] = (vec, _limits(vec))
+        return row
 
     def _tree(self, constraints: tuple) -> _MaxTree:
         tree = self._trees.get(constraints)
@@ -420,7 +481,7 @@ class NodePool:
         than the largest task."""
         h = self.headroom
         if h is None or self.slots_per_node is not None:
-            return self.need(demand)
+            return self.need(demand) if self.devices else demand  # need() is the identity then
         dev = self.devices
         return self.need(tuple(d + x if 0 < d < x and r not in dev else d
                                for r, (d, x) in enumerate(zip(demand, h))))
@@ -480,13 +541,20 @@ class NodePool:
             return None
         if start >= len(self._freed):
             return []
-        position = self._tree(constraints).position
+        tree = self._trees.get(constraints) or self._tree(constraints)
+        position = tree.position
         need = self._effective(demand)
         freed = self._freed[start:]
         if len(freed) > 1:
             freed = sorted(set(freed))
-        return [i for i in freed
-                if i in position and _fits(need, self.index_vector(i)) and (allowed is None or allowed(i))]
+        rows = self._rows
+        out = []
+        for i in freed:
+            if i in position:
+                row = rows[i] or self._fit_row(i)
+                if not any(map(gt, need, row[1])) and (allowed is None or allowed(i)):
+                    out.append(i)
+        return out
 
     def place_since(self, demand: Vector, constraints: tuple, mark: int,
                     allowed: Callable[[int], bool] | None = None) -> int | None:
@@ -521,7 +589,7 @@ class NodePool:
         return found
 
     def fits_on(self, node: int, demand: Vector) -> bool:
-        return _fits(self._effective(demand), self.index_vector(node))
+        return not any(map(gt, self._effective(demand), self._fit_row(node)[1]))
 
     def eligible(self, constraints: tuple) -> list[int]:
         """The nodes (alive or not) whose attributes satisfy ``constraints``, in cluster order."""

@@ -1,0 +1,139 @@
+"""The placement index's fast paths give the answers of the plain definitions.
+
+``_limits`` (the fit test's tolerance evaluated once per free vector) against ``_fits``;
+the iterative first fit and collection of ``_MaxTree`` against the recursive descent they
+replaced and against a linear scan; ``fits_on``, ``freed_fits`` and ``max_free`` against
+their definitions, on random pools changed by random launches, finishes, node losses and
+returns (with constraints, devices, headroom and slots).
+"""
+
+from __future__ import annotations
+
+import math
+from operator import gt
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fairshare.engine.placement import NodePool, _fits, _limits
+from fairshare.model import Node
+
+SPECIAL = [0.0, -0.0, 1.0, -1.0, 1e-9, -1e-9, 1.0 + 1e-9, 1.0 - 1e-10, -1.0000000000000002,
+           0.9999999999999999, 1.0000000000000002, 1e300, -1e300, 5e-324,
+           math.inf, -math.inf, math.nan]
+floats = st.one_of(st.sampled_from(SPECIAL), st.floats(allow_nan=True, allow_infinity=True))
+
+
+@given(st.lists(st.tuples(floats, floats), min_size=0, max_size=6))
+def test_limits_is_the_fit_test(pairs):
+    demand = [d for d, _ in pairs]
+    free = [f for _, f in pairs]
+    assert _fits(demand, free) == (not any(map(gt, demand, _limits(free))))
+    for d, f, t in zip(demand, free, _limits(free)):
+        ref = f + 1e-9 * max(1.0, abs(f))
+        assert t == ref or (math.isnan(t) and math.isnan(ref))
+
+
+# --- the index against its definitions -----------------------------------------------------
+
+def old_first_fit(tree, need, start=0):
+    """The recursive descent ``_MaxTree.first_fit`` replaced (verbatim in substance)."""
+    tree.flush()
+    if not _fits(need, tree.tree[1]):
+        return None
+
+    def descend(k, lo, hi):
+        if hi <= start:
+            return None
+        if k >= tree.size:
+            if lo >= len(tree.members):
+                return None
+            node = tree.members[lo]
+            return node if _fits(need, tree.pool.index_vector(node)) else None
+        mid = (lo + hi) // 2
+        if _fits(need, tree.tree[2 * k]):
+            found = descend(2 * k, lo, mid)
+            if found is not None:
+                return found
+        if _fits(need, tree.tree[2 * k + 1]):
+            return descend(2 * k + 1, mid, hi)
+        return None
+
+    return descend(1, 0, tree.size)
+
+
+AMOUNTS = [0.0, 0.25, 0.5, 1.0, 1.0 + 1e-10, 1.5, 2.0, 3.0, 4.0 - 1e-10, 4.0]
+CONSTRAINTS = [(), (("zone", ("a",)),), (("zone", ("b",)),), (("zone", ("a", "b")),)]
+
+
+@st.composite
+def pools(draw):
+    m = draw(st.integers(2, 3))
+    use_devices = draw(st.booleans())
+    slots = draw(st.sampled_from([None, None, None, 2]))
+    nodes = []
+    for i in range(draw(st.integers(1, 11))):
+        cap = [draw(st.sampled_from([0.0, 1.0, 2.0, 3.0, 4.0, 2.5])) for _ in range(m)]
+        if use_devices:
+            cap[1] = float(int(cap[1]))
+        nodes.append(Node(f"n{i}", tuple(cap), attributes=(("zone", draw(st.sampled_from("ab"))),)))
+    headroom = draw(st.sampled_from([None, None, tuple([2.0] * m)]))
+    pool = NodePool(nodes, m, headroom=headroom, slots_per_node=slots,
+                    devices=(1,) if use_devices else ())
+    ops = draw(st.lists(st.tuples(st.sampled_from(["take", "take", "take", "give", "remove", "add"]),
+                                  st.integers(0, 10 ** 6),
+                                  st.tuples(*[st.sampled_from(AMOUNTS) for _ in range(m)])),
+                        max_size=40))
+    return pool, nodes, ops
+
+
+def check(pool: NodePool, demand, constraints, mark) -> None:
+    need = pool._effective(demand)
+    tree = pool._tree(constraints)
+    vectors = {i: pool.index_vector(i) for i in tree.members}
+    fitting = [i for i in tree.members if _fits(need, vectors[i])]
+    assert tree.feasible(need) == fitting
+    for start in range(len(tree.members) + 2):
+        expected = next((i for i in fitting if tree.position[i] >= start), None)
+        assert tree.first_fit(need, start) == expected == old_first_fit(tree, need, start)
+    for i in tree.members:
+        assert pool.fits_on(i, demand) == _fits(need, vectors[i])
+    freed = pool.freed_fits(demand, constraints, mark)
+    if freed is not None:
+        since = sorted(set(pool._freed[mark - pool._freed_base:]))
+        assert freed == [i for i in since if i in tree.position and _fits(need, pool.index_vector(i))]
+    top = pool.max_free()
+    every = [pool.index_vector(i) for i in range(len(pool.states))]
+    assert list(top) == [max([-1.0] + [v[r] for v in every]) for r in range(pool.m)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(pools(), st.data())
+def test_index_answers_match_definitions(built, data):
+    pool, nodes, ops = built
+    running = []
+    mark = pool.freed_mark()
+    for op, pick, demand in ops:
+        constraints = CONSTRAINTS[pick % len(CONSTRAINTS)]
+        if op == "take":
+            node = pool.place(demand, constraints)
+            if node is not None:
+                running.append((node, demand, pool.take(node, demand)))
+        elif op == "give" and running:
+            node, demand, held = running.pop(pick % len(running))
+            pool.give_back(node, demand, held)
+        elif op == "remove":
+            idx = pick % len(nodes)
+            if pool.alive(idx):
+                pool.remove_node(nodes[idx].name)
+                running = [r for r in running if r[0] != idx]
+        elif op == "add":
+            idx = pick % len(nodes)
+            if not pool.alive(idx):
+                old = nodes[idx]
+                zone = "a" if (pick // 7) % 2 else "b"  # sometimes back with another zone
+                pool.add_node(Node(old.name, old.capacity, attributes=(("zone", zone),)))
+        query = data.draw(st.tuples(*[st.sampled_from(AMOUNTS) for _ in range(pool.m)]))
+        check(pool, query, CONSTRAINTS[(pick // 3) % len(CONSTRAINTS)], mark)
+        if pick % 5 == 0:
+            mark = pool.freed_mark()
