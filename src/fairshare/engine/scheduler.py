@@ -46,7 +46,8 @@ _NOFIT_MAX = 100_000
 #: longest candidate list a first-fit memo keeps (longer: "unknown beyond the first")
 _CANDIDATES_MAX = 64
 #: the sorter chooses among an explicit list of candidate jobs (``pick_among``) when the
-#: jobs whose next task may fit number at most this; beyond, its own descent is cheaper
+#: jobs whose next task may fit number at most this (and are a small part of the demanding
+#: jobs, see ``schedule``); beyond, its own descent is cheaper
 _PICK_AMONG_MAX = 48
 #: after a quiet point, the freed nodes are scanned for fitting shapes only if at most
 #: this many were freed; beyond, ``schedule`` asks the sorter as usual
@@ -368,8 +369,12 @@ class Scheduler:
             self.sorter.set_saturated(self._saturated())
             chosen.clear()
             among = None
-            if shapes is not None and sum(len(self._shape_jobs.get(key, ())) for key in shapes) <= self.pick_among_max:
-                among = [name for key in shapes for name in self._shape_jobs.get(key, ())]
+            if shapes is not None:
+                n = sum(len(self._shape_jobs.get(key, ())) for key in shapes)
+                # comparing n paths costs about n x depth; the descent passes about
+                # (demanding jobs / n) that cannot run before it meets one that can
+                if n <= self.pick_among_max and n * n <= 2 * self._filed:
+                    among = [name for key in shapes for name in self._shape_jobs.get(key, ())]
             if among is None:
                 name = self.sorter.pick(runnable, now)
             else:

@@ -27,14 +27,18 @@ resource, the next launch uses it up again: Alg. 2's "Y = nonzero resources in W
 the sorter keeps one complete incremental *view* per recently seen saturated set (at most
 ``MAX_VIEWS``, least recently used evicted) and decides with the view of the current set.
 Events are applied at once to the current view only; the others record which leaves
-changed and replay just those walks when their set comes back (a rebuild if more than a
-quarter of the nodes changed). Flipping between sets costs the walks of the leaves that
-changed meanwhile, and only a set not seen recently pays the O(nodes x m) rebuild.
+changed and replay them in one batch when their set comes back, each changed ancestor
+recomputed once (a rebuild if more than a quarter of the nodes changed). Flipping between
+sets costs the leaves that changed meanwhile and their ancestors, and only a set not
+seen recently pays the O(nodes x m) rebuild.
 
 The descent (Alg. 4) takes, at each node, the lowest child by (share rounded to 12
 digits, running tasks in the subtree, position) that has a runnable job below it. In a
 queue with ``order: fifo`` only its earliest runnable job competes with its sub-queues
-(a scan of that queue's jobs, as the reference does).
+(a scan of that queue's jobs, as the reference does). Children whose demanding jobs the
+scheduler has all excluded in this call are passed over (``TreeExclusion``), and
+``pick_among`` gives the descent's answer among a few candidates by comparing their
+paths of keys (``online.pick_among_tree``).
 """
 
 from __future__ import annotations
