@@ -583,7 +583,14 @@ class NodePool:
         """First-fit only: the first node after ``node`` (in its eligible set) that fits."""
         tree = self._tree(constraints)
         need = self._effective(demand)
-        found = tree.first_fit(need, tree.position[node] + 1)
+        start = tree.position[node] + 1
+        if start < len(tree.members):
+            # the next node first: as first-fit fills the cluster in order, it is usually
+            # the answer, and then one comparison replaces a search of the index
+            nxt = tree.members[start]
+            if (allowed is None or allowed(nxt)) and not any(map(gt, need, self._fit_row(nxt)[1])):
+                return nxt
+        found = tree.first_fit(need, start)
         while found is not None and allowed is not None and not allowed(found):
             found = tree.first_fit(need, tree.position[found] + 1)
         return found

@@ -58,7 +58,7 @@ CAPACITY_SHARE_POLICIES = frozenset({"drf", "asset", "cpu", "collapsed", "hdrf",
                                      "capacity", "dff"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # (slots: built once per decision, half the cost)
 class Launch:
     """A decision: start one task of ``job``'s class ``task_class`` on ``node``."""
 
@@ -72,7 +72,7 @@ class Launch:
     devices: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
-@dataclass
+@dataclass(slots=True)
 class RunningTask:
     task_id: int
     job: str
@@ -150,6 +150,10 @@ class Scheduler:
         self._next_id = 0
         # per resource: how many pending task classes need each amount (saturation test)
         self._pending_demands: list[Counter] = [Counter() for _ in range(self.m)]
+        # their minima (None: no pending demand for r), re-derived when a demand value
+        # appears or goes; and the saturated sets seen, by bit mask (one object each)
+        self._pending_min: list[float | None] | None = None
+        self._saturated_sets: dict[int, frozenset[int]] = {}
         # pending (demand, constraints) shapes, and the minimal ones: if none of those fits
         # anywhere, no pending task does, and schedule() stops without asking the sorter
         self._pending_keys: Counter = Counter()
@@ -304,7 +308,7 @@ class Scheduler:
         jobs, locate, chosen = self.jobs, self._locate, {}
         exclude = self.sorter.exclude
         self.sorter.reset_excluded()
-        last_node = -1
+        last_node, last_key = -1, None
         # without a quiet point: shapes found to fit nowhere in this call, and how many
         # jobs wanted them; once the others are few, switch to the candidate list
         dead: set[tuple] = set()
@@ -359,7 +363,10 @@ class Scheduler:
                 if not shapes:
                     self._quiet_mark = pool.freed_mark()
                     return launches
-            elif not any(self._fits_now(key, fit, first_fit) for key in self._minimal()):
+            elif not (last_key in self._pending_keys and pool.fits_on(last_node, last_key[0])) and \
+                    not any(self._fits_now(key, fit, first_fit) for key in self._minimal()):
+                # (the shape just launched, if it still fits where it went, is a witness
+                # that something fits: no search)
                 self._quiet_mark = self.pool.freed_mark()
                 return launches  # no pending task fits anywhere
             elif dead and self._filed - dead_jobs <= self.pick_among_max:
@@ -386,6 +393,8 @@ class Scheduler:
             j, node = chosen[name]
             launches.append(self._launch(name, j, node, now))
             last_node = node
+            cls = jobs[name].job.classes[j]
+            last_key = (cls.demand, cls.constraints)
             if first_fit:
                 for key in self._fit_keys_on.pop(node, ()):
                     if fit.get(key) == node:
@@ -560,11 +569,11 @@ class Scheduler:
             self._refile(rt)  # (one class with tasks left: the next task is the same shape)
         self.tasks[task_id] = RunningTask(task_id, name, j, node, cls.demand, now, held)
         self.sorter.allocated(name, rt.reported[j], now)
-        if not rt.demanding:
+        if rt.pending[j] == 0 and not rt.demanding:  # (only the class just launched can have run out)
             self.sorter.set_demanding(name, False)
         self.decisions += 1
         return Launch(task_id, name, cls.name, j, self.pool.name(node), cls.demand,
-                      tuple((self.resources[r], devs) for r, devs in held))
+                      tuple((self.resources[r], devs) for r, devs in held) if held else ())
 
     def _release(self, rt: JobRuntime, task: RunningTask, now: float) -> None:
         """Give a task's resources back to its node, its per-node slot, and the sorter."""
@@ -666,9 +675,12 @@ class Scheduler:
         for r, d in enumerate(job.classes[j].demand):
             if d > 0:
                 c = self._pending_demands[r]
+                before_d = c[d]
                 c[d] += delta
                 if c[d] <= 0:
                     del c[d]
+                if (before_d <= 0) != (c.get(d, 0) <= 0):
+                    self._pending_min = None
 
     def _saturated(self) -> frozenset[int]:
         """Resources counted as saturated (H-DRF Sec. 3.4: "a resource is saturated when it
@@ -682,13 +694,18 @@ class Scheduler:
         largest pending task", counted r as saturated while smaller tasks still fitted in
         it, and the online schedule then drifted away from the static allocation in three
         paper examples (docs/policies.md, "Online decisions and the static allocation")."""
+        lows = self._pending_min
+        if lows is None:
+            lows = self._pending_min = [min(c) if c else None for c in self._pending_demands]
         free = self.pool.total_free
-        out = []
-        for r in range(self.m):
-            c = self._pending_demands[r]
-            if c and free[r] < min(c) - 1e-9:
-                out.append(r)
-        return frozenset(out)
+        mask = 0
+        for r, low in enumerate(lows):
+            if low is not None and free[r] < low - 1e-9:
+                mask |= 1 << r
+        got = self._saturated_sets.get(mask)
+        if got is None:
+            got = self._saturated_sets[mask] = frozenset(r for r in range(self.m) if mask >> r & 1)
+        return got
 
     def _minimal(self) -> list[tuple]:
         """Pending task shapes (demand, constraints) not dominated by another pending shape

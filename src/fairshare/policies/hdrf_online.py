@@ -65,11 +65,13 @@ class _View:
         self.counted: list[int] = []
         self.usage: list[list[float]] = [[0.0] * m for _ in range(n)]
         self.share = [0.0] * n
+        self.low: list[float | None] = [None] * n  # the pool minimum M each usage was computed with
         self.unblocked = [0] * n
         self.s1: list[list[float]] = [[0.0] * m for _ in range(n)]
         self.s2: list[list[float]] = [[0.0] * m for _ in range(n)]
         self.contrib: list[tuple[bool, tuple[float, ...]]] = [(False, (0.0,) * m)] * n
-        self.version = [0] * n
+        self.version = [0] * n  # of each node's pick entries (share, running, demand)
+        self.pool_version = [0] * n  # of its pool entries (share, pool membership)
         self.pick_heap: list[list] = [[] for _ in range(n)]
         self.pool_heap: list[list] = [[] for _ in range(n)]
         self.updates = [0] * n
@@ -78,11 +80,13 @@ class _View:
     def grow(self, m: int) -> None:
         self.usage.append([0.0] * m)
         self.share.append(0.0)
+        self.low.append(None)
         self.unblocked.append(0)
         self.s1.append([0.0] * m)
         self.s2.append([0.0] * m)
         self.contrib.append((False, (0.0,) * m))
         self.version.append(0)
+        self.pool_version.append(0)
         self.pick_heap.append([])
         self.pool_heap.append([])
         self.updates.append(0)
@@ -240,6 +244,10 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         view.pending.clear()
 
     def set_saturated(self, resources):
+        if resources == self.saturated and self.views[0].saturated == (resources if self.ignore_blocked
+                                                                        else frozenset()):
+            self.views[0].last_used = self.events  # (the common case: no change)
+            return
         super().set_saturated(frozenset(resources))
         # only with ignore_blocked do shares depend on it (Alg. 3's Y and blocked leaves)
         resources = self.saturated if self.ignore_blocked else frozenset()
@@ -302,7 +310,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         usage, share, unblocked = view.usage, view.share, view.unblocked
         cap, counted, weight = self.capacity, view.counted, self.weight
         batch = len(leaves) != 1
-        levels: list[dict[int, None]] = [{} for _ in range(self.max_depth + 1)] if batch else []
+        # per depth: the changed nodes, and whether any child's contribution moved
+        levels: list[dict[int, bool]] = [{} for _ in range(self.max_depth + 1)] if batch else []
         for idx in leaves:
             u = list(self.leaf_usage[idx])
             usage[idx] = u
@@ -314,7 +323,10 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
                     if x > best:
                         best = x
                 share[idx] = best / weight[idx]
-                now = 1 if (live[idx] and not self._leaf_blocked(view, idx)) else 0
+                if not live[idx]:
+                    now = 0
+                else:  # (_leaf_blocked, inlined: nothing to test while nothing is saturated)
+                    now = 0 if (view.saturated and self._leaf_blocked(view, idx)) else 1
             d_unblocked = now - unblocked[idx]
             unblocked[idx] = now
             p = parent[idx]
@@ -323,27 +335,41 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
                 while a >= 0:
                     unblocked[a] += d_unblocked
                     a = parent[a]
-            if not batch:  # one leaf: its path, bottom up
-                v = idx
-                while p >= 0:
-                    self._repost(view, v, p)
-                    self._recompute(view, p)
+            if not batch:  # one leaf: its path, bottom up (the root is not recomputed: _repost)
+                v, same = idx, False
+                while p > 0:
+                    same = not self._recompute(view, p, self._repost(view, v, p, same))
                     v, p = p, parent[p]
+                if p == 0:
+                    self._repost(view, v, 0)
                 return
             if p >= 0:
-                self._repost(view, idx, p)
-                levels[depth[p]][p] = None
-        for d in range(self.max_depth, -1, -1):
-            for p in levels[d]:
-                self._recompute(view, p)
+                level = levels[depth[p]]
+                level[p] = self._repost(view, idx, p) or level.get(p, False)
+        for d in range(self.max_depth, 0, -1):
+            for p, moved in levels[d].items():
+                same = not self._recompute(view, p, moved)
                 a = parent[p]
                 if a >= 0:
-                    self._repost(view, p, a)
-                    levels[d - 1][a] = None
+                    level = levels[d - 1]
+                    level[a] = self._repost(view, p, a, same) or level.get(a, False)
 
-    def _repost(self, view: _View, v: int, p: int) -> None:
+    def _repost(self, view: _View, v: int, p: int, same: bool = False) -> bool:
         """Child ``v`` of ``p`` changed: move its contribution in p's running sums and
-        re-key it in p's heaps (a new version; the old entries go stale)."""
+        re-key it in p's heaps (a new version; the old entries go stale). Returns whether
+        p's sums moved. ``same``: v's usage and share are as at its last repost (only its
+        running count changed), so unless its pool membership changed, only its pick
+        entry is renewed. Under the root only the pick heap matters: the root's own usage
+        and share are never used (it has no parent), so its sums and pool are not kept."""
+        if not p:
+            ver = view.version[v] + 1
+            view.version[v] = ver
+            if self.live[v] > 0:
+                heap = view.pick_heap[0]
+                heapq.heappush(heap, (round(view.share[v], _DIGITS), self.running[v], self.position[v], ver, v))
+                if len(heap) > 4 * self.kids[0] + 16:
+                    self._compact_pick(view, 0)
+            return False
         contrib = view.contrib
         in_old, vec_old = contrib[v]
         if self.ignore_blocked:
@@ -351,24 +377,39 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         else:
             in_new = self.rescale and self.live[v] > 0 and bool(self.key[v])
         sv = view.share[v]
+        if same and in_new == in_old:
+            ver = view.version[v] + 1
+            view.version[v] = ver
+            if self.live[v] > 0:
+                heap = view.pick_heap[p]
+                heapq.heappush(heap, (round(sv, _DIGITS), self.running[v], self.position[v], ver, v))
+                if len(heap) > 4 * self.kids[p] + 16:
+                    self._compact_pick(view, p)
+            return False
         if not in_new:
             vec_new = tuple(view.usage[v])
         elif sv > 0:
             vec_new = tuple([x / sv for x in view.usage[v]])
         else:
             vec_new = self._zero
-        s_old = view.s1[p] if in_old else view.s2[p]
-        s_new = view.s1[p] if in_new else view.s2[p]
-        for r in range(self.m):
-            s_old[r] -= vec_old[r]
-            s_new[r] += vec_new[r]
-        contrib[v] = (in_new, vec_new)
+        moved = in_new != in_old or vec_new != vec_old
+        if moved:
+            # (a single-class job in the pool keeps U/s fixed as its tasks come and go,
+            # and so, up the tree, do pools without blocked children: nothing to move)
+            s_old = view.s1[p] if in_old else view.s2[p]
+            s_new = view.s1[p] if in_new else view.s2[p]
+            for r in range(self.m):
+                s_old[r] -= vec_old[r]
+                s_new[r] += vec_new[r]
+            contrib[v] = (in_new, vec_new)
         ver = view.version[v] + 1
         view.version[v] = ver
+        pool_ver = view.pool_version[v] + 1
+        view.pool_version[v] = pool_ver
         bound = 4 * self.kids[p] + 16
         if in_new:
             heap = view.pool_heap[p]
-            heapq.heappush(heap, (sv, ver, v))
+            heapq.heappush(heap, (sv, pool_ver, v))
             if len(heap) > bound:
                 self._compact_pool(view, p)
         if self.live[v] > 0:
@@ -380,6 +421,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         view.updates[p] = updates
         if updates % REBUILD_EVERY == 0:
             self._resum(view, p)
+            return True
+        return moved
 
     def _compact_pick(self, view: _View, p: int) -> None:
         """Drop p's stale pick entries (an entry is stale for good: a node whose share,
@@ -390,31 +433,27 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         view.pick_heap[p] = heap
 
     def _compact_pool(self, view: _View, p: int) -> None:
-        version, contrib = view.version, view.contrib
+        version, contrib = view.pool_version, view.contrib
         heap = [e for e in view.pool_heap[p] if e[1] == version[e[2]] and contrib[e[2]][0]]
         heapq.heapify(heap)
         view.pool_heap[p] = heap
 
-    def _pool_min(self, view: _View, p: int) -> float | None:
-        heap = view.pool_heap[p]
-        while heap:
-            share, ver, c = heap[0]
-            if ver == view.version[c] and view.contrib[c][0]:
-                return share
-            heapq.heappop(heap)
-        return None
-
-    def _recompute(self, view: _View, p: int) -> None:
-        """p's usage (Alg. 3: its pool rescaled to the lowest share in it) and share."""
-        heap, version, contrib = view.pool_heap[p], view.version, view.contrib
+    def _recompute(self, view: _View, p: int, sums_moved: bool = True) -> bool:
+        """p's usage (Alg. 3: its pool rescaled to the lowest share in it) and share.
+        Unchanged, and so not recomputed (returns False), when its sums did not move and
+        the pool's minimum is the one it was computed with."""
+        heap, version, contrib = view.pool_heap[p], view.pool_version, view.contrib
         low = None
-        while heap:  # (_pool_min, inlined: once per node per event)
+        while heap:  # the pool's minimum share: its lowest current entry
             entry = heap[0]
             c = entry[2]
             if entry[1] == version[c] and contrib[c][0]:
                 low = entry[0]
                 break
             heapq.heappop(heap)
+        if not sums_moved and low == view.low[p]:
+            return False
+        view.low[p] = low
         if low is None or low <= 0:
             u = list(view.s2[p])
         else:
@@ -428,6 +467,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
                 if x > best:
                     best = x
             view.share[p] = best / self.weight[p]
+        return True
 
     def _resum(self, view: _View, p: int) -> None:
         """Rebuild p's running sums exactly from its children's stored contributions."""
@@ -474,8 +514,9 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
                 for r in range(self.m):
                     target[r] += vec[r]
                 view.version[c] += 1
+                view.pool_version[c] += 1
                 if in_pool:
-                    pool_heap.append((view.share[c], view.version[c], c))
+                    pool_heap.append((view.share[c], view.pool_version[c], c))
                 if self.live[c] > 0:
                     pick_heap.append((round(view.share[c], _DIGITS), self.running[c], self.position[c],
                                       view.version[c], c))

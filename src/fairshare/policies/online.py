@@ -77,8 +77,9 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
     take the lowest child in ``heaps[v]`` (entries ``(share, running, position, version,
     child)``, ordered by the tie rule) that has a runnable job below it. An entry is
     current while its version is the child's, the child has demanding jobs below
-    (``live``) and is still there (``present``); others are stale and dropped. In a FIFO queue (``fifo_jobs(v)`` gives its
-    jobs by arrival) only the earliest demanding runnable job competes with the sub-queues.
+    (``live``) and is still there (``present``); others are stale and dropped. In a FIFO
+    queue (``fifo_jobs(v)`` gives its jobs by arrival) only the earliest demanding runnable
+    job competes with the sub-queues.
 
     ``excluded[c]``, when given, counts the demanding jobs below ``c`` known not to be
     runnable (:meth:`OnlineSorter.exclude`): a child whose demanding jobs are all excluded
@@ -105,7 +106,11 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
                 heappop(heap)
                 continue
             if (excluded is None or live[c] > excluded[c]) and (fifo_job == -1 or not is_job[c] or c == fifo_job):
-                found = descend(c)  # (a FIFO queue's later jobs wait)
+                # (a FIFO queue's later jobs wait)
+                if is_job[c]:
+                    found = key[c] if runnable(key[c]) else None
+                else:
+                    found = descend(c)
                 if found is not None:
                     break
             tried.append(heappop(heap))
