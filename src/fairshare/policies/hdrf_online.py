@@ -63,7 +63,7 @@ class _View:
         self.saturated = saturated
         self.last_used = 0
         self.counted: list[int] = []
-        self.usage: list[list[float]] = [[0.0] * m for _ in range(n)]
+        self.usage: list[tuple[float, ...]] = [(0.0,) * m] * n  # tuples, replaced, never mutated
         self.share = [0.0] * n
         self.low: list[float | None] = [None] * n  # the pool minimum M each usage was computed with
         self.unblocked = [0] * n
@@ -78,7 +78,7 @@ class _View:
         self.pending: dict[int, None] = {}  # leaves changed while this view was not current
 
     def grow(self, m: int) -> None:
-        self.usage.append([0.0] * m)
+        self.usage.append((0.0,) * m)
         self.share.append(0.0)
         self.low.append(None)
         self.unblocked.append(0)
@@ -106,7 +106,9 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.is_job: list[bool] = []
         self.position: list[int] = []  # among siblings: queues in file order, then jobs by arrival
         self.index: dict[str, int] = {}
-        self.leaf_usage: list[list[float]] = []
+        # usage vectors are tuples, replaced and never mutated (shared by the views; and
+        # tuples of floats are not traced by the garbage collector)
+        self.leaf_usage: list[tuple[float, ...]] = []
         self.running: list[int] = []
         self.live: list[int] = []  # demanding leaves below (1 for a demanding leaf)
         self.kids: list[int] = []
@@ -146,7 +148,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self._grow_excluded()
         self.max_depth = max(self.max_depth, self.depth[idx])
         self.index[key] = idx
-        self.leaf_usage.append([0.0] * self.m)
+        self.leaf_usage.append(self._zero)
         self.running.append(0)
         self.live.append(0)
         self.kids.append(0)
@@ -172,7 +174,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         run = self.running[idx]
         self.live[idx] = 0
         self.running[idx] = 0
-        self.leaf_usage[idx] = [0.0] * self.m
+        self.leaf_usage[idx] = self._zero
         super().remove_job(name)
         self._commit(idx, d_live=d_live, d_running=-run)
         self.key[idx] = ""  # tombstone: the slot is never reused, its heap entries go stale
@@ -181,7 +183,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     def allocated(self, name, demand, now=0.0):
         super().allocated(name, demand, now)
         idx = self.index[name]
-        self.leaf_usage[idx] = list(self.jobs[name].usage)
+        self.leaf_usage[idx] = tuple(self.jobs[name].usage)
         self.running[idx] += 1
         self._commit(idx, d_running=1)
         self._touch(idx)
@@ -189,7 +191,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     def released(self, name, demand, now=0.0):
         super().released(name, demand, now)
         idx = self.index[name]
-        self.leaf_usage[idx] = list(self.jobs[name].usage)
+        self.leaf_usage[idx] = tuple(self.jobs[name].usage)
         self.running[idx] -= 1
         self._commit(idx, d_running=-1)
         self._touch(idx)
@@ -313,7 +315,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         # per depth: the changed nodes, and whether any child's contribution moved
         levels: list[dict[int, bool]] = [{} for _ in range(self.max_depth + 1)] if batch else []
         for idx in leaves:
-            u = list(self.leaf_usage[idx])
+            u = self.leaf_usage[idx]
             usage[idx] = u
             now = 0
             if key[idx]:
@@ -387,7 +389,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
                     self._compact_pick(view, p)
             return False
         if not in_new:
-            vec_new = tuple(view.usage[v])
+            vec_new = view.usage[v]
         elif sv > 0:
             vec_new = tuple([x / sv for x in view.usage[v]])
         else:
@@ -455,9 +457,9 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
             return False
         view.low[p] = low
         if low is None or low <= 0:
-            u = list(view.s2[p])
+            u = tuple(view.s2[p])
         else:
-            u = [low * a + b for a, b in zip(view.s1[p], view.s2[p])]
+            u = tuple([low * a + b for a, b in zip(view.s1[p], view.s2[p])])
         view.usage[p] = u
         if p:
             cap = self.capacity
@@ -499,7 +501,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
             stack.extend(children[v])
         for v in reversed(order):
             if self.is_job[v]:
-                view.usage[v] = list(self.leaf_usage[v])
+                view.usage[v] = self.leaf_usage[v]
                 view.share[v] = self._share_of(view, v)
                 view.unblocked[v] = 1 if (self.live[v] and not self._leaf_blocked(view, v)) else 0
                 continue

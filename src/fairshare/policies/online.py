@@ -134,6 +134,7 @@ def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: li
     cannot run."""
     candidates = {index[name]: name for name in names}
     paths: list[tuple[list[tuple], str]] = []
+    keys: dict[int, tuple] = {}
     fifo_first: dict[int, int | None] = {}
     for v, name in candidates.items():
         if not live[v]:
@@ -148,7 +149,10 @@ def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: li
                 continue
         path = []
         while v > 0:
-            path.append(node_key(v))
+            k = keys.get(v)
+            if k is None:
+                k = keys[v] = node_key(v)  # (candidates share most of their ancestors)
+            path.append(k)
             v = parent[v]
         path.reverse()
         paths.append((path, name))
