@@ -285,10 +285,18 @@ class Scheduler:
         anywhere), only the nodes freed since can hold anything, and only the shapes that
         fit on them, plus shapes that appeared since, can run: a short list, found by one
         vectorized scan per freed node (:meth:`_candidate_shapes`). When the jobs whose
-        next task has one of those shapes are few (``_PICK_AMONG_MAX``), the sorter
-        chooses among just them (``pick_among``: the job its ``pick`` would return, as
-        every other job is not runnable), instead of descending past the many jobs that
-        fit nowhere. On a full cluster that is most decisions."""
+        next task has one of those shapes are few (``_PICK_AMONG_MAX``, and few enough
+        that comparing them beats the descent), the sorter chooses among just them
+        (``pick_among``: the job its ``pick`` would return, as every other job is not
+        runnable), instead of descending past the many jobs that fit nowhere. On a full
+        cluster that is most decisions.
+
+        Exclusion. Within a call free capacity only shrinks and per-node counts only grow,
+        so a job found unable to run stays so, and so does every job whose next task has a
+        shape that fits nowhere: the sorter is told (``exclude``) and may skip them. Once
+        the jobs left are few, the call switches to the candidate list.
+
+        Neither changes a decision (``tests/test_candidates.py``)."""
         launches: list[Launch] = []
         # best-fit / packing: which shapes fit nowhere, for this call only (within one call
         # free capacity only shrinks, so "fits nowhere" stays true); first-fit keeps its
