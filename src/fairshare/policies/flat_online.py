@@ -105,6 +105,16 @@ class FlatSorter(OnlineSorter):
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
         return first_in_heap(self.heap, self._valid, lambda entry: entry[4] if runnable(entry[4]) else None)
 
+    def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
+        # the heap's order (its current entries' keys) restricted to the candidates
+        jobs, share = self.jobs, self.share
+        keyed = sorted((round(share[name], _DIGITS), jobs[name].running, jobs[name].order, name)
+                       for name in names if jobs[name].demanding)
+        for *_key, name in keyed:
+            if runnable(name):
+                return name
+        return None
+
     def shares(self) -> dict[str, float]:
         return dict(self.share)
 
@@ -122,4 +132,11 @@ class FifoSorter(OnlineSorter):
         for job in self.jobs.values():
             if job.demanding and runnable(job.name):
                 return job.name
+        return None
+
+    def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
+        jobs = self.jobs
+        for name in sorted((name for name in names if jobs[name].demanding), key=lambda name: jobs[name].order):
+            if runnable(name):
+                return name
         return None
