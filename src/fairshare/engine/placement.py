@@ -528,9 +528,14 @@ class NodePool:
         return sorted(set(self._freed[start:]))
 
     def effective_need(self, demand: Vector) -> Vector:
-        """What :meth:`fits_on` matches against a node's :meth:`index_vector` for a task
+        """What :meth:`fits_on` matches against a node's :meth:`fit_limits` for a task
         of ``demand`` (its need in index terms, plus headroom)."""
         return self._effective(demand)
+
+    def fit_limits(self, node: int) -> tuple[float, ...]:
+        """The node's index vector widened by the fit tolerance: a task fits on the node
+        when no entry of its :meth:`effective_need` exceeds these (:meth:`fits_on`)."""
+        return self._fit_row(node)[1]
 
     def freed_fits(self, demand: Vector, constraints: tuple, mark: int,
                    allowed: Callable[[int], bool] | None = None) -> list[int] | None:

@@ -52,7 +52,6 @@ _PICK_AMONG_MAX = 48
 #: after a quiet point, the freed nodes are scanned for fitting shapes only if at most
 #: this many were freed; beyond, ``schedule`` asks the sorter as usual
 _FREED_SCAN_MAX = 16
-_EPS = 1e-9  # placement's fit tolerance (placement._fits), for the vectorized scan
 
 CAPACITY_SHARE_POLICIES = frozenset({"drf", "asset", "cpu", "collapsed", "hdrf", "hdrf-naive",
                                      "capacity", "dff"})
@@ -428,9 +427,8 @@ class Scheduler:
             for node in freed:
                 if node not in eligible:
                     continue
-                free = np.asarray(self.pool.index_vector(node), dtype=float)
-                tol = free + _EPS * np.maximum(1.0, np.abs(free))  # placement._fits, vectorized
-                for i in np.flatnonzero((needs <= tol).all(axis=1)):
+                limits = np.asarray(self.pool.fit_limits(node), dtype=float)
+                for i in np.flatnonzero((needs <= limits).all(axis=1)):  # fits_on, vectorized
                     key = keys[i]
                     if key not in found:  # a new shape may fit elsewhere too: searched
                         local.setdefault(key, set()).add(node)
