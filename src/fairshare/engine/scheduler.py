@@ -421,14 +421,14 @@ class Scheduler:
         if freed is None:
             return local, None
         found = {key for key in self._new_shapes if key in self._pending_keys}
+        limits = {node: np.asarray(self.pool.fit_limits(node), dtype=float) for node in freed}
         for constraints in self._pending_by_constraints if freed else ():
             keys, needs = self._shapes_of(constraints)
             eligible = self._eligible_set(constraints)
             for node in freed:
                 if node not in eligible:
                     continue
-                limits = np.asarray(self.pool.fit_limits(node), dtype=float)
-                for i in np.flatnonzero((needs <= limits).all(axis=1)):  # fits_on, vectorized
+                for i in np.flatnonzero((needs <= limits[node]).all(axis=1)):  # fits_on, vectorized
                     key = keys[i]
                     if key not in found:  # a new shape may fit elsewhere too: searched
                         local.setdefault(key, set()).add(node)
