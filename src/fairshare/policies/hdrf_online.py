@@ -295,40 +295,32 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
 
     def _contribution(self, view: _View, v: int) -> tuple[bool, tuple[float, ...]]:
         in_pool = self._in_pool(view, v)
-        if in_pool and view.share[v] > 0:
-            return True, tuple(x / view.share[v] for x in view.usage[v])
-        if in_pool:
-            return True, (0.0,) * self.m
-        return False, tuple(view.usage[v])
+        return in_pool, self._vector(view, v, in_pool)
+
+    def _vector(self, view: _View, v: int, in_pool: bool) -> tuple[float, ...]:
+        """What v adds to its parent's sums: U_v / s_v into S1 when in the pool, else
+        U_v into S2 (Alg. 3, module docstring)."""
+        if not in_pool:
+            return view.usage[v]
+        sv = view.share[v]
+        return tuple([x / sv for x in view.usage[v]]) if sv > 0 else self._zero
 
     def _propagate(self, view: _View, leaves) -> None:
         """Bring ``view`` up to date after the given leaves changed (the shared ``live``
         and ``running`` counters are already committed): each leaf's usage, share and
         blocked flag, then every ancestor's sums, heaps and share, deepest first, each
-        ancestor once. The hot path of every decision, hence the inlined arithmetic
-        (the same operations, in the same order, as :meth:`_share_of`,
-        :meth:`_contribution` and :meth:`_recompute`, which the rebuild uses)."""
-        key, parent, depth, live = self.key, self.parent, self.depth, self.live
+        ancestor once (:meth:`_repost` and :meth:`_recompute`, as the rebuild uses)."""
+        key, parent, depth = self.key, self.parent, self.depth
         usage, share, unblocked = view.usage, view.share, view.unblocked
-        cap, counted, weight = self.capacity, view.counted, self.weight
         batch = len(leaves) != 1
         # per depth: the changed nodes, and whether any child's contribution moved
         levels: list[dict[int, bool]] = [{} for _ in range(self.max_depth + 1)] if batch else []
         for idx in leaves:
-            u = self.leaf_usage[idx]
-            usage[idx] = u
+            usage[idx] = self.leaf_usage[idx]
             now = 0
             if key[idx]:
-                best = 0.0
-                for r in counted:
-                    x = u[r] / cap[r]
-                    if x > best:
-                        best = x
-                share[idx] = best / weight[idx]
-                if not live[idx]:
-                    now = 0
-                else:  # (_leaf_blocked, inlined: nothing to test while nothing is saturated)
-                    now = 0 if (view.saturated and self._leaf_blocked(view, idx)) else 1
+                share[idx] = self._share_of(view, idx)
+                now = 0 if self._leaf_blocked(view, idx) else 1
             d_unblocked = now - unblocked[idx]
             unblocked[idx] = now
             p = parent[idx]
@@ -364,36 +356,15 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         entry is renewed. Under the root only the pick heap matters: the root's own usage
         and share are never used (it has no parent), so its sums and pool are not kept."""
         if not p:
-            ver = view.version[v] + 1
-            view.version[v] = ver
-            if self.live[v] > 0:
-                heap = view.pick_heap[0]
-                heapq.heappush(heap, (round(view.share[v], _DIGITS), self.running[v], self.position[v], ver, v))
-                if len(heap) > 4 * self.kids[0] + 16:
-                    self._compact_pick(view, 0)
+            self._push_pick(view, v, 0)
             return False
         contrib = view.contrib
         in_old, vec_old = contrib[v]
-        if self.ignore_blocked:
-            in_new = self.rescale and view.unblocked[v] > 0 and bool(self.key[v])
-        else:
-            in_new = self.rescale and self.live[v] > 0 and bool(self.key[v])
-        sv = view.share[v]
+        in_new = self._in_pool(view, v)
         if same and in_new == in_old:
-            ver = view.version[v] + 1
-            view.version[v] = ver
-            if self.live[v] > 0:
-                heap = view.pick_heap[p]
-                heapq.heappush(heap, (round(sv, _DIGITS), self.running[v], self.position[v], ver, v))
-                if len(heap) > 4 * self.kids[p] + 16:
-                    self._compact_pick(view, p)
+            self._push_pick(view, v, p)
             return False
-        if not in_new:
-            vec_new = view.usage[v]
-        elif sv > 0:
-            vec_new = tuple([x / sv for x in view.usage[v]])
-        else:
-            vec_new = self._zero
+        vec_new = self._vector(view, v, in_new)
         moved = in_new != in_old or vec_new != vec_old
         if moved:
             # (a single-class job in the pool keeps U/s fixed as its tasks come and go,
@@ -404,27 +375,31 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
                 s_old[r] -= vec_old[r]
                 s_new[r] += vec_new[r]
             contrib[v] = (in_new, vec_new)
-        ver = view.version[v] + 1
-        view.version[v] = ver
         pool_ver = view.pool_version[v] + 1
         view.pool_version[v] = pool_ver
-        bound = 4 * self.kids[p] + 16
         if in_new:
             heap = view.pool_heap[p]
-            heapq.heappush(heap, (sv, pool_ver, v))
-            if len(heap) > bound:
+            heapq.heappush(heap, (view.share[v], pool_ver, v))
+            if len(heap) > 4 * self.kids[p] + 16:
                 self._compact_pool(view, p)
-        if self.live[v] > 0:
-            heap = view.pick_heap[p]
-            heapq.heappush(heap, (round(sv, _DIGITS), self.running[v], self.position[v], ver, v))
-            if len(heap) > bound:
-                self._compact_pick(view, p)
+        self._push_pick(view, v, p)
         updates = view.updates[p] + 1
         view.updates[p] = updates
         if updates % REBUILD_EVERY == 0:
             self._resum(view, p)
             return True
         return moved
+
+    def _push_pick(self, view: _View, v: int, p: int) -> None:
+        """Renew v's entry in p's pick heap: a new version (its old entries go stale), and
+        an entry while v has demanding jobs below."""
+        ver = view.version[v] + 1
+        view.version[v] = ver
+        if self.live[v] > 0:
+            heap = view.pick_heap[p]
+            heapq.heappush(heap, (round(view.share[v], _DIGITS), self.running[v], self.position[v], ver, v))
+            if len(heap) > 4 * self.kids[p] + 16:
+                self._compact_pick(view, p)
 
     def _compact_pick(self, view: _View, p: int) -> None:
         """Drop p's stale pick entries (an entry is stale for good: a node whose share,
@@ -464,7 +439,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         if p:
             cap = self.capacity
             best = 0.0
-            for r in view.counted:  # (_share_of, inlined)
+            for r in view.counted:  # (_share_of, inlined: once per node per event)
                 x = u[r] / cap[r]
                 if x > best:
                     best = x
