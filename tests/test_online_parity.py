@@ -38,10 +38,11 @@ CASES = [
 
 
 def run(sc, nodes, policy, options, reference_kind=None, reference_options=None, seed=0, node_events=()):
-    sched = Scheduler(sc.resources, nodes, sc.queues, make_policy(policy, **options))
+    sorter = None
     if reference_kind is not None:
-        sched.sorter = ReferenceSorter(reference_kind, sc.m, sc.queues, sched.pool.total_capacity,
-                                       **(reference_options or {}))
+        capacity = tuple(sum(n.capacity[r] for n in nodes) for r in range(sc.m))
+        sorter = ReferenceSorter(reference_kind, sc.m, sc.queues, capacity, **(reference_options or {}))
+    sched = Scheduler(sc.resources, nodes, sc.queues, make_policy(policy, **options), sorter=sorter)
     rng = random.Random(seed)
     lengths = {j.name: rng.choice([1, 2, 3, 5]) for j in sc.jobs}
     return replay(sched, sc.jobs, lambda launch: lengths[launch.job], node_events=node_events)

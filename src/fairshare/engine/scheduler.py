@@ -15,7 +15,7 @@ running tasks of that class.
 Constrained fairness (docs/policies.md, "Constraints and fairness"): a job whose task
 classes are all constrained competes only for the capacity of the nodes it may use
 (its *eligible* nodes, the union over its classes). For the policies whose share is
-usage over capacity (:data:`CAPACITY_SHARE_POLICIES`) the scheduler reports the job's
+usage over capacity (``Policy.share_is_usage_over_capacity``) the scheduler reports the job's
 usage to the sorter normalized, ``U'_r = U_r * C_r / C^elig_r``, so that the sorter's
 ``U'_r / C_r`` is ``U_r / C^elig_r``; queues then sum normalized usage. An unconstrained
 job (or one eligible everywhere) is reported as is, with no arithmetic at all.
@@ -37,10 +37,6 @@ from fairshare.model.queues import QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.base import Policy
 
-#: Policies whose online share is usage over capacity (``max_r U_r / C_r`` or a sum or one
-#: resource of it), so a constrained job's usage is normalized to its eligible capacity.
-#: Not ``timefair`` (its share is a slowdown, running tasks over N_i, and it reads usage
-#: as the cluster's used capacity for packing), nor ``fifo`` and ``slots`` (no usage).
 #: most shapes remembered by placement memos (a memo is cleared when it is full)
 _NOFIT_MAX = 100_000
 #: longest candidate list a first-fit memo keeps (longer: "unknown beyond the first")
@@ -52,9 +48,6 @@ _PICK_AMONG_MAX = 48
 #: after a quiet point, the freed nodes are scanned for fitting shapes only if at most
 #: this many were freed; beyond, ``schedule`` asks the sorter as usual
 _FREED_SCAN_MAX = 16
-
-CAPACITY_SHARE_POLICIES = frozenset({"drf", "asset", "cpu", "collapsed", "hdrf", "hdrf-naive",
-                                     "capacity", "dff"})
 
 
 @dataclass(frozen=True, slots=True)  # (slots: built once per decision, half the cost)
@@ -127,13 +120,13 @@ class JobRuntime:
 class Scheduler:
     def __init__(self, resources: tuple[str, ...], nodes: tuple[Node, ...], queues: QueueTree,
                  policy: Policy, *, placement: str = "first-fit", headroom: bool = False,
-                 respect_counts: bool = True, devices: Sequence[int] = ()):
+                 respect_counts: bool = True, devices: Sequence[int] = (), sorter=None):
         self.resources = tuple(resources)
         self.m = len(resources)
         self.policy = policy
-        slots = policy.params().get("slots")
+        slots = policy.slots_per_node()
         self.pool = NodePool(nodes, self.m, strategy=placement, slots_per_node=slots, devices=devices)
-        self.normalize_constrained = policy.name in CAPACITY_SHARE_POLICIES
+        self.normalize_constrained = policy.share_is_usage_over_capacity
         # eligible-capacity factor per set of class constraints (cleared when nodes change)
         self._factors: dict[frozenset, Vector | None] = {}
         # max_per_node: (job, class index) -> running tasks per node index
@@ -141,8 +134,11 @@ class Scheduler:
         self.use_headroom = headroom
         self.respect_counts = respect_counts
         slots_total = (slots or 1) * len(nodes)
-        self.sorter = policy.online(self.resources, queues, self.pool.total_capacity, slots_total=slots_total,
-                                    nodes=tuple(st.node for st in self.pool.states))
+        # ``sorter``: one built by the caller (tests compare sorters on one scheduler);
+        # it must be fresh and built for this cluster and queue tree
+        self.sorter = sorter if sorter is not None else policy.online(
+            self.resources, queues, self.pool.total_capacity, slots_total=slots_total,
+            nodes=tuple(st.node for st in self.pool.states))
         self.queues = queues
         self.jobs: dict[str, JobRuntime] = {}
         self.tasks: dict[int, RunningTask] = {}

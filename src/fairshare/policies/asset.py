@@ -15,6 +15,7 @@ from fairshare.policies.progressive import FillingPolicy
 
 class AssetFairness(FillingPolicy):
     name = "asset"
+    share_is_usage_over_capacity = True
     citation = "Ghodsi et al. NSDI'11, Sec. 5.1 (Asset Fairness)"
     rule = LevelRule(kind="sum")
 

@@ -27,6 +27,16 @@ class Policy(ABC):
     citation: ClassVar[str]
     #: True when the policy reads the queue tree (hierarchical entitlements apply)
     hierarchical: ClassVar[bool] = False
+    #: True when the policy's online share is usage over capacity (``max_r U_r / C_r``, a
+    #: sum of those, or one resource of it): the engine then reports a constrained job's
+    #: usage normalized to the capacity of the nodes it may use (docs/policies.md,
+    #: "Constraints and fairness"). Declared per policy; the engine never tests names.
+    share_is_usage_over_capacity: ClassVar[bool] = False
+
+    def slots_per_node(self) -> int | None:
+        """Slot scheduling: tasks per node counted by slots, resources ignored (None: the
+        node's resources decide what fits, as for every policy of the papers)."""
+        return None
 
     def params(self) -> dict:
         """Constructor arguments, for reports (scikit-learn's ``get_params``)."""

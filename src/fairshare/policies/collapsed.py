@@ -28,6 +28,7 @@ def collapsed_weights(queues, jobs) -> dict[str, float]:
 
 class Collapsed(FillingPolicy):
     name = "collapsed"
+    share_is_usage_over_capacity = True
     citation = "Bhattacharya et al. SoCC'13, Sec. 3.2 (collapsed hierarchies + weighted DRF)"
     # its leaf weights are the hierarchical entitlements, so audits judge it by those
     hierarchical = True

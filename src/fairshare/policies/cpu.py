@@ -14,6 +14,7 @@ from fairshare.policies.progressive import FillingPolicy
 
 class SingleResourceFair(FillingPolicy):
     name = "cpu"
+    share_is_usage_over_capacity = True
     citation = "Ghodsi et al. NSDI'11, Sec. 7.2 (CPU-only fair sharing baseline)"
 
     def __init__(self, resource: str | None = None):

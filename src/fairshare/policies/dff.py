@@ -77,6 +77,7 @@ def fair_resources(scenario: Scenario) -> dict[str, Vector]:
 
 class DFF(FillingPolicy):
     name = "dff"
+    share_is_usage_over_capacity = True
     citation = "Wang et al. IEICE'16, Def. 1-2, Alg. 1 (UpdateFR), Alg. 2 (UpdateF), Alg. 3 (dynamic DFF)"
     hierarchical = True
     rule = LevelRule(kind="dominant", dff_override=True)

@@ -15,6 +15,7 @@ from fairshare.policies.progressive import FillingPolicy
 
 class DRF(FillingPolicy):
     name = "drf"
+    share_is_usage_over_capacity = True
     citation = "Ghodsi et al. NSDI'11, Sec. 4.2 Alg. 1, Sec. 4.3 (weighted), App. A.1 (progressive filling)"
 
     def build_tree(self, scenario, respect_counts):

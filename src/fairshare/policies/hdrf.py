@@ -19,6 +19,7 @@ from fairshare.policies.progressive import FillingPolicy
 
 class HDRF(FillingPolicy):
     name = "hdrf"
+    share_is_usage_over_capacity = True
     citation = "Bhattacharya et al. SoCC'13, Sec. 3.1 Alg. 1 (static); Sec. 3.4 Alg. 2-4 (dynamic)"
     hierarchical = True
 

@@ -19,6 +19,7 @@ from fairshare.policies.progressive import FillingPolicy
 
 class NaiveHDRF(FillingPolicy):
     name = "hdrf-naive"
+    share_is_usage_over_capacity = True
     citation = "Bhattacharya et al. SoCC'13, Sec. 3.3 (Naive H-DRF), Sec. 5.2 (Pareto-Efficient-C.S)"
     hierarchical = True
 

@@ -35,3 +35,6 @@ class Slots(_OnlineOnly):
 
     def params(self):
         return {"slots": self.slots}
+
+    def slots_per_node(self) -> int | None:
+        return self.slots
