@@ -14,6 +14,7 @@ PROPERTY_NAMES: tuple[str, ...] = (
     "strategy_proofness",
     "hierarchical_share_guarantee",
     "population_monotonicity",
+    "guarantees_and_limits",
 )
 
 

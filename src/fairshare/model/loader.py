@@ -16,13 +16,13 @@ from typing import Any
 from fairshare.model.cluster import Cluster, Node
 from fairshare.model.errors import FieldError, ScenarioError
 from fairshare.model.jobs import Duration, Job, TaskClass
-from fairshare.model.queues import ROOT, QueueTree
+from fairshare.model.queues import ROOT, QueueTree, bound_claims_problems
 from fairshare.model.scenario import ClusterEvent, Scenario
 
 TOP_KEYS = {"resources", "cluster", "queues", "jobs", "events"}
 CLUSTER_KEYS = {"capacity", "nodes", "devices"}
 NODE_KEYS = {"name", "count", "capacity", "attributes"}
-QUEUE_KEYS = {"name", "weight", "children", "order"}
+QUEUE_KEYS = {"name", "weight", "children", "order", "guarantee", "limit"}
 JOB_KEYS = {"name", "queue", "weight", "submit", "tasks"}
 TASK_KEYS = {"class", "demand", "count", "duration", "constraints", "max_per_node", "command", "shell"}
 DURATION_KINDS = {
@@ -301,13 +301,15 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
 
     # --- queues -----------------------------------------------------------------------------
     queue_entries: list[tuple[str, float, str]] = []
+    # queue path -> (guarantee, limit, field path of the queue)
+    queue_bounds: dict[str, tuple[dict[str, float], dict[str, float], str]] = {}
     root_order = "fair"
     if "queues" in data and data["queues"] is not None:
         qs = data["queues"]
         if not isinstance(qs, list):
             col.add("queues", f"must be a list of queues, got {_show(qs)}")
         else:
-            _queues(col, qs, "queues", ROOT, queue_entries)
+            _queues(col, qs, "queues", ROOT, queue_entries, queue_bounds)
     queue_paths = {p for p, _, _ in queue_entries}
 
     # --- jobs --------------------------------------------------------------------------------
@@ -457,10 +459,16 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
             tcs.append(TaskClass(cname, d, cnt, duration, constraints, max_per_node))
         jobs.append(Job(name, queue, weight, submit, tuple(tcs)))
     events = _check_events(col, event_specs, nodes, resources, devices)
+    tree = None
+    if queue_bounds:
+        tree = QueueTree.build(queue_entries, root_order, {q: (g, lim) for q, (g, lim, _p) in queue_bounds.items()})
+        for queue, field, reason in bound_claims_problems(tree, resources, capacity):
+            col.add("queues" if queue == ROOT else f"{queue_bounds[queue][2]}.{field}", reason)
     if col.errors:
         raise ScenarioError(col.errors, source)
 
-    tree = QueueTree.build(queue_entries, root_order)
+    if tree is None:
+        tree = QueueTree.build(queue_entries, root_order)
     cluster = Cluster(capacity, nodes, pooled, resources, devices)
     return Scenario(resources, cluster, tree, tuple(jobs), source, events)
 
@@ -667,7 +675,8 @@ def _amounts(col: _Collector, raw: Any, path: str, note) -> dict[str, float] | N
     return out if ok else None
 
 
-def _queues(col: _Collector, entries: list, path: str, parent: str, out: list[tuple[str, float, str]]) -> None:
+def _queues(col: _Collector, entries: list, path: str, parent: str, out: list[tuple[str, float, str]],
+            bounds: dict[str, tuple[dict[str, float], dict[str, float], str]]) -> None:
     names: set[str] = set()
     for i, q in enumerate(entries):
         p = f"{path}[{i}]"
@@ -689,12 +698,25 @@ def _queues(col: _Collector, entries: list, path: str, parent: str, out: list[tu
         names.add(name)
         full = name if parent == ROOT else f"{parent}.{name}"
         out.append((full, weight if weight is not None else 1.0, order))
+        guarantee = _queue_bound(col, q.get("guarantee"), f"{p}.guarantee")
+        limit = _queue_bound(col, q.get("limit"), f"{p}.limit")
+        if guarantee or limit:
+            bounds[full] = (guarantee, limit, p)
         kids = q.get("children")
         if kids is not None:
             if not isinstance(kids, list):
                 col.add(f"{p}.children", f"must be a list of queues, got {_show(kids)}")
             else:
-                _queues(col, kids, f"{p}.children", full, out)
+                _queues(col, kids, f"{p}.children", full, out, bounds)
+
+
+def _queue_bound(col: _Collector, raw: Any, path: str) -> dict[str, float]:
+    """A queue's ``guarantee:`` or ``limit:`` (resource -> amount >= 0); the names are
+    checked against the scenario's resources once those are known (they never add a
+    resource: a bound on a resource nothing has is a typo)."""
+    if raw is None:
+        return {}
+    return _amounts(col, raw, path, lambda _name: None) or {}
 
 
 def _duration(col: _Collector, raw: Any, path: str) -> Duration:
