@@ -14,8 +14,9 @@ PROPERTY_NAMES: tuple[str, ...] = (
     "strategy_proofness",
     "hierarchical_share_guarantee",
     "population_monotonicity",
-    "guarantees_and_limits",
 )
+#: the contract's properties and fairshare's extensions (reported where they apply)
+ALL_PROPERTY_NAMES: tuple[str, ...] = PROPERTY_NAMES + ("guarantees_and_limits",)
 
 
 @dataclass(frozen=True)
