@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fairshare.engine.bounds import QueueBounds
 from fairshare.engine.placement import DeviceAssignment, NodePool
 from fairshare.model.cluster import Node
 from fairshare.model.jobs import Job
@@ -140,6 +141,8 @@ class Scheduler:
             self.resources, queues, self.pool.total_capacity, slots_total=slots_total,
             nodes=tuple(st.node for st in self.pool.states))
         self.queues = queues
+        # guarantees and limits (engine/bounds.py); None when no queue has any
+        self.bounds = QueueBounds(queues, self.resources) if queues.bounded else None
         self.jobs: dict[str, JobRuntime] = {}
         self.tasks: dict[int, RunningTask] = {}
         self._next_id = 0
@@ -317,12 +320,17 @@ class Scheduler:
         dead: set[tuple] = set()
         dead_jobs = 0
 
+        bounds = self.bounds
+
         def runnable(name: str) -> bool:
             rt = jobs[name]
             j = rt.shape_class
             if j is None:
                 return False
             cls = rt.job.classes[j]
+            if bounds is not None and bounds.over_limit(rt.job.queue, cls.demand):
+                exclude(name)  # (usage only grows within a call: it stays over)
+                return False
             allowed = None
             key = rt.shape_key
             if cls.max_per_node is not None:
@@ -385,10 +393,23 @@ class Scheduler:
                 # (demanding jobs / n) that cannot run before it meets one that can
                 if n <= self.pick_among_max and n * n <= 2 * self._filed:
                     among = [name for key in shapes for name in self._shape_jobs.get(key, ())]
-            if among is None:
-                name = self.sorter.pick(runnable, now)
-            else:
-                name = self.sorter.pick_among(among, runnable, now)
+            name = None
+            if bounds is not None and bounds.has_guarantees:
+                # a queue owed its guarantee goes first, by the policy's own order
+                def owed_and_runnable(job_name: str) -> bool:
+                    rt = jobs[job_name]
+                    return rt.shape_class is not None and \
+                        bounds.owed(rt.job.queue, rt.job.classes[rt.shape_class].demand) and runnable(job_name)
+
+                if among is None:
+                    name = self.sorter.pick(owed_and_runnable, now)
+                else:
+                    name = self.sorter.pick_among(among, owed_and_runnable, now)
+            if name is None:
+                if among is None:
+                    name = self.sorter.pick(runnable, now)
+                else:
+                    name = self.sorter.pick_among(among, runnable, now)
             if name is None:
                 return launches
             if name not in chosen and not runnable(name):  # a sorter must only return runnable jobs
@@ -570,6 +591,8 @@ class Scheduler:
         if len(rt.pending) > 1 or rt.pending[j] == 0:
             self._refile(rt)  # (one class with tasks left: the next task is the same shape)
         self.tasks[task_id] = RunningTask(task_id, name, j, node, cls.demand, now, held)
+        if self.bounds is not None:
+            self.bounds.take(rt.job.queue, cls.demand)
         self.sorter.allocated(name, rt.reported[j], now)
         if rt.pending[j] == 0 and not rt.demanding:  # (only the class just launched can have run out)
             self.sorter.set_demanding(name, False)
@@ -580,6 +603,8 @@ class Scheduler:
     def _release(self, rt: JobRuntime, task: RunningTask, now: float) -> None:
         """Give a task's resources back to its node, its per-node slot, and the sorter."""
         self.pool.give_back(task.node_index, task.demand, task.devices)
+        if self.bounds is not None:
+            self.bounds.give_back(rt.job.queue, task.demand)
         rt.running -= 1
         if rt.job.classes[task.class_index].max_per_node is not None:
             self._per_node[(task.job, task.class_index)][task.node_index] -= 1
