@@ -20,13 +20,18 @@ def run_plan(claimants, running, usage, fair, free, order, capacity, budget=10):
 
 def test_late_tenant_takes_back_from_the_most_recent_tasks():
     # two nodes <4 cpu>; A runs 8 one-cpu tasks (ids 0-3 on n0, 4-7 on n1, started at
-    # 0..7), fair share 4 cpu each for A and B. B's task <1 cpu> fits nowhere: one victim
-    # suffices on either node; the tie rule (fewest victims, then least work lost, then
-    # node order) takes n1's newest task, id 7 (started at 7, against n0's id 3 at 3).
+    # 0..7), fair share 4 cpu each for A and B. B's tasks <1 cpu> fit nowhere: one victim
+    # per task suffices on either node; the tie rule (fewest victims, then least work
+    # lost, then node order) takes the newest tasks: 7, 6, 5, 4 (all on n1). Then A holds
+    # 4 = its fair share and B 4 = its own: nothing more to take.
     running = [RunningTaskView(i, "A", "n0" if i < 4 else "n1", (1.0,), float(i)) for i in range(8)]
     got = run_plan([Claimant("B", 0, (1.0,), anywhere)], running, {"A": (8.0,), "B": (0.0,)},
                    {"A": (4.0,), "B": (4.0,)}, {"n0": (0.0,), "n1": (0.0,)}, ["n0", "n1"], (8.0,))
-    assert len(got) == 1 and got[0].victims == (7,) and got[0].node == "n1" and got[0].job == "B"
+    assert [(p.job, p.node, p.victims) for p in got] == [("B", "n1", (v,)) for v in (7, 6, 5, 4)]
+    # a claimant with 2 pending tasks claims at most 2
+    got = run_plan([Claimant("B", 0, (1.0,), anywhere, pending=2)], running, {"A": (8.0,), "B": (0.0,)},
+                   {"A": (4.0,), "B": (4.0,)}, {"n0": (0.0,), "n1": (0.0,)}, ["n0", "n1"], (8.0,))
+    assert [p.victims for p in got] == [(7,), (6,)]
 
 
 def test_never_below_the_victims_fair_share():

@@ -42,9 +42,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from fairshare.model.cluster import Cluster, Node
+from fairshare.model.jobs import Job
+from fairshare.model.queues import QueueTree
 from fairshare.model.resources import Vector, dominant_share, fits
+from fairshare.model.scenario import Scenario
+from fairshare.policies import PolicyModeError
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,7 @@ class Claimant:
     class_index: int
     demand: Vector
     eligible: Callable[[str], bool]
+    pending: float = math.inf  # its pending tasks of that class: at most this many claims
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,26 +137,22 @@ def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
     def rho(name: str, u: Vector | None = None) -> float:
         return ratio(usage.get(name, zero) if u is None else u, job_fair.get(name, zero), capacity)
 
-    for claim in claimants:
-        if budget <= 0:
-            break
-        if rho(claim.job) >= 1.0:
-            continue  # (an earlier preemption of this call may have lifted it)
+    def claim_one(claim: Claimant) -> Preemption | None:
+        """One task for ``claim``: the node where the fewest victims (then the least work
+        lost, then the first node) make it fit; the state updated as if done."""
         after_p = _plus(usage.get(claim.job, zero), claim.demand)
         rho_p_after = rho(claim.job, after_p)
         best: tuple | None = None
         for position, node in enumerate(node_order):
-            if not claim.eligible(node) or node not in free:
-                continue
-            if fits(claim.demand, free[node]):
-                continue  # it fits without preempting: the scheduler will place it
+            if node not in free or not claim.eligible(node) or fits(claim.demand, free[node]):
+                continue  # (where it fits already, the scheduler places it: no preemption)
             candidates = [t for t in by_node.get(node, ()) if t.task_id not in taken and t.job != claim.job
                           and rho(t.job) > 1.0]
             # most over-share job first, then the most recently started, then highest id
             candidates.sort(key=lambda t: (-rho(t.job), -t.started_at, -t.task_id))
             chosen: list[RunningTaskView] = []
             room = list(free[node])
-            trial = dict()
+            trial: dict[str, Vector] = {}
             for task in candidates:
                 if len(chosen) >= budget:
                     break
@@ -165,20 +167,33 @@ def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
                     break
             if not chosen or not fits(claim.demand, room):
                 continue
-            lost = sum(-t.started_at for t in chosen)  # (later starts lose less work)
-            key = (len(chosen), lost, position)
+            key = (len(chosen), sum(-t.started_at for t in chosen), position)  # (later starts lose less)
             if best is None or key < best[0]:
                 best = (key, node, chosen, trial, room)
         if best is None:
-            continue
+            return None
         _key, node, chosen, trial, room = best
-        for task in chosen:
-            taken.add(task.task_id)
+        taken.update(t.task_id for t in chosen)
         usage.update(trial)
         usage[claim.job] = after_p
-        free[node] = _minus(room, claim.demand)
-        budget -= len(chosen)
-        out.append(Preemption(claim.job, claim.class_index, node, tuple(t.task_id for t in chosen)))
+        free[node] = list(_minus(room, claim.demand))
+        return Preemption(claim.job, claim.class_index, node, tuple(t.task_id for t in chosen))
+
+    claims = {claim.job: 0 for claim in claimants}
+    progress = True
+    while progress and budget > 0:  # passes over the claimants, one task each per pass
+        progress = False
+        for claim in claimants:
+            if budget <= 0:
+                break
+            if claims[claim.job] >= claim.pending or rho(claim.job) >= 1.0:
+                continue  # (earlier preemptions of this call may have lifted it)
+            found = claim_one(claim)
+            if found is not None:
+                out.append(found)
+                claims[claim.job] += 1
+                budget -= len(found.victims)
+                progress = True
     return out
 
 
@@ -188,3 +203,129 @@ def _plus(a: Vector, b: Vector) -> Vector:
 
 def _minus(a: Sequence[float], b: Vector) -> Vector:
     return tuple(max(0.0, x - y) for x, y in zip(a, b))
+
+
+class Preemptor:
+    """The engine's side of preemption: after each decision round, which queues have been
+    starved long enough, and what to preempt for them (:func:`plan`).
+
+    Fair shares are the policy's exact static allocation (``Policy.allocate``, guarantees
+    and limits included) of the jobs that still have pending tasks, each unbounded, on the
+    capacity of the nodes that are up; recomputed only when that set of jobs or the
+    capacity changes. A job with nothing pending is finishing: it is left out of the
+    fair shares and is never a victim (its fair share is taken to be what it holds).
+    """
+
+    def __init__(self, config: PreemptionConfig, policy, resources: tuple[str, ...]):
+        probe = Scenario(resources, Cluster(tuple(1.0 for _ in resources), (Node("probe", tuple(1.0 for _ in resources)),),
+                                            True, resources), QueueTree.build([]), ())
+        try:
+            policy.allocate(probe)
+        except PolicyModeError as exc:
+            raise PolicyModeError(f"preemption needs the policy's fair shares (its static allocation); "
+                                  f"policy {policy.name!r} has none: {exc}") from None
+        self.config = config
+        self.policy = policy
+        self.resources = resources
+        self._key: tuple | None = None
+        self.job_fair: dict[str, Vector] = {}
+        self.queue_fair: dict[str, Vector] = {}
+        #: queue path -> when it was first seen starved (cleared when it is not)
+        self.starved_since: dict[str, float] = {}
+        self.preempted = 0  # victims so far
+
+    def _refresh_fair_shares(self, sch) -> None:
+        demanding = tuple(name for name, rt in sch.jobs.items() if rt.finished_at is None and rt.demanding)
+        capacity = sch.pool.total_capacity
+        key = (demanding, capacity)
+        if key == self._key:
+            return
+        self._key = key
+        jobs = []
+        for name in demanding:
+            job = sch.jobs[name].job
+            jobs.append(Job(name, job.queue, job.weight, 0.0, tuple(_unbounded(c) for c in job.classes)))
+        nodes = tuple(st.node for st in sch.pool.states if st.alive)
+        scenario = Scenario(self.resources, Cluster(capacity, nodes, False, self.resources), sch.queues, tuple(jobs),
+                            "preemption")
+        alloc = self.policy.allocate(scenario) if jobs and any(c > 0 for c in capacity) else None
+        self.job_fair = {} if alloc is None else {name: ja.allocation for name, ja in alloc.jobs.items()}
+        self.queue_fair = {} if alloc is None else {path: qa.allocation for path, qa in alloc.queues.items()}
+
+    def wake_at(self) -> float | None:
+        """When the earliest starved queue may preempt (None: none is waiting): a runtime
+        whose rounds happen only at events (the simulator) holds a round then."""
+        times = [since + self.config.after for since in self.starved_since.values()]
+        return min(times) if times else None
+
+    def round(self, sch, now: float) -> list[Preemption]:
+        """The preemptions to make at ``now`` (after the round's launches)."""
+        self._refresh_fair_shares(sch)
+        if not self.job_fair:
+            self.starved_since.clear()
+            return []
+        capacity = sch.pool.total_capacity
+        m = len(capacity)
+        zero = (0.0,) * m
+        usage: dict[str, Vector] = {}
+        queue_use: dict[str, list[float]] = {}
+        pending_below: dict[str, list[str]] = {}
+        for name, rt in sch.jobs.items():
+            if rt.finished_at is not None:
+                continue
+            u = sch.usage(name)
+            usage[name] = u
+            for path in sch.queues.ancestors(rt.job.queue)[:-1]:  # (not the root)
+                acc = queue_use.setdefault(path, [0.0] * m)
+                for r, x in enumerate(u):
+                    acc[r] += x
+                if name in self.job_fair and rt.shape_class is not None:
+                    pending_below.setdefault(path, []).append(name)
+        fair = dict(self.job_fair)
+        for name, u in usage.items():
+            fair.setdefault(name, u)  # finishing jobs: ratio 1, never victims
+        tol = self.config.tolerance
+        starved: list[tuple[float, str]] = []
+        for path, names in pending_below.items():
+            share = dominant_share(queue_use.get(path, zero), capacity)
+            target = dominant_share(self.queue_fair.get(path, zero), capacity)
+            if share < target - tol:
+                since = self.starved_since.setdefault(path, now)
+                if now - since >= self.config.after:
+                    starved.append((share - target, path))
+            else:
+                self.starved_since.pop(path, None)
+        for path in [p for p in self.starved_since if p not in pending_below]:
+            del self.starved_since[path]
+        if not starved:
+            return []
+        starved.sort()
+        claimants: list[Claimant] = []
+        seen: set[str] = set()
+        pool = sch.pool
+        for _gap, path in starved:
+            names = sorted(pending_below[path],
+                           key=lambda n: (ratio(usage[n], fair[n], capacity), sch.jobs[n].submitted_at, n))
+            for name in names:
+                if name in seen or ratio(usage[name], fair[name], capacity) >= 1.0:
+                    continue
+                seen.add(name)
+                rt = sch.jobs[name]
+                j = rt.shape_class
+                cls = rt.job.classes[j]
+                eligible_idx = set(pool.eligible(cls.constraints))
+                claimants.append(Claimant(name, j, cls.demand,
+                                          lambda node, ok=eligible_idx: pool.index_of[node] in ok,
+                                          rt.pending[j]))
+        running = [RunningTaskView(t.task_id, t.job, pool.name(t.node_index), t.demand, t.started_at)
+                   for t in sch.tasks.values()]
+        alive = [i for i, st in enumerate(pool.states) if st.alive]
+        got = plan(claimants, running, job_usage=usage, job_fair=fair, capacity=capacity,
+                   node_free={pool.name(i): tuple(pool.states[i].free) for i in alive},
+                   node_order=[pool.name(i) for i in alive], max_victims=self.config.max_per_round)
+        self.preempted += sum(len(p.victims) for p in got)
+        return got
+
+
+def _unbounded(cls):
+    return replace(cls, count=None)

@@ -87,6 +87,7 @@ class JobRuntime:
     first_start: float | None = None
     finished_at: float | None = None
     cancelled: bool = False
+    preempted: int = 0  # tasks of this job stopped by fair-share preemption
     #: constrained fairness: per class, the demand as reported to the sorter (the real
     #: demand itself for an unconstrained job); ``factor`` is C_r / C^elig_r, None for 1
     reported: list[Vector] = field(default_factory=list)
@@ -262,6 +263,30 @@ class Scheduler:
         self.sorter.set_capacity(self.pool.total_capacity)
         self._refresh_factors(now)
         return lost
+
+    def preempt(self, victims, job_name: str, class_index: int, node_name: str,
+                now: float) -> tuple[list[RunningTask], Launch | None]:
+        """Fair-share preemption (``engine/preemption.py``): stop ``victims`` (task ids;
+        they go back to pending, their work lost, counted in ``JobRuntime.preempted``)
+        and start a task of ``job_name``'s class ``class_index`` on ``node_name`` in the
+        room they leave. The launch is None if it no longer fits there (device
+        fragmentation can defeat the planner's summed amounts; the freed capacity then
+        goes to the next decision round like any other)."""
+        stopped = []
+        for task_id in victims:
+            task = self.fail(task_id, now)
+            self.jobs[task.job].preempted += 1
+            stopped.append(task)
+        rt = self.jobs[job_name]
+        node = self.pool.index_of[node_name]
+        cls = rt.job.classes[class_index]
+        if rt.cancelled or rt.pending[class_index] <= 0 or not self.pool.alive(node) or \
+                not self.pool.fits_on(node, cls.demand) or \
+                (self.bounds is not None and self.bounds.over_limit(rt.job.queue, cls.demand)):
+            return stopped, None
+        if cls.max_per_node is not None and not self._under_limit(job_name, class_index, cls.max_per_node)(node):
+            return stopped, None
+        return stopped, self._launch(job_name, class_index, node, now)
 
     def adopt(self, job_name: str, class_index: int, node_name: str, now: float) -> Launch:
         """Record a task of ``job_name``'s class that is already running on ``node_name``
