@@ -37,7 +37,8 @@ def run(sc, policy: str, config: PreemptionConfig | None, duration_of, until: fl
                 sched.submit(payload, now)
         launches = list(sched.schedule(now))
         if pre is not None:
-            for p in pre.round(sched, now):
+            planned = pre.round(sched, now)
+            for p in planned:
                 phi = potential({n: sched.usage(n) for n in pre.job_fair}, pre.job_fair, sched.pool.total_capacity)
                 _stopped, launch = sched.preempt(p.victims, p.job, p.class_index, p.node, now)
                 log.append((now, p.victims, p.job, phi,
@@ -45,6 +46,9 @@ def run(sc, policy: str, config: PreemptionConfig | None, duration_of, until: fl
                                       sched.pool.total_capacity)))
                 if launch is not None:
                     launches.append(launch)
+            if planned:  # what the victims left beyond the preemptors' tasks, and the timers
+                launches.extend(sched.schedule(now))
+                pre.round(sched, now, plan_now=False)
             wake = pre.wake_at()
             if wake is not None and wake > now:
                 heapq.heappush(heap, (wake, 2, seq, None))
@@ -125,3 +129,29 @@ def test_the_random_workloads_do_preempt():
     """(Not vacuous: the workloads above preempt; 27 victims in 9 of the 15 when written.)"""
     victims = [len(vs) for seed in range(15) for _t, vs, *_ in random_run(seed)[1]]
     assert sum(victims) >= 10
+
+
+# One 4-cpu node; a's tasks take 3 cpus, b's 1; fair shares 2 and 2. a holds one task (3,
+# ratio 1.5), b one (1, ratio 0.5): b is starved. Taking a's task would leave a at 0
+# (ratio 0 < 1): the loop-free rule refuses, b stays below (indivisible tasks). The naive
+# rule takes it; b then fills the node (4, ratio 2), a is starved, takes 3 of b's tasks
+# back, and so on: a loop, one turn per ``after`` seconds.
+THRASH = {
+    "resources": ["cpu"],
+    "cluster": {"nodes": [{"name": "n", "capacity": {"cpu": 4}}]},
+    "queues": [{"name": "a"}, {"name": "b"}],
+    "jobs": [{"name": "big", "queue": "a", "tasks": [{"demand": {"cpu": 3}}]},
+             {"name": "small", "queue": "b", "tasks": [{"demand": {"cpu": 1}}]}],
+}
+
+
+@pytest.mark.parametrize("policy", ["hdrf", "drf"])
+def test_the_naive_rule_thrashes_where_the_loop_free_rule_does_not(policy):
+    sc = parse_scenario(THRASH, "<thrash>")
+    durations = lambda launch: 10_000.0  # noqa: E731 - nothing ends during the run
+    loop_free = run(sc, policy, PreemptionConfig(after=10, tolerance=0.05, max_per_round=4), durations, 500)
+    naive = run(sc, policy, PreemptionConfig(after=10, tolerance=0.05, max_per_round=4, rule="naive"),
+                durations, 500)
+    assert loop_free == []
+    jobs_hit = {job for _t, _vs, job, *_ in naive}
+    assert len(naive) >= 10 and jobs_hit == {"big", "small"}  # back and forth, every 10-20 s

@@ -52,6 +52,9 @@ from fairshare.model.scenario import Scenario
 from fairshare.policies import PolicyModeError
 
 
+RULES = ("loop-free", "naive")
+
+
 @dataclass(frozen=True)
 class PreemptionConfig:
     """The scenario's / config's ``preemption:`` section."""
@@ -63,6 +66,14 @@ class PreemptionConfig:
     tolerance: float = 0.05
     #: most victims per decision round
     max_per_round: int = 4
+    #: ``loop-free`` (the rules above); ``naive``: any task of a job above its fair share
+    #: may go, whatever it leaves (the victim's share after the move is not checked), for
+    #: comparisons only: it can preempt in a loop (docs/reproductions, "Preemption")
+    rule: str = "loop-free"
+
+    def __post_init__(self) -> None:
+        if self.rule not in RULES:
+            raise ValueError(f"preemption rule must be one of {', '.join(RULES)}, got {self.rule!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +126,8 @@ def potential(job_usage: Mapping[str, Vector], job_fair: Mapping[str, Vector], c
 
 def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
          job_usage: Mapping[str, Vector], job_fair: Mapping[str, Vector], capacity: Vector,
-         node_free: Mapping[str, Vector], node_order: Sequence[str], max_victims: int) -> list[Preemption]:
+         node_free: Mapping[str, Vector], node_order: Sequence[str], max_victims: int,
+         rule: str = "loop-free") -> list[Preemption]:
     """The preemptions to make now, for ``claimants`` in the order given (the caller puts
     the most starved first), within ``max_victims`` victims in all.
 
@@ -136,6 +148,8 @@ def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
 
     def rho(name: str, u: Vector | None = None) -> float:
         return ratio(usage.get(name, zero) if u is None else u, job_fair.get(name, zero), capacity)
+
+    loop_free = rule == "loop-free"
 
     def claim_one(claim: Claimant) -> Preemption | None:
         """One task for ``claim``: the node where the fewest victims (then the least work
@@ -158,7 +172,7 @@ def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
                     break
                 left = _minus(trial.get(task.job, usage[task.job]), task.demand)
                 # the victim keeps its fair share and the preemptor's (new) ratio
-                if rho(task.job, left) < max(1.0, rho_p_after) * (1 - 1e-12):
+                if loop_free and rho(task.job, left) < max(1.0, rho_p_after) * (1 - 1e-12):
                     continue
                 trial[task.job] = left
                 chosen.append(task)
@@ -258,8 +272,11 @@ class Preemptor:
         times = [since + self.config.after for since in self.starved_since.values()]
         return min(times) if times else None
 
-    def round(self, sch, now: float) -> list[Preemption]:
-        """The preemptions to make at ``now`` (after the round's launches)."""
+    def round(self, sch, now: float, *, plan_now: bool = True) -> list[Preemption]:
+        """The preemptions to make at ``now`` (after the round's launches). With
+        ``plan_now`` False, only the starvation timers are brought up to date (a runtime
+        does that after applying a round's preemptions and scheduling again, so that
+        :meth:`wake_at` sees the queues those left starved)."""
         self._refresh_fair_shares(sch)
         if not self.job_fair:
             self.starved_since.clear()
@@ -297,7 +314,7 @@ class Preemptor:
                 self.starved_since.pop(path, None)
         for path in [p for p in self.starved_since if p not in pending_below]:
             del self.starved_since[path]
-        if not starved:
+        if not starved or not plan_now:
             return []
         starved.sort()
         claimants: list[Claimant] = []
@@ -322,7 +339,8 @@ class Preemptor:
         alive = [i for i, st in enumerate(pool.states) if st.alive]
         got = plan(claimants, running, job_usage=usage, job_fair=fair, capacity=capacity,
                    node_free={pool.name(i): tuple(pool.states[i].free) for i in alive},
-                   node_order=[pool.name(i) for i in alive], max_victims=self.config.max_per_round)
+                   node_order=[pool.name(i) for i in alive], max_victims=self.config.max_per_round,
+                   rule=self.config.rule)
         self.preempted += sum(len(p.victims) for p in got)
         return got
 
