@@ -27,16 +27,17 @@ from fairshare.model.resources import FIT_TOL, Vector
 
 
 class QueueBounds:
-    """Usage of the bounded queues, and the two tests. ``job_queue`` maps a job name to
-    its queue path (jobs are added as they arrive)."""
+    """Usage of the bounded queues (of every queue with ``track_all``: preemption reads
+    every queue's share), and the two tests."""
 
-    def __init__(self, queues: QueueTree, resources: tuple[str, ...]):
+    def __init__(self, queues: QueueTree, resources: tuple[str, ...], *, track_all: bool = False):
         self.m = len(resources)
+        self.tracks_all = track_all
         self.usage: dict[str, list[float]] = {}
         self.limit: dict[str, tuple[tuple[int, float], ...]] = {}
         self.guarantee: dict[str, tuple[tuple[int, float], ...]] = {}
         for node in queues:
-            if node.path == ROOT or not (node.limit or node.guarantee):
+            if node.path == ROOT or not (track_all or node.limit or node.guarantee):
                 continue
             self.usage[node.path] = [0.0] * self.m
             self.limit[node.path] = tuple((r, x) for r, x in enumerate(node.limit_vector(resources)) if x < math.inf)

@@ -142,12 +142,32 @@ def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
     taken: set[int] = set()
     out: list[Preemption] = []
     budget = max_victims
-    by_node: dict[str, list[RunningTaskView]] = {}
-    for task in running:
-        by_node.setdefault(task.node, []).append(task)
+    current: dict[str, float] = {}  # rho of each job's current usage (dropped when it moves)
 
     def rho(name: str, u: Vector | None = None) -> float:
-        return ratio(usage.get(name, zero) if u is None else u, job_fair.get(name, zero), capacity)
+        if u is not None:
+            return ratio(u, job_fair.get(name, zero), capacity)
+        got = current.get(name)
+        if got is None:
+            got = current[name] = ratio(usage.get(name, zero), job_fair.get(name, zero), capacity)
+        return got
+
+    # per node, the tasks of jobs above their fair share, in victim order: most over-share
+    # job first (as the round starts), then the most recently started, then highest id;
+    # and the most room freeing all of them could make (nodes where even that is too
+    # little are passed over at once)
+    by_node: dict[str, list[RunningTaskView]] = {}
+    for task in running:
+        if rho(task.job) > 1.0:
+            by_node.setdefault(task.node, []).append(task)
+    most_room: dict[str, list[float]] = {}
+    for node, tasks in by_node.items():
+        tasks.sort(key=lambda t: (-rho(t.job), -t.started_at, -t.task_id))
+        room = list(free.get(node, zero))
+        for t in tasks:
+            for r, d in enumerate(t.demand):
+                room[r] += d
+        most_room[node] = room
 
     loop_free = rule == "loop-free"
 
@@ -158,16 +178,15 @@ def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
         rho_p_after = rho(claim.job, after_p)
         best: tuple | None = None
         for position, node in enumerate(node_order):
-            if node not in free or not claim.eligible(node) or fits(claim.demand, free[node]):
+            if node not in most_room or not fits(claim.demand, most_room[node]) or not claim.eligible(node) \
+                    or fits(claim.demand, free[node]):
                 continue  # (where it fits already, the scheduler places it: no preemption)
-            candidates = [t for t in by_node.get(node, ()) if t.task_id not in taken and t.job != claim.job
-                          and rho(t.job) > 1.0]
-            # most over-share job first, then the most recently started, then highest id
-            candidates.sort(key=lambda t: (-rho(t.job), -t.started_at, -t.task_id))
             chosen: list[RunningTaskView] = []
             room = list(free[node])
             trial: dict[str, Vector] = {}
-            for task in candidates:
+            for task in by_node[node]:  # (in victim order; most nodes stop at the first)
+                if task.task_id in taken or task.job == claim.job or rho(task.job) <= 1.0:
+                    continue
                 if len(chosen) >= budget:
                     break
                 left = _minus(trial.get(task.job, usage[task.job]), task.demand)
@@ -190,6 +209,9 @@ def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
         taken.update(t.task_id for t in chosen)
         usage.update(trial)
         usage[claim.job] = after_p
+        for name in (*trial, claim.job):
+            current.pop(name, None)
+        most_room[node] = list(_minus(most_room[node], claim.demand))
         free[node] = list(_minus(room, claim.demand))
         return Preemption(claim.job, claim.class_index, node, tuple(t.task_id for t in chosen))
 
@@ -249,12 +271,15 @@ class Preemptor:
         self.preempted = 0  # victims so far
 
     def _refresh_fair_shares(self, sch) -> None:
-        demanding = tuple(name for name, rt in sch.jobs.items() if rt.finished_at is None and rt.demanding)
+        """Recompute the fair shares when the set of demanding jobs or the capacity
+        changed (``Scheduler.demand_version``): the policy's static allocation of the
+        demanding jobs, each unbounded."""
         capacity = sch.pool.total_capacity
-        key = (demanding, capacity)
+        key = (sch.demand_version, capacity)
         if key == self._key:
             return
         self._key = key
+        demanding = [name for name, rt in sch.jobs.items() if rt.finished_at is None and rt.demanding]
         jobs = []
         for name in demanding:
             job = sch.jobs[name].job
@@ -265,6 +290,11 @@ class Preemptor:
         alloc = self.policy.allocate(scenario) if jobs and any(c > 0 for c in capacity) else None
         self.job_fair = {} if alloc is None else {name: ja.allocation for name, ja in alloc.jobs.items()}
         self.queue_fair = {} if alloc is None else {path: qa.allocation for path, qa in alloc.queues.items()}
+        # the queues that may claim (some demanding job below), with those jobs
+        self._below: dict[str, list[str]] = {}
+        for name in demanding:
+            for path in sch.queues.ancestors(sch.jobs[name].job.queue)[:-1]:  # (not the root)
+                self._below.setdefault(path, []).append(name)
 
     def wake_at(self) -> float | None:
         """When the earliest starved queue may preempt (None: none is waiting): a runtime
@@ -276,35 +306,22 @@ class Preemptor:
         """The preemptions to make at ``now`` (after the round's launches). With
         ``plan_now`` False, only the starvation timers are brought up to date (a runtime
         does that after applying a round's preemptions and scheduling again, so that
-        :meth:`wake_at` sees the queues those left starved)."""
+        :meth:`wake_at` sees the queues those left starved).
+
+        Cost per round when nothing is starved: one comparison per queue with demanding
+        jobs (queue usage is kept by the scheduler, ``Scheduler.track_queue_usage``); the
+        fair shares are recomputed only when the set of demanding jobs changes."""
         self._refresh_fair_shares(sch)
         if not self.job_fair:
             self.starved_since.clear()
             return []
         capacity = sch.pool.total_capacity
-        m = len(capacity)
-        zero = (0.0,) * m
-        usage: dict[str, Vector] = {}
-        queue_use: dict[str, list[float]] = {}
-        pending_below: dict[str, list[str]] = {}
-        for name, rt in sch.jobs.items():
-            if rt.finished_at is not None:
-                continue
-            u = sch.usage(name)
-            usage[name] = u
-            for path in sch.queues.ancestors(rt.job.queue)[:-1]:  # (not the root)
-                acc = queue_use.setdefault(path, [0.0] * m)
-                for r, x in enumerate(u):
-                    acc[r] += x
-                if name in self.job_fair and rt.shape_class is not None:
-                    pending_below.setdefault(path, []).append(name)
-        fair = dict(self.job_fair)
-        for name, u in usage.items():
-            fair.setdefault(name, u)  # finishing jobs: ratio 1, never victims
+        zero = (0.0,) * len(capacity)
+        queue_use = sch.track_queue_usage().usage
         tol = self.config.tolerance
         starved: list[tuple[float, str]] = []
-        for path, names in pending_below.items():
-            share = dominant_share(queue_use.get(path, zero), capacity)
+        for path in self._below:
+            share = dominant_share(queue_use[path], capacity)
             target = dominant_share(self.queue_fair.get(path, zero), capacity)
             if share < target - tol:
                 since = self.starved_since.setdefault(path, now)
@@ -312,32 +329,51 @@ class Preemptor:
                     starved.append((share - target, path))
             else:
                 self.starved_since.pop(path, None)
-        for path in [p for p in self.starved_since if p not in pending_below]:
+        for path in [p for p in self.starved_since if p not in self._below]:
             del self.starved_since[path]
         if not starved or not plan_now:
             return []
         starved.sort()
+        usage: dict[str, Vector] = {}
+        fair = self.job_fair
+
+        def use(name: str) -> Vector:
+            got = usage.get(name)
+            if got is None:
+                got = usage[name] = sch.usage(name)
+            return got
+
+        def rho(name: str) -> float:
+            return ratio(use(name), fair[name], capacity)
+
         claimants: list[Claimant] = []
         seen: set[str] = set()
         pool = sch.pool
         for _gap, path in starved:
-            names = sorted(pending_below[path],
-                           key=lambda n: (ratio(usage[n], fair[n], capacity), sch.jobs[n].submitted_at, n))
-            for name in names:
-                if name in seen or ratio(usage[name], fair[name], capacity) >= 1.0:
-                    continue
-                seen.add(name)
+            for name in sorted(self._below[path], key=lambda n: (rho(n), sch.jobs[n].submitted_at, n)):
                 rt = sch.jobs[name]
                 j = rt.shape_class
+                if name in seen or j is None or rho(name) >= 1.0:
+                    continue
+                seen.add(name)
                 cls = rt.job.classes[j]
                 eligible_idx = set(pool.eligible(cls.constraints))
                 claimants.append(Claimant(name, j, cls.demand,
                                           lambda node, ok=eligible_idx: pool.index_of[node] in ok,
                                           rt.pending[j]))
-        running = [RunningTaskView(t.task_id, t.job, pool.name(t.node_index), t.demand, t.started_at)
-                   for t in sch.tasks.values()]
+        if not claimants:
+            return []
+        over: dict[str, bool] = {}
+        running = []
+        for t in sch.tasks.values():
+            above = over.get(t.job)
+            if above is None:
+                above = over[t.job] = t.job in fair and rho(t.job) > 1.0
+            if above:
+                running.append(RunningTaskView(t.task_id, t.job, pool.name(t.node_index), t.demand, t.started_at))
+        job_usage = {name: use(name) for name in {t.job for t in running} | seen}
         alive = [i for i, st in enumerate(pool.states) if st.alive]
-        got = plan(claimants, running, job_usage=usage, job_fair=fair, capacity=capacity,
+        got = plan(claimants, running, job_usage=job_usage, job_fair=fair, capacity=capacity,
                    node_free={pool.name(i): tuple(pool.states[i].free) for i in alive},
                    node_order=[pool.name(i) for i in alive], max_victims=self.config.max_per_round,
                    rule=self.config.rule)

@@ -144,6 +144,9 @@ class Scheduler:
         self.queues = queues
         # guarantees and limits (engine/bounds.py); None when no queue has any
         self.bounds = QueueBounds(queues, self.resources) if queues.bounded else None
+        #: bumped whenever a job arrives, completes or starts or stops demanding: what
+        #: depends on the set of demanding jobs (preemption's fair shares) keys on it
+        self.demand_version = 0
         self.jobs: dict[str, JobRuntime] = {}
         self.tasks: dict[int, RunningTask] = {}
         self._next_id = 0
@@ -200,6 +203,7 @@ class Scheduler:
             rt.finished_at = now
             return
         self.sorter.add_job(job.name, job.queue, job.weight, job.composite_demand())
+        self.demand_version += 1
         self._refile(rt)
         if self.use_headroom:
             self._update_headroom()
@@ -226,6 +230,7 @@ class Scheduler:
                 self._track(rt.job, task.class_index, +1)
             if not was:
                 self.sorter.set_demanding(task.job, True)
+                self.demand_version += 1
             self._refile(rt)
         self._maybe_complete(rt, now)
         return task
@@ -241,6 +246,7 @@ class Scheduler:
             self._refile(rt)
             if job_name in self.sorter.jobs:
                 self.sorter.set_demanding(job_name, False)
+                self.demand_version += 1
         self._maybe_complete(rt, now)
         return [t.task_id for t in self.tasks.values() if t.job == job_name]
 
@@ -263,6 +269,16 @@ class Scheduler:
         self.sorter.set_capacity(self.pool.total_capacity)
         self._refresh_factors(now)
         return lost
+
+    def track_queue_usage(self) -> QueueBounds:
+        """Keep every queue's usage up to date from now on (preemption reads it each
+        round); returns the ledger (``bounds``, which then tracks every queue)."""
+        if self.bounds is None or not self.bounds.tracks_all:
+            tracked = QueueBounds(self.queues, self.resources, track_all=True)
+            for task in self.tasks.values():
+                tracked.take(self.jobs[task.job].job.queue, task.demand)
+            self.bounds = tracked
+        return self.bounds
 
     def preempt(self, victims, job_name: str, class_index: int, node_name: str,
                 now: float) -> tuple[list[RunningTask], Launch | None]:
@@ -621,6 +637,7 @@ class Scheduler:
         self.sorter.allocated(name, rt.reported[j], now)
         if rt.pending[j] == 0 and not rt.demanding:  # (only the class just launched can have run out)
             self.sorter.set_demanding(name, False)
+            self.demand_version += 1
         self.decisions += 1
         return Launch(task_id, name, cls.name, j, self.pool.name(node), cls.demand,
                       tuple((self.resources[r], devs) for r, devs in held) if held else ())
@@ -709,6 +726,7 @@ class Scheduler:
             rt.finished_at = now
             if rt.job.name in self.sorter.jobs:
                 self.sorter.remove_job(rt.job.name)
+                self.demand_version += 1
             if self.use_headroom:
                 self._update_headroom()
 
