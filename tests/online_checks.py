@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from builders import job, q, scenario
 
 from fairshare.engine import Scheduler
-from fairshare.model import Node
+from fairshare.model import Node, parse_scenario
 from fairshare.model.scenario import ClusterEvent, Scenario
 from fairshare.policies import Policy, PolicyModeError
 from fairshare.sim import SimOptions, simulate
@@ -42,13 +42,15 @@ CAPACITY_TOL = 1e-9
 class Workload:
     """What the driver feeds a Scheduler: a scenario (resources, nodes, queues, jobs),
     node losses and additions ``(time, "lose" | "add", name | Node)``, job cancellations
-    ``(time, job)``, and the seed of the task durations (drawn in launch order)."""
+    ``(time, job)``, the seed of the task durations (drawn in launch order), and
+    optionally nodes to use instead of the scenario's (ones the loader would refuse)."""
 
     scenario: Scenario
     node_events: tuple[tuple[float, str, object], ...] = ()
     cancels: tuple[tuple[float, str], ...] = ()
     seed: int = 0
     until: float = 1e9
+    nodes: tuple[Node, ...] | None = None
 
 
 def random_workload(seed: int) -> Workload:
@@ -102,7 +104,7 @@ class Run:
         return [(i.now, la.task_id, la.job, la.task_class, la.node) for i in self.instants for la in i.launches]
 
 
-def drive(policy: Policy | None, workload: Workload, *, scheduler: Scheduler | None = None,
+def drive(policy: Policy, workload: Workload, *,
           duration: Callable[[object, random.Random], float] | None = None) -> Run:
     """Run ``workload`` through a Scheduler for ``policy``: every event of an instant
     (completions, node changes, cancellations, arrivals, in that order), then one
@@ -111,7 +113,8 @@ def drive(policy: Policy | None, workload: Workload, *, scheduler: Scheduler | N
     launches and the resulting per-node state, and every inadmissible launch (on a node
     that is not up, for a job not submitted, cancelled, or past its task count)."""
     sc = workload.scenario
-    sched = scheduler or Scheduler(sc.resources, sc.cluster.nodes, sc.queues, policy)
+    nodes = sc.cluster.nodes if workload.nodes is None else workload.nodes
+    sched = Scheduler(sc.resources, nodes, sc.queues, policy)
     rng = random.Random(workload.seed)
     duration = duration or (lambda launch, r: float(r.randint(1, 5)))
     heap: list[tuple[float, int, int, object]] = []  # (time, kind, seq, payload)
@@ -128,7 +131,7 @@ def drive(policy: Policy | None, workload: Workload, *, scheduler: Scheduler | N
         push(t, 2, name)
     for jb in sc.jobs:
         push(jb.submit_s, 3, jb)
-    alive = {n.name: n.capacity for n in sc.cluster.nodes}
+    alive = {n.name: n.capacity for n in nodes}
     counts = {jb.name: jb.total_count for jb in sc.jobs}
     running: dict[int, tuple[str, str, tuple]] = {}  # task id -> (job, node, demand)
     started: Counter = Counter()  # tasks started and not lost, per job
@@ -264,8 +267,6 @@ def _sim_scenario() -> Scenario:
         jb = job(f"s{i}", demand, queue, weight=1 + i % 2, count=6, submit=float(i))
         jb["tasks"][0]["duration"] = {"dist": "exponential", "mean": 3.0}
         data_jobs.append(jb)
-    from fairshare.model import parse_scenario
-
     return parse_scenario({"cluster": {"nodes": [{"name": "m", "count": 2, "capacity": {"cpu": 8, "mem": 16}}]},
                            "queues": [q("a", 2), q("b", 1)], "jobs": data_jobs,
                            "events": [{"time": 4, "node_fail": "m-1"},
@@ -320,9 +321,9 @@ def check_infeasible_demand_reported_not_raised(policy_factory: PolicyFactory) -
                             job("small", {"cpu": 1, "mem": 2}, "a", count=10),
                             job("other", {"cpu": 2, "mem": 1}, "b", count=10, submit=1)])
     no_gpu_nodes = tuple(Node(f"c-{i}", (8.0, 16.0, 0.0)) for i in range(2))
-    for case, wl, nodes in (("cpu 9 > 8", sc, sc.cluster.nodes), ("no gpu on any node", no_gpu, no_gpu_nodes)):
-        run = _must_not_raise(f"{name}, {case}", lambda: drive(
-            None, Workload(wl), scheduler=Scheduler(wl.resources, nodes, wl.queues, policy_factory())))
+    for case, wl, nodes in (("cpu 9 > 8", sc, None), ("no gpu on any node", no_gpu, no_gpu_nodes)):
+        run = _must_not_raise(f"{name}, {case}", lambda: drive(policy_factory(), Workload(wl, nodes=nodes)))
+        assert not run.problems, f"{name}, {case}: {run.problems[:3]}"
         launched = Counter(la.job for inst in run.instants for la in inst.launches)
         assert launched["huge"] == 0, f"{name}, {case}: launched the infeasible job {launched}"
         assert launched["small"] == 10 and launched["other"] == 10, \

@@ -52,7 +52,10 @@ VARIANTS: dict[str, list[dict]] = {
 }
 
 #: the paper examples whose divisible allocation the tiny tasks must reach (builders of
-#: tests/test_online_convergence.py: ``build(k)`` splits every task into k)
+#: tests/test_online_convergence.py: ``build(k)`` splits every task into k). At k = 16:
+#: DRF Sec. 4.1's largest task share is max(3/16 / 9, 4/16 / 18) = 1/48, so jobs are held
+#: to (2 + 1) / 48 = 0.0625 of their static dominant share; Fig. 4's is 1/16 / 10 = 1/160,
+#: bound (3 + 1) / 160 = 0.025.
 PAPER_EXAMPLES = {"DRF Sec. 4.1": drf_41, "H-DRF Fig. 4": fig4}
 
 CHECKS = {
