@@ -154,7 +154,7 @@ def _duration(col: Collector, raw: Any, path: str) -> Duration:
         return Duration("list", (("values", tuple(v or 1.0 for v in values)),))
     if isinstance(raw, Mapping):
         kind = raw.get("dist")
-        if kind not in DURATION_KINDS:
+        if not isinstance(kind, str) or kind not in DURATION_KINDS:  # (a mapping or list is unhashable)
             col.add(f"{path}.dist", f"must be one of {', '.join(DURATION_KINDS)}, got {show(kind)}")
             return Duration()
         needed = DURATION_KINDS[kind]
