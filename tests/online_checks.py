@@ -73,7 +73,9 @@ def random_workload(seed: int) -> Workload:
             demand["gpu"] = 1
         jobs.append(job(f"j{i}", demand, rng.choice(leaves), weight=rng.choice([1, 1, 2, 3]),
                         count=rng.randint(3, 12), submit=float(rng.randint(0, 20))))
-    jobs[0]["submit"] = 0.0  # the job cancelled at 9 s (while it may still run)
+    # the job cancelled at 9 s: there from the start, with more tasks than it can run by then
+    jobs[0]["submit"] = 0.0
+    jobs[0]["tasks"][0]["count"] = 60
     sc = scenario(nodes=nodes, queues=queues, jobs=jobs)
     comeback = Node("n9", (8.0, 16.0, 2.0))
     events = ((7.0, "lose", "n1"), (12.0, "add", comeback),
@@ -215,6 +217,7 @@ def check_capacity_never_exceeded(policy_factory: PolicyFactory) -> None:
                     assert used <= c * (1 + CAPACITY_TOL) + CAPACITY_TOL, (
                         f"{_name(policy)}, seed {seed}, t={inst.now}: node {node} resource {r} holds "
                         f"{used} > capacity {c} ({len(tasks)} tasks)")
+        assert any(inst.launches for inst in run.instants), f"{_name(policy)}, seed {seed}: nothing launched"
 
 
 def check_slot_limit(policy_factory: PolicyFactory) -> None:
