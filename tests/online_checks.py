@@ -305,11 +305,12 @@ def check_empty_cluster_and_empty_queue(policy_factory: PolicyFactory) -> None:
 
 def check_infeasible_demand_reported_not_raised(policy_factory: PolicyFactory) -> None:
     """A job whose task is bigger than every node never launches and does not stop the
-    others. Three ways in: a job built with more CPU than any node has, and nodes with
-    none of the GPUs a job needs (the loader refuses both in a file, but the engine must
-    not rely on that: the live service takes jobs from clients), given to the Scheduler;
-    and, through the simulator, a valid scenario whose only node big enough fails at 0.5 s. The others' tasks all run, the simulator finishes
-    them and says in ``notes`` that the big job could not finish."""
+    others, and nothing raises. Three ways in: a job built with more CPU than any node
+    has, and nodes with none of the GPUs a job needs (the loader refuses both in a file,
+    but the engine must not rely on that: the live service takes jobs from clients),
+    both given to the Scheduler; and a valid scenario whose only node big enough fails at
+    0.5 s. In the Scheduler every other task runs; in the simulator (the first and the
+    last case) the other jobs finish and ``notes`` says that the big one could not."""
     name = _name(policy_factory())
     feasible = scenario(nodes=[{"name": "n", "count": 2, "capacity": {"cpu": 8, "mem": 16}}],
                         queues=[q("a"), q("b")],

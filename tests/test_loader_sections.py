@@ -14,7 +14,8 @@ def with_duration(duration) -> dict:
             "jobs": [{"name": "A", "tasks": [{"demand": {"cpu": 1}, "duration": duration}]}]}
 
 
-@pytest.mark.parametrize("dist", [{"cpu": 1}, {}, ["uniform"], []], ids=["mapping", "empty mapping", "list", "empty list"])
+@pytest.mark.parametrize("dist", [{"cpu": 1}, {}, ["uniform"], []],
+                         ids=["mapping", "empty mapping", "list", "empty list"])
 def test_a_duration_dist_that_is_not_a_name_is_reported_with_its_path(dist):
     # (a mapping or list used to reach a set lookup and crash with "unhashable type")
     with pytest.raises(ScenarioError) as info:

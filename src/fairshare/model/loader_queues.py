@@ -9,7 +9,6 @@ before their children.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from fairshare.model.loader_fields import Collector, show
 from fairshare.model.queues import ROOT
