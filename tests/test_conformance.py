@@ -3,7 +3,8 @@
 Modelled on scikit-learn's ``estimator_checks`` and the Mesos sorter tests typed over all
 sorters: a new policy registered in ``fairshare.policies.REGISTRY`` gets every check here
 without writing a test. Policies without a static allocation must refuse it with
-:class:`PolicyModeError`, never crash or return something made up.
+:class:`PolicyModeError`, never crash or return something made up. These are the static
+checks; every policy with an online mode also runs through test_conformance_online.py.
 """
 
 from __future__ import annotations

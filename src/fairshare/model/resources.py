@@ -7,7 +7,7 @@ cost nothing to build; the helpers here are the only arithmetic the model needs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 Vector = tuple[float, ...]
 
@@ -56,7 +56,3 @@ def dominant_share(amounts: Sequence[float], capacity: Sequence[float]) -> float
 
 def to_mapping(v: Sequence[float], names: Sequence[str]) -> dict[str, float]:
     return {name: float(x) for name, x in zip(names, v, strict=True)}
-
-
-def from_mapping(d: Mapping[str, float], names: Sequence[str]) -> Vector:
-    return tuple(float(d.get(name, 0.0)) for name in names)

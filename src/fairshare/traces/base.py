@@ -14,7 +14,7 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
-from fairshare.traces.common import BadData, TraceError, clean_name, durations_value
+from fairshare.traces.common import BadData, TraceError, durations_value
 
 DemandKey = tuple[tuple[str, float], ...]
 ConstraintKey = tuple[tuple[str, tuple[str, ...]], ...]
@@ -308,7 +308,3 @@ def common_options(ns: argparse.Namespace) -> CommonOptions:
     if not 0 < ns.sample <= 1:
         raise TraceError(f"--sample: must be in (0, 1], got {ns.sample}")
     return CommonOptions(start, end, ns.limit, ns.sample, ns.seed)
-
-
-def queue_name(text: str) -> str:
-    return clean_name(text)
