@@ -28,7 +28,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from generate import hierarchy_scenario  # noqa: E402
 
 from fairshare.engine import Scheduler  # noqa: E402
-from fairshare.engine.preemption import PreemptionConfig, Preemptor  # noqa: E402
+from fairshare.engine.preemption import Preemptor  # noqa: E402
+from fairshare.model.scenario import PreemptionConfig  # noqa: E402
 from fairshare.policies import make_policy  # noqa: E402
 
 

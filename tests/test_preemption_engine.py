@@ -10,7 +10,8 @@ import random
 import pytest
 
 from fairshare.engine import Scheduler
-from fairshare.engine.preemption import PreemptionConfig, Preemptor, potential
+from fairshare.engine.preemption import Preemptor, potential
+from fairshare.model.scenario import PreemptionConfig
 from fairshare.model import parse_scenario
 from fairshare.policies import make_policy
 
@@ -155,3 +156,27 @@ def test_the_naive_rule_thrashes_where_the_loop_free_rule_does_not(policy):
     assert loop_free == []
     jobs_hit = {job for _t, _vs, job, *_ in naive}
     assert len(naive) >= 10 and jobs_hit == {"big", "small"}  # back and forth, every 10-20 s
+
+
+def test_the_preemption_section_and_checkpoints_are_validated():
+    from fairshare.model.errors import ScenarioError
+
+    data = {"cluster": {"capacity": {"cpu": 4}},
+            "preemption": {"after": -1, "tolerance": 2, "max_per_round": 0.5, "rule": "yarn", "foo": 1},
+            "jobs": [{"name": "j", "tasks": [{"demand": {"cpu": 1}, "checkpoint": 0}]}]}
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(data, "<bad>")
+    got = {e.path: e.reason for e in info.value.errors}
+    assert got == {"jobs[0].tasks[0].checkpoint": "must be > 0, got 0",
+                   "preemption.foo": "unknown key (allowed: after, max_per_round, rule, tolerance)",
+                   "preemption.after": "must be >= 0, got -1",
+                   "preemption.tolerance": "must be < 1 (a dominant share), got 2",
+                   "preemption.max_per_round": "must be a whole number, got 0.5",
+                   "preemption.rule": "must be one of loop-free, naive, got 'yarn'"}
+
+
+def test_the_preemption_section_turns_it_on_with_defaults():
+    sc = parse_scenario({"cluster": {"capacity": {"cpu": 4}}, "preemption": {},
+                         "jobs": [{"name": "j", "tasks": [{"demand": {"cpu": 1}, "checkpoint": 60}]}]}, "<ok>")
+    assert sc.preemption == PreemptionConfig() and sc.jobs[0].classes[0].checkpoint == 60.0
+    assert parse_scenario({"cluster": {"capacity": {"cpu": 4}}, "jobs": []}, "<off>").preemption is None

@@ -48,32 +48,8 @@ from fairshare.model.cluster import Cluster, Node
 from fairshare.model.jobs import Job
 from fairshare.model.queues import QueueTree
 from fairshare.model.resources import Vector, dominant_share, fits
-from fairshare.model.scenario import Scenario
+from fairshare.model.scenario import PreemptionConfig, Scenario
 from fairshare.policies import PolicyModeError
-
-
-RULES = ("loop-free", "naive")
-
-
-@dataclass(frozen=True)
-class PreemptionConfig:
-    """The scenario's / config's ``preemption:`` section."""
-
-    #: seconds a queue must stay starved before it may preempt
-    after: float = 30.0
-    #: a queue is starved when its dominant share is below its fair share's by more
-    #: than this (in dominant-share points: 0.05 is 5% of the cluster)
-    tolerance: float = 0.05
-    #: most victims per decision round
-    max_per_round: int = 4
-    #: ``loop-free`` (the rules above); ``naive``: any task of a job above its fair share
-    #: may go, whatever it leaves (the victim's share after the move is not checked), for
-    #: comparisons only: it can preempt in a loop (docs/reproductions, "Preemption")
-    rule: str = "loop-free"
-
-    def __post_init__(self) -> None:
-        if self.rule not in RULES:
-            raise ValueError(f"preemption rule must be one of {', '.join(RULES)}, got {self.rule!r}")
 
 
 @dataclass(frozen=True, slots=True)
