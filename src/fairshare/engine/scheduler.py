@@ -1,9 +1,10 @@
 """The pure scheduling core: events in, task launches out.
 
-Both runtimes drive the same object: the simulator's event loop and (later) the live
-service call ``submit``, ``finish``, ``fail``, ``add_node``, ``lose_node`` as things happen,
-then ``schedule(now)`` and start the returned launches on their executor. Nothing here
-reads a clock, draws random numbers or does I/O; task ids are a counter.
+Both runtimes drive it through ``engine.step.Engine``, which applies every event
+(``submit``, ``cancel``, ``finish``, ``fail``, ``add_node``, ``lose_node``) and then asks
+``schedule(now)`` once per instant. Nothing here reads a clock, draws random numbers or
+does I/O. Task ids come from the caller (``task_ids``: the live service uses its store's
+row ids) or, by default, from a counter.
 
 A job's next task is from the class furthest behind the job's mix (counts, or equal for
 unbounded classes; ties: first class). A job is *runnable* when it has a pending task
@@ -25,7 +26,7 @@ job (or one eligible everywhere) is reported as is, with no arithmetic at all.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,6 +84,8 @@ class JobRuntime:
     started: list[int] = field(default_factory=list)
     done: list[int] = field(default_factory=list)
     running: int = 0
+    #: running tasks per class (what ``engine.snapshot`` rolls up into usage)
+    running_per_class: list[int] = field(default_factory=list)
     first_start: float | None = None
     finished_at: float | None = None
     cancelled: bool = False
@@ -120,7 +123,8 @@ class JobRuntime:
 class Scheduler:
     def __init__(self, resources: tuple[str, ...], nodes: tuple[Node, ...], queues: QueueTree,
                  policy: Policy, *, placement: str = "first-fit", headroom: bool = False,
-                 respect_counts: bool = True, devices: Sequence[int] = (), sorter=None):
+                 respect_counts: bool = True, devices: Sequence[int] = (), sorter=None,
+                 task_ids: Callable[[str, int], int] | None = None):
         self.resources = tuple(resources)
         self.m = len(resources)
         self.policy = policy
@@ -142,7 +146,13 @@ class Scheduler:
         self.queues = queues
         self.jobs: dict[str, JobRuntime] = {}
         self.tasks: dict[int, RunningTask] = {}
+        # ``task_ids(job, class index)`` names each launch; unique among running tasks
+        self._task_ids = task_ids
         self._next_id = 0
+        # jobs whose running tasks, usage or demand changed since ``engine.snapshot`` last
+        # looked (it clears the set); and a count of node changes (capacity moved)
+        self.changed: set[str] = set()
+        self.node_changes = 0
         # per resource: how many pending task classes need each amount (saturation test)
         self._pending_demands: list[Counter] = [Counter() for _ in range(self.m)]
         # their minima (None: no pending demand for r), re-derived when a demand value
@@ -186,9 +196,11 @@ class Scheduler:
             raise ValueError(f"job {job.name!r} already submitted")
         pending = [float("inf") if (c.count is None or not self.respect_counts) else float(c.count)
                    for c in job.classes]
-        rt = JobRuntime(job, now, pending, [0] * len(job.classes), [0] * len(job.classes))
+        rt = JobRuntime(job, now, pending, [0] * len(job.classes), [0] * len(job.classes),
+                        running_per_class=[0] * len(job.classes))
         self._set_factor(rt)
         self.jobs[job.name] = rt
+        self.changed.add(job.name)
         for j in range(len(job.classes)):
             if pending[j] > 0:
                 self._track(job, j, +1)
@@ -229,6 +241,7 @@ class Scheduler:
     def cancel(self, job_name: str, now: float) -> list[int]:
         """Stop a job: no new tasks; returns its running task ids for the caller to kill."""
         rt = self.jobs[job_name]
+        self.changed.add(job_name)
         if not rt.cancelled:
             for j, p in enumerate(rt.pending):
                 if p > 0:
@@ -242,6 +255,7 @@ class Scheduler:
 
     def add_node(self, node: Node, now: float) -> None:
         self.pool.add_node(node)
+        self.node_changes += 1
         self._memo.clear()  # the index may be rebuilt (new node, other attributes)
         self._nofit.clear()
         self._eligible_sets.clear()
@@ -256,19 +270,22 @@ class Scheduler:
         for task_id in lost:
             self.fail(task_id, now)
         self.pool.remove_node(name)
+        self.node_changes += 1
         self.sorter.set_capacity(self.pool.total_capacity)
         self._refresh_factors(now)
         return lost
 
-    def adopt(self, job_name: str, class_index: int, node_name: str, now: float) -> Launch:
-        """Record a task of ``job_name``'s class that is already running on ``node_name``
+    def adopt(self, job_name: str, class_index: int, node_name: str, now: float, task_id: int) -> Launch:
+        """Record task ``task_id`` of ``job_name``'s class, already running on ``node_name``
         (a runtime rebuilding its scheduler, e.g. after the queue tree changed): it takes
         one pending task of that class and the node's capacity like a launch, but it is
         not a decision (``decisions`` is unchanged)."""
         rt = self.jobs[job_name]
         if rt.pending[class_index] <= 0:
             raise ValueError(f"job {job_name!r} has no pending task of class {class_index} to adopt")
-        launch = self._launch(job_name, class_index, self.pool.index_of[node_name], now)
+        if task_id in self.tasks:
+            raise ValueError(f"task id {task_id} is already running")
+        launch = self._launch(job_name, class_index, self.pool.index_of[node_name], now, task_id)
         self.decisions -= 1
         return launch
 
@@ -552,17 +569,23 @@ class Scheduler:
             del self._nofit[key]
         return node
 
-    def _launch(self, name: str, j: int, node: int, now: float) -> Launch:
+    def _launch(self, name: str, j: int, node: int, now: float, task_id: int | None = None) -> Launch:
         rt = self.jobs[name]
         cls = rt.job.classes[j]
-        task_id = self._next_id
-        self._next_id += 1
+        if task_id is None:
+            if self._task_ids is None:
+                task_id = self._next_id
+                self._next_id += 1
+            else:
+                task_id = self._task_ids(name, j)
         held = self.pool.take(node, cls.demand)
         if cls.max_per_node is not None:
             self._per_node.setdefault((name, j), Counter())[node] += 1
         rt.pending[j] -= 1
         rt.started[j] += 1
         rt.running += 1
+        rt.running_per_class[j] += 1
+        self.changed.add(name)
         if rt.first_start is None:
             rt.first_start = now
         if rt.pending[j] == 0:
@@ -581,6 +604,8 @@ class Scheduler:
         """Give a task's resources back to its node, its per-node slot, and the sorter."""
         self.pool.give_back(task.node_index, task.demand, task.devices)
         rt.running -= 1
+        rt.running_per_class[task.class_index] -= 1
+        self.changed.add(task.job)
         if rt.job.classes[task.class_index].max_per_node is not None:
             self._per_node[(task.job, task.class_index)][task.node_index] -= 1
         self.sorter.released(task.job, rt.reported[task.class_index], now)
