@@ -18,32 +18,31 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from fairshare.engine.scheduler import Scheduler
 from fairshare.model.queues import ROOT
 from fairshare.model.resources import Vector, dominant_share
 
 
-@dataclass(frozen=True, slots=True)
-class JobUsage:
+# (named tuples, not frozen dataclasses: ``changes`` builds one per changed job and queue
+# at every simulated instant, and a named tuple is several times cheaper to build)
+class JobUsage(NamedTuple):
     name: str
     queue: str
     running: int  # running tasks
     usage: Vector  # what they hold (the real amounts, also for a constrained job)
     dominant_share: float  # of the capacity of the nodes that are up
-    pending: int  # tasks not started (finite counts; 0 once cancelled or finished)
     demanding: bool  # has a pending task and is neither cancelled nor finished
     finished: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(NamedTuple):
     """A queue's (the sum over the jobs below it) or the cluster's usage."""
 
     running: int
     usage: Vector
     dominant_share: float
-    pending: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +54,7 @@ class NodeUsage:
     used: Vector  # sum of the demands of its running tasks
 
 
-@dataclass(frozen=True, slots=True)
-class Changes:
+class Changes(NamedTuple):
     """What moved since the previous ``changes()`` call (the first call: every queue and
     the cluster)."""
 
@@ -74,6 +72,11 @@ class Snapshot:
     queues: dict[str, Usage]  # every queue but the root, in tree order
     cluster: Usage
     nodes: list[NodeUsage]  # in pool order
+    # tasks not started (finite counts; none for a cancelled or finished job), per job, per
+    # queue (the jobs below it) and in all; not in ``Changes``: they move with every decision
+    pending_jobs: dict[str, int]
+    pending_queues: dict[str, int]
+    pending: int
 
 
 class UsageLedger:
@@ -87,11 +90,11 @@ class UsageLedger:
         # queue paths above each queue, nearest first, without the root
         self._ancestors: dict[str, tuple[str, ...]] = {}
         self._tree = tree
-        # per job: (running, usage, pending) as last rolled up
-        self._jobs: dict[str, tuple[int, Vector, int]] = {}
-        # per queue: [running, usage sums, pending]
-        self._queues: dict[str, list] = {p: [0, [0.0] * self.m, 0] for p in self._paths}
-        self._cluster: list = [0, [0.0] * self.m, 0]
+        # per job: (running, usage) as last rolled up
+        self._jobs: dict[str, tuple[int, Vector]] = {}
+        # per queue and for the cluster: [running, usage sums]
+        self._queues: dict[str, list] = {p: [0, [0.0] * self.m] for p in self._paths}
+        self._cluster: list = [0, [0.0] * self.m]
         self._node_changes = scheduler.node_changes
         self._first = True
 
@@ -115,6 +118,8 @@ class UsageLedger:
         cluster_dirty = first or capacity_changed
         jobs_out: list[JobUsage] = []
         zero = (0.0,) * m
+        ancestors = self._ancestors
+        last = self._jobs
         for name in sorted(names):
             rt = sch.jobs[name]
             job = rt.job
@@ -127,35 +132,32 @@ class UsageLedger:
                         usage[r] += n * d
             usage_t = tuple(usage)
             finished = rt.finished_at is not None
-            demanding = rt.demanding and not finished
-            pending = 0 if (rt.cancelled or finished) else int(sum(p for p in rt.pending if p != math.inf))
-            prev = self._jobs.get(name)
-            prev_running, prev_usage, prev_pending = prev if prev is not None else (0, zero, 0)
-            if running != prev_running or usage_t != prev_usage or pending != prev_pending:
-                self._jobs[name] = (running, usage_t, pending)
+            prev = last.get(name)
+            prev_running, prev_usage = prev if prev is not None else (0, zero)
+            if running != prev_running or usage_t != prev_usage:
+                last[name] = (running, usage_t)
                 d_run = running - prev_running
-                d_pend = pending - prev_pending
                 delta = [a - b for a, b in zip(usage_t, prev_usage)]
-                for path in self._ancestors_of(job.queue):
+                path_up = ancestors.get(job.queue) or self._ancestors_of(job.queue)
+                for path in path_up:
                     q = self._queues[path]
                     q[0] += d_run
                     q_usage = q[1]
                     for r in range(m):
                         q_usage[r] += delta[r]
-                    q[2] += d_pend
                     dirty.add(path)
                 c = self._cluster
                 c[0] += d_run
                 c_usage = c[1]
                 for r in range(m):
                     c_usage[r] += delta[r]
-                c[2] += d_pend
                 cluster_dirty = True
             jobs_out.append(JobUsage(name, job.queue, running, usage_t, dominant_share(usage_t, capacity),
-                                     pending, demanding, finished))
+                                     rt.demanding and not finished, finished))
         sch.changed = set()
-        queues = {path: self._usage(self._queues[path], capacity) for path in dirty}
-        cluster = self._usage(self._cluster, capacity) if cluster_dirty else None
+        usage_of = self._usage
+        queues = {path: usage_of(self._queues[path], capacity) for path in dirty}
+        cluster = usage_of(self._cluster, capacity) if cluster_dirty else None
         return Changes(capacity, capacity_changed, jobs_out, queues, cluster)
 
     def snapshot(self) -> Snapshot:
@@ -164,12 +166,18 @@ class UsageLedger:
         sch = self.scheduler
         capacity = sch.pool.total_capacity
         jobs = {}
+        pending_jobs = {}
+        pending_queues = dict.fromkeys(self._paths, 0)
         for name, rt in sch.jobs.items():
-            running, usage, pending = self._jobs.get(name, (0, (0.0,) * self.m, 0))
+            running, usage = self._jobs.get(name, (0, (0.0,) * self.m))
             finished = rt.finished_at is not None
-            jobs[name] = JobUsage(name, rt.job.queue, running, usage, dominant_share(usage, capacity), pending,
+            jobs[name] = JobUsage(name, rt.job.queue, running, usage, dominant_share(usage, capacity),
                                   rt.demanding and not finished, finished)
-        queues = {path: self._usage(self._queues[path], capacity) for path in self._paths if path != ROOT}
+            pending = pending_jobs[name] = _pending(rt)
+            if pending:
+                for path in self._ancestors_of(rt.job.queue):
+                    pending_queues[path] += pending
+        queues = {path: self._usage(self._queues[path], capacity) for path in self._paths}
         node_running: dict[int, int] = {}
         node_used: dict[int, list[float]] = {}
         for task in sch.tasks.values():
@@ -180,12 +188,25 @@ class UsageLedger:
         pool = sch.pool
         nodes = [NodeUsage(st.node.name, st.alive, st.node.capacity, node_running.get(i, 0),
                            tuple(node_used.get(i, (0.0,) * self.m))) for i, st in enumerate(pool.states)]
-        return Snapshot(capacity, jobs, queues, self._usage(self._cluster, capacity), nodes)
+        return Snapshot(capacity, jobs, queues, self._usage(self._cluster, capacity), nodes, pending_jobs,
+                        pending_queues, sum(pending_jobs.values()))
 
     @staticmethod
     def _usage(state: list, capacity: Vector) -> Usage:
-        usage = clean(state[1])
-        return Usage(state[0], usage, dominant_share(usage, capacity), state[2])
+        # ``clean`` inlined: this runs for every changed queue at every simulated instant
+        usage = []
+        for x in state[1]:
+            rx = round(x)
+            usage.append(float(rx) if abs(x - rx) < 1e-9 else x)
+        usage_t = tuple(usage)
+        return Usage(state[0], usage_t, dominant_share(usage_t, capacity))
+
+
+def _pending(rt) -> int:
+    """A job's tasks not started (finite counts; 0 once cancelled or finished)."""
+    if rt.cancelled or rt.finished_at is not None:
+        return 0
+    return int(sum(p for p in rt.pending if p != math.inf))
 
 
 def clean(values: list[float]) -> Vector:

@@ -19,16 +19,17 @@ become runnable.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from fairshare.engine.events import Event, JobArrived, JobCancelled, NodeAdded, NodeLost, TaskFinished
 from fairshare.engine.executor import Executor
 from fairshare.engine.scheduler import Launch, Scheduler
 from fairshare.engine.snapshot import Changes, Snapshot, UsageLedger
 
+# (named tuples: one of each is built per event and per step, in the simulator's hot loop)
 
-@dataclass(frozen=True, slots=True)
-class Applied:
+
+class Applied(NamedTuple):
     """An event that took effect, with the running tasks it ended: re-queued (node lost)
     or killed (job cancelled)."""
 
@@ -36,8 +37,7 @@ class Applied:
     tasks: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Instant:
+class Instant(NamedTuple):
     now: float
     applied: list[Applied]  # the events that took effect, in order
     launches: list[Launch]  # in decision order; [] when the step did not decide

@@ -39,7 +39,7 @@ def status_doc(snapshot: Snapshot, scheduler: Scheduler, fair: dict[str, float],
     for path, q in snapshot.queues.items():
         queues[path] = {"weight": tree[path].weight, "current_dominant_share": q.dominant_share,
                         "fair_dominant_share": fair.get(path, 0.0),
-                        "running_tasks": q.running, "pending_tasks": q.pending}
+                        "running_tasks": q.running, "pending_tasks": snapshot.pending_queues[path]}
     nodes = [{"name": n.name, "alive": n.alive, "capacity": dict(zip(resources, n.capacity)),
               "used": dict(zip(resources, n.used))} for n in snapshot.nodes]
     cluster = snapshot.cluster
@@ -50,7 +50,7 @@ def status_doc(snapshot: Snapshot, scheduler: Scheduler, fair: dict[str, float],
         "capacity": dict(zip(resources, capacity)),
         "utilization": {r: (u / c if c > 0 else 0.0) for r, u, c in zip(resources, cluster.usage, capacity)},
         "queues": queues,
-        "pending_tasks": cluster.pending,
+        "pending_tasks": snapshot.pending,
         "running_tasks": cluster.running,
         "decisions_total": decisions_total,
         "nodes": nodes,

@@ -222,22 +222,23 @@ class Simulator:
         changes = self.engine.changes()
         out: list[Row] = []
         row_if_changed = self._row_if_changed
-        for job in changes.jobs:
-            row = row_if_changed("job", job.name, t, job.running, job.usage, job.dominant_share)
+        demanding_was = self._demanding
+        for name, _queue, running, usage, ds, demanding, finished in changes.jobs:
+            row = row_if_changed("job", name, t, running, usage, ds)
             if row is not None:
                 out.append(row)
-            if self._demanding.get(job.name, False) != job.demanding:
-                self._demanding[job.name] = job.demanding
-                demand_changes.append((t, job.name, job.demanding))
-            if job.finished:
-                self._finished.add(job.name)
-        for path, q in changes.queues.items():
-            row = row_if_changed("queue", path, t, q.running, q.usage, q.dominant_share)
+            if demanding_was.get(name, False) != demanding:
+                demanding_was[name] = demanding
+                demand_changes.append((t, name, demanding))
+            if finished:
+                self._finished.add(name)
+        for path, (running, usage, ds) in changes.queues.items():
+            row = row_if_changed("queue", path, t, running, usage, ds)
             if row is not None:
                 out.append(row)
         if changes.cluster is not None:
-            c = changes.cluster
-            row = row_if_changed("cluster", CLUSTER, t, c.running, c.usage, c.dominant_share)
+            running, usage, ds = changes.cluster
+            row = row_if_changed("cluster", CLUSTER, t, running, usage, ds)
             if row is not None:
                 out.append(row)
         out.sort(key=lambda r: (r[1], r[2]))
