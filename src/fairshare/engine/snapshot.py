@@ -97,6 +97,8 @@ class UsageLedger:
         self._cluster: list = [0, [0.0] * self.m]
         self._node_changes = scheduler.node_changes
         self._first = True
+        # what ``snapshot`` rolled up and ``changes`` has not reported yet
+        self._unreported: Changes | None = None
 
     def _ancestors_of(self, queue: str) -> tuple[str, ...]:
         got = self._ancestors.get(queue)
@@ -105,6 +107,14 @@ class UsageLedger:
         return got
 
     def changes(self) -> Changes:
+        """What moved since the previous call (``Changes``)."""
+        got = self._roll_up()
+        if self._unreported is not None:
+            got = _merge(self._unreported, got)
+            self._unreported = None
+        return got
+
+    def _roll_up(self) -> Changes:
         sch = self.scheduler
         m = self.m
         capacity = sch.pool.total_capacity
@@ -161,8 +171,10 @@ class UsageLedger:
         return Changes(capacity, capacity_changed, jobs_out, queues, cluster)
 
     def snapshot(self) -> Snapshot:
-        """Every job, queue and node now (rolls up what changed first)."""
-        self.changes()
+        """Every job, queue and node now (rolls up what changed first; ``changes`` still
+        reports it)."""
+        got = self._roll_up()
+        self._unreported = got if self._unreported is None else _merge(self._unreported, got)
         sch = self.scheduler
         capacity = sch.pool.total_capacity
         jobs = {}
@@ -200,6 +212,14 @@ class UsageLedger:
             usage.append(float(rx) if abs(x - rx) < 1e-9 else x)
         usage_t = tuple(usage)
         return Usage(state[0], usage_t, dominant_share(usage_t, capacity))
+
+
+def _merge(old: Changes, new: Changes) -> Changes:
+    """Two consecutive ``Changes`` as one (the later state of each entity wins)."""
+    jobs = {job.name: job for job in old.jobs}
+    jobs.update((job.name, job) for job in new.jobs)
+    return Changes(new.capacity, old.capacity_changed or new.capacity_changed, [jobs[n] for n in sorted(jobs)],
+                   {**old.queues, **new.queues}, new.cluster if new.cluster is not None else old.cluster)
 
 
 def _pending(rt) -> int:
