@@ -118,10 +118,12 @@ class Simulator:
         self.events = EventQueue()
         self.now = 0.0  # the simulated clock: the instant being processed
         pool = self.scheduler.pool
-        stretch = None
+        stretch: Callable[[str], float] | None = None
         if pool.slots_per_node is not None:  # slot scheduling over-subscribes nodes
-            def stretch(node: str) -> float:
+            def node_oversubscription(node: str) -> float:
                 return pool.oversubscription(pool.index_of[node])
+
+            stretch = node_oversubscription
         self.executor = SimulatedExecutor(scenario.cluster.nodes, self.events,
                                           DurationSampler(scenario.jobs, self.rng),
                                           {j.name: j for j in scenario.jobs}, lambda: self.now, stretch)
