@@ -13,6 +13,7 @@ from typing import Any
 
 from fairshare.live.config import QueueEntries
 from fairshare.model.errors import FieldError, ScenarioError
+from fairshare.model.loader import ORDERS
 from fairshare.model.queues import ROOT
 
 
@@ -58,8 +59,8 @@ def apply_queue_changes(entries: QueueEntries, changes: list[Any], *, validate: 
                 errors.append(FieldError(f"{p}.weight", f"must be a positive number, got {weight!r}"))
                 continue
             order = q.get("order", "fair")
-            if order not in ("fair", "fifo"):
-                errors.append(FieldError(f"{p}.order", f"must be fair or fifo, got {order!r}"))
+            if order not in ORDERS:  # (the scenario loader's orders)
+                errors.append(FieldError(f"{p}.order", f"must be {' or '.join(ORDERS)}, got {order!r}"))
                 continue
             # after its parent's subtree, so parents stay before children
             at = max((k for k, e in enumerate(out) if e[0] == parent or e[0].startswith(parent + ".")),
