@@ -54,6 +54,13 @@ class NodeUsage:
     used: Vector  # sum of the demands of its running tasks
 
 
+class JobTimes(NamedTuple):
+    submitted_at: float
+    first_start: float | None  # its first task started
+    finished_at: float | None  # its last task ended (None: not finished)
+    tasks_done: int  # tasks completed
+
+
 class Changes(NamedTuple):
     """What moved since the previous ``changes()`` call (the first call: every queue and
     the cluster)."""
@@ -77,6 +84,7 @@ class Snapshot:
     pending_jobs: dict[str, int]
     pending_queues: dict[str, int]
     pending: int
+    times: dict[str, JobTimes]  # per job submitted
 
 
 class UsageLedger:
@@ -178,6 +186,7 @@ class UsageLedger:
         sch = self.scheduler
         capacity = sch.pool.total_capacity
         jobs = {}
+        times = {}
         pending_jobs = {}
         pending_queues = dict.fromkeys(self._paths, 0)
         for name, rt in sch.jobs.items():
@@ -185,6 +194,7 @@ class UsageLedger:
             finished = rt.finished_at is not None
             jobs[name] = JobUsage(name, rt.job.queue, running, usage, dominant_share(usage, capacity),
                                   rt.demanding and not finished, finished)
+            times[name] = JobTimes(rt.submitted_at, rt.first_start, rt.finished_at, sum(rt.done))
             pending = pending_jobs[name] = _pending(rt)
             if pending:
                 for path in self._ancestors_of(rt.job.queue):
@@ -201,7 +211,7 @@ class UsageLedger:
         nodes = [NodeUsage(st.node.name, st.alive, st.node.capacity, node_running.get(i, 0),
                            tuple(node_used.get(i, (0.0,) * self.m))) for i, st in enumerate(pool.states)]
         return Snapshot(capacity, jobs, queues, self._usage(self._cluster, capacity), nodes, pending_jobs,
-                        pending_queues, sum(pending_jobs.values()))
+                        pending_queues, sum(pending_jobs.values()), times)
 
     @staticmethod
     def _usage(state: list, capacity: Vector) -> Usage:

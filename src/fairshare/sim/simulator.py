@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from fairshare.engine.events import JobArrived, NodeAdded, NodeLost, TaskFinished
 from fairshare.engine.scheduler import Scheduler
+from fairshare.engine.snapshot import JobTimes
 from fairshare.engine.step import Engine
 from fairshare.model.resources import Vector
 from fairshare.model.scenario import Scenario
@@ -186,8 +187,9 @@ class Simulator:
             if len(self._finished) == len(sc.jobs):
                 break
         all_finished = len(self._finished) == len(sc.jobs)
+        times = self.engine.snapshot().times
         if all_finished:
-            end = max((rt.finished_at for rt in self.scheduler.jobs.values()), default=0.0)
+            end = max((t.finished_at for t in times.values()), default=0.0)
         elif until is not None:
             end = until
         else:
@@ -202,7 +204,7 @@ class Simulator:
         self._result = SimResult(
             scenario=sc, policy=self.policy.name, params=dict(self.policy.params()), options=self.options,
             end_time=end, all_finished=all_finished, rows=rows, demand_changes=demand_changes,
-            capacity_changes=capacity_changes, jobs=self._outcomes(),
+            capacity_changes=capacity_changes, jobs=self._outcomes(times),
             decisions=self.scheduler.decisions, tasks_launched=self.executor.launched,
             tasks_completed=self._completed, tasks_lost=self._lost,
             tasks_stretched=self.executor.stretched, notes=notes)
@@ -247,15 +249,15 @@ class Simulator:
         rows.extend(out)
         return changes
 
-    def _outcomes(self) -> dict[str, JobOutcome]:
+    def _outcomes(self, times: dict[str, JobTimes]) -> dict[str, JobOutcome]:
         out = {}
         for job in self.scenario.jobs:
-            rt = self.scheduler.jobs.get(job.name)
-            if rt is None:  # never submitted (its submit time is after the stop)
+            t = times.get(job.name)
+            if t is None:  # never submitted (its submit time is after the stop)
                 out[job.name] = JobOutcome(job.name, job.queue, job.submit_s, False, None, None, 0, job.total_count)
                 continue
-            out[job.name] = JobOutcome(job.name, job.queue, rt.submitted_at, True, rt.first_start, rt.finished_at,
-                                       sum(rt.done), job.total_count)
+            out[job.name] = JobOutcome(job.name, job.queue, t.submitted_at, True, t.first_start, t.finished_at,
+                                       t.tasks_done, job.total_count)
         return out
 
 
