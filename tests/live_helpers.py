@@ -8,8 +8,9 @@ import hashlib
 import socket
 from pathlib import Path
 
-from fairshare.engine.executor import ExecutorEvent, NodeAdded, NodeLost, TaskFinished
+from fairshare.engine.events import ExecutorEvent, NodeAdded, NodeLost, TaskFinished
 from fairshare.engine.scheduler import Launch
+from fairshare.live.commands import CommandBook
 from fairshare.live.config import LiveConfig, parse_config
 from fairshare.model.cluster import Node
 
@@ -52,22 +53,23 @@ def job(name: str, queue: str, count: int, demand: dict, command="true", **extra
 
 
 class ManualExecutor:
-    """Starts nothing; records the launches; ``finish``/``lose`` queue events for ``poll``."""
+    """Starts nothing; records the launches; ``finish``/``lose`` queue events for ``poll``.
+    Given the service's ``commands``, it checks that every launch has a command to run."""
 
-    def __init__(self, nodes: tuple[Node, ...]):
+    def __init__(self, nodes: tuple[Node, ...], commands: CommandBook | None = None):
         self._nodes = tuple(nodes)
+        self.commands = commands
         self.started: list[Launch] = []
         self.running: dict[int, Launch] = {}
         self.killed: list[int] = []
         self._events: list[ExecutorEvent] = []
-        self.task_spec = None
 
     def nodes(self) -> tuple[Node, ...]:
         return self._nodes
 
     def start(self, launch: Launch, now: float) -> None:
-        assert self.task_spec is not None
-        self.task_spec(launch)  # the service can say what to run
+        if self.commands is not None:
+            self.commands.spec(launch)  # the service can say what to run
         self.started.append(launch)
         self.running[launch.task_id] = launch
 
@@ -101,3 +103,56 @@ def free_port() -> int:
 
 def repo_root() -> Path:
     return Path(__file__).resolve().parents[1]
+
+
+class RecordingExecutor:
+    """Another executor behind the seam, with every launch it was given recorded in order."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.started: list[Launch] = []
+
+    def nodes(self) -> tuple[Node, ...]:
+        return self.inner.nodes()
+
+    def start(self, launch: Launch, now: float) -> None:
+        self.started.append(launch)
+        self.inner.start(launch, now)
+
+    def kill(self, task_id: int) -> None:
+        self.inner.kill(task_id)
+
+    def poll(self) -> list[ExecutorEvent]:
+        return self.inner.poll()
+
+
+class NullExecutor:
+    """Runs nothing (a replay only wants the decisions)."""
+
+    def nodes(self) -> tuple[Node, ...]:
+        return ()
+
+    def start(self, launch: Launch, now: float) -> None:
+        pass
+
+    def kill(self, task_id: int) -> None:
+        pass
+
+    def poll(self) -> list[ExecutorEvent]:
+        return []
+
+
+def replay(svc, policy: str, live_launches: list[Launch]) -> list[Launch]:
+    """A fresh ``Scheduler`` (as the simulator builds it) fed the rounds ``svc`` recorded
+    (``record_rounds=True``). Its launches take the live run's task ids in order, so the
+    recorded completions name the same tasks as long as the decisions agree."""
+    from fairshare.engine.scheduler import Scheduler
+    from fairshare.engine.step import Engine, run_rounds
+    from fairshare.model.queues import QueueTree
+    from fairshare.policies import make_policy
+
+    ids = iter([la.task_id for la in live_launches])
+    # the nodes the service started with (a node lost later is a recorded event)
+    scheduler = Scheduler(svc.resources, svc._nodes, QueueTree.build(svc._entries), make_policy(policy),
+                          task_ids=lambda job, class_index: next(ids))
+    return run_rounds(Engine(scheduler, NullExecutor()), svc.rounds)

@@ -5,7 +5,7 @@ The simulator runs the workload with fixed durations; its executor is wrapped to
 every launch and when it ends. The live service (on ``ManualExecutor``) then gets the
 same jobs in one submission and, instant by instant, the same completions in the same
 order (k-th launch of one run <-> k-th launch of the other). Both sides call the same
-``Scheduler`` and policy objects through ``engine.executor``; nothing here is a second
+``Scheduler`` and policy objects through ``engine.step.Engine``; nothing here is a second
 implementation. The real-Ray variant (completion order taken from Ray) is in
 test_live_ray.py.
 """
@@ -16,8 +16,9 @@ import heapq
 
 import pytest
 
-from live_helpers import ManualExecutor, config_doc, make_config
+from live_helpers import ManualExecutor, config_doc, make_config, replay
 from fairshare.live.auth import Principal
+from fairshare.live.commands import CommandBook
 from fairshare.live.service import LiveService
 from fairshare.live.store import Store
 from fairshare.model.loader import parse_scenario
@@ -72,8 +73,9 @@ def test_live_service_makes_the_simulators_decisions(tmp_path, policy):
     ends = [t + dur[job] for job, _, t in sim_launches]
 
     config = make_config()
-    ex = ManualExecutor(config.nodes)
-    svc = LiveService(config, Store(tmp_path / "fs.db"), ex, policy=policy)
+    commands = CommandBook()
+    ex = ManualExecutor(config.nodes, commands)
+    svc = LiveService(config, Store(tmp_path / "fs.db"), ex, policy=policy, commands=commands, record_rounds=True)
     svc.recover()
     ids = svc.submit(ADMIN, {"jobs": [{k: v for k, v in j.items()} for j in jobs_doc()]})
     name_of = {str(i): n for i, (n, *_rest) in zip(ids, WORKLOAD)}
@@ -95,7 +97,10 @@ def test_live_service_makes_the_simulators_decisions(tmp_path, policy):
             ex.finish(ex.started[k].task_id)
         svc.step()
 
-    live = [(name_of[job], node) for job, node in svc.launch_log]
+    live = [(name_of[la.job], la.node) for la in ex.started]
     assert live == [(job, node) for job, node, _ in sim_launches]
     assert len(live) == sum(c for _, _, c, _, _ in WORKLOAD)  # 6 + 4 + 5 + 3 + 4 = 22 decisions
     assert {j["state"] for j in svc.list_jobs(None)} == {"succeeded"}
+    # and a replay of the rounds the service recorded (arrivals, completions) decides the same
+    assert [(la.job, la.node, la.task_id) for la in replay(svc, policy, ex.started)] == \
+        [(la.job, la.node, la.task_id) for la in ex.started]

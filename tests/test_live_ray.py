@@ -19,7 +19,7 @@ import warnings
 
 import pytest
 
-from live_helpers import ADMIN, ALICE, BOB, job, make_config
+from live_helpers import ADMIN, ALICE, BOB, RecordingExecutor, job, make_config, replay
 
 ray = pytest.importorskip("ray", reason="the live extra (ray) is not installed")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -28,14 +28,11 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from fairshare.engine.executor import run_rounds  # noqa: E402
-from fairshare.engine.scheduler import Scheduler  # noqa: E402
 from fairshare.live.api import create_app  # noqa: E402
+from fairshare.live.commands import CommandBook  # noqa: E402
 from fairshare.live.ray_executor import RayExecutor  # noqa: E402
 from fairshare.live.service import LiveService  # noqa: E402
 from fairshare.live.store import Store  # noqa: E402
-from fairshare.model.queues import QueueTree  # noqa: E402
-from fairshare.policies import make_policy  # noqa: E402
 
 POLICY = "hdrf"
 
@@ -47,15 +44,17 @@ def H(token: str) -> dict:
 @pytest.fixture(scope="module")
 def cluster():
     config = make_config()  # cpu-node 4 CPUs, mic-node 2 CPUs + 1 MIC, gpu-node 2 CPUs + 1 GPU
-    executor = RayExecutor(config.resources, config.nodes)
-    yield config, executor
+    commands = CommandBook()
+    executor = RayExecutor(config.resources, config.nodes, commands=commands)
+    yield config, executor, commands
     executor.shutdown()
 
 
 @pytest.fixture
 def live(cluster, tmp_path):
-    config, executor = cluster
-    svc = LiveService(config, Store(tmp_path / "fs.db"), executor, policy=POLICY, record_rounds=True)
+    config, executor, commands = cluster
+    svc = LiveService(config, Store(tmp_path / "fs.db"), RecordingExecutor(executor), policy=POLICY,
+                      record_rounds=True, commands=commands)
     svc.start()
     client = TestClient(create_app(svc), raise_server_exceptions=False)
     yield svc, client, executor
@@ -109,20 +108,17 @@ def test_tenants_share_the_cluster_by_policy_and_everything_completes(live):
     after = contended[level[0]:]
     assert all(abs(ar - dr) <= 2 for ar, dr in after), after
     # the service decided exactly what the policy decides for these arrivals and completions
-    assert replayed(svc) == svc.launch_log
+    assert replayed(svc) == launched(svc)
 
 
 def replayed(svc) -> list[tuple[str, str]]:
-    """A fresh Scheduler (as the simulator builds it) fed the rounds the service recorded."""
-    # the nodes the service started with (a node lost later is a recorded event)
-    scheduler = Scheduler(svc.resources, svc._nodes, QueueTree.build(svc._entries), make_policy(POLICY))
+    """The decisions of a fresh Scheduler fed the rounds the service recorded."""
+    return [(la.job, la.node) for la in replay(svc, POLICY, svc.executor.started)]
 
-    class Collect:
-        def start(self, launch, now):
-            pass
 
-    launches = run_rounds(scheduler, Collect(), svc.rounds)
-    return [(la.job, la.node) for la in launches]
+def launched(svc) -> list[tuple[str, str]]:
+    """The service's decisions, as its executor received them."""
+    return [(la.job, la.node) for la in svc.executor.started]
 
 
 def test_mic_and_gpu_tasks_run_where_those_resources_are(live):
@@ -142,7 +138,7 @@ def test_mic_and_gpu_tasks_run_where_those_resources_are(live):
         # the command itself checks the node it runs on: a task elsewhere would fail
         assert detail["state"] == "succeeded", detail
         assert {t["node"] for t in detail["tasks"]} == {"mic-node" if token == ALICE else "gpu-node"}
-    assert replayed(svc) == svc.launch_log
+    assert replayed(svc) == launched(svc)
 
 
 def test_a_failing_command_is_retried_then_failed(live):
@@ -184,7 +180,7 @@ def test_serve_attaches_to_an_existing_cluster_and_discovers_its_nodes(cluster, 
 
     from live_helpers import config_doc, free_port
 
-    _, executor = cluster
+    _, executor, _ = cluster
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(config_doc()))
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "fairshare", "serve", "--config", str(tmp_path / "cluster.yaml"),
@@ -249,5 +245,5 @@ def test_dead_node_tasks_are_requeued_and_completed_elsewhere(live):
     status = svc.status()
     assert [n["alive"] for n in status["nodes"] if n["name"] == "mic-node"] == [False]
     assert status["capacity"]["cpu"] == 6  # 4 + 2: mic-node's 2 CPUs are gone
-    assert replayed(svc) == svc.launch_log
+    assert replayed(svc) == launched(svc)
 

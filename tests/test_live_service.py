@@ -8,6 +8,7 @@ import pytest
 
 from live_helpers import ManualExecutor, job, make_config
 from fairshare.live.auth import Principal
+from fairshare.live.commands import CommandBook
 from fairshare.live.service import LiveService
 from fairshare.live.store import Store
 
@@ -18,8 +19,9 @@ ADMIN = Principal("admin", admin=True)
 
 def service(tmp_path, policy="drf", db="fs.db", **kw):
     config = make_config(**kw)
-    executor = ManualExecutor(config.nodes)
-    svc = LiveService(config, Store(tmp_path / db), executor, policy=policy)
+    commands = CommandBook()
+    executor = ManualExecutor(config.nodes, commands)
+    svc = LiveService(config, Store(tmp_path / db), executor, policy=policy, commands=commands)
     svc.recover()
     return svc, executor
 
@@ -52,9 +54,9 @@ def test_admin_weight_change_moves_the_fair_share_and_keeps_running_tasks(tmp_pa
     (b,) = svc.submit(BOB, {"jobs": [job("b", "dev", 40, {"cpu": 1})]})
     svc.step()
     # update_queues waits for the loop; run the change through step() by hand here
-    from fairshare.live.service import _apply_changes
+    from fairshare.live.queues import apply_queue_changes
 
-    entries = _apply_changes(svc._entries, [{"weights": {"dev": 3}}], validate=True)
+    entries = apply_queue_changes(svc._entries, [{"weights": {"dev": 3}}], validate=True)
     svc._inbox.append(("queues", (entries, __import__("threading").Event())))
     svc.step()
     assert running_by_job(ex) == {str(a): 4, str(b): 4}  # adopted, not restarted
@@ -64,7 +66,7 @@ def test_admin_weight_change_moves_the_fair_share_and_keeps_running_tasks(tmp_pa
     # dev .167 < ads 2/8 = .25; dev (5/8)/3 = .208 < .25: ads 2 tasks, dev 6
     for task_id in [t for t, la in ex.running.items() if la.job == str(a)]:
         ex.finish(task_id)
-    svc._fair_at = float("-inf")  # the fair-share view is throttled to every 0.5 s
+    svc.fair.at = float("-inf")  # the fair-share view is throttled to every 0.5 s
     svc.step()
     # and the fair share, weights 1:3 over 8 CPUs: dev 8 * 3/4 = 6 CPUs = 6/8
     assert running_by_job(ex) == {str(a): 2, str(b): 6}

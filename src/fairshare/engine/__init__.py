@@ -1,12 +1,21 @@
-"""The scheduling loop shared by the simulator and the live runtime.
+"""The scheduling engine shared by the simulator and the live runtime.
 
-``Scheduler`` is pure: it is told about events (job submitted, task finished or failed,
-node added or lost) with the time they happened, and asked ``schedule(now)`` for the
-tasks to start. Which job goes next is the policy's online sorter; which node is
-``placement``. Neither runtime contains policy logic.
+``Scheduler`` is pure: it is told about events (job submitted or cancelled, task
+finished or failed, node added or lost) with the time they happened, and asked
+``schedule(now)`` for the tasks to start. Which job goes next is the policy's online
+sorter; which node is ``placement``. ``Engine`` (``engine.step``) is the one loop around
+it: apply an instant's events, decide once, start the launches on an ``Executor``.
+``engine.snapshot`` gives read-only views of what every job, queue and node holds.
+Neither runtime contains policy logic.
 """
 
+from fairshare.engine.events import Event, JobArrived, JobCancelled, NodeAdded, NodeLost, TaskFinished
+from fairshare.engine.executor import Executor
 from fairshare.engine.placement import STRATEGIES, NodePool
 from fairshare.engine.scheduler import Launch, Scheduler
+from fairshare.engine.snapshot import Changes, Snapshot, UsageLedger
+from fairshare.engine.step import Engine, Instant, run_rounds
 
-__all__ = ["Launch", "NodePool", "STRATEGIES", "Scheduler"]
+__all__ = ["Changes", "Engine", "Event", "Executor", "Instant", "JobArrived", "JobCancelled", "Launch",
+           "NodeAdded", "NodeLost", "NodePool", "STRATEGIES", "Scheduler", "Snapshot", "TaskFinished",
+           "UsageLedger", "run_rounds"]

@@ -606,6 +606,3 @@ class NodePool:
     def eligible(self, constraints: tuple) -> list[int]:
         """The nodes (alive or not) whose attributes satisfy ``constraints``, in cluster order."""
         return self._tree(constraints).members
-
-    def fits_somewhere(self, demand: Vector, constraints: tuple = ()) -> bool:
-        return self._tree(constraints).first_fit(self._effective(demand)) is not None

@@ -1,9 +1,10 @@
 """The pure scheduling core: events in, task launches out.
 
-Both runtimes drive the same object: the simulator's event loop and (later) the live
-service call ``submit``, ``finish``, ``fail``, ``add_node``, ``lose_node`` as things happen,
-then ``schedule(now)`` and start the returned launches on their executor. Nothing here
-reads a clock, draws random numbers or does I/O; task ids are a counter.
+Both runtimes drive it through ``engine.step.Engine``, which applies every event
+(``submit``, ``cancel``, ``finish``, ``fail``, ``add_node``, ``lose_node``) and then asks
+``schedule(now)`` once per instant. Nothing here reads a clock, draws random numbers or
+does I/O. Task ids come from the caller (``task_ids``: the live service uses its store's
+row ids) or, by default, from a counter.
 
 A job's next task is from the class furthest behind the job's mix (counts, or equal for
 unbounded classes; ties: first class). A job is *runnable* when it has a pending task
@@ -12,36 +13,33 @@ jobs until none is left. A task lost with its node, or failed, goes back to pend
 A class with ``max_per_node`` N is placed only on nodes where the job has fewer than N
 running tasks of that class.
 
-Constrained fairness (docs/policies.md, "Constraints and fairness"): a job whose task
-classes are all constrained competes only for the capacity of the nodes it may use
-(its *eligible* nodes, the union over its classes). For the policies whose share is
-usage over capacity (``Policy.share_is_usage_over_capacity``) the scheduler reports the job's
-usage to the sorter normalized, ``U'_r = U_r * C_r / C^elig_r``, so that the sorter's
-``U'_r / C_r`` is ``U_r / C^elig_r``; queues then sum normalized usage. An unconstrained
-job (or one eligible everywhere) is reported as is, with no arithmetic at all.
-``Scheduler.usage`` and every launch carry the real amounts.
+Constrained fairness (``engine.constrained``): a job whose classes are all constrained
+is reported to the sorter with its usage normalized by its eligible capacity.
+``Scheduler.usage``, the snapshot and every launch carry the real amounts.
+
+The rest is split by concern: ``engine.shapes`` (the pending task shapes, their minimal
+ones, saturation), ``engine.fitmemo`` (where a shape fits, remembered between decisions;
+the freed-node scan), ``engine.placement`` (the nodes). This module keeps the jobs'
+lifecycle and the decision loop.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from fairshare.engine.bounds import QueueBounds
+from fairshare.engine.constrained import EligibleCapacity
+from fairshare.engine.fitmemo import FitMemo
 from fairshare.engine.placement import DeviceAssignment, NodePool
+from fairshare.engine.shapes import PendingShapes
 from fairshare.model.cluster import Node
 from fairshare.model.jobs import Job
 from fairshare.model.queues import QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.base import Policy
 
-#: most shapes remembered by placement memos (a memo is cleared when it is full)
-_NOFIT_MAX = 100_000
-#: longest candidate list a first-fit memo keeps (longer: "unknown beyond the first")
-_CANDIDATES_MAX = 64
 #: the sorter chooses among an explicit list of candidate jobs (``pick_among``) when the
 #: jobs whose next task may fit number at most this (and are a small part of the demanding
 #: jobs, see ``schedule``); beyond, its own descent is cheaper
@@ -84,6 +82,8 @@ class JobRuntime:
     started: list[int] = field(default_factory=list)
     done: list[int] = field(default_factory=list)
     running: int = 0
+    #: running tasks per class (what ``engine.snapshot`` rolls up into usage)
+    running_per_class: list[int] = field(default_factory=list)
     first_start: float | None = None
     finished_at: float | None = None
     cancelled: bool = False
@@ -122,15 +122,14 @@ class JobRuntime:
 class Scheduler:
     def __init__(self, resources: tuple[str, ...], nodes: tuple[Node, ...], queues: QueueTree,
                  policy: Policy, *, placement: str = "first-fit", headroom: bool = False,
-                 respect_counts: bool = True, devices: Sequence[int] = (), sorter=None):
+                 respect_counts: bool = True, devices: Sequence[int] = (), sorter=None,
+                 task_ids: Callable[[str, int], int] | None = None):
         self.resources = tuple(resources)
         self.m = len(resources)
         self.policy = policy
         slots = policy.slots_per_node()
         self.pool = NodePool(nodes, self.m, strategy=placement, slots_per_node=slots, devices=devices)
-        self.normalize_constrained = policy.share_is_usage_over_capacity
-        # eligible-capacity factor per set of class constraints (cleared when nodes change)
-        self._factors: dict[frozenset, Vector | None] = {}
+        self.eligible = EligibleCapacity(self.pool, self.m, policy.share_is_usage_over_capacity)
         # max_per_node: (job, class index) -> running tasks per node index
         self._per_node: dict[tuple[str, int], Counter] = {}
         self.use_headroom = headroom
@@ -149,43 +148,37 @@ class Scheduler:
         self.demand_version = 0
         self.jobs: dict[str, JobRuntime] = {}
         self.tasks: dict[int, RunningTask] = {}
+        # ``task_ids(job, class index)`` names each launch; unique among running tasks
+        self._task_ids = task_ids
         self._next_id = 0
-        # per resource: how many pending task classes need each amount (saturation test)
-        self._pending_demands: list[Counter] = [Counter() for _ in range(self.m)]
-        # their minima (None: no pending demand for r), re-derived when a demand value
-        # appears or goes; and the saturated sets seen, by bit mask (one object each)
-        self._pending_min: list[float | None] | None = None
-        self._saturated_sets: dict[int, frozenset[int]] = {}
-        # pending (demand, constraints) shapes, and the minimal ones: if none of those fits
-        # anywhere, no pending task does, and schedule() stops without asking the sorter
-        self._pending_keys: Counter = Counter()
-        # the minimal ones per constraint set, kept as shapes come and go: a new shape is
-        # checked against its group's minimal demands; a minimal one leaving re-derives
-        # only its group (trace workloads have hundreds of shapes, one per pod)
-        self._pending_by_constraints: dict[tuple, set[Vector]] = {}
-        self._minimal_by_constraints: dict[tuple, list[Vector]] = {}
-        self._minimal_keys: list[tuple] | None = []
-        # shape key -> NodePool.freed_mark() when it last fit nowhere (see _place_fresh)
-        self._nofit: dict[tuple, int] = {}
-        # first-fit: shape key -> (first-fit node or None, freed mark then, candidates)
-        # (see _locate)
-        self._memo: dict[tuple, tuple[int | None, int, list[int] | None]] = {}
-        self._fit_keys_on: dict[int, list[tuple]] = {}
+        # jobs whose running tasks, usage or demand changed since ``engine.snapshot`` last
+        # looked (it clears the set); and a count of node changes (capacity moved)
+        self.changed: set[str] = set()
+        self.node_changes = 0
+        # the pending task shapes (minimal ones, saturation) and where they fit
+        self.shapes = PendingShapes(self.m)
+        self.fits = FitMemo(self.pool, self.shapes)
         # demanding jobs by the shape key of their next task (Scheduler._refile)
         self._shape_jobs: dict[tuple, dict[str, None]] = {}
         # quiet point: the freed-nodes mark when a schedule() call ended because no
-        # pending task fitted anywhere (None: unknown); shapes that appeared since
+        # pending task fitted anywhere (None: unknown); ``shapes.new``: shapes since
         self._quiet_mark: int | None = None
-        self._new_shapes: set[tuple] = set()
-        # per constraint set: (pending shape keys, their needs as a matrix) for the scan of
-        # freed nodes; and which nodes each constraint set admits
-        self._shape_matrix: dict[tuple, tuple[list[tuple], np.ndarray]] = {}
-        self._eligible_sets: dict[tuple, frozenset[int]] = {}
         self._filed = 0  # jobs in _shape_jobs
         # the candidate path's limits (-1 turns it off: the plain path, for comparisons)
         self.pick_among_max = _PICK_AMONG_MAX
         self.freed_scan_max = _FREED_SCAN_MAX
         self.decisions = 0
+
+    @property
+    def normalize_constrained(self) -> bool:
+        """Constrained jobs are reported normalized by their eligible capacity (the
+        policy's share is usage over capacity; a test may turn it off to compare)."""
+        return self.eligible.enabled
+
+    @normalize_constrained.setter
+    def normalize_constrained(self, on: bool) -> None:
+        self.eligible.enabled = on
+        self.eligible.clear()
 
     # --- events ---------------------------------------------------------------------------
     def submit(self, job: Job, now: float) -> None:
@@ -193,9 +186,11 @@ class Scheduler:
             raise ValueError(f"job {job.name!r} already submitted")
         pending = [float("inf") if (c.count is None or not self.respect_counts) else float(c.count)
                    for c in job.classes]
-        rt = JobRuntime(job, now, pending, [0] * len(job.classes), [0] * len(job.classes))
+        rt = JobRuntime(job, now, pending, [0] * len(job.classes), [0] * len(job.classes),
+                        running_per_class=[0] * len(job.classes))
         self._set_factor(rt)
         self.jobs[job.name] = rt
+        self.changed.add(job.name)
         for j in range(len(job.classes)):
             if pending[j] > 0:
                 self._track(job, j, +1)
@@ -238,6 +233,7 @@ class Scheduler:
     def cancel(self, job_name: str, now: float) -> list[int]:
         """Stop a job: no new tasks; returns its running task ids for the caller to kill."""
         rt = self.jobs[job_name]
+        self.changed.add(job_name)
         if not rt.cancelled:
             for j, p in enumerate(rt.pending):
                 if p > 0:
@@ -252,9 +248,8 @@ class Scheduler:
 
     def add_node(self, node: Node, now: float) -> None:
         self.pool.add_node(node)
-        self._memo.clear()  # the index may be rebuilt (new node, other attributes)
-        self._nofit.clear()
-        self._eligible_sets.clear()
+        self.node_changes += 1
+        self.fits.nodes_changed()
         self._quiet_mark = None
         self.sorter.set_capacity(self.pool.total_capacity)
         self._refresh_factors(now)
@@ -266,6 +261,7 @@ class Scheduler:
         for task_id in lost:
             self.fail(task_id, now)
         self.pool.remove_node(name)
+        self.node_changes += 1
         self.sorter.set_capacity(self.pool.total_capacity)
         self._refresh_factors(now)
         return lost
@@ -304,15 +300,17 @@ class Scheduler:
             return stopped, None
         return stopped, self._launch(job_name, class_index, node, now)
 
-    def adopt(self, job_name: str, class_index: int, node_name: str, now: float) -> Launch:
-        """Record a task of ``job_name``'s class that is already running on ``node_name``
+    def adopt(self, job_name: str, class_index: int, node_name: str, now: float, task_id: int) -> Launch:
+        """Record task ``task_id`` of ``job_name``'s class, already running on ``node_name``
         (a runtime rebuilding its scheduler, e.g. after the queue tree changed): it takes
         one pending task of that class and the node's capacity like a launch, but it is
         not a decision (``decisions`` is unchanged)."""
         rt = self.jobs[job_name]
         if rt.pending[class_index] <= 0:
             raise ValueError(f"job {job_name!r} has no pending task of class {class_index} to adopt")
-        launch = self._launch(job_name, class_index, self.pool.index_of[node_name], now)
+        if task_id in self.tasks:
+            raise ValueError(f"task id {task_id} is already running")
+        launch = self._launch(job_name, class_index, self.pool.index_of[node_name], now, task_id)
         self.decisions -= 1
         return launch
 
@@ -343,16 +341,18 @@ class Scheduler:
         fit: dict[tuple, int | None] = {}
         # first-fit: the keys of ``fit`` found on each node; a launch there drops them (the
         # other answers stand: their nodes did not change, the nodes before them only shrank)
-        self._fit_keys_on = {}
+        fits = self.fits
+        fits.fit_keys_on = {}
+        pending_keys = self.shapes.keys
         first_fit = self.pool.strategy == "first-fit"
         pool = self.pool
         # local: shape -> the freed nodes it fits on (nowhere else, by the quiet point);
         # searched: shapes new since the quiet point (searched for as usual); shapes: both
-        local, searched = self._candidate_shapes()
+        local, searched = fits.candidate_shapes(self._quiet_mark, self.freed_scan_max)
         shapes = None if searched is None else searched + list(local)
         self._quiet_mark = None
-        self._new_shapes.clear()
-        jobs, locate, chosen = self.jobs, self._locate, {}
+        self.shapes.new.clear()
+        jobs, locate, chosen = self.jobs, fits.locate, {}
         exclude = self.sorter.exclude
         self.sorter.reset_excluded()
         last_node, last_key = -1, None
@@ -409,23 +409,22 @@ class Scheduler:
                             local[key].discard(last_node)
                             if not local[key]:
                                 del local[key]
-                searched = [key for key in searched if key in self._pending_keys and
-                            self._fits_now(key, fit, first_fit)]
-                shapes = searched + [key for key in local if key in self._pending_keys]
+                searched = [key for key in searched if key in pending_keys and fits.fits_now(key, fit)]
+                shapes = searched + [key for key in local if key in pending_keys]
                 if not shapes:
                     self._quiet_mark = pool.freed_mark()
                     return launches
-            elif not (last_key in self._pending_keys and pool.fits_on(last_node, last_key[0])) and \
-                    not any(self._fits_now(key, fit, first_fit) for key in self._minimal()):
+            elif not (last_key in pending_keys and pool.fits_on(last_node, last_key[0])) and \
+                    not any(fits.fits_now(key, fit) for key in self.shapes.minimal(self.use_headroom)):
                 # (the shape just launched, if it still fits where it went, is a witness
                 # that something fits: no search)
                 self._quiet_mark = self.pool.freed_mark()
                 return launches  # no pending task fits anywhere
             elif dead and self._filed - dead_jobs <= self.pick_among_max:
-                searched = [key for key in self._pending_keys if key not in dead]
+                searched = [key for key in pending_keys if key not in dead]
                 shapes = searched  # (the dead ones stay dead: free space only shrinks)
                 continue
-            self.sorter.set_saturated(self._saturated())
+            self.sorter.set_saturated(self.shapes.saturated(pool.total_free))
             chosen.clear()
             among = None
             if shapes is not None:
@@ -461,53 +460,9 @@ class Scheduler:
             cls = jobs[name].job.classes[j]
             last_key = (cls.demand, cls.constraints)
             if first_fit:
-                for key in self._fit_keys_on.pop(node, ()):
+                for key in fits.fit_keys_on.pop(node, ()):
                     if fit.get(key) == node:
                         del fit[key]
-
-    def _candidate_shapes(self) -> tuple[dict[tuple, set[int]], list[tuple] | None]:
-        """The pending shapes that may fit somewhere now, when a quiet point makes that
-        cheap to know: those that fit on a node freed since (one vectorized test of all
-        pending shapes per freed node; returned with those nodes, where alone they fit)
-        and those that appeared since (to be searched for). ``({}, None)``: unknown (no
-        quiet point, or too many nodes freed). The two are disjoint."""
-        local: dict[tuple, set[int]] = {}
-        mark = self._quiet_mark
-        if mark is None:
-            return local, None
-        freed = self.pool.freed_since(mark, self.freed_scan_max)
-        if freed is None:
-            return local, None
-        found = {key for key in self._new_shapes if key in self._pending_keys}
-        limits = {node: np.asarray(self.pool.fit_limits(node), dtype=float) for node in freed}
-        for constraints in self._pending_by_constraints if freed else ():
-            keys, needs = self._shapes_of(constraints)
-            eligible = self._eligible_set(constraints)
-            for node in freed:
-                if node not in eligible:
-                    continue
-                for i in np.flatnonzero((needs <= limits[node]).all(axis=1)):  # fits_on, vectorized
-                    key = keys[i]
-                    if key not in found:  # a new shape may fit elsewhere too: searched
-                        local.setdefault(key, set()).add(node)
-        return local, list(found)
-
-    def _shapes_of(self, constraints: tuple) -> tuple[list[tuple], np.ndarray]:
-        """The pending shapes with these constraints and their needs (demand as the pool
-        matches it: headroom, devices) as rows, rebuilt when the shapes change."""
-        got = self._shape_matrix.get(constraints)
-        if got is None:
-            demands = sorted(self._pending_by_constraints[constraints])
-            keys = [(d, constraints) for d in demands]
-            needs = np.array([self.pool.effective_need(d) for d in demands], dtype=float).reshape(len(demands), -1)
-            got = self._shape_matrix[constraints] = (keys, needs)
-        return got
-
-    def _eligible_set(self, constraints: tuple) -> frozenset[int]:
-        got = self._eligible_sets.get(constraints)
-        if got is None:
-            got = self._eligible_sets[constraints] = frozenset(self.pool.eligible(constraints))
-        return got
 
     def _refile(self, rt: JobRuntime) -> None:
         """Keep ``rt.shape_class``/``shape_key`` (its next task) and ``_shape_jobs`` current."""
@@ -531,100 +486,23 @@ class Scheduler:
             self._shape_jobs.setdefault(key, {})[name] = None
             self._filed += 1
 
-    def _fits_now(self, key: tuple, fit: dict, first_fit: bool) -> bool:
-        """Whether a task of this shape fits somewhere now."""
-        demand, constraints = key
-        return self._locate(key, demand, constraints, None, fit) is not None
-
-    def _locate(self, key: tuple, demand: Vector, constraints: tuple, allowed, fit: dict) -> int | None:
-        """The node for a task of shape ``key`` now (``pool.place``'s answer), through memos.
-
-        first-fit: ``_memo[key] = (node, mark, cands)``: ``node`` was the first fit (None:
-        none) when the pool's freed-nodes log stood at ``mark``; ``cands``, when known,
-        lists every node that fit then (None: unknown beyond ``node``). Since the mark
-        only the nodes freed since have gained capacity, so now the first fit is: with
-        ``cands`` known, the first of those candidates and freed nodes that still fit;
-        otherwise the first freed node that fits if it comes before ``node``, else
-        ``node`` if it still fits, else the first fit after it (``place_after``). The
-        same answer as a fresh search, which on a fragmented, full cluster can visit most
-        of the index. Within one ``schedule`` call nothing is freed, so between launches
-        this is the per-call cache the loop always had.
-
-        best-fit, packing: the best node moves with every launch, so it is searched each
-        time; only "fits nowhere" is remembered, per call (``fit``) and across calls
-        (``_nofit`` with ``pool.place_since``).
-        """
-        pool = self.pool
-        if pool.strategy != "first-fit":
-            if key in fit and fit[key] is None:
-                return None
-            if key in fit:
-                node = pool.place(demand, constraints, allowed)
-            else:
-                node = self._place_fresh(key, demand, constraints, allowed)
-            fit[key] = node
-            if node is None:
-                self._nofit[key] = pool.freed_mark()
-            return node
-        if key in fit:  # found in this call, and no launch has touched that node since
-            return fit[key]
-        mark_now = pool.freed_mark()
-        memo = self._memo.get(key)
-        cands: list[int] | None = None
-        if memo is not None:
-            node, mark, cands = memo
-            freed = [] if mark == mark_now else pool.freed_fits(demand, constraints, mark, allowed)
-        if memo is None or freed is None:  # unseen, or the log was trimmed past the mark
-            node = pool.place(demand, constraints, allowed)
-            cands = [] if node is None else None
-        elif cands is not None:
-            # every node that fit at the mark was in cands: they and the freed ones are all
-            live = [c for c in cands if pool.fits_on(c, demand) and (allowed is None or allowed(c))]
-            merged = sorted(set(live).union(freed)) if freed else live
-            node = merged[0] if merged else None
-            cands = merged if len(merged) <= _CANDIDATES_MAX else None
-        elif freed and freed[0] < node:
-            node = freed[0]
-        elif not (pool.fits_on(node, demand) and (allowed is None or allowed(node))):
-            node = pool.place_after(demand, constraints, node, allowed)
-            if node is None:
-                cands = []
-        if len(self._memo) >= _NOFIT_MAX and key not in self._memo:
-            self._memo.clear()
-        self._memo[key] = (node, mark_now, cands)
-        fit[key] = node
-        if node is not None:
-            self._fit_keys_on.setdefault(node, []).append(key)
-        return node
-
-    def _place_fresh(self, key: tuple, demand: Vector, constraints: tuple, allowed=None) -> int | None:
-        """best-fit / packing: a shape's first placement in a ``schedule`` call. A shape
-        that fit nowhere is remembered with the pool's freed-nodes mark, so later calls
-        only look at the nodes freed since (``NodePool.place_since``: the same answer)."""
-        mark = self._nofit.get(key)
-        if mark is None:
-            node = self.pool.place(demand, constraints, allowed)
-        else:
-            node = self.pool.place_since(demand, constraints, mark, allowed)
-        if node is None:
-            if len(self._nofit) >= _NOFIT_MAX:
-                self._nofit.clear()
-            self._nofit[key] = self.pool.freed_mark()
-        elif mark is not None:
-            del self._nofit[key]
-        return node
-
-    def _launch(self, name: str, j: int, node: int, now: float) -> Launch:
+    def _launch(self, name: str, j: int, node: int, now: float, task_id: int | None = None) -> Launch:
         rt = self.jobs[name]
         cls = rt.job.classes[j]
-        task_id = self._next_id
-        self._next_id += 1
+        if task_id is None:
+            if self._task_ids is None:
+                task_id = self._next_id
+                self._next_id += 1
+            else:
+                task_id = self._task_ids(name, j)
         held = self.pool.take(node, cls.demand)
         if cls.max_per_node is not None:
             self._per_node.setdefault((name, j), Counter())[node] += 1
         rt.pending[j] -= 1
         rt.started[j] += 1
         rt.running += 1
+        rt.running_per_class[j] += 1
+        self.changed.add(name)
         if rt.first_start is None:
             rt.first_start = now
         if rt.pending[j] == 0:
@@ -648,6 +526,8 @@ class Scheduler:
         if self.bounds is not None:
             self.bounds.give_back(rt.job.queue, task.demand)
         rt.running -= 1
+        rt.running_per_class[task.class_index] -= 1
+        self.changed.add(task.job)
         if rt.job.classes[task.class_index].max_per_node is not None:
             self._per_node[(task.job, task.class_index)][task.node_index] -= 1
         self.sorter.released(task.job, rt.reported[task.class_index], now)
@@ -659,46 +539,15 @@ class Scheduler:
         return lambda node: counts[node] < limit
 
     # --- constrained fairness ---------------------------------------------------------------
-    def _eligible_factor(self, constraint_sets: frozenset) -> Vector | None:
-        """``C_r / C^elig_r`` for a job whose classes have these constraint sets, or None
-        (factor 1, no arithmetic) when some class is unconstrained, when its eligible
-        nodes are every node that is up, or when the policy's share is not usage over
-        capacity. A resource no eligible node has gets 1 (the job cannot use it)."""
-        if not self.normalize_constrained or () in constraint_sets:
-            return None
-        if constraint_sets in self._factors:
-            return self._factors[constraint_sets]
-        pool = self.pool
-        eligible: set[int] = set()
-        for constraints in constraint_sets:
-            eligible.update(pool.eligible(constraints))
-        alive = [i for i in sorted(eligible) if pool.alive(i)]
-        factor = None
-        if len(alive) < sum(1 for st in pool.states if st.alive):
-            elig = [0.0] * self.m
-            for i in alive:
-                for r, c in enumerate(pool.states[i].node.capacity):
-                    elig[r] += c
-            total = pool.total_capacity
-            factor = tuple(total[r] / elig[r] if elig[r] > 0 else 1.0 for r in range(self.m))
-        self._factors[constraint_sets] = factor
-        return factor
-
     def _set_factor(self, rt: JobRuntime) -> None:
         """The job's factor and per-class reported demands (the real ones when factor 1)."""
-        classes = rt.job.classes
-        rt.factor = self._eligible_factor(frozenset(c.constraints for c in classes))
-        if rt.factor is None:
-            rt.reported = [c.demand for c in classes]
-        else:
-            f = rt.factor
-            rt.reported = [tuple(d * x for d, x in zip(c.demand, f)) for c in classes]
+        rt.factor, rt.reported = self.eligible.factor_and_reported(rt.job.classes)
 
     def _refresh_factors(self, now: float) -> None:
         """Nodes changed: eligible capacities too. Re-report every constrained job whose
         factor moved: release its whole reported usage, then allocate the real usage
         times the new factor (running counts net unchanged)."""
-        self._factors.clear()
+        self.eligible.clear()
         if not self.normalize_constrained:
             return
         for name, rt in self.jobs.items():
@@ -731,92 +580,7 @@ class Scheduler:
                 self._update_headroom()
 
     def _track(self, job: Job, j: int, delta: int) -> None:
-        cls = job.classes[j]
-        key = (cls.demand, cls.constraints)
-        before = self._pending_keys[key]
-        self._pending_keys[key] += delta
-        if self._pending_keys[key] <= 0:
-            del self._pending_keys[key]
-        after = self._pending_keys.get(key, 0)
-        if before <= 0 < after:
-            self._shape_appeared(cls.demand, cls.constraints)
-        elif after <= 0 < before:
-            self._shape_left(cls.demand, cls.constraints)
-        for r, d in enumerate(job.classes[j].demand):
-            if d > 0:
-                c = self._pending_demands[r]
-                before_d = c[d]
-                c[d] += delta
-                if c[d] <= 0:
-                    del c[d]
-                if (before_d <= 0) != (c.get(d, 0) <= 0):
-                    self._pending_min = None
-
-    def _saturated(self) -> frozenset[int]:
-        """Resources counted as saturated (H-DRF Sec. 3.4: "a resource is saturated when it
-        is fully utilized"; Alg. 2: "Y = set of nonzero resources in W"), for whole tasks.
-
-        Reading: r is saturated while the cluster's total free amount of r is less than the
-        smallest pending task's demand for it, i.e. no pending task could get any more of
-        r. This is the paper's own test of when the online and static allocations should
-        agree: "at times when there are no excess resources, except those which are not
-        useful to any of the leaves" (Sec. 3.4). An earlier reading, "less than the
-        largest pending task", counted r as saturated while smaller tasks still fitted in
-        it, and the online schedule then drifted away from the static allocation in three
-        paper examples (docs/policies.md, "Online decisions and the static allocation")."""
-        lows = self._pending_min
-        if lows is None:
-            lows = self._pending_min = [min(c) if c else None for c in self._pending_demands]
-        free = self.pool.total_free
-        mask = 0
-        for r, low in enumerate(lows):
-            if low is not None and free[r] < low - 1e-9:
-                mask |= 1 << r
-        got = self._saturated_sets.get(mask)
-        if got is None:
-            got = self._saturated_sets[mask] = frozenset(r for r in range(self.m) if mask >> r & 1)
-        return got
-
-    def _minimal(self) -> list[tuple]:
-        """Pending task shapes (demand, constraints) not dominated by another pending shape
-        with the same constraints: if none of these fits anywhere, no pending task does.
-        Not under headroom: a smaller task may have to leave room that a larger one need
-        not (placement's headroom rule), so dominance in demand says nothing; every
-        pending shape is tried then."""
-        if self.use_headroom:
-            return list(self._pending_keys)
-        if self._minimal_keys is None:
-            self._minimal_keys = [(d, cons) for cons, group in self._minimal_by_constraints.items() for d in group]
-        return self._minimal_keys
-
-    def _shape_appeared(self, demand: Vector, constraints: tuple) -> None:
-        self._new_shapes.add((demand, constraints))
-        self._shape_matrix.pop(constraints, None)
-        self._pending_by_constraints.setdefault(constraints, set()).add(demand)
-        group = self._minimal_by_constraints.setdefault(constraints, [])
-        if any(_dominates(o, demand) for o in group):
-            return
-        group[:] = [o for o in group if not _dominates(demand, o)] + [demand]
-        self._minimal_keys = None
-
-    def _shape_left(self, demand: Vector, constraints: tuple) -> None:
-        self._shape_matrix.pop(constraints, None)
-        pending = self._pending_by_constraints[constraints]
-        pending.discard(demand)
-        group = self._minimal_by_constraints[constraints]
-        if demand not in group:
-            return
-        if not pending:
-            del self._pending_by_constraints[constraints]
-            del self._minimal_by_constraints[constraints]
-        else:
-            # smallest sum first: a shape can only be dominated by one of smaller sum
-            kept: list[Vector] = []
-            for d in sorted(pending, key=lambda d: (sum(d), d)):
-                if not any(_dominates(o, d) for o in kept):
-                    kept.append(d)
-            group[:] = kept
-        self._minimal_keys = None
+        self.shapes.track(job.classes[j], delta)
 
     def _update_headroom(self) -> None:
         """H-DRF Sec. 5: the largest task of the jobs still active, per resource."""
@@ -828,9 +592,8 @@ class Scheduler:
                 for r, d in enumerate(cls.demand):
                     big[r] = max(big[r], d)
         self.pool.headroom = tuple(big)
-        self._nofit.clear()  # the headroom changes what fits
-        self._memo.clear()
-        self._shape_matrix.clear()
+        self.fits.headroom_changed()  # the headroom changes what fits
+        self.shapes.clear_matrices()
         self._quiet_mark = None
 
     # --- views -------------------------------------------------------------------------------
@@ -848,7 +611,3 @@ class Scheduler:
                     out[r] += n * d
         return tuple(out)
 
-
-def _dominates(a: Vector, b: Vector) -> bool:
-    """a <= b in every resource: where b fits, a fits."""
-    return all(x <= y for x, y in zip(a, b))

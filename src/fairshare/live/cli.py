@@ -109,6 +109,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except StoreError as exc:
         raise ClientError(f"--db: {exc}") from None
     from fairshare.live.api import create_app
+    from fairshare.live.commands import CommandBook
     from fairshare.live.ray_executor import RayExecutor
     from fairshare.live.service import LiveService
 
@@ -121,11 +122,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         store.close()
         raise ClientError(f"--port: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     port = sock.getsockname()[1]
-    executor = RayExecutor(config.resources, config.nodes, address=args.ray_address)
+    commands = CommandBook()  # what each task runs: filled by the service, read by the executor
+    executor = RayExecutor(config.resources, config.nodes, commands=commands, address=args.ray_address)
     service = None
     try:
         service = LiveService(config, store, executor, policy=args.policy, placement=args.placement,
-                              max_attempts=args.max_attempts)
+                              max_attempts=args.max_attempts, commands=commands)
         app = create_app(service)
         service.start()
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))

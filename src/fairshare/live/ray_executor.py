@@ -36,11 +36,10 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 
-from fairshare.engine.executor import ExecutorEvent, NodeAdded, NodeLost, TaskFinished
+from fairshare.engine.events import ExecutorEvent, NodeAdded, NodeLost, TaskFinished
 from fairshare.engine.scheduler import Launch
+from fairshare.live.commands import CommandBook, TaskSpec
 from fairshare.model.cluster import Node
 
 log = logging.getLogger(__name__)
@@ -49,16 +48,6 @@ NODE_MARK = "fs_node_"
 PREFIX = "fs_"
 OUTPUT_TAIL = 2000  # characters of a task's output kept with its record
 GIB = float(2 ** 30)
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """What a launch runs; the service resolves it from the task's job."""
-
-    argv: tuple[str, ...]
-    shell: bool
-    env: tuple[tuple[str, str], ...]
-    cwd: str | None
 
 
 def _die_with_parent_hook():
@@ -100,10 +89,11 @@ def _run_command(argv: list[str], shell: bool, env: dict[str, str], cwd: str | N
 
 
 class RayExecutor:
-    """Starts tasks on Ray and reports what happened to them through ``poll``."""
+    """Starts tasks on Ray and reports what happened to them through ``poll``. What a
+    task runs is looked up in ``commands`` (shared with the service)."""
 
-    def __init__(self, resources: tuple[str, ...], nodes: tuple[Node, ...] = (), *, address: str | None = None,
-                 node_poll_s: float = 1.0, object_store_mb: int = 100):
+    def __init__(self, resources: tuple[str, ...], nodes: tuple[Node, ...] = (), *, commands: CommandBook,
+                 address: str | None = None, node_poll_s: float = 1.0, object_store_mb: int = 100):
         import ray
 
         self.ray = ray
@@ -139,11 +129,11 @@ class RayExecutor:
         if code != 0:
             raise RuntimeError(f"a trial task on the Ray cluster failed: {output}")
         self._lock = threading.Lock()
-        self._refs: dict[object, int] = {}  # object ref -> scheduler task id
+        self._refs: dict[object, int] = {}  # object ref -> task id
         self._by_task: dict[int, object] = {}
         self._pending_events: list[ExecutorEvent] = []
         self._last_node_poll = 0.0
-        self.task_spec: Callable[[Launch], TaskSpec] | None = None  # set by the service
+        self.commands = commands
         self.mapping = self._resource_mapping()
         self._nodes: dict[str, tuple[str, Node]] = {}  # name -> (ray node id, node), alive nodes
         for name, node_id, node in self._discover():
@@ -158,8 +148,7 @@ class RayExecutor:
     def start(self, launch: Launch, now: float) -> None:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        assert self.task_spec is not None, "the service sets task_spec before starting tasks"
-        spec = self.task_spec(launch)
+        spec: TaskSpec = self.commands.spec(launch)
         entry = self._nodes.get(launch.node)
         if entry is None:  # the node left between the decision and the start
             self._pending_events.append(TaskFinished(launch.task_id, ok=False, reason=f"node {launch.node} is gone"))

@@ -1,0 +1,58 @@
+"""The engine's events: everything that can happen to a cluster between two decisions.
+
+A runtime (the simulator's heap, the live service's executor and inbox, a replay) turns
+what it observes into these values and hands them to ``Engine.step`` (``engine.step``),
+the one place they are applied. They are plain values: a recorded list of them replays
+the same decisions (``engine.step.run_rounds``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from fairshare.model.cluster import Node
+from fairshare.model.jobs import Job
+
+
+@dataclass(frozen=True, slots=True)
+class JobArrived:
+    """A job was submitted; its tasks become pending."""
+
+    job: Job
+
+
+@dataclass(frozen=True, slots=True)
+class JobCancelled:
+    """A job was cancelled: no new tasks start; its running tasks are killed through
+    ``Executor.kill`` and come back as failed ``TaskFinished`` events."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFinished:
+    """The task ran to its end with success (``ok``) or failed (the command's exit status
+    was not 0, or the executor lost it). A failed task goes back to pending."""
+
+    task_id: int
+    ok: bool = True
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLost:
+    """A node died: its running tasks go back to pending and its capacity leaves the pool."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAdded:
+    node: Node
+
+
+#: what an executor reports (``Executor.poll``)
+ExecutorEvent = Union[TaskFinished, NodeLost, NodeAdded]
+#: everything ``Engine.step`` applies
+Event = Union[JobArrived, JobCancelled, TaskFinished, NodeLost, NodeAdded]

@@ -1,0 +1,166 @@
+"""Where a task of a given shape fits now, remembered between decisions.
+
+``Scheduler.schedule`` asks, for a job's next task, "which node would placement choose?"
+many times per decision, and most answers do not change between decisions: only the
+nodes freed since (``NodePool.freed_mark``/``freed_since``) gained room. ``FitMemo``
+keeps those answers per shape ``(demand, constraints)`` and updates them from the freed
+nodes alone (``locate``), and after a quiet point finds the shapes that can fit at all
+by one vectorized test of the pending shapes per freed node (``candidate_shapes``).
+Every answer is the one a fresh ``NodePool.place`` would give
+(``tests/test_candidates.py``, ``tests/test_placement_fast.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fairshare.engine.placement import NodePool
+from fairshare.engine.shapes import PendingShapes
+from fairshare.model.resources import Vector
+
+#: most shapes remembered by placement memos (a memo is cleared when it is full)
+_NOFIT_MAX = 100_000
+#: longest candidate list a first-fit memo keeps (longer: "unknown beyond the first")
+_CANDIDATES_MAX = 64
+
+
+class FitMemo:
+    def __init__(self, pool: NodePool, shapes: PendingShapes):
+        self.pool = pool
+        self.shapes = shapes
+        #: best-fit / packing: shape key -> ``pool.freed_mark()`` when it last fit nowhere
+        self.nofit: dict[tuple, int] = {}
+        #: first-fit: shape key -> (first-fit node or None, freed mark then, candidates)
+        self.memo: dict[tuple, tuple[int | None, int, list[int] | None]] = {}
+        #: first-fit, within one ``schedule`` call: the keys of its ``fit`` cache found on
+        #: each node (a launch there drops them; ``Scheduler.schedule`` resets it)
+        self.fit_keys_on: dict[int, list[tuple]] = {}
+        # which nodes each constraint set admits
+        self._eligible_sets: dict[tuple, frozenset[int]] = {}
+
+    def nodes_changed(self) -> None:
+        """A node was added: the index may be rebuilt (new node, other attributes)."""
+        self.memo.clear()
+        self.nofit.clear()
+        self._eligible_sets.clear()
+
+    def headroom_changed(self) -> None:
+        """The headroom changes what fits."""
+        self.nofit.clear()
+        self.memo.clear()
+
+    def candidate_shapes(self, mark: int | None, scan_max: int) -> tuple[dict[tuple, set[int]], list[tuple] | None]:
+        """The pending shapes that may fit somewhere now, when a quiet point makes that
+        cheap to know: those that fit on a node freed since (one vectorized test of all
+        pending shapes per freed node; returned with those nodes, where alone they fit)
+        and those that appeared since (to be searched for). ``({}, None)``: unknown (no
+        quiet point, or too many nodes freed). The two are disjoint."""
+        local: dict[tuple, set[int]] = {}
+        if mark is None:
+            return local, None
+        freed = self.pool.freed_since(mark, scan_max)
+        if freed is None:
+            return local, None
+        shapes = self.shapes
+        found = {key for key in shapes.new if key in shapes.keys}
+        limits = {node: np.asarray(self.pool.fit_limits(node), dtype=float) for node in freed}
+        for constraints in shapes.by_constraints if freed else ():
+            keys, needs = shapes.matrix(constraints, self.pool.effective_need)
+            eligible = self.eligible_set(constraints)
+            for node in freed:
+                if node not in eligible:
+                    continue
+                for i in np.flatnonzero((needs <= limits[node]).all(axis=1)):  # fits_on, vectorized
+                    key = keys[i]
+                    if key not in found:  # a new shape may fit elsewhere too: searched
+                        local.setdefault(key, set()).add(node)
+        return local, list(found)
+
+    def eligible_set(self, constraints: tuple) -> frozenset[int]:
+        got = self._eligible_sets.get(constraints)
+        if got is None:
+            got = self._eligible_sets[constraints] = frozenset(self.pool.eligible(constraints))
+        return got
+
+    def fits_now(self, key: tuple, fit: dict) -> bool:
+        """Whether a task of this shape fits somewhere now."""
+        demand, constraints = key
+        return self.locate(key, demand, constraints, None, fit) is not None
+
+    def locate(self, key: tuple, demand: Vector, constraints: tuple, allowed, fit: dict) -> int | None:
+        """The node for a task of shape ``key`` now (``pool.place``'s answer), through memos.
+
+        first-fit: ``memo[key] = (node, mark, cands)``: ``node`` was the first fit (None:
+        none) when the pool's freed-nodes log stood at ``mark``; ``cands``, when known,
+        lists every node that fit then (None: unknown beyond ``node``). Since the mark
+        only the nodes freed since have gained capacity, so now the first fit is: with
+        ``cands`` known, the first of those candidates and freed nodes that still fit;
+        otherwise the first freed node that fits if it comes before ``node``, else
+        ``node`` if it still fits, else the first fit after it (``place_after``). The
+        same answer as a fresh search, which on a fragmented, full cluster can visit most
+        of the index. Within one ``schedule`` call nothing is freed, so between launches
+        this is the per-call cache the loop always had.
+
+        best-fit, packing: the best node moves with every launch, so it is searched each
+        time; only "fits nowhere" is remembered, per call (``fit``) and across calls
+        (``nofit`` with ``pool.place_since``).
+        """
+        pool = self.pool
+        if pool.strategy != "first-fit":
+            if key in fit and fit[key] is None:
+                return None
+            if key in fit:
+                node = pool.place(demand, constraints, allowed)
+            else:
+                node = self.place_fresh(key, demand, constraints, allowed)
+            fit[key] = node
+            if node is None:
+                self.nofit[key] = pool.freed_mark()
+            return node
+        if key in fit:  # found in this call, and no launch has touched that node since
+            return fit[key]
+        mark_now = pool.freed_mark()
+        memo = self.memo.get(key)
+        cands: list[int] | None = None
+        if memo is not None:
+            node, mark, cands = memo
+            freed = [] if mark == mark_now else pool.freed_fits(demand, constraints, mark, allowed)
+        if memo is None or freed is None:  # unseen, or the log was trimmed past the mark
+            node = pool.place(demand, constraints, allowed)
+            cands = [] if node is None else None
+        elif cands is not None:
+            # every node that fit at the mark was in cands: they and the freed ones are all
+            live = [c for c in cands if pool.fits_on(c, demand) and (allowed is None or allowed(c))]
+            merged = sorted(set(live).union(freed)) if freed else live
+            node = merged[0] if merged else None
+            cands = merged if len(merged) <= _CANDIDATES_MAX else None
+        elif freed and freed[0] < node:
+            node = freed[0]
+        elif not (pool.fits_on(node, demand) and (allowed is None or allowed(node))):
+            node = pool.place_after(demand, constraints, node, allowed)
+            if node is None:
+                cands = []
+        if len(self.memo) >= _NOFIT_MAX and key not in self.memo:
+            self.memo.clear()
+        self.memo[key] = (node, mark_now, cands)
+        fit[key] = node
+        if node is not None:
+            self.fit_keys_on.setdefault(node, []).append(key)
+        return node
+
+    def place_fresh(self, key: tuple, demand: Vector, constraints: tuple, allowed=None) -> int | None:
+        """best-fit / packing: a shape's first placement in a ``schedule`` call. A shape
+        that fit nowhere is remembered with the pool's freed-nodes mark, so later calls
+        only look at the nodes freed since (``NodePool.place_since``: the same answer)."""
+        mark = self.nofit.get(key)
+        if mark is None:
+            node = self.pool.place(demand, constraints, allowed)
+        else:
+            node = self.pool.place_since(demand, constraints, mark, allowed)
+        if node is None:
+            if len(self.nofit) >= _NOFIT_MAX:
+                self.nofit.clear()
+            self.nofit[key] = self.pool.freed_mark()
+        elif mark is not None:
+            del self.nofit[key]
+        return node

@@ -1,0 +1,146 @@
+"""One instant: the engine applies what happened, decides once, starts the launches.
+
+``Engine.step(now, events)`` is the only scheduling loop of the project. The simulator
+calls it once per simulated instant with the events its heap holds at that time; the
+live service once per pass with what its executor and its API reported; ``run_rounds``
+replays a recorded list of ``(now, events)``. Within a step the events are applied in
+the order given (the simulator's heap gives: completions and failures, node failures,
+node additions, job arrivals; the live service: its executor's events, then its inbox
+in arrival order), then ``Scheduler.schedule`` decides once and every launch is handed
+to ``Executor.start`` in decision order. Decisions therefore differ between runtimes
+only through the order and grouping of the events they feed in
+(``tests/test_live_parity.py``).
+
+A step where no event took effect (every completion void, every node change a no-op)
+and nothing was applied since the last decision does not decide: nothing could have
+become runnable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
+
+from fairshare.engine.events import Event, JobArrived, JobCancelled, NodeAdded, NodeLost, TaskFinished
+from fairshare.engine.executor import Executor
+from fairshare.engine.scheduler import Launch, Scheduler
+from fairshare.engine.snapshot import Changes, Snapshot, UsageLedger
+
+# (named tuples: one of each is built per event and per step, in the simulator's hot loop)
+
+
+class Applied(NamedTuple):
+    """An event that took effect, with the running tasks it ended: re-queued (node lost)
+    or killed (job cancelled)."""
+
+    event: Event
+    tasks: tuple[int, ...] = ()
+
+
+class Instant(NamedTuple):
+    now: float
+    applied: list[Applied]  # the events that took effect, in order
+    launches: list[Launch]  # in decision order; [] when the step did not decide
+
+
+class Engine:
+    """A ``Scheduler`` and the ``Executor`` that runs its launches."""
+
+    def __init__(self, scheduler: Scheduler, executor: Executor):
+        self.scheduler = scheduler
+        self.executor = executor
+        self.ledger = UsageLedger(scheduler)
+        # something was applied since the last decision (``apply`` called outside a step)
+        self._undecided = False
+
+    def apply(self, event: Event, now: float) -> Applied | None:
+        """Tell the scheduler about one event; None when it changes nothing. A completion
+        for a task the scheduler no longer runs (lost with its node, or already reported),
+        a node lost that is not up or added while up, a cancellation of an unknown job,
+        are ignored: events from a runtime can arrive late or twice."""
+        sch = self.scheduler
+        if isinstance(event, TaskFinished):
+            if event.task_id not in sch.tasks:
+                return None
+            if event.ok:
+                sch.finish(event.task_id, now)
+            else:
+                sch.fail(event.task_id, now)
+            out = Applied(event)
+        elif isinstance(event, JobArrived):
+            sch.submit(event.job, now)
+            out = Applied(event)
+        elif isinstance(event, NodeLost):
+            index = sch.pool.index_of.get(event.name)
+            if index is None or not sch.pool.alive(index):
+                return None
+            out = Applied(event, tuple(sch.lose_node(event.name, now)))
+        elif isinstance(event, NodeAdded):
+            index = sch.pool.index_of.get(event.node.name)
+            if index is not None and sch.pool.alive(index):
+                return None
+            sch.add_node(event.node, now)
+            out = Applied(event)
+        elif isinstance(event, JobCancelled):
+            if event.name not in sch.jobs:
+                return None
+            killed = tuple(sch.cancel(event.name, now))
+            for task_id in killed:
+                self.executor.kill(task_id)
+            out = Applied(event, killed)
+        else:
+            raise TypeError(f"not an engine event: {event!r}")
+        self._undecided = True
+        return out
+
+    def step(self, now: float, events: Iterable[Event],
+             commit: Callable[[list[Launch]], None] | None = None) -> Instant:
+        """Apply ``events`` in order, then decide once and start the launches (module
+        docstring). ``commit`` sees the launches before any starts (the live service
+        stores them first, so a crash never leaves a task running that it forgot)."""
+        applied = []
+        for event in events:
+            got = self.apply(event, now)
+            if got is not None:
+                applied.append(got)
+        return Instant(now, applied, self.decide(now, commit))
+
+    def decide(self, now: float, commit: Callable[[list[Launch]], None] | None = None) -> list[Launch]:
+        """``dispatch`` if anything was applied since the last decision, else ``[]``. A
+        runtime that must look at each event's effect before the next is applied (the
+        live service) calls ``apply`` per event and then this: the same step."""
+        if not self._undecided:
+            return []
+        return self.dispatch(now, commit)
+
+    def mark_undecided(self) -> None:
+        """The scheduler changed outside ``apply`` (the live service rebuilt it): the
+        next ``decide`` decides."""
+        self._undecided = True
+
+    def dispatch(self, now: float, commit: Callable[[list[Launch]], None] | None = None) -> list[Launch]:
+        """One decision round: ``schedule(now)``, then every launch started in order."""
+        self._undecided = False
+        launches = self.scheduler.schedule(now)
+        if commit is not None:
+            commit(launches)
+        start = self.executor.start
+        for launch in launches:
+            start(launch, now)
+        return launches
+
+    def changes(self) -> Changes:
+        """What moved since the last call (``engine.snapshot``)."""
+        return self.ledger.changes()
+
+    def snapshot(self) -> Snapshot:
+        return self.ledger.snapshot()
+
+
+def run_rounds(engine: Engine, rounds: Iterable[tuple[float, list[Event]]]) -> list[Launch]:
+    """Replay: one ``step`` per recorded ``(now, events)``; every launch in order. The
+    parity tests feed it the rounds a live run recorded (``LiveService.rounds``)."""
+    out: list[Launch] = []
+    for now, events in rounds:
+        out.extend(engine.step(now, events).launches)
+    return out

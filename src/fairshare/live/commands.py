@@ -1,0 +1,47 @@
+"""What each live task runs: the command of its job's task class, resolved per launch.
+
+The live service registers a job's commands when it admits the job; the executor looks
+a launch's ``TaskSpec`` up here when it starts the task. Both get the same
+``CommandBook`` through their constructors (``fairshare serve`` builds it), so the
+executor needs no callback set on it and no reference back into the service.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from fairshare.engine.scheduler import Launch
+from fairshare.live.config import TaskCommand
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What a launch runs."""
+
+    argv: tuple[str, ...]
+    shell: bool
+    env: tuple[tuple[str, str], ...]
+    cwd: str | None
+
+
+class CommandBook:
+    """Job id (the scheduler's job name) -> its tenant and per-class commands."""
+
+    def __init__(self, cwd: str | None = None):
+        self.cwd = cwd if cwd is not None else os.getcwd()
+        self._jobs: dict[str, tuple[str, tuple[TaskCommand, ...]]] = {}
+
+    def register(self, job: str, tenant: str, commands: tuple[TaskCommand, ...]) -> None:
+        self._jobs[job] = (tenant, tuple(commands))
+
+    def forget(self, job: str) -> None:
+        self._jobs.pop(job, None)
+
+    def spec(self, launch: Launch) -> TaskSpec:
+        """The command of ``launch``'s class, with the task's identity in its environment."""
+        tenant, commands = self._jobs[launch.job]
+        cmd = commands[launch.class_index]
+        env = (("FAIRSHARE_TENANT", tenant), ("FAIRSHARE_JOB_ID", launch.job),
+               ("FAIRSHARE_TASK_ID", str(launch.task_id)), ("FAIRSHARE_NODE", launch.node))
+        return TaskSpec(cmd.argv, cmd.shell, env, self.cwd)

@@ -1,0 +1,281 @@
+"""The live service's scheduling loop: one pass of the scheduling thread.
+
+A pass is one engine step (``engine.step.Engine``):
+
+1. the executor's events (completions, failures, nodes lost or added), in the order the
+   executor reports them, each translated to the scheduler's terms (below) and applied;
+   their outcomes are then persisted;
+2. the inbox, in arrival order: jobs accepted by the API (already committed to the
+   store) become ``JobArrived``, cancellations ``JobCancelled`` (the engine kills the
+   job's running tasks through the executor), queue-tree changes rebuild the scheduler;
+3. ``Engine.decide``: the scheduler decides once; the launches are committed to the store
+   as ``running`` and only then started on the executor.
+
+This is the simulator's instant (completions and node changes, then arrivals, then one
+decision), so the same events in the same grouping give the same decisions
+(``tests/test_live_parity.py``). Events are applied one at a time (``Engine.apply``)
+rather than handed over as a list because each one's translation depends on the state
+the previous ones left (a task already re-queued with its lost node is not finished).
+
+Task ids are the store's task row ids: the scheduler asks ``_next_row`` for the id of
+each launch, which takes the job's next pending row of that class. An executor event
+therefore names its row directly, and the store, the scheduler and the executor agree
+on every task's id.
+
+Failures: a task whose command exits non-zero is re-queued until it has failed
+``max_attempts`` times, then it is ``failed`` (the scheduler counts it as done, so its
+job can finish). A task lost with its node, or failed by Ray itself (the node went away,
+the pin could not be honoured, the start was refused) is re-queued without using an
+attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from fairshare.engine.events import Event, ExecutorEvent, JobArrived, JobCancelled, NodeAdded, NodeLost, TaskFinished
+from fairshare.engine.executor import Executor
+from fairshare.engine.scheduler import Launch, Scheduler
+from fairshare.engine.step import Engine
+from fairshare.live.commands import CommandBook
+from fairshare.live.config import QueueEntries, SubmittedJob
+from fairshare.live.store import Store
+from fairshare.model.cluster import Node
+from fairshare.model.jobs import Job
+from fairshare.model.queues import QueueTree
+from fairshare.policies import Policy
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _JobInfo:
+    job_id: int
+    tenant: str
+    submitted: SubmittedJob
+    pending_rows: list[deque] = field(default_factory=list)  # per class: pending task row ids
+
+
+class _GuardedStarts:
+    """The executor as the engine sees it: a start the runtime refuses becomes a failed
+    ``TaskFinished`` for the next pass instead of an exception in the middle of the
+    launches (the others still start)."""
+
+    def __init__(self, executor: Executor, deferred: list[ExecutorEvent]):
+        self.inner = executor
+        self.deferred = deferred
+
+    def nodes(self) -> tuple[Node, ...]:
+        return self.inner.nodes()
+
+    def start(self, launch: Launch, now: float) -> None:
+        try:
+            self.inner.start(launch, now)
+        except Exception as exc:  # noqa: BLE001 - the runtime refused: re-queue, keep scheduling
+            log.warning("task %d could not be started on %s: %r", launch.task_id, launch.node, exc)
+            self.deferred.append(TaskFinished(launch.task_id, ok=False, reason=f"ray: start failed: {exc!r}"))
+
+    def kill(self, task_id: int) -> None:
+        self.inner.kill(task_id)
+
+    def poll(self) -> list[ExecutorEvent]:
+        return self.inner.poll()
+
+
+class SchedulingLoop:
+    """The engine, the jobs it admitted and the store writes of each pass. Only the
+    scheduling thread calls it (the service holds its lock around every pass)."""
+
+    def __init__(self, store: Store, executor: Executor, commands: CommandBook, *, resources: tuple[str, ...],
+                 policy: Policy, placement: str, entries: QueueEntries, nodes: tuple[Node, ...],
+                 max_attempts: int, wall_clock: Callable[[], float], record_rounds: bool = False):
+        self.store = store
+        self.commands = commands
+        self.resources = resources
+        self.policy = policy
+        self.placement = placement
+        self.max_attempts = max_attempts
+        self.wall_clock = wall_clock
+        self.entries = entries
+        self.deferred: list[ExecutorEvent] = []  # failures of starts, applied next pass
+        self.executor = _GuardedStarts(executor, self.deferred)
+        self.jobs: dict[int, _JobInfo] = {}
+        self.failures: dict[int, int] = {}  # task row id -> command failures in this process
+        self.decisions_before = 0  # decisions of schedulers replaced by a queue-tree change
+        #: with ``record_rounds``: every pass that did something, as ``(now, events applied)``
+        #: (``engine.step.run_rounds`` replays them)
+        self.rounds: list[tuple[float, list[Event]]] | None = [] if record_rounds else None
+        # raises PolicyModeError for offline policies
+        self.engine = Engine(self._new_scheduler(nodes), self.executor)
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.engine.scheduler
+
+    def run_pass(self, events: list[ExecutorEvent], inbox: list, now: float) -> tuple[list[Launch], float]:
+        """One pass (module docstring); returns its launches and the seconds the decision took."""
+        if self.deferred:
+            events = self.deferred + events
+            self.deferred.clear()
+        wall = self.wall_clock()
+        applied = self._apply_events(events, now, wall)
+        applied += self._apply_inbox(inbox, now, wall)
+        t = time.perf_counter()
+        launches = self.engine.decide(now, lambda ls: self._commit(ls, wall))
+        elapsed = time.perf_counter() - t
+        if self.rounds is not None and (applied or launches):
+            self.rounds.append((now, applied))
+        return launches, elapsed
+
+    def _commit(self, launches: list[Launch], wall: float) -> None:
+        if launches:  # committed before anything runs
+            self.store.mark_running([(la.task_id, la.node) for la in launches], wall)
+
+    def _next_row(self, job: str, class_index: int) -> int:
+        """The scheduler's task id source: the job's next pending task row of the class."""
+        return self.jobs[int(job)].pending_rows[class_index].popleft()
+
+    # --- events -----------------------------------------------------------------------------------
+    def _apply_events(self, events: list[ExecutorEvent], now: float, wall: float) -> list[Event]:
+        applied: list[Event] = []
+        outcomes: list[tuple[int, str, int | None, str]] = []
+        touched: set[int] = set()
+        engine = self.engine
+        for ev in events:
+            if isinstance(ev, TaskFinished):
+                task = self.scheduler.tasks.get(ev.task_id)
+                if task is None:
+                    continue  # lost with its node already, or reported twice
+                row_id, job_id = ev.task_id, int(task.job)
+                info = self.jobs[job_id]
+                cancelled = self.scheduler.jobs[task.job].cancelled
+                infrastructure = ev.reason.startswith("ray:") or ev.reason.startswith("node ")
+                if ev.ok:
+                    mine = TaskFinished(row_id, True)
+                    outcomes.append((row_id, "succeeded", 0, ""))
+                elif cancelled:
+                    mine = TaskFinished(row_id, False, ev.reason)
+                    outcomes.append((row_id, "cancelled", None, ev.reason))
+                elif infrastructure or self.failures.get(row_id, 0) + 1 < self.max_attempts:
+                    if not infrastructure:
+                        self.failures[row_id] = self.failures.get(row_id, 0) + 1
+                    mine = TaskFinished(row_id, False, ev.reason)
+                    info.pending_rows[task.class_index].appendleft(row_id)
+                    outcomes.append((row_id, "pending", _exit_code(ev.reason), ev.reason))
+                else:
+                    # attempts used up: the scheduler counts the task as done (so the job
+                    # can finish); the store says failed
+                    mine = TaskFinished(row_id, True)
+                    outcomes.append((row_id, "failed", _exit_code(ev.reason), ev.reason))
+                engine.apply(mine, now)
+                applied.append(mine)
+                touched.add(job_id)
+            elif isinstance(ev, NodeLost):
+                # (the tasks' classes, read before the scheduler forgets them)
+                running = {t.task_id: (int(t.job), t.class_index) for t in self.scheduler.tasks.values()}
+                done = engine.apply(ev, now)
+                if done is None:
+                    continue
+                applied.append(ev)
+                for row_id in done.tasks:
+                    job_id, class_index = running[row_id]
+                    if self.scheduler.jobs[str(job_id)].cancelled:
+                        outcomes.append((row_id, "cancelled", None, f"node {ev.name} lost"))
+                    else:
+                        self.jobs[job_id].pending_rows[class_index].appendleft(row_id)
+                        outcomes.append((row_id, "pending", None, f"node {ev.name} lost"))
+                    touched.add(job_id)
+                log.warning("node %s lost: %d task(s) re-queued", ev.name, len(done.tasks))
+            elif isinstance(ev, NodeAdded):
+                if engine.apply(ev, now) is not None:
+                    applied.append(ev)
+        if outcomes:
+            self.store.finish_tasks(outcomes, wall)
+        for job_id in touched:
+            self._check_finished(job_id, wall)
+        return applied
+
+    def _apply_inbox(self, inbox: list, now: float, wall: float) -> list[Event]:
+        applied: list[Event] = []
+        for kind, payload in inbox:
+            if kind == "submit":
+                job_id, tenant, submitted = payload
+                arrival = self._admit(job_id, tenant, submitted, now)
+                self.engine.apply(arrival, now)
+                applied.append(arrival)
+                self._check_finished(job_id, wall)
+            elif kind == "cancel":
+                name = str(payload)
+                if name in self.scheduler.jobs:
+                    for dq in self.jobs[payload].pending_rows:
+                        dq.clear()
+                    cancel = JobCancelled(name)
+                    self.engine.apply(cancel, now)  # kills the running tasks
+                    applied.append(cancel)
+                    self._check_finished(payload, wall)
+            elif kind == "queues":
+                entries, done = payload
+                self._rebuild(entries, now)
+                done.set()
+        return applied
+
+    def _admit(self, job_id: int, tenant: str, submitted: SubmittedJob, now: float) -> JobArrived:
+        """A stored job as the scheduler sees it, with the tasks still pending in the store."""
+        pending = [deque() for _ in submitted.classes]
+        for t in self.store.tasks(job_id, state="pending"):
+            pending[t.class_index].append(t.id)
+        classes = tuple(replace(c, count=len(pending[k])) for k, c in enumerate(submitted.classes))
+        self.jobs[job_id] = _JobInfo(job_id, tenant, submitted, pending)
+        self.commands.register(str(job_id), tenant, submitted.commands)
+        return JobArrived(Job(str(job_id), submitted.queue, submitted.weight, now, classes))
+
+    def _check_finished(self, job_id: int, wall: float) -> None:
+        rt = self.scheduler.jobs.get(str(job_id))
+        if rt is not None and rt.finished_at is not None:
+            self.store.set_job_finished(job_id, wall)
+            self.commands.forget(str(job_id))
+
+    # --- queue-tree changes ---------------------------------------------------------------------
+    def _rebuild(self, entries: QueueEntries, now: float) -> None:
+        """A new queue tree: a new scheduler holding the same jobs and running tasks (each
+        adopted with its own id, in launch order)."""
+        old = self.scheduler
+        self.entries = entries
+        new = self._new_scheduler(tuple(st.node for st in old.pool.states))
+        for st in old.pool.states:
+            if not st.alive:
+                new.lose_node(st.node.name, now)
+        tasks_by_job: dict[str, list] = {}
+        for task in old.tasks.values():  # (in launch order)
+            tasks_by_job.setdefault(task.job, []).append(task)
+        for name, rt in old.jobs.items():
+            if rt.finished_at is not None or rt.cancelled and rt.running == 0:
+                continue
+            pending = [0 if rt.cancelled else int(p) for p in rt.pending]
+            classes = tuple(replace(c, count=pending[k] + rt.running_per_class[k])
+                            for k, c in enumerate(rt.job.classes))
+            new.submit(Job(name, rt.job.queue, rt.job.weight, rt.job.submit_s, classes), now)
+            for task in tasks_by_job.get(name, ()):
+                new.adopt(name, task.class_index, old.pool.name(task.node_index), now, task.task_id)
+            if rt.cancelled:
+                new.cancel(name, now)
+        self.decisions_before += old.decisions
+        self.engine = Engine(new, self.executor)
+        self.engine.mark_undecided()
+
+    def _new_scheduler(self, nodes: tuple[Node, ...]) -> Scheduler:
+        return Scheduler(self.resources, nodes, QueueTree.build(self.entries), self.policy,
+                         placement=self.placement, task_ids=self._next_row)
+
+
+def _exit_code(reason: str) -> int | None:
+    if reason.startswith("exit status "):
+        try:
+            return int(reason.split()[2].rstrip(":"))
+        except (IndexError, ValueError):
+            return None
+    return None

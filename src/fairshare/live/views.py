@@ -1,0 +1,119 @@
+"""What the live service shows: ``/v1/status``, ``/v1/queues``, ``/v1/history``.
+
+Everything here is read from the engine's snapshot (``engine.snapshot``: per job, queue
+and node usage, rolled up the queue tree by the engine) plus the fair shares, which are
+the policy's static allocation of the jobs in the system. Nothing here changes the
+scheduler; the scheduling thread refreshes the throttled parts (fair shares, history)
+after each pass, under the service's lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from dataclasses import replace
+
+from fairshare.engine.scheduler import Scheduler
+from fairshare.engine.snapshot import Snapshot
+from fairshare.model.cluster import Cluster
+from fairshare.model.jobs import Job
+from fairshare.model.queues import ROOT
+from fairshare.model.scenario import Scenario
+from fairshare.policies import Policy
+
+log = logging.getLogger(__name__)
+
+HISTORY_SAMPLES = 1200  # at one sample per 0.5 s: the last 10 minutes
+HISTORY_EVERY_S = 0.5
+FAIR_SHARE_EVERY_S = 0.5
+
+
+def status_doc(snapshot: Snapshot, scheduler: Scheduler, fair: dict[str, float], *, policy: str,
+               wall: float, decisions_total: int) -> dict:
+    """The ``/v1/status`` document."""
+    resources = scheduler.resources
+    capacity = snapshot.capacity
+    tree = scheduler.queues
+    queues = {}
+    for path, q in snapshot.queues.items():
+        queues[path] = {"weight": tree[path].weight, "current_dominant_share": q.dominant_share,
+                        "fair_dominant_share": fair.get(path, 0.0),
+                        "running_tasks": q.running, "pending_tasks": snapshot.pending_queues[path]}
+    nodes = [{"name": n.name, "alive": n.alive, "capacity": dict(zip(resources, n.capacity)),
+              "used": dict(zip(resources, n.used))} for n in snapshot.nodes]
+    cluster = snapshot.cluster
+    return {
+        "time": wall,
+        "policy": policy,
+        "resources": list(resources),
+        "capacity": dict(zip(resources, capacity)),
+        "utilization": {r: (u / c if c > 0 else 0.0) for r, u, c in zip(resources, cluster.usage, capacity)},
+        "queues": queues,
+        "pending_tasks": snapshot.pending,
+        "running_tasks": cluster.running,
+        "decisions_total": decisions_total,
+        "nodes": nodes,
+    }
+
+
+class FairShares:
+    """The policy's static (divisible) allocation of the jobs in the system, each capped
+    at the tasks it still has to run: the share each queue is entitled to now, by the
+    same policy code that schedules. Recomputed when a job arrives or leaves, a task
+    finishes or the capacity or queue tree changes (at most every ``FAIR_SHARE_EVERY_S``)."""
+
+    def __init__(self, policy: Policy):
+        self.policy = policy
+        self.shares: dict[str, float] = {}
+        self.key: tuple | None = None
+        self.at = -math.inf  # when last computed (service clock)
+
+    def invalidate(self) -> None:
+        self.key = None
+
+    def refresh(self, scheduler: Scheduler, entries: tuple, now: float) -> None:
+        # the jobs in the system and what each still has to run (pending + running tasks)
+        active = tuple(sorted((name, tuple(int(p) + n for p, n in zip(rt.pending, rt.running_per_class)))
+                              for name, rt in scheduler.jobs.items() if rt.finished_at is None and not rt.cancelled))
+        key = (active, scheduler.pool.total_capacity, entries)
+        if key != self.key and now - self.at >= FAIR_SHARE_EVERY_S:
+            self.shares = self._compute(scheduler, active)
+            self.key = key
+            self.at = now
+
+    def _compute(self, sch: Scheduler, active: tuple[tuple[str, tuple[int, ...]], ...]) -> dict[str, float]:
+        if not active:
+            return {}
+        capacity = sch.pool.total_capacity
+        nodes = tuple(st.node for st in sch.pool.states if st.alive)
+        jobs = []
+        for name, remaining in active:
+            job = sch.jobs[name].job
+            jobs.append(Job(name, job.queue, job.weight, 0.0,
+                            tuple(replace(c, count=n) for c, n in zip(job.classes, remaining))))
+        scenario = Scenario(sch.resources, Cluster(capacity, nodes, False, sch.resources), sch.queues,
+                            tuple(jobs), "live")
+        try:
+            alloc = self.policy.allocate(scenario, respect_counts=True)
+        except Exception as exc:  # noqa: BLE001 - a view must not stop scheduling
+            log.warning("fair shares not computed: %s", exc)
+            return {}
+        return {path: qa.dominant_share for path, qa in alloc.queues.items() if path != ROOT}
+
+
+class History:
+    """Utilization and queue shares sampled every ``HISTORY_EVERY_S`` (``/v1/history``)."""
+
+    def __init__(self) -> None:
+        self.samples: deque[dict] = deque(maxlen=HISTORY_SAMPLES)
+        self.at = -math.inf
+
+    def due(self, now: float, busy: bool) -> bool:
+        """A sample is due (only while tasks run, and once at the start)."""
+        return now - self.at >= HISTORY_EVERY_S and (busy or self.at < 0)
+
+    def record(self, status: dict, now: float) -> None:
+        self.at = now
+        self.samples.append({"time": status["time"], "utilization": status["utilization"],
+                             "queues": {p: q["current_dominant_share"] for p, q in status["queues"].items()}})

@@ -1,0 +1,71 @@
+"""The simulator's side of the executor seam (``engine.executor.Executor``).
+
+Starting a task samples its duration and pushes its completion (a ``TaskFinished``
+event) onto the simulator's event heap; completions come back through that heap, so
+``poll`` has nothing to report. Everything it needs comes through its constructor.
+
+Slot scheduling (policy ``slots``) places tasks by slot count, ignoring their resources,
+so a node can hold more than it has (DRF Sec. 7.2, H-DRF Sec. 5.3). We model the cost of
+that as thrashing: a task launched on a node whose over-subscription factor
+``max_r used_r / capacity_r`` (after the instant's launches) is ``f > 1`` runs ``f`` times
+longer. The factor is fixed at launch: tasks already running are not slowed further, and
+a task does not speed up when its neighbours leave. Resources the node does not have at
+all are left out of the factor (the model cannot say how slow "no GPU" is).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from fairshare.engine.events import TaskFinished
+from fairshare.engine.scheduler import Launch
+from fairshare.model.cluster import Node
+from fairshare.model.jobs import Job
+from fairshare.sim.durations import DurationSampler
+from fairshare.sim.events import TASK_END, EventQueue
+
+
+class SimulatedExecutor:
+    def __init__(self, nodes: tuple[Node, ...], events: EventQueue, durations: DurationSampler,
+                 jobs: Mapping[str, Job], clock: Callable[[], float],
+                 oversubscription: Callable[[str], float] | None = None):
+        """``clock``: the simulated now (a kill ends its task at once);
+        ``oversubscription(node)``: the node's factor now (slot scheduling only, else None)."""
+        self._nodes = tuple(nodes)
+        self.events = events
+        self.durations = durations
+        self.jobs = jobs
+        self.clock = clock
+        self.oversubscription = oversubscription
+        self.launched = 0
+        self.stretched = 0  # launched on an over-subscribed node (slots only)
+        # the over-subscription factor per node, fixed for one instant: every launch of
+        # the instant is already taken from the pool when the first one starts
+        self._stretch: dict[str, float] = {}
+        self._stretch_at: float | None = None
+
+    def nodes(self) -> tuple[Node, ...]:
+        return self._nodes
+
+    def poll(self) -> list:
+        return []
+
+    def start(self, launch: Launch, now: float) -> None:
+        duration = self.durations.sample(self.jobs[launch.job], launch.class_index)
+        if self.oversubscription is not None:
+            # thrashing model (module docstring)
+            if self._stretch_at != now:
+                self._stretch, self._stretch_at = {}, now
+            factor = self._stretch.get(launch.node)
+            if factor is None:
+                factor = self._stretch[launch.node] = self.oversubscription(launch.node)
+            if factor > 1.0:
+                duration *= factor
+                self.stretched += 1
+        self.launched += 1
+        self.events.push(now + duration, TASK_END, TaskFinished(launch.task_id))
+
+    def kill(self, task_id: int) -> None:
+        """The task ends now, failed; its scheduled completion is then void (the
+        scheduler no longer runs it)."""
+        self.events.push(self.clock(), TASK_END, TaskFinished(task_id, ok=False, reason="cancelled"))
