@@ -228,7 +228,7 @@ class Preemptor:
     fair shares and is never a victim (its fair share is taken to be what it holds).
     """
 
-    def __init__(self, config: PreemptionConfig, policy, resources: tuple[str, ...]):
+    def __init__(self, config: PreemptionConfig, policy, resources: tuple[str, ...], *, observe_only: bool = False):
         probe = Scenario(resources, Cluster(tuple(1.0 for _ in resources), (Node("probe", tuple(1.0 for _ in resources)),),
                                             True, resources), QueueTree.build([]), ())
         try:
@@ -245,6 +245,14 @@ class Preemptor:
         #: queue path -> when it was first seen starved (cleared when it is not)
         self.starved_since: dict[str, float] = {}
         self.preempted = 0  # victims so far
+        #: never plan: only measure (``time_below``), e.g. to compare a run without
+        #: preemption with one with it
+        self.observe_only = observe_only
+        #: per queue, seconds spent below its fair share by more than the tolerance while
+        #: it had demanding jobs (between decision rounds the state holds)
+        self.time_below: dict[str, float] = {}
+        self._below: set[str] = set()
+        self._observed_at: float | None = None
 
     def _refresh_fair_shares(self, sch) -> None:
         """Recompute the fair shares when the set of demanding jobs or the capacity
@@ -267,14 +275,25 @@ class Preemptor:
         self.job_fair = {} if alloc is None else {name: ja.allocation for name, ja in alloc.jobs.items()}
         self.queue_fair = {} if alloc is None else {path: qa.allocation for path, qa in alloc.queues.items()}
         # the queues that may claim (some demanding job below), with those jobs
-        self._below: dict[str, list[str]] = {}
+        self._demanding_below: dict[str, list[str]] = {}
         for name in demanding:
             for path in sch.queues.ancestors(sch.jobs[name].job.queue)[:-1]:  # (not the root)
-                self._below.setdefault(path, []).append(name)
+                self._demanding_below.setdefault(path, []).append(name)
+
+    def close(self, now: float) -> None:
+        """Count the time since the last round for the queues that were below their fair
+        share then (a run calls it at its end)."""
+        if self._observed_at is not None and now > self._observed_at:
+            for path in self._below:
+                self.time_below[path] = self.time_below.get(path, 0.0) + (now - self._observed_at)
+        self._observed_at = now if self._observed_at is None else max(now, self._observed_at)
 
     def wake_at(self) -> float | None:
-        """When the earliest starved queue may preempt (None: none is waiting): a runtime
-        whose rounds happen only at events (the simulator) holds a round then."""
+        """When the earliest starved queue may preempt (None: none is waiting, or only
+        observing): a runtime whose rounds happen only at events (the simulator) holds a
+        round then."""
+        if self.observe_only:
+            return None
         times = [since + self.config.after for since in self.starved_since.values()]
         return min(times) if times else None
 
@@ -287,27 +306,32 @@ class Preemptor:
         Cost per round when nothing is starved: one comparison per queue with demanding
         jobs (queue usage is kept by the scheduler, ``Scheduler.track_queue_usage``); the
         fair shares are recomputed only when the set of demanding jobs changes."""
+        self.close(now)
         self._refresh_fair_shares(sch)
         if not self.job_fair:
             self.starved_since.clear()
+            self._below = set()
             return []
         capacity = sch.pool.total_capacity
         zero = (0.0,) * len(capacity)
         queue_use = sch.track_queue_usage().usage
         tol = self.config.tolerance
         starved: list[tuple[float, str]] = []
-        for path in self._below:
+        below: set[str] = set()
+        for path in self._demanding_below:
             share = dominant_share(queue_use[path], capacity)
             target = dominant_share(self.queue_fair.get(path, zero), capacity)
             if share < target - tol:
+                below.add(path)
                 since = self.starved_since.setdefault(path, now)
                 if now - since >= self.config.after:
                     starved.append((share - target, path))
             else:
                 self.starved_since.pop(path, None)
-        for path in [p for p in self.starved_since if p not in self._below]:
+        self._below = below
+        for path in [p for p in self.starved_since if p not in below]:
             del self.starved_since[path]
-        if not starved or not plan_now:
+        if not starved or not plan_now or self.observe_only:
             return []
         starved.sort()
         usage: dict[str, Vector] = {}
@@ -326,7 +350,7 @@ class Preemptor:
         seen: set[str] = set()
         pool = sch.pool
         for _gap, path in starved:
-            for name in sorted(self._below[path], key=lambda n: (rho(n), sch.jobs[n].submitted_at, n)):
+            for name in sorted(self._demanding_below[path], key=lambda n: (rho(n), sch.jobs[n].submitted_at, n)):
                 rt = sch.jobs[name]
                 j = rt.shape_class
                 if name in seen or j is None or rho(name) >= 1.0:
