@@ -64,6 +64,7 @@ def http(port: int, method: str, path: str, token: str, body=None):
 
 #: per-tenant limits of the benchmark's config: high enough that the submission benchmark
 #: measures the service, not the (default) rate limit
+TASKS_PER_JOB = int(os.environ.get("BENCH_TASKS_PER_JOB", "1"))
 BENCH_LIMITS = {"submit_rate": 100_000, "submit_burst": 100_000, "max_pending_tasks": 1_000_000}
 
 
@@ -74,9 +75,8 @@ def start_serve(tmp: Path, port: int, server_src: str | None = None, limits: boo
     if limits:
         doc["auth"]["limits"] = dict(BENCH_LIMITS)
     (tmp / "cluster.yaml").write_text(yaml.safe_dump(doc))
-    env = dict(os.environ)
-    if server_src:
-        env["PYTHONPATH"] = server_src
+    # this tree's sources unless told otherwise (the subprocess runs in tmp: no relative path)
+    env = {**os.environ, "PYTHONPATH": str(Path(server_src).resolve()) if server_src else str(ROOT / "src")}
     proc = subprocess.Popen([sys.executable, "-m", "fairshare", "serve", "--config", str(tmp / "cluster.yaml"),
                              "--db", str(tmp / "fs.db"), "--port", str(port), "--policy", "hdrf"],
                             cwd=tmp, stdout=open(tmp / "serve.log", "w"), stderr=subprocess.STDOUT,
@@ -182,7 +182,7 @@ async def _submitter(port: int, token: str, queue: str, prefix: str, count: int,
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         for i in range(count):
-            body = json.dumps({"jobs": [job(f"{prefix}-{i}", queue, 1, {"cpu": 1}, ["true"])]}).encode()
+            body = json.dumps({"jobs": [job(f"{prefix}-{i}", queue, TASKS_PER_JOB, {"cpu": 1}, ["true"])]}).encode()
             head = (f"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
                     f"Content-Type: application/json\r\nIdempotency-Key: {uuid.uuid4()}\r\n"
                     f"Content-Length: {len(body)}\r\n\r\n").encode()

@@ -211,16 +211,42 @@ class LiveService:
         With ``idempotency_key``, a request this tenant sent before with the same key and
         the same body gets that request's ids again (``replayed``) and creates nothing; the
         same key with another body is refused (422, field ``Idempotency-Key``)."""
-        fingerprint = None
-        if idempotency_key is not None:
-            fingerprint = body_fingerprint(body)
-            seen = self.store.idempotent_result(principal.name, idempotency_key)
-            if seen is not None:
-                if seen[0] != fingerprint:
-                    raise submission_refusal(IdempotencyConflict(idempotency_key, seen[1]))
-                done: Future = Future()
-                done.set_result((seen[1], True))
-                return done
+        fingerprint = None if idempotency_key is None else body_fingerprint(body)
+        try:
+            jobs = self._validate(principal, body)
+        except LiveError:
+            # the writer answers a retry of a committed request (same key, same body) in
+            # its transaction; only a retry that no longer validates (a node went down, a
+            # queue changed since) needs the look-up here, so the common path has none
+            if idempotency_key is not None:
+                seen = self.store.idempotent_result(principal.name, idempotency_key)
+                if seen is not None:
+                    if seen[0] != fingerprint:
+                        raise submission_refusal(IdempotencyConflict(idempotency_key, seen[1])) from None
+                    done: Future = Future()
+                    done.set_result((seen[1], True))
+                    return done
+            raise
+        limits = None if principal.admin else self.auth.limits_of(principal.name)
+        rows = [(job.name, job.queue, job.weight, job.spec, [(c.name, int(c.count or 0)) for c in job.classes])
+                for job in jobs]
+        tasks = sum(count for *_head, classes in rows for _name, count in classes)
+        if limits is not None and tasks > limits.max_pending_tasks:
+            raise LiveError(422, FieldError("jobs", f"{tasks} tasks in one request, more than tenant "
+                                                    f"{principal.name!r} may have pending "
+                                                    f"(max_pending_tasks {limits.max_pending_tasks})"))
+
+        def arrived(ids: list[int]) -> None:  # in the writer thread, right after the commit
+            with self._wake:
+                for job_id, job in zip(ids, jobs):
+                    self._inbox.append(("submit", (job_id, principal.name, job)))
+                self._wake.notify_all()
+
+        return self.store.submit(Submission(principal.name, rows, self.wall_clock(), idempotency_key, fingerprint,
+                                            None if limits is None else limits.max_pending_tasks, arrived))
+
+    def _validate(self, principal: Principal, body: Any) -> list[SubmittedJob]:
+        """The request's jobs, or ``LiveError`` 422 (limits, loader) / 403 (grants)."""
         problems = request_problems(body)
         if problems:
             raise LiveError(422, problems)
@@ -239,23 +265,7 @@ class LiveService:
                    for i, job in enumerate(jobs) if not principal.may_use_queue(job.queue)]
         if refused:
             raise LiveError(403, refused)
-        limits = None if principal.admin else self.auth.limits_of(principal.name)
-        rows = [(job.name, job.queue, job.weight, job.spec, [(c.name, int(c.count or 0)) for c in job.classes])
-                for job in jobs]
-        tasks = sum(count for *_head, classes in rows for _name, count in classes)
-        if limits is not None and tasks > limits.max_pending_tasks:
-            raise LiveError(422, FieldError("jobs", f"{tasks} tasks in one request, more than tenant "
-                                                    f"{principal.name!r} may have pending "
-                                                    f"(max_pending_tasks {limits.max_pending_tasks})"))
-
-        def arrived(ids: list[int]) -> None:  # in the writer thread, right after the commit
-            with self._wake:
-                for job_id, job in zip(ids, jobs):
-                    self._inbox.append(("submit", (job_id, principal.name, job)))
-                self._wake.notify_all()
-
-        return self.store.submit(Submission(principal.name, rows, self.wall_clock(), idempotency_key, fingerprint,
-                                            None if limits is None else limits.max_pending_tasks, arrived))
+        return jobs
 
     def cancel(self, principal: Principal, job_id: int) -> dict:
         row = self.store.job(job_id)

@@ -39,6 +39,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,13 +207,13 @@ class Store:
         self._pending: dict[str, int] = {}
         self._tenant_of: dict[int, str] = {}
         self._recount()
-        # a second connection for the idempotency look-up of a request: in WAL mode it
-        # reads the last commit without waiting for the writer's transaction
-        self._reader: sqlite3.Connection | None = None
-        if self.path != ":memory:":
-            self._reader = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            self._reader.execute("PRAGMA busy_timeout=5000")
-        self._reader_lock = threading.Lock()
+        # reads go through a connection of the reading thread's own: in WAL mode it reads
+        # the last commit without waiting for a write transaction (the writer's batch, the
+        # loop's updates) to end; every public method is one transaction, so a read always
+        # sees every commit made before it. (":memory:" is one database per connection:
+        # there, reads share the writing connection and its lock.)
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
         self._queue: queue.SimpleQueue[Submission | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._writer_start = threading.Lock()
@@ -248,9 +249,26 @@ class Store:
             self._writer.join(timeout=30)
         with self._lock:
             self._db.close()
-        if self._reader is not None:
-            with self._reader_lock:
-                self._reader.close()
+            for reader in self._readers:
+                reader.close()
+            self._readers.clear()
+
+    @contextmanager
+    def _reading(self):
+        """A connection to read from (see ``__init__``)."""
+        if self.path == ":memory:":
+            with self._lock:
+                yield self._db
+            return
+        reader = getattr(self._local, "db", None)
+        if reader is None:
+            reader = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            reader.row_factory = sqlite3.Row
+            reader.execute("PRAGMA busy_timeout=5000")
+            self._local.db = reader
+            with self._lock:
+                self._readers.append(reader)
+        yield reader
 
     def _recount(self) -> None:
         with self._lock:
@@ -327,14 +345,9 @@ class Store:
 
     def idempotent_result(self, tenant: str, key: str) -> tuple[str, list[int]] | None:
         """``(fingerprint, job ids)`` of the committed request ``tenant`` sent with ``key``."""
-        if self._reader is None:
-            with self._lock:
-                row = self._db.execute("SELECT fingerprint, job_ids FROM idempotency_keys WHERE tenant=? AND "
-                                       "key=?", (tenant, key)).fetchone()
-        else:
-            with self._reader_lock:
-                row = self._reader.execute("SELECT fingerprint, job_ids FROM idempotency_keys WHERE tenant=? "
-                                           "AND key=?", (tenant, key)).fetchone()
+        with self._reading() as db:
+            row = db.execute("SELECT fingerprint, job_ids FROM idempotency_keys WHERE tenant=? AND key=?",
+                             (tenant, key)).fetchone()
         return (row[0], json.loads(row[1])) if row else None
 
     def _write_loop(self) -> None:
@@ -418,8 +431,8 @@ class Store:
         return ids, False
 
     def job(self, job_id: int) -> JobRow | None:
-        with self._lock:
-            row = self._db.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
+        with self._reading() as db:
+            row = db.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
         return _job(row) if row else None
 
     def jobs(self, tenant: str | None = None, *, unfinished_only: bool = False) -> list[JobRow]:
@@ -432,8 +445,8 @@ class Store:
             where.append("finished_at IS NULL")
         if where:
             sql += " WHERE " + " AND ".join(where)
-        with self._lock:
-            rows = self._db.execute(sql + " ORDER BY id", args).fetchall()
+        with self._reading() as db:
+            rows = db.execute(sql + " ORDER BY id", args).fetchall()
         return [_job(r) for r in rows]
 
     def task_counts(self, job_ids: Iterable[int] | None = None) -> dict[int, dict[str, int]]:
@@ -447,8 +460,8 @@ class Store:
             sql += f" WHERE job_id IN ({','.join('?' * len(ids))})"
             args = ids
         out: dict[int, dict[str, int]] = {}
-        with self._lock:
-            for job_id, state, n in self._db.execute(sql + " GROUP BY job_id, state", args):
+        with self._reading() as db:
+            for job_id, state, n in db.execute(sql + " GROUP BY job_id, state", args):
                 out.setdefault(job_id, {})[state] = n
         return out
 
@@ -462,8 +475,8 @@ class Store:
             args.append(state)
         if where:
             sql += " WHERE " + " AND ".join(where)
-        with self._lock:
-            rows = self._db.execute(sql + " ORDER BY id", args).fetchall()
+        with self._reading() as db:
+            rows = db.execute(sql + " ORDER BY id", args).fetchall()
         return [TaskRow(**dict(r)) for r in rows]
 
     # --- transitions (the scheduling loop) ---------------------------------------------------
@@ -534,12 +547,12 @@ class Store:
             db.execute("INSERT INTO queue_changes(time, change) VALUES(?, ?)", (now, json.dumps(change, sort_keys=True)))
 
     def queue_changes(self) -> list[dict]:
-        with self._lock:
-            return [json.loads(r[0]) for r in self._db.execute("SELECT change FROM queue_changes ORDER BY id")]
+        with self._reading() as db:
+            return [json.loads(r[0]) for r in db.execute("SELECT change FROM queue_changes ORDER BY id")]
 
     def events(self, limit: int = 1000) -> list[dict]:
-        with self._lock:
-            rows = self._db.execute("SELECT * FROM events ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+        with self._reading() as db:
+            rows = db.execute("SELECT * FROM events ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
         return [dict(r) for r in reversed(rows)]
 
 
