@@ -188,3 +188,30 @@ def test_the_writer_answers_a_repeated_key_with_the_first_ids(tmp_path):
     assert store.idempotent_result("alice", "k") == ("fp1", first[0])
     assert len(store.jobs()) == 2
     store.close()
+
+
+def test_a_task_of_a_cancelled_job_never_goes_back_to_pending(tmp_path):
+    store = Store(tmp_path / "fs.db")
+    (job_id,) = store.add_jobs([("a", "ads", 1.0, "alice", SPEC, [("main", 2)])], now=0.0)
+    t1, _t2 = (t.id for t in store.tasks(job_id))
+    store.mark_running([(t1, "n1")], now=1.0)
+    store.cancel_job(job_id, now=2.0)
+    # the running task fails before the scheduling loop has seen the cancel: the loop
+    # asks for it to be re-queued, the store ends it (its job is cancelled)
+    store.finish_tasks([(t1, "pending", 1, "exit status 1")], now=3.0)
+    assert store.task_counts([job_id]) == {job_id: {"cancelled": 2}}
+    assert store.pending_tasks("alice") == 0
+
+
+def test_a_submission_given_up_before_the_writer_takes_it_is_not_stored(tmp_path):
+    from concurrent.futures import Future
+
+    from fairshare.live.store import Submission
+
+    store = Store(tmp_path / "fs.db")
+    abandoned: Future = Future()
+    abandoned.cancel()  # what asyncio does to the future when the request's task is cancelled
+    store.submit(Submission("alice", [("gone", "ads", 1.0, SPEC, [("main", 1)])], 0.0, future=abandoned))
+    kept = store.submit(Submission("alice", [("kept", "ads", 1.0, SPEC, [("main", 1)])], 0.0)).result(timeout=10)
+    assert [j.name for j in store.jobs()] == ["kept"] and kept[0] == [store.jobs()[0].id]
+    assert store.pending_tasks("alice") == 1

@@ -366,7 +366,18 @@ class Store:
                     break
                 batch.append(item)
                 tasks += item.tasks
-            self._write_batch(batch)
+            # a submission whose waiter gave up before the writer took it (its future
+            # was cancelled) is dropped, not stored: nobody was told it was accepted.
+            # From here on its future cannot be cancelled, so it will be answered.
+            batch = [item for item in batch if item.future.set_running_or_notify_cancel()]
+            try:
+                if batch:
+                    self._write_batch(batch)
+            except BaseException as exc:  # noqa: BLE001 - the writer must outlive any one batch
+                log.exception("the submission writer failed on a batch")
+                for item in batch:
+                    if not item.future.done():
+                        item.future.set_exception(exc)
             if stop:
                 return
 
@@ -497,13 +508,19 @@ class Store:
 
     def finish_tasks(self, outcomes: Sequence[tuple[int, str, int | None, str]], now: float) -> None:
         """``(task row id, new state, exit code, message)`` for running tasks, one transaction.
-        ``pending`` puts a task back in the queue (keeping its attempt count)."""
+        ``pending`` puts a task back in the queue (keeping its attempt count), unless its
+        job is cancelled: then the task is ``cancelled``."""
         deltas: dict[str, int] = {}
         with self._tx() as db:
             for task_id, state, exit_code, message in outcomes:
                 if state not in TASK_STATES:
                     raise ValueError(f"unknown task state {state!r}")
-                before = db.execute("SELECT state, job_id FROM tasks WHERE id=?", (task_id,)).fetchone()
+                before = db.execute("SELECT t.state, t.job_id, j.cancelled FROM tasks t JOIN jobs j ON "
+                                    "j.id = t.job_id WHERE t.id=?", (task_id,)).fetchone()
+                if state == "pending" and before is not None and before[2]:
+                    # the job was cancelled (cancel_job ended its pending tasks) before the
+                    # loop saw the cancel: a task coming back must not be pending again
+                    state = "cancelled"
                 if before is not None and (before[0] == "pending") != (state == "pending"):
                     tenant = self._tenant(db, before[1])
                     deltas[tenant] = deltas.get(tenant, 0) + (1 if state == "pending" else -1)
