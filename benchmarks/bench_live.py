@@ -21,7 +21,8 @@ Three numbers:
    connections (asyncio, one request in flight per connection, each with an
    ``Idempotency-Key``) each send ``--per-client`` one-task jobs as fast as the answers
    come, on a cluster filled by a blocker job (so every submitted task stays pending and
-   the scheduling loop still takes each arrival). Reported: submissions/s over the wall
+   the scheduling loop still takes each arrival; ``--tasks-per-job 0``: jobs of no
+   task, which end as they are admitted, so no backlog builds up). Reported: submissions/s over the wall
    time, client-side latency p50/p99/max, every status seen; then a check that every job
    acknowledged with 201 is in ``GET /v1/jobs`` (nothing acknowledged lost, no duplicate).
    ``--server-src DIR`` runs serve from another source tree (e.g. the code before a
@@ -29,7 +30,7 @@ Three numbers:
    per-tenant limits out of the config, for a serve that does not know them).
 
 Usage: ``python benchmarks/bench_live.py [--tasks N] [--samples N] [--only submit]
-[--clients 32] [--per-client 200] [--server-src DIR] [--base-config]``.
+[--clients 32] [--per-client 200] [--tasks-per-job 1] [--server-src DIR] [--base-config]``.
 """
 
 from __future__ import annotations
@@ -64,7 +65,6 @@ def http(port: int, method: str, path: str, token: str, body=None):
 
 #: per-tenant limits of the benchmark's config: high enough that the submission benchmark
 #: measures the service, not the (default) rate limit
-TASKS_PER_JOB = int(os.environ.get("BENCH_TASKS_PER_JOB", "1"))
 BENCH_LIMITS = {"submit_rate": 100_000, "submit_burst": 100_000, "max_pending_tasks": 1_000_000}
 
 
@@ -176,13 +176,13 @@ def service_only(tasks: int) -> dict:
                 "cluster_cpus": 128}
 
 
-async def _submitter(port: int, token: str, queue: str, prefix: str, count: int,
+async def _submitter(port: int, token: str, queue: str, prefix: str, count: int, tasks_per_job: int,
                      latencies: list[float], statuses: dict[int, int], ids: list[int]) -> None:
     """One keep-alive HTTP/1.1 connection sending ``count`` submissions back to back."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         for i in range(count):
-            body = json.dumps({"jobs": [job(f"{prefix}-{i}", queue, TASKS_PER_JOB, {"cpu": 1}, ["true"])]}).encode()
+            body = json.dumps({"jobs": [job(f"{prefix}-{i}", queue, tasks_per_job, {"cpu": 1}, ["true"])]}).encode()
             head = (f"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
                     f"Content-Type: application/json\r\nIdempotency-Key: {uuid.uuid4()}\r\n"
                     f"Content-Length: {len(body)}\r\n\r\n").encode()
@@ -207,7 +207,7 @@ async def _submitter(port: int, token: str, queue: str, prefix: str, count: int,
         writer.close()
 
 
-def submissions(port: int, clients: int, per_client: int) -> dict:
+def submissions(port: int, clients: int, per_client: int, tasks_per_job: int = 1) -> dict:
     """Submissions/s and latency of ``clients`` keep-alive connections (module doc, 4)."""
     latencies: list[float] = []
     statuses: dict[int, int] = {}
@@ -217,7 +217,7 @@ def submissions(port: int, clients: int, per_client: int) -> dict:
         t0 = time.perf_counter()
         await asyncio.gather(*(
             _submitter(port, (ALICE, BOB)[c % 2], ("ads.prod", "dev")[c % 2], f"c{c}", per_client,
-                       latencies, statuses, ids) for c in range(clients)))
+                       tasks_per_job, latencies, statuses, ids) for c in range(clients)))
         return time.perf_counter() - t0
 
     elapsed = asyncio.run(run())
@@ -230,17 +230,18 @@ def submissions(port: int, clients: int, per_client: int) -> dict:
             "duplicate_ids": len(ids) - len(set(ids))}
 
 
-def submission_benchmark(port: int, clients: int, per_client: int) -> None:
+def submission_benchmark(port: int, clients: int, per_client: int, tasks_per_job: int = 1) -> None:
     # fill every CPU with a long task, so the submitted tasks stay pending (the loop still
     # admits each arrival and tries to place it)
     (blocker,) = http(port, "POST", "/v1/jobs", ADMIN,
                       {"jobs": [job("blocker", "dev", 8, {"cpu": 1}, ["sleep", "600"])]})["ids"]
     print(f"uptime: {os.getloadavg()}")
-    print(f"warm-up (2 clients x 50): {json.dumps(submissions(port, 2, 50))}")
+    print(f"jobs of {tasks_per_job} task(s) each")
+    print(f"warm-up (2 clients x 50): {json.dumps(submissions(port, 2, 50, tasks_per_job))}")
     print(f"uptime: {os.getloadavg()}")
-    print(f"submissions, 1 client: {json.dumps(submissions(port, 1, per_client))}")
+    print(f"submissions, 1 client: {json.dumps(submissions(port, 1, per_client, tasks_per_job))}")
     print(f"uptime: {os.getloadavg()}")
-    print(f"submissions, {clients} clients: {json.dumps(submissions(port, clients, per_client))}")
+    print(f"submissions, {clients} clients: {json.dumps(submissions(port, clients, per_client, tasks_per_job))}")
     print(f"uptime: {os.getloadavg()}")
     http(port, "POST", f"/v1/jobs/{blocker}/cancel", ADMIN)
 
@@ -259,6 +260,8 @@ def main() -> None:
                         help="run only the submission benchmark (4 in the module doc)")
     parser.add_argument("--clients", type=int, default=32, help="keep-alive connections submitting (default 32)")
     parser.add_argument("--per-client", type=int, default=200, help="submissions per connection (default 200)")
+    parser.add_argument("--tasks-per-job", type=int, default=1,
+                        help="tasks in each submitted job (default 1; 0: jobs that end at once, no backlog)")
     parser.add_argument("--server-src", default=None, metavar="DIR",
                         help="run serve with PYTHONPATH=DIR (another source tree, e.g. the code before a change)")
     parser.add_argument("--base-config", action="store_true",
@@ -274,7 +277,7 @@ def main() -> None:
         print(f"serve up (local Ray cluster of 3 nodes) in {time.monotonic() - t0:.1f} s")
         try:
             if args.only == "submit":
-                submission_benchmark(port, args.clients, args.per_client)
+                submission_benchmark(port, args.clients, args.per_client, args.tasks_per_job)
                 return
             lat = latency(port, tmp, args.samples)
             for name, v in lat.items():
@@ -284,7 +287,7 @@ def main() -> None:
             # node (cold); the second reuses them (warm, the steady state of a busy service)
             print(f"end to end through Ray, cold workers: {json.dumps(throughput(port, args.tasks))}")
             print(f"end to end through Ray, warm workers: {json.dumps(throughput(port, args.tasks))}")
-            submission_benchmark(port, args.clients, args.per_client)
+            submission_benchmark(port, args.clients, args.per_client, args.tasks_per_job)
         finally:
             stop(proc)
 
