@@ -306,3 +306,15 @@ def test_limits_default_then_tenant_override():
     assert auth.limits_of("bob") == TenantLimits(max_pending_tasks=DEFAULT_LIMITS.max_pending_tasks,
                                                  submit_rate=5.0, submit_burst=DEFAULT_LIMITS.submit_burst)
     assert auth.limits_of("admin") is None
+
+
+@pytest.mark.parametrize("amount", ["Infinity", "-Infinity", "NaN", "1e400"])
+def test_a_demand_that_is_not_finite_is_422(api, amount):
+    client, _, _ = api
+    # Python's JSON reader takes these literals (1e400 overflows to inf); none is a demand
+    raw = ('{"jobs": [{"name": "a", "queue": "ads", "tasks": [{"demand": {"cpu": ' + amount + '}, "count": 1, '
+           '"command": "true"}]}]}')
+    r = client.post("/v1/jobs", content=raw.encode(), headers={**H(ALICE), "Content-Type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert fields(r) == ["jobs[0].tasks[0].demand.cpu"]
+    assert nothing_stored(client)
