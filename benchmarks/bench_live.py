@@ -28,9 +28,12 @@ Three numbers:
    ``--server-src DIR`` runs serve from another source tree (e.g. the code before a
    change: ``--server-src /work/base/src --base-config``; ``--base-config`` leaves the
    per-tenant limits out of the config, for a serve that does not know them).
+   ``--no-ray``: the same service and HTTP server in a subprocess, on the executor seam
+   without Ray (``live_helpers.ManualExecutor``: tasks start and never finish), so the
+   Ray cluster's own processes take no CPU from the measurement.
 
 Usage: ``python benchmarks/bench_live.py [--tasks N] [--samples N] [--only submit]
-[--clients 32] [--per-client 200] [--tasks-per-job 1] [--server-src DIR] [--base-config]``.
+[--clients 32] [--per-client 200] [--tasks-per-job 1] [--no-ray] [--server-src DIR] [--base-config]``.
 """
 
 from __future__ import annotations
@@ -68,7 +71,8 @@ def http(port: int, method: str, path: str, token: str, body=None):
 BENCH_LIMITS = {"submit_rate": 100_000, "submit_burst": 100_000, "max_pending_tasks": 1_000_000}
 
 
-def start_serve(tmp: Path, port: int, server_src: str | None = None, limits: bool = True) -> subprocess.Popen:
+def start_serve(tmp: Path, port: int, server_src: str | None = None, limits: bool = True,
+                ray: bool = True) -> subprocess.Popen:
     import yaml
 
     doc = config_doc()
@@ -77,9 +81,12 @@ def start_serve(tmp: Path, port: int, server_src: str | None = None, limits: boo
     (tmp / "cluster.yaml").write_text(yaml.safe_dump(doc))
     # this tree's sources unless told otherwise (the subprocess runs in tmp: no relative path)
     env = {**os.environ, "PYTHONPATH": str(Path(server_src).resolve()) if server_src else str(ROOT / "src")}
-    proc = subprocess.Popen([sys.executable, "-m", "fairshare", "serve", "--config", str(tmp / "cluster.yaml"),
-                             "--db", str(tmp / "fs.db"), "--port", str(port), "--policy", "hdrf"],
-                            cwd=tmp, stdout=open(tmp / "serve.log", "w"), stderr=subprocess.STDOUT,
+    if ray:
+        argv = [sys.executable, "-m", "fairshare", "serve", "--config", str(tmp / "cluster.yaml"),
+                "--db", str(tmp / "fs.db"), "--port", str(port), "--policy", "hdrf"]
+    else:
+        argv = [sys.executable, str(Path(__file__).resolve()), "--serve-without-ray", str(tmp), str(port)]
+    proc = subprocess.Popen(argv, cwd=tmp, stdout=open(tmp / "serve.log", "w"), stderr=subprocess.STDOUT,
                             start_new_session=True, env=env)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -246,7 +253,37 @@ def submission_benchmark(port: int, clients: int, per_client: int, tasks_per_job
     http(port, "POST", f"/v1/jobs/{blocker}/cancel", ADMIN)
 
 
+def serve_without_ray(tmp: Path, port: int) -> None:
+    """``--no-ray``'s server (run as its own process): serve's service, app and socket on
+    ``ManualExecutor``, from whichever source tree ``PYTHONPATH`` names."""
+    import socket
+
+    import uvicorn
+
+    from fairshare.live import cli
+    from fairshare.live.api import create_app
+    from fairshare.live.config import load_config
+    from fairshare.live.service import LiveService
+    from fairshare.live.store import Store
+
+    config = load_config(tmp / "cluster.yaml")
+    service = LiveService(config, Store(tmp / "fs.db"), ManualExecutor(config.nodes), policy="hdrf")
+    service.start()
+    if hasattr(cli, "tune_gc"):  # as this tree's serve does
+        cli.tune_gc()
+    # the socket as this tree's serve makes it (before the TCP_NODELAY fix: create_server)
+    listen = getattr(cli, "listen_socket", None)
+    sock = listen("127.0.0.1", port) if listen else socket.create_server(("127.0.0.1", port))
+    try:
+        uvicorn.Server(uvicorn.Config(create_app(service), log_level="warning")).run(sockets=[sock])
+    finally:
+        service.stop()
+
+
 def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--serve-without-ray":
+        serve_without_ray(Path(sys.argv[2]), int(sys.argv[3]))
+        return
     try:
         import fastapi  # noqa: F401
         import ray  # noqa: F401
@@ -262,6 +299,8 @@ def main() -> None:
     parser.add_argument("--per-client", type=int, default=200, help="submissions per connection (default 200)")
     parser.add_argument("--tasks-per-job", type=int, default=1,
                         help="tasks in each submitted job (default 1; 0: jobs that end at once, no backlog)")
+    parser.add_argument("--no-ray", action="store_true",
+                        help="serve on an executor without Ray (submission benchmark only)")
     parser.add_argument("--server-src", default=None, metavar="DIR",
                         help="run serve with PYTHONPATH=DIR (another source tree, e.g. the code before a change)")
     parser.add_argument("--base-config", action="store_true",
@@ -273,8 +312,11 @@ def main() -> None:
         tmp = Path(d)
         port = free_port()
         t0 = time.monotonic()
-        proc = start_serve(tmp, port, args.server_src, limits=not args.base_config)
-        print(f"serve up (local Ray cluster of 3 nodes) in {time.monotonic() - t0:.1f} s")
+        if args.no_ray and args.only != "submit":
+            parser.error("--no-ray needs --only submit (the other numbers are about Ray)")
+        proc = start_serve(tmp, port, args.server_src, limits=not args.base_config, ray=not args.no_ray)
+        print(f"serve up ({'no Ray' if args.no_ray else 'local Ray cluster of 3 nodes'}) in "
+              f"{time.monotonic() - t0:.1f} s")
         try:
             if args.only == "submit":
                 submission_benchmark(port, args.clients, args.per_client, args.tasks_per_job)

@@ -137,6 +137,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                               max_attempts=args.max_attempts)
         app = create_app(service)
         service.start()
+        tune_gc()
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
         names = ", ".join(n.name for n in executor.nodes())
         print(f"fairshare serve: policy {args.policy}, nodes {names}, db {args.db}", file=sys.stderr)
@@ -148,6 +149,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
         executor.shutdown()
         store.close()
     return EXIT_OK
+
+
+#: the garbage collector's thresholds while serving (Python's default: 700, 10, 10)
+SERVE_GC_THRESHOLDS = (10_000, 20, 20)
+
+
+def tune_gc() -> None:
+    """Make the cyclic garbage collector pause serve less often, for less.
+
+    Every request leaves some cyclic garbage (asyncio and FastAPI objects), and with the
+    default thresholds a full collection ran every few hundred submissions and walked
+    everything alive, the modules loaded at start (Ray, FastAPI, pydantic) included:
+    140-190 ms with every thread stopped, the tail latency of a submission burst. So the
+    objects alive once serve is up are frozen (never collected: they are not garbage)
+    and the young generation is collected after 10,000 net allocations instead of 700.
+    Measured on the submission benchmark without Ray (``bench_live.py --only submit
+    --no-ray``, 32 clients): 428/s with a p99 of 422 ms before, 1,500/s with 54 ms after,
+    at the same machine load."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*SERVE_GC_THRESHOLDS)
 
 
 def listen_socket(host: str, port: int):
