@@ -17,13 +17,29 @@ Three numbers:
 3. **service-only decisions/s**: the same service loop (store, scheduler, policy) on a
    no-op executor that finishes every task at once, in process, without HTTP or Ray:
    what fairshare itself costs per decision (the SQLite commits included).
+4. **submissions/s** through ``POST /v1/jobs``: ``--clients`` keep-alive HTTP/1.1
+   connections (asyncio, one request in flight per connection, each with an
+   ``Idempotency-Key``) each send ``--per-client`` one-task jobs as fast as the answers
+   come, on a cluster filled by a blocker job (so every submitted task stays pending and
+   the scheduling loop still takes each arrival; ``--tasks-per-job 0``: jobs of no
+   task, which end as they are admitted, so no backlog builds up). Reported: submissions/s over the wall
+   time, client-side latency p50/p99/max, every status seen; then a check that every job
+   acknowledged with 201 is in ``GET /v1/jobs`` (nothing acknowledged lost, no duplicate).
+   ``--server-src DIR`` runs serve from another source tree (e.g. the code before a
+   change: ``--server-src /work/base/src --base-config``; ``--base-config`` leaves the
+   per-tenant limits out of the config, for a serve that does not know them).
+   ``--no-ray``: the same service and HTTP server in a subprocess, on the executor seam
+   without Ray (``live_helpers.ManualExecutor``: tasks start and never finish), so the
+   Ray cluster's own processes take no CPU from the measurement.
 
-Usage: ``python benchmarks/bench_live.py [--tasks N] [--samples N]``.
+Usage: ``python benchmarks/bench_live.py [--tasks N] [--samples N] [--only submit]
+[--clients 32] [--per-client 200] [--tasks-per-job 1] [--no-ray] [--server-src DIR] [--base-config]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import signal
@@ -33,6 +49,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,14 +66,28 @@ def http(port: int, method: str, path: str, token: str, body=None):
         return json.loads(resp.read())
 
 
-def start_serve(tmp: Path, port: int) -> subprocess.Popen:
+#: per-tenant limits of the benchmark's config: high enough that the submission benchmark
+#: measures the service, not the (default) rate limit
+BENCH_LIMITS = {"submit_rate": 100_000, "submit_burst": 100_000, "max_pending_tasks": 1_000_000}
+
+
+def start_serve(tmp: Path, port: int, server_src: str | None = None, limits: bool = True,
+                ray: bool = True) -> subprocess.Popen:
     import yaml
 
-    (tmp / "cluster.yaml").write_text(yaml.safe_dump(config_doc()))
-    proc = subprocess.Popen([sys.executable, "-m", "fairshare", "serve", "--config", str(tmp / "cluster.yaml"),
-                             "--db", str(tmp / "fs.db"), "--port", str(port), "--policy", "hdrf"],
-                            cwd=tmp, stdout=open(tmp / "serve.log", "w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    doc = config_doc()
+    if limits:
+        doc["auth"]["limits"] = dict(BENCH_LIMITS)
+    (tmp / "cluster.yaml").write_text(yaml.safe_dump(doc))
+    # this tree's sources unless told otherwise (the subprocess runs in tmp: no relative path)
+    env = {**os.environ, "PYTHONPATH": str(Path(server_src).resolve()) if server_src else str(ROOT / "src")}
+    if ray:
+        argv = [sys.executable, "-m", "fairshare", "serve", "--config", str(tmp / "cluster.yaml"),
+                "--db", str(tmp / "fs.db"), "--port", str(port), "--policy", "hdrf"]
+    else:
+        argv = [sys.executable, str(Path(__file__).resolve()), "--serve-without-ray", str(tmp), str(port)]
+    proc = subprocess.Popen(argv, cwd=tmp, stdout=open(tmp / "serve.log", "w"), stderr=subprocess.STDOUT,
+                            start_new_session=True, env=env)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -152,7 +183,107 @@ def service_only(tasks: int) -> dict:
                 "cluster_cpus": 128}
 
 
+async def _submitter(port: int, token: str, queue: str, prefix: str, count: int, tasks_per_job: int,
+                     latencies: list[float], statuses: dict[int, int], ids: list[int]) -> None:
+    """One keep-alive HTTP/1.1 connection sending ``count`` submissions back to back."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        for i in range(count):
+            body = json.dumps({"jobs": [job(f"{prefix}-{i}", queue, tasks_per_job, {"cpu": 1}, ["true"])]}).encode()
+            head = (f"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
+                    f"Content-Type: application/json\r\nIdempotency-Key: {uuid.uuid4()}\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n").encode()
+            t0 = time.perf_counter()
+            writer.write(head + body)
+            status_line = await reader.readline()
+            length = 0
+            while True:
+                line = await reader.readline()
+                if line in (b"\r\n", b""):
+                    break
+                name, _, value = line.decode("latin-1").partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value.strip())
+            payload = await reader.readexactly(length)
+            latencies.append(time.perf_counter() - t0)
+            status = int(status_line.split()[1])
+            statuses[status] = statuses.get(status, 0) + 1
+            if status == 201:
+                ids.extend(json.loads(payload)["ids"])
+    finally:
+        writer.close()
+
+
+def submissions(port: int, clients: int, per_client: int, tasks_per_job: int = 1) -> dict:
+    """Submissions/s and latency of ``clients`` keep-alive connections (module doc, 4)."""
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    ids: list[int] = []
+
+    async def run() -> float:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(
+            _submitter(port, (ALICE, BOB)[c % 2], ("ads.prod", "dev")[c % 2], f"c{c}", per_client,
+                       tasks_per_job, latencies, statuses, ids) for c in range(clients)))
+        return time.perf_counter() - t0
+
+    elapsed = asyncio.run(run())
+    listed = {j["id"] for j in http(port, "GET", "/v1/jobs", ADMIN)}
+    return {"clients": clients, "submissions": len(latencies), "seconds": round(elapsed, 2),
+            "submissions_per_s": round(len(latencies) / elapsed, 1),
+            "p50_ms": round(1000 * pct(latencies, 0.50), 2), "p99_ms": round(1000 * pct(latencies, 0.99), 2),
+            "max_ms": round(1000 * max(latencies), 2), "statuses": statuses,
+            "acknowledged": len(ids), "acknowledged_missing_from_store": len(set(ids) - listed),
+            "duplicate_ids": len(ids) - len(set(ids))}
+
+
+def submission_benchmark(port: int, clients: int, per_client: int, tasks_per_job: int = 1) -> None:
+    # fill every CPU with a long task, so the submitted tasks stay pending (the loop still
+    # admits each arrival and tries to place it)
+    (blocker,) = http(port, "POST", "/v1/jobs", ADMIN,
+                      {"jobs": [job("blocker", "dev", 8, {"cpu": 1}, ["sleep", "600"])]})["ids"]
+    print(f"uptime: {os.getloadavg()}")
+    print(f"jobs of {tasks_per_job} task(s) each")
+    print(f"warm-up (2 clients x 50): {json.dumps(submissions(port, 2, 50, tasks_per_job))}")
+    print(f"uptime: {os.getloadavg()}")
+    print(f"submissions, 1 client: {json.dumps(submissions(port, 1, per_client, tasks_per_job))}")
+    print(f"uptime: {os.getloadavg()}")
+    print(f"submissions, {clients} clients: {json.dumps(submissions(port, clients, per_client, tasks_per_job))}")
+    print(f"uptime: {os.getloadavg()}")
+    http(port, "POST", f"/v1/jobs/{blocker}/cancel", ADMIN)
+
+
+def serve_without_ray(tmp: Path, port: int) -> None:
+    """``--no-ray``'s server (run as its own process): serve's service, app and socket on
+    ``ManualExecutor``, from whichever source tree ``PYTHONPATH`` names."""
+    import socket
+
+    import uvicorn
+
+    from fairshare.live import cli
+    from fairshare.live.api import create_app
+    from fairshare.live.config import load_config
+    from fairshare.live.service import LiveService
+    from fairshare.live.store import Store
+
+    config = load_config(tmp / "cluster.yaml")
+    service = LiveService(config, Store(tmp / "fs.db"), ManualExecutor(config.nodes), policy="hdrf")
+    service.start()
+    if hasattr(cli, "tune_gc"):  # as this tree's serve does
+        cli.tune_gc()
+    # the socket as this tree's serve makes it (before the TCP_NODELAY fix: create_server)
+    listen = getattr(cli, "listen_socket", None)
+    sock = listen("127.0.0.1", port) if listen else socket.create_server(("127.0.0.1", port))
+    try:
+        uvicorn.Server(uvicorn.Config(create_app(service), log_level="warning")).run(sockets=[sock])
+    finally:
+        service.stop()
+
+
 def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--serve-without-ray":
+        serve_without_ray(Path(sys.argv[2]), int(sys.argv[3]))
+        return
     try:
         import fastapi  # noqa: F401
         import ray  # noqa: F401
@@ -162,15 +293,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=400, help="backlog for the end-to-end rate (default 400)")
     parser.add_argument("--samples", type=int, default=20, help="latency samples (default 20)")
+    parser.add_argument("--only", choices=("submit",), default=None,
+                        help="run only the submission benchmark (4 in the module doc)")
+    parser.add_argument("--clients", type=int, default=32, help="keep-alive connections submitting (default 32)")
+    parser.add_argument("--per-client", type=int, default=200, help="submissions per connection (default 200)")
+    parser.add_argument("--tasks-per-job", type=int, default=1,
+                        help="tasks in each submitted job (default 1; 0: jobs that end at once, no backlog)")
+    parser.add_argument("--no-ray", action="store_true",
+                        help="serve on an executor without Ray (submission benchmark only)")
+    parser.add_argument("--server-src", default=None, metavar="DIR",
+                        help="run serve with PYTHONPATH=DIR (another source tree, e.g. the code before a change)")
+    parser.add_argument("--base-config", action="store_true",
+                        help="no per-tenant limits in the config (for a serve that does not know them)")
     args = parser.parse_args()
-    print(f"service only (no Ray, no HTTP): {json.dumps(service_only(4000))}")
+    if args.only is None:
+        print(f"service only (no Ray, no HTTP): {json.dumps(service_only(4000))}")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         port = free_port()
         t0 = time.monotonic()
-        proc = start_serve(tmp, port)
-        print(f"serve up (local Ray cluster of 3 nodes) in {time.monotonic() - t0:.1f} s")
+        if args.no_ray and args.only != "submit":
+            parser.error("--no-ray needs --only submit (the other numbers are about Ray)")
+        proc = start_serve(tmp, port, args.server_src, limits=not args.base_config, ray=not args.no_ray)
+        print(f"serve up ({'no Ray' if args.no_ray else 'local Ray cluster of 3 nodes'}) in "
+              f"{time.monotonic() - t0:.1f} s")
         try:
+            if args.only == "submit":
+                submission_benchmark(port, args.clients, args.per_client, args.tasks_per_job)
+                return
             lat = latency(port, tmp, args.samples)
             for name, v in lat.items():
                 print(f"submit-to-start {name:8s}: median {v['median_ms']:.1f} ms, p95 {v['p95_ms']:.1f} ms, "
@@ -179,6 +329,7 @@ def main() -> None:
             # node (cold); the second reuses them (warm, the steady state of a busy service)
             print(f"end to end through Ray, cold workers: {json.dumps(throughput(port, args.tasks))}")
             print(f"end to end through Ray, warm workers: {json.dumps(throughput(port, args.tasks))}")
+            submission_benchmark(port, args.clients, args.per_client, args.tasks_per_job)
         finally:
             stop(proc)
 

@@ -278,3 +278,98 @@ def test_parse_auth_alone_collects_every_problem():
     # and, with no valid tenant left and no admin, that nobody could use the service
     assert {e.path for e in errors} == {"auth.tenants[0].name", "auth.tenants[0].token_sha256",
                                         "auth.tenants[0].queues", "auth"}
+
+
+# --- Idempotency-Key ----------------------------------------------------------------------------------
+def test_a_retried_submission_with_the_same_key_creates_nothing_new(api):
+    client, svc, _ = api
+    body = {"jobs": [job("a", "ads", 2, {"cpu": 1}), job("b", "ads.prod", 1, {"cpu": 1})]}
+    first = client.post("/v1/jobs", json=body, headers={**H(ALICE), "Idempotency-Key": "k-1"})
+    assert first.status_code == 201, first.text
+    again = client.post("/v1/jobs", json=body, headers={**H(ALICE), "Idempotency-Key": "k-1"})
+    # the same answer: status and body
+    assert (again.status_code, again.json()) == (201, first.json())
+    assert [j["id"] for j in client.get("/v1/jobs", headers=H(ALICE)).json()] == first.json()["ids"]
+    assert svc.store.pending_tasks("alice") == 3  # 2 + 1, counted once
+    # a new key is a new request
+    other = client.post("/v1/jobs", json=body, headers={**H(ALICE), "Idempotency-Key": "k-2"})
+    assert other.status_code == 201 and set(other.json()["ids"]).isdisjoint(first.json()["ids"])
+
+
+def test_the_same_key_with_another_body_is_422_naming_the_header(api):
+    client, _, _ = api
+    r1 = client.post("/v1/jobs", json={"jobs": [job("a", "ads", 1, {"cpu": 1})]},
+                     headers={**H(ALICE), "Idempotency-Key": "k"})
+    r2 = client.post("/v1/jobs", json={"jobs": [job("a", "ads", 2, {"cpu": 1})]},
+                     headers={**H(ALICE), "Idempotency-Key": "k"})
+    assert r2.status_code == 422, r2.text
+    assert r2.json()["error"]["field"] == "Idempotency-Key"
+    assert str(r1.json()["ids"][0]) in r2.json()["error"]["reason"]
+    assert len(client.get("/v1/jobs", headers=H(ALICE)).json()) == 1
+
+
+def test_keys_belong_to_their_tenant(api):
+    client, _, _ = api
+    a = client.post("/v1/jobs", json={"jobs": [job("a", "ads", 1, {"cpu": 1})]},
+                    headers={**H(ALICE), "Idempotency-Key": "shared"})
+    b = client.post("/v1/jobs", json={"jobs": [job("b", "dev", 1, {"cpu": 1})]},
+                    headers={**H(BOB), "Idempotency-Key": "shared"})
+    assert (a.status_code, b.status_code) == (201, 201)
+    assert a.json()["ids"] != b.json()["ids"]
+
+
+@pytest.mark.parametrize("key", [b"", b"has space", b"x" * 256, "caf\u00e9".encode("latin-1")])
+def test_a_malformed_key_is_422_naming_the_header(api, key):
+    client, _, _ = api
+    r = client.post("/v1/jobs", json={"jobs": [job("a", "ads", 1, {"cpu": 1})]},
+                    headers={**H(ALICE), "Idempotency-Key": key})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] == "Idempotency-Key"
+    assert client.get("/v1/jobs", headers=H(ALICE)).json() == []
+
+
+def test_concurrent_retries_with_one_key_create_the_jobs_once(api):
+    from concurrent.futures import ThreadPoolExecutor
+
+    client, _, _ = api
+    body = {"jobs": [job("a", "ads", 1, {"cpu": 1})]}
+
+    def post(_):
+        return client.post("/v1/jobs", json=body, headers={**H(ALICE), "Idempotency-Key": "race"})
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(post, range(16)))
+    assert {r.status_code for r in answers} == {201}
+    assert len({tuple(r.json()["ids"]) for r in answers}) == 1
+    assert len(client.get("/v1/jobs", headers=H(ALICE)).json()) == 1
+
+
+def test_a_key_is_remembered_across_a_restart(tmp_path):
+    config = make_config()
+    svc = LiveService(config, Store(tmp_path / "fs.db"), ManualExecutor(config.nodes), policy="hdrf")
+    svc.recover()
+    alice = config.auth.authenticate(ALICE)
+    body = {"jobs": [job("a", "ads", 1, {"cpu": 1})]}
+    ids = svc.submit(alice, body, idempotency_key="k")
+    svc.store.close()
+    again = LiveService(config, Store(tmp_path / "fs.db"), ManualExecutor(config.nodes), policy="hdrf")
+    again.recover()
+    assert again.submit(alice, body, idempotency_key="k") == ids
+    assert [r.id for r in again.store.jobs()] == ids
+
+
+def test_a_retry_that_no_longer_validates_still_gets_the_first_answer(api):
+    client, svc, executor = api
+    # 3 CPUs: only cpu-node (4 CPUs) can hold it
+    body = {"jobs": [job("big", "ads", 1, {"cpu": 3})]}
+    first = client.post("/v1/jobs", json=body, headers={**H(ALICE), "Idempotency-Key": "k"})
+    assert first.status_code == 201, first.text
+    svc.step()
+    executor.lose("cpu-node")
+    svc.step()
+    # now the same request without a key is refused: no node up can hold the task ...
+    fresh = client.post("/v1/jobs", json=body, headers=H(ALICE))
+    assert fresh.status_code == 422 and fresh.json()["error"]["field"] == "jobs[0].tasks[0].demand"
+    # ... but the retry of the accepted one gets its answer again
+    again = client.post("/v1/jobs", json=body, headers={**H(ALICE), "Idempotency-Key": "k"})
+    assert (again.status_code, again.json()) == (201, first.json())

@@ -154,3 +154,91 @@ def test_client_errors_without_a_server(tmp_path, capsys, monkeypatch):
     assert "cannot reach" in capsys.readouterr().err
     assert main(["submit", str(tmp_path / "missing.yaml"), "--server", "http://x", "--token", ALICE]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+# --- submit: one Idempotency-Key per invocation, retried after a lost answer -------------------------
+def test_submit_retries_a_lost_answer_with_the_same_key(server, tmp_path, capsys, monkeypatch):
+    import urllib.error
+
+    from fairshare.live import cli
+
+    url, svc = server
+    real_urlopen = cli.urllib.request.urlopen
+    sent: list[tuple[str | None, int]] = []
+    failures = {"left": 2}
+
+    def flaky(req, timeout):
+        # the server gets the request and commits it, but the answer is lost: what a
+        # crash or a cut connection after the commit looks like to the client
+        try:
+            answer = real_urlopen(req, timeout=timeout)
+            sent.append((req.get_header("Idempotency-key"), answer.status))
+        except urllib.error.HTTPError as exc:
+            sent.append((req.get_header("Idempotency-key"), exc.code))
+            raise
+        if failures["left"]:
+            failures["left"] -= 1
+            answer.close()
+            raise urllib.error.URLError(ConnectionResetError("connection reset by peer"))
+        return answer
+
+    waits: list[float] = []
+    monkeypatch.setattr(cli.urllib.request, "urlopen", flaky)
+    monkeypatch.setattr(cli, "_sleep", waits.append)
+    jobfile = write(tmp_path / "jobs.yaml", {"jobs": [job("etl", "ads.prod", 3, {"cpu": 1})]})
+    assert main(["submit", jobfile, "--server", url, "--token", ALICE]) == 0
+    out = capsys.readouterr()
+    assert out.out.split() == ["1"]
+    assert "retrying in 0.5 s" in out.err and "retrying in 1 s" in out.err
+    assert waits == [0.5, 1.0]  # RETRY_FIRST_S, doubled
+    # three requests, one key, all answered 201 with the same job: one job stored
+    assert len(sent) == 3 and len({key for key, _ in sent}) == 1 and sent[0][0]
+    assert {status for _, status in sent} == {201}
+    assert [j.id for j in svc.store.jobs()] == [1]
+    # a new invocation is a new key: a new job
+    assert main(["submit", jobfile, "--server", url, "--token", ALICE]) == 0
+    assert capsys.readouterr().out.split() == ["2"]
+
+
+def test_submit_gives_up_after_its_retries(tmp_path, capsys, monkeypatch):
+    from fairshare.live import cli
+
+    waits: list[float] = []
+    monkeypatch.setattr(cli, "_sleep", waits.append)
+    jobfile = write(tmp_path / "jobs.yaml", {"jobs": [job("etl", "ads.prod", 1, {"cpu": 1})]})
+    port = free_port()  # nothing listens there
+    assert main(["submit", jobfile, "--server", f"http://127.0.0.1:{port}", "--token", ALICE,
+                 "--retries", "3"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot reach" in err and "after 3 retries" in err
+    assert waits == [0.5, 1.0, 2.0]
+
+
+def test_the_listening_socket_gives_connections_tcp_nodelay():
+    """asyncio sets TCP_NODELAY on an accepted connection only if the listening socket
+    says it is TCP (proto IPPROTO_TCP); ``socket.create_server`` leaves proto 0."""
+    import asyncio
+    import socket
+
+    from fairshare.live.cli import listen_socket
+
+    async def accepted_nodelay(sock) -> int:
+        seen: list[int] = []
+
+        async def handle(reader, writer):
+            seen.append(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(handle, sock=sock)
+        _reader, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+        for _ in range(100):
+            if seen:
+                break
+            await asyncio.sleep(0.01)
+        writer.close()
+        server.close()
+        return seen[0]
+
+    assert asyncio.run(accepted_nodelay(listen_socket("127.0.0.1", 0))) != 0
+    # the way serve made its socket before: no TCP_NODELAY (the delayed-ACK stall)
+    assert asyncio.run(accepted_nodelay(socket.create_server(("127.0.0.1", 0)))) == 0

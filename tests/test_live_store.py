@@ -98,3 +98,120 @@ def test_not_a_database_is_refused(tmp_path):
 ])
 def test_job_state_from_task_states(cancelled, counts, state):
     assert job_state(cancelled, counts) == state
+
+
+# --- schema 1 -> 2, pending counts, the submission writer ----------------------------------------------
+
+
+def test_a_version_1_database_is_upgraded_in_place(tmp_path):
+    from fairshare.live import store as store_module
+
+    # a version-1 database: the tables of version 2 without idempotency_keys, version '1'
+    v1 = store_module._SCHEMA[:store_module._SCHEMA.index("CREATE TABLE IF NOT EXISTS idempotency_keys")]
+    raw = sqlite3.connect(tmp_path / "v1.db")
+    raw.executescript(v1 + "INSERT INTO meta(key, value) VALUES('schema_version', '1');"
+                           "INSERT INTO jobs(name, queue, weight, tenant, spec, submitted_at) "
+                           "VALUES('old', 'ads', 1.0, 'alice', '{}', 0.0);"
+                           "INSERT INTO tasks(job_id, class_index, class_name, ordinal, state) "
+                           "VALUES(1, 0, 'main', 0, 'pending');")
+    raw.close()
+    store = Store(tmp_path / "v1.db")
+    assert store.job(1).name == "old"  # kept
+    assert store.pending_tasks("alice") == 1  # counted from the rows
+    raw = sqlite3.connect(tmp_path / "v1.db")
+    assert raw.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "2"
+    assert raw.execute("SELECT count(*) FROM idempotency_keys").fetchone()[0] == 0
+
+
+def test_pending_counts_follow_every_transition(tmp_path):
+    store = Store(tmp_path / "fs.db")
+    (a,) = store.add_jobs([("a", "ads", 1.0, "alice", SPEC, [("main", 4)])], now=0.0)
+    (b,) = store.add_jobs([("b", "dev", 1.0, "bob", SPEC, [("main", 2)])], now=0.0)
+    assert (store.pending_tasks("alice"), store.pending_tasks("bob")) == (4, 2)
+    t1, t2, t3, _t4 = (t.id for t in store.tasks(a))
+    store.mark_running([(t1, "n1"), (t2, "n1"), (t3, "n1")], now=1.0)  # 4 - 3 = 1
+    assert store.pending_tasks("alice") == 1
+    store.finish_tasks([(t1, "succeeded", 0, ""), (t2, "pending", 1, "exit status 1")], now=2.0)  # t2 back: 2
+    assert store.pending_tasks("alice") == 2
+    store.cancel_job(a, now=3.0)  # the 2 pending ones end; t3 is still running
+    assert store.pending_tasks("alice") == 0
+    store.close()
+    # the counts are the rows': a new store counts the same
+    again = Store(tmp_path / "fs.db")
+    assert (again.pending_tasks("alice"), again.pending_tasks("bob")) == (0, 2)
+    assert again.requeue_running(now=4.0) == [t3]  # a restart: running -> pending
+    assert again.pending_tasks("alice") == 1
+    assert b
+
+
+def test_the_writer_commits_concurrent_submissions_and_keeps_the_cap(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fairshare.live.store import PendingCapExceeded, Submission
+
+    store = Store(tmp_path / "fs.db")
+    committed: list[list[int]] = []
+
+    def submit(k):
+        # 2 tasks each, cap 10: 5 of the 8 fit, whatever the batches
+        future = store.submit(Submission("alice", [(f"j{k}", "ads", 1.0, SPEC, [("main", 2)])], now=0.0,
+                                         max_pending=10, on_commit=committed.append))
+        try:
+            return future.result(timeout=10)
+        except PendingCapExceeded as exc:
+            return exc
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(submit, range(8)))
+    accepted = [r for r in results if not isinstance(r, Exception)]
+    refused = [r for r in results if isinstance(r, PendingCapExceeded)]
+    assert (len(accepted), len(refused)) == (5, 3)
+    assert all(not replayed for _ids, replayed in accepted)
+    assert sorted(i for ids, _ in accepted for i in ids) == sorted(i for ids in committed for i in ids)
+    assert store.pending_tasks("alice") == 10 and len(store.jobs()) == 5
+    assert all((r.pending, r.adding, r.cap) == (10, 2, 10) for r in refused)
+    store.close()
+
+
+def test_the_writer_answers_a_repeated_key_with_the_first_ids(tmp_path):
+    from fairshare.live.store import IdempotencyConflict, Submission
+
+    store = Store(tmp_path / "fs.db")
+    first = store.submit(Submission("alice", [("a", "ads", 1.0, SPEC, [("main", 1)])], 0.0, "k", "fp1")).result()
+    again = store.submit(Submission("alice", [("a", "ads", 1.0, SPEC, [("main", 1)])], 0.0, "k", "fp1")).result()
+    assert (first[1], again) == (False, (first[0], True))
+    with pytest.raises(IdempotencyConflict):
+        store.submit(Submission("alice", [("b", "ads", 1.0, SPEC, [("main", 1)])], 0.0, "k", "fp2")).result()
+    # another tenant's key of the same name is another key
+    other = store.submit(Submission("bob", [("c", "dev", 1.0, SPEC, [("main", 1)])], 0.0, "k", "fp1")).result()
+    assert other[1] is False and other[0] != first[0]
+    assert store.idempotent_result("alice", "k") == ("fp1", first[0])
+    assert len(store.jobs()) == 2
+    store.close()
+
+
+def test_a_task_of_a_cancelled_job_never_goes_back_to_pending(tmp_path):
+    store = Store(tmp_path / "fs.db")
+    (job_id,) = store.add_jobs([("a", "ads", 1.0, "alice", SPEC, [("main", 2)])], now=0.0)
+    t1, _t2 = (t.id for t in store.tasks(job_id))
+    store.mark_running([(t1, "n1")], now=1.0)
+    store.cancel_job(job_id, now=2.0)
+    # the running task fails before the scheduling loop has seen the cancel: the loop
+    # asks for it to be re-queued, the store ends it (its job is cancelled)
+    store.finish_tasks([(t1, "pending", 1, "exit status 1")], now=3.0)
+    assert store.task_counts([job_id]) == {job_id: {"cancelled": 2}}
+    assert store.pending_tasks("alice") == 0
+
+
+def test_a_submission_given_up_before_the_writer_takes_it_is_not_stored(tmp_path):
+    from concurrent.futures import Future
+
+    from fairshare.live.store import Submission
+
+    store = Store(tmp_path / "fs.db")
+    abandoned: Future = Future()
+    abandoned.cancel()  # what asyncio does to the future when the request's task is cancelled
+    store.submit(Submission("alice", [("gone", "ads", 1.0, SPEC, [("main", 1)])], 0.0, future=abandoned))
+    kept = store.submit(Submission("alice", [("kept", "ads", 1.0, SPEC, [("main", 1)])], 0.0)).result(timeout=10)
+    assert [j.name for j in store.jobs()] == ["kept"] and kept[0] == [store.jobs()[0].id]
+    assert store.pending_tasks("alice") == 1

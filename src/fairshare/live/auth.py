@@ -9,23 +9,48 @@ compared in constant time (``hmac.compare_digest``) against every known hash.
   cancels only its own jobs, and reads the queue shares and the cluster status.
 - The admin sees and cancels every job, may submit to any queue, and may change queue
   weights and add queues at run time (``PUT /v1/queues``).
+
+Per-tenant limits (``TenantLimits``), so that no tenant can crowd out the others: at
+most ``max_pending_tasks`` tasks waiting to start, and ``POST /v1/jobs`` requests at
+``submit_rate`` per second on average with bursts of ``submit_burst`` (a token bucket).
+``auth.limits`` sets the defaults, a tenant's own ``limits`` overrides any of them. The
+admin (the operator) has none.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import re
+import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fairshare.model.errors import FieldError
 
 ADMIN = "admin"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-AUTH_KEYS = {"admin_token_sha256", "admin_token", "tenants"}
-TENANT_KEYS = {"name", "token_sha256", "token", "queues"}
+AUTH_KEYS = {"admin_token_sha256", "admin_token", "tenants", "limits"}
+TENANT_KEYS = {"name", "token_sha256", "token", "queues", "limits"}
+
+
+@dataclass(frozen=True)
+class TenantLimits:
+    """What one tenant may have waiting and how fast it may submit (module docstring)."""
+
+    #: tasks of the tenant's jobs that are pending (not started); a submission that would
+    #: go over it is refused with 429 until some of them start, finish or are cancelled
+    max_pending_tasks: int = 100_000
+    #: ``POST /v1/jobs`` requests per second, sustained (token bucket refill rate)
+    submit_rate: float = 100.0
+    #: requests that may come at once after a quiet spell (token bucket size)
+    submit_burst: int = 200
+
+
+DEFAULT_LIMITS = TenantLimits()
+LIMIT_KEYS = {"max_pending_tasks", "submit_rate", "submit_burst"}
 
 
 def token_hash(token: str) -> str:
@@ -50,6 +75,27 @@ class Principal:
         return self.admin or tenant == self.name
 
 
+class SubmitRateLimiter:
+    """A token bucket per tenant (``TenantLimits.submit_rate``, ``submit_burst``): a
+    request takes a token; a tenant without one is told how long until it has one. The
+    clock is given (``now``, seconds, monotonic), so the arithmetic is testable."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[str, tuple[float, float]] = {}  # tenant -> (tokens, at)
+        self._lock = threading.Lock()
+
+    def take(self, tenant: str, limits: TenantLimits, now: float) -> float:
+        """0 when the request may go ahead (a token taken), else seconds until a token."""
+        with self._lock:
+            tokens, at = self._buckets.get(tenant, (float(limits.submit_burst), now))
+            tokens = min(float(limits.submit_burst), tokens + max(0.0, now - at) * limits.submit_rate)
+            if tokens >= 1.0:
+                self._buckets[tenant] = (tokens - 1.0, now)
+                return 0.0
+            self._buckets[tenant] = (tokens, now)
+            return (1.0 - tokens) / limits.submit_rate
+
+
 class AuthError(Exception):
     """401: no token, or a token nobody holds."""
 
@@ -58,6 +104,13 @@ class AuthError(Exception):
 class AuthConfig:
     admin_hash: str | None
     tenants: tuple[tuple[str, str, tuple[str, ...]], ...]  # (name, token hash, granted queues)
+    limits: Mapping[str, TenantLimits] = field(default_factory=dict)  # tenant name -> its limits
+
+    def limits_of(self, tenant: str) -> TenantLimits | None:
+        """The tenant's limits; ``None`` for the admin (unlimited)."""
+        if tenant == ADMIN:
+            return None
+        return self.limits.get(tenant, DEFAULT_LIMITS)
 
     def authenticate(self, token: str | None) -> Principal:
         if not token:
@@ -87,8 +140,10 @@ def parse_auth(raw: Any, queue_paths: set[str], errors: list[FieldError]) -> Aut
         if key not in AUTH_KEYS:
             errors.append(FieldError(f"auth.{key}", f"unknown key (allowed: {', '.join(sorted(AUTH_KEYS))})"))
     admin_hash = _hash_or_token(raw, "admin_token_sha256", "admin_token", "auth", errors, required=False)
+    defaults = _parse_limits(raw.get("limits"), DEFAULT_LIMITS, "auth.limits", errors)
     tenants_raw = raw.get("tenants", [])
     tenants: list[tuple[str, str, tuple[str, ...]]] = []
+    limits: dict[str, TenantLimits] = {}
     if not isinstance(tenants_raw, list):
         errors.append(FieldError("auth.tenants", "must be a list of tenants"))
         tenants_raw = []
@@ -127,11 +182,34 @@ def parse_auth(raw: Any, queue_paths: set[str], errors: list[FieldError]) -> Aut
                     errors.append(FieldError(f"{p}.queues[{k}]", f"unknown queue {q!r} (queues: {known})"))
                 else:
                     granted.append(q)
+        limits[name] = _parse_limits(t.get("limits"), defaults, f"{p}.limits", errors)
         if h is not None:
             tenants.append((name, h, tuple(granted)))
     if admin_hash is None and not tenants:
         errors.append(FieldError("auth", "no admin token and no tenants: nobody could use the service"))
-    return AuthConfig(admin_hash, tuple(tenants))
+    return AuthConfig(admin_hash, tuple(tenants), limits)
+
+
+def _parse_limits(raw: Any, base: TenantLimits, path: str, errors: list[FieldError]) -> TenantLimits:
+    """``{max_pending_tasks, submit_rate, submit_burst}``, each optional (``base`` fills in)."""
+    if raw is None:
+        return base
+    if not isinstance(raw, Mapping):
+        errors.append(FieldError(path, f"must be a mapping with any of {', '.join(sorted(LIMIT_KEYS))}"))
+        return base
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        p = f"{path}.{key}"
+        if key not in LIMIT_KEYS:
+            errors.append(FieldError(p, f"unknown key (allowed: {', '.join(sorted(LIMIT_KEYS))})"))
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value <= 0:
+            errors.append(FieldError(p, f"must be a positive number, got {value!r}"))
+        elif key != "submit_rate" and value != int(value):
+            errors.append(FieldError(p, f"must be a whole number, got {value!r}"))
+        else:
+            values[key] = float(value) if key == "submit_rate" else int(value)
+    return replace(base, **values)
 
 
 def _hash_or_token(raw: Mapping, hash_key: str, token_key: str, path: str, errors: list[FieldError], *,

@@ -3,8 +3,13 @@
 Both are validated by the scenario loader (``model.loader.parse_scenario``), so a job sent
 to ``POST /v1/jobs`` is checked exactly like a job in a scenario file and its problems
 carry the same paths (``jobs[0].tasks[0].demand.gpu``). What only the live service needs
-is checked here: a ``command`` on every task class, a finite ``count``, and the ``auth``
-section.
+is checked here: a ``command`` on every task class, a finite ``count``, demands the
+executor can represent (``DEMAND_RESOLUTION``), and the ``auth`` section.
+
+``request_problems`` holds the limits of what one tenant's request may carry (sizes,
+weights, text that is valid Unicode without NUL characters), checked at the edge before
+anything else looks at a request, so no request can make the service misbehave for the
+other tenants (docs/live.md, "Limits of a request").
 """
 
 from __future__ import annotations
@@ -26,6 +31,19 @@ from fairshare.model.queues import ROOT, QueueTree
 CONFIG_KEYS = {"resources", "cluster", "queues", "auth"}
 #: one request creates at most this many task rows (a bound on what one call can cost)
 MAX_TASKS_PER_REQUEST = 100_000
+#: Ray keeps resource amounts in fixed point with 4 decimals: a demand above 0 that
+#: rounds to 0 there is no demand to Ray, which then refuses every start of the task
+#: (and the task would be re-queued forever). Demands are 0 or at least this.
+DEMAND_RESOLUTION = 0.0001
+#: a job's weight is in (0, MAX_WEIGHT]: shares divide by weights, and a weight of 1e308
+#: makes every other job's share 0 (or overflows a sum of weights to inf)
+MAX_WEIGHT = 1e6
+#: characters in a job name, a task class name, a queue path or a constraint key or value
+MAX_NAME_CHARS = 256
+#: characters in one task class's command (the string, or all arguments of the list)
+MAX_COMMAND_CHARS = 64 * 1024
+#: bytes in one request body (checked from the headers and while reading, before parsing)
+MAX_BODY_BYTES = 8 * 1024 * 1024
 #: the entries of a queue tree: (dotted path, weight, order), parents before children
 QueueEntries = tuple[tuple[str, float, str], ...]
 
@@ -144,6 +162,7 @@ def parse_jobs(data: Any, resources: tuple[str, ...], nodes: tuple[Node, ...], q
             cmd = _command(tc, tp, errors)
             if cmd is not None:
                 cmds.append(cmd)
+            _check_resolution(tc.get("demand"), f"{tp}.demand", errors)
             count = tc.get("count")
             if count is None:
                 errors.append(FieldError(f"{tp}.count", "is required for a live job (a task class runs a "
@@ -173,6 +192,97 @@ def parse_jobs(data: Any, resources: tuple[str, ...], nodes: tuple[Node, ...], q
         out.append(SubmittedJob(job.name, job.queue, job.weight, job.classes,
                                 tuple(cmds), dict(raw)))
     return out
+
+
+def _check_resolution(demand: Any, path: str, errors: list[FieldError]) -> None:
+    """Each amount is 0 or at least ``DEMAND_RESOLUTION`` (the loader checks the rest:
+    numbers, finite, not negative)."""
+    if not isinstance(demand, Mapping):
+        return
+    for key, value in demand.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+                and 0 < value and round(value, 4) == 0:
+            errors.append(FieldError(f"{path}.{key}", f"must be 0 or at least {DEMAND_RESOLUTION:g} (the "
+                                                      f"executor's resource precision), got {value!r}"))
+
+
+def request_problems(body: Any) -> list[FieldError]:
+    """What a ``{"jobs": [...]}`` request may not carry, whatever it means (module
+    docstring): NUL characters or lone surrogates in any string or key, names longer than
+    ``MAX_NAME_CHARS``, commands longer than ``MAX_COMMAND_CHARS``, weights above
+    ``MAX_WEIGHT``. Each problem names its field; an empty list is a request within limits."""
+    errors: list[FieldError] = []
+    _check_text(body, "", errors)
+    jobs = body.get("jobs") if isinstance(body, Mapping) else None
+    for i, jb in enumerate(jobs if isinstance(jobs, list) else []):
+        if not isinstance(jb, Mapping):
+            continue
+        p = f"jobs[{i}]"
+        for key in ("name", "queue"):
+            _check_length(jb.get(key), f"{p}.{key}", MAX_NAME_CHARS, errors)
+        weight = jb.get("weight")
+        if isinstance(weight, (int, float)) and not isinstance(weight, bool) and weight > MAX_WEIGHT:
+            errors.append(FieldError(f"{p}.weight", f"must be at most {MAX_WEIGHT:g}, got {weight!r}"))
+        tasks = jb.get("tasks")
+        for k, tc in enumerate(tasks if isinstance(tasks, list) else []):
+            if not isinstance(tc, Mapping):
+                continue
+            tp = f"{p}.tasks[{k}]"
+            _check_length(tc.get("class"), f"{tp}.class", MAX_NAME_CHARS, errors)
+            cmd = tc.get("command")
+            size = len(cmd) if isinstance(cmd, str) else \
+                sum(len(a) for a in cmd if isinstance(a, str)) if isinstance(cmd, list) else 0
+            if size > MAX_COMMAND_CHARS:
+                errors.append(FieldError(f"{tp}.command", f"must be at most {MAX_COMMAND_CHARS} characters, "
+                                                          f"got {size}"))
+            constraints = tc.get("constraints")
+            if isinstance(constraints, Mapping):
+                for key, allowed in constraints.items():
+                    cp = f"{tp}.constraints"
+                    _check_length(key, cp, MAX_NAME_CHARS, errors, what="a key")
+                    for value in allowed if isinstance(allowed, list) else [allowed]:
+                        _check_length(value, f"{cp}.{key}", MAX_NAME_CHARS, errors)
+    return _sorted(list(dict.fromkeys(errors)))
+
+
+def _check_length(value: Any, path: str, limit: int, errors: list[FieldError], what: str = "") -> None:
+    if isinstance(value, str) and len(value) > limit:
+        errors.append(FieldError(path, f"{what + ' ' if what else ''}must be at most {limit} characters, "
+                                       f"got {len(value)}"))
+
+
+def _check_text(value: Any, path: str, errors: list[FieldError]) -> None:
+    """Every string and key: no NUL (a command cannot carry one, SQLite text ends there for
+    some readers) and no lone surrogate (not Unicode text: it cannot be stored or sent
+    back as UTF-8). The message does not echo the string."""
+    if isinstance(value, str):
+        reason = _text_problem(value)
+        if reason:
+            errors.append(FieldError(path, reason))
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            sub = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str):
+                reason = _text_problem(key)
+                if reason:
+                    errors.append(FieldError(path, f"a key {reason}"))
+                    continue  # the key cannot be part of a field path either
+            _check_text(item, sub, errors)
+    elif isinstance(value, list):
+        for k, item in enumerate(value):
+            _check_text(item, f"{path}[{k}]", errors)
+
+
+def _text_problem(text: str) -> str | None:
+    if "\x00" in text:
+        return "must not contain a NUL character (\\u0000)"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return (f"must be valid Unicode text: it contains a lone surrogate "
+                    f"(\\u{ord(text[exc.start]):04x} at character {exc.start})")
+    return None
 
 
 def _sorted(errors: list[FieldError]) -> list[FieldError]:

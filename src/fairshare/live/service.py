@@ -17,21 +17,24 @@ again, with their pending tasks, and arrive at the first pass.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 from fairshare.engine.executor import Executor
 from fairshare.engine.scheduler import Scheduler
 from fairshare.live.auth import Principal
 from fairshare.live.commands import CommandBook
-from fairshare.live.config import LiveConfig, QueueEntries, parse_jobs
+from fairshare.live.config import LiveConfig, QueueEntries, SubmittedJob, parse_jobs, request_problems
 from fairshare.live.loop import SchedulingLoop
 from fairshare.live.queues import apply_queue_changes
-from fairshare.live.store import Store, job_state
+from fairshare.live.store import IdempotencyConflict, PendingCapExceeded, Store, Submission, job_state
 from fairshare.live.views import HISTORY_EVERY_S, FairShares, History, status_doc
 from fairshare.model.cluster import Node
 from fairshare.model.errors import FieldError, ScenarioError
@@ -41,12 +44,19 @@ log = logging.getLogger(__name__)
 
 
 class LiveError(Exception):
-    """A refused request: HTTP ``status`` and every problem with its field path."""
+    """A refused request: HTTP ``status``, every problem with its field path, and any
+    response ``headers`` (``Retry-After`` of a 429)."""
 
-    def __init__(self, status: int, errors: list[FieldError] | FieldError):
+    def __init__(self, status: int, errors: list[FieldError] | FieldError, headers: dict[str, str] | None = None):
         self.status = status
         self.errors = [errors] if isinstance(errors, FieldError) else list(errors)
+        self.headers = headers or {}
         super().__init__("; ".join(str(e) for e in self.errors))
+
+
+#: Retry-After (seconds) of a submission refused for the tenant's pending-task cap: a
+#: hint only, the cap frees up as the tenant's tasks start
+PENDING_CAP_RETRY_AFTER_S = 10
 
 
 class LiveService:
@@ -145,11 +155,69 @@ class LiveService:
                 self._inbox.append(("submit", (row.id, row.tenant, submitted)))
 
     # --- API (any thread) ------------------------------------------------------------------------
-    def submit(self, principal: Principal, body: Any) -> list[int]:
-        """Validate, check grants, commit; the scheduling loop picks the jobs up."""
-        with self._lock:
-            nodes = tuple(st.node for st in self.scheduler.pool.states if st.alive)
-            entries = self._entries
+    def submit(self, principal: Principal, body: Any, *, idempotency_key: str | None = None) -> list[int]:
+        """Validate, check grants and limits, commit; the scheduling loop picks the jobs up.
+        Returns the job ids once they are committed (``submit_future``)."""
+        future = self.submit_future(principal, body, idempotency_key=idempotency_key)
+        try:
+            ids, _replayed = future.result()
+        except Exception as exc:  # noqa: BLE001 - the store's refusals become HTTP refusals
+            raise submission_refusal(exc) from None
+        return ids
+
+    def submit_future(self, principal: Principal, body: Any, *, idempotency_key: str | None = None) -> Future:
+        """``submit`` without waiting: validation happens now (a refusal raises
+        ``LiveError``), the commit in the store's writer thread, which batches concurrent
+        submissions into one transaction. The future gives ``(ids, replayed)``; a store
+        refusal (``submission_refusal`` turns it into a ``LiveError``) is its exception.
+
+        With ``idempotency_key``, a request this tenant sent before with the same key and
+        the same body gets that request's ids again (``replayed``) and creates nothing; the
+        same key with another body is refused (422, field ``Idempotency-Key``)."""
+        fingerprint = None if idempotency_key is None else body_fingerprint(body)
+        try:
+            jobs = self._validate(principal, body)
+        except LiveError:
+            # the writer answers a retry of a committed request (same key, same body) in
+            # its transaction; only a retry that no longer validates (a node went down, a
+            # queue changed since) needs the look-up here, so the common path has none
+            if idempotency_key is not None:
+                seen = self.store.idempotent_result(principal.name, idempotency_key)
+                if seen is not None:
+                    if seen[0] != fingerprint:
+                        raise submission_refusal(IdempotencyConflict(idempotency_key, seen[1])) from None
+                    done: Future = Future()
+                    done.set_result((seen[1], True))
+                    return done
+            raise
+        limits = None if principal.admin else self.auth.limits_of(principal.name)
+        rows = [(job.name, job.queue, job.weight, job.spec, [(c.name, int(c.count or 0)) for c in job.classes])
+                for job in jobs]
+        tasks = sum(count for *_head, classes in rows for _name, count in classes)
+        if limits is not None and tasks > limits.max_pending_tasks:
+            raise LiveError(422, FieldError("jobs", f"{tasks} tasks in one request, more than tenant "
+                                                    f"{principal.name!r} may have pending "
+                                                    f"(max_pending_tasks {limits.max_pending_tasks})"))
+
+        def arrived(ids: list[int]) -> None:  # in the writer thread, right after the commit
+            with self._wake:
+                for job_id, job in zip(ids, jobs):
+                    self._inbox.append(("submit", (job_id, principal.name, job)))
+                self._wake.notify_all()
+
+        return self.store.submit(Submission(principal.name, rows, self.wall_clock(), idempotency_key, fingerprint,
+                                            None if limits is None else limits.max_pending_tasks, arrived))
+
+    def _validate(self, principal: Principal, body: Any) -> list[SubmittedJob]:
+        """The request's jobs, or ``LiveError`` 422 (limits, loader) / 403 (grants)."""
+        problems = request_problems(body)
+        if problems:
+            raise LiveError(422, problems)
+        # read without the lock: the loop may hold it for a whole pass, and a snapshot of
+        # the nodes and queues is as good one pass old (they can change before admission
+        # anyway; the loop admits what was accepted)
+        nodes = tuple(st.node for st in tuple(self.scheduler.pool.states) if st.alive)
+        entries = self._entries
         try:
             jobs = parse_jobs(body, self.resources, nodes, entries)
         except ScenarioError as exc:
@@ -160,14 +228,7 @@ class LiveService:
                    for i, job in enumerate(jobs) if not principal.may_use_queue(job.queue)]
         if refused:
             raise LiveError(403, refused)
-        rows = [(job.name, job.queue, job.weight, principal.name, job.spec,
-                 [(c.name, int(c.count or 0)) for c in job.classes]) for job in jobs]
-        ids = self.store.add_jobs(rows, self.wall_clock())
-        with self._wake:
-            for job_id, job in zip(ids, jobs):
-                self._inbox.append(("submit", (job_id, principal.name, job)))
-            self._wake.notify_all()
-        return ids
+        return jobs
 
     def cancel(self, principal: Principal, job_id: int) -> dict:
         row = self.store.job(job_id)
@@ -270,6 +331,26 @@ class LiveService:
         self.fair.refresh(self.scheduler, self._entries, now)
         if now - self.history_samples.at >= HISTORY_EVERY_S:
             self.history_samples.record(self.status(), now)
+
+
+def body_fingerprint(body: Any) -> str:
+    """What identifies a request body for ``Idempotency-Key``: sha256 of its canonical JSON."""
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=repr)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def submission_refusal(exc: BaseException) -> BaseException:
+    """The ``LiveError`` for a store's refusal of a submission (other errors unchanged)."""
+    if isinstance(exc, PendingCapExceeded):
+        return LiveError(429, FieldError("jobs", f"tenant {exc.tenant!r} has {exc.pending} pending task(s); "
+                                                 f"{exc.adding} more would exceed its cap of {exc.cap} "
+                                                 f"(max_pending_tasks); retry when some have started"),
+                         headers={"Retry-After": str(PENDING_CAP_RETRY_AFTER_S)})
+    if isinstance(exc, IdempotencyConflict):
+        return LiveError(422, FieldError("Idempotency-Key", f"was used before with another request body (it "
+                                                            f"created job(s) {', '.join(map(str, exc.job_ids))}"
+                                                            f"); use a new key for a new request"))
+    return exc
 
 
 def _job_summary(row, counts: dict[str, int]) -> dict:

@@ -18,20 +18,37 @@ The rules that make a restart safe (``LiveService.recover``):
 Task states: ``pending`` -> ``running`` -> ``succeeded`` | ``failed`` (attempts used up) |
 ``pending`` again (its node died, or it failed with attempts left); ``pending`` or
 ``running`` -> ``cancelled``. The schema is versioned in ``meta.schema_version``; a
-database of another version is refused rather than guessed at.
+database of version 1 is upgraded in place (version 2 adds ``idempotency_keys``), any
+other version is refused rather than guessed at.
+
+Submissions go through one writer thread (``submit``): it takes every submission
+waiting, commits them all in one transaction and only then answers each one, so many
+concurrent submissions cost one commit, not one each, and nothing is acknowledged before
+it is durable. In the same transaction it checks the tenant's cap on pending tasks (the
+store counts pending tasks per tenant as they change) and records the request's
+``Idempotency-Key`` with the job ids it created: a retry of a request whose answer was
+lost gets the same ids instead of new jobs.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import queue
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 2
+#: a batch of the writer stops growing at this many task rows (one transaction's size)
+MAX_BATCH_TASKS = 100_000
 TASK_STATES = ("pending", "running", "succeeded", "failed", "cancelled")
 TERMINAL_TASK_STATES = frozenset({"succeeded", "failed", "cancelled"})
 
@@ -78,11 +95,61 @@ CREATE TABLE IF NOT EXISTS queue_changes (
     time REAL NOT NULL,
     change TEXT NOT NULL             -- JSON: {"weights": {...}, "add": [...]}
 );
+""" + """
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    tenant TEXT NOT NULL,
+    key TEXT NOT NULL,               -- the request's Idempotency-Key header
+    fingerprint TEXT NOT NULL,       -- sha256 of the request body (canonical JSON)
+    job_ids TEXT NOT NULL,           -- JSON list: the ids the request created
+    created_at REAL NOT NULL,
+    PRIMARY KEY (tenant, key)
+) WITHOUT ROWID;
 """
+#: what upgrades a database of version 1 (every table of 1 is unchanged in 2)
+_V1_TO_V2 = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS idempotency_keys"):]
 
 
 class StoreError(RuntimeError):
     """The database cannot be used (another schema version, not a database, ...)."""
+
+
+class PendingCapExceeded(Exception):
+    """A submission would take its tenant over ``max_pending`` pending tasks."""
+
+    def __init__(self, tenant: str, pending: int, adding: int, cap: int):
+        self.tenant, self.pending, self.adding, self.cap = tenant, pending, adding, cap
+        super().__init__(f"tenant {tenant!r} has {pending} pending task(s); {adding} more would exceed its cap "
+                         f"of {cap}")
+
+
+class IdempotencyConflict(Exception):
+    """An ``Idempotency-Key`` used before by the same tenant with another request body."""
+
+    def __init__(self, key: str, job_ids: list[int]):
+        self.key, self.job_ids = key, job_ids
+        super().__init__(f"key {key!r} was used before for another request (job ids {job_ids})")
+
+
+@dataclass
+class Submission:
+    """One request's jobs for the writer: ``jobs`` are ``(name, queue, weight, spec,
+    [(class name, count), ...])`` of ``tenant``. ``on_commit(ids)`` runs in the writer
+    right after the commit, before ``future`` is resolved with ``(ids, replayed)``
+    (``replayed``: the key was seen before, nothing was created and ``on_commit`` is not
+    called)."""
+
+    tenant: str
+    jobs: Sequence[tuple[str, str, float, dict, Sequence[tuple[str, int]]]]
+    now: float
+    key: str | None = None
+    fingerprint: str | None = None
+    max_pending: int | None = None
+    on_commit: Callable[[list[int]], None] | None = None
+    future: Future = field(default_factory=Future)
+
+    @property
+    def tasks(self) -> int:
+        return sum(count for *_head, classes in self.jobs for _name, count in classes)
 
 
 @dataclass(frozen=True)
@@ -134,6 +201,22 @@ class Store:
         self.journal_mode = str(mode).lower()
         self._lock = threading.RLock()
         self._migrate()
+        # pending tasks per tenant, and the tenant of every unfinished job (to update the
+        # counts when tasks start, come back or are cancelled); changed only under _lock,
+        # after the transaction that made the change committed
+        self._pending: dict[str, int] = {}
+        self._tenant_of: dict[int, str] = {}
+        self._recount()
+        # reads go through a connection of the reading thread's own: in WAL mode it reads
+        # the last commit without waiting for a write transaction (the writer's batch, the
+        # loop's updates) to end; every public method is one transaction, so a read always
+        # sees every commit made before it. (":memory:" is one database per connection:
+        # there, reads share the writing connection and its lock.)
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._queue: queue.SimpleQueue[Submission | None] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._writer_start = threading.Lock()
 
     def _migrate(self) -> None:
         with self._lock:
@@ -142,6 +225,10 @@ class Store:
                     "SELECT name FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
                 if row is not None:
                     got = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                    if got is not None and got[0] == "1":
+                        self._db.executescript(f"BEGIN IMMEDIATE; {_V1_TO_V2} UPDATE meta SET value="
+                                               f"'{SCHEMA_VERSION}' WHERE key='schema_version'; COMMIT;")
+                        return
                     if got is None or int(got[0]) != SCHEMA_VERSION:
                         raise StoreError(f"{self.path}: schema version {got[0] if got else 'unknown'}, this "
                                          f"fairshare reads version {SCHEMA_VERSION}")
@@ -156,8 +243,59 @@ class Store:
                 raise StoreError(f"{self.path}: {exc}") from None
 
     def close(self) -> None:
+        """Commit what the writer holds, stop it, close the database."""
+        if self._writer is not None:
+            self._queue.put(None)
+            self._writer.join(timeout=30)
         with self._lock:
             self._db.close()
+            for reader in self._readers:
+                reader.close()
+            self._readers.clear()
+
+    @contextmanager
+    def _reading(self):
+        """A connection to read from (see ``__init__``)."""
+        if self.path == ":memory:":
+            with self._lock:
+                yield self._db
+            return
+        reader = getattr(self._local, "db", None)
+        if reader is None:
+            reader = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            reader.row_factory = sqlite3.Row
+            reader.execute("PRAGMA busy_timeout=5000")
+            self._local.db = reader
+            with self._lock:
+                self._readers.append(reader)
+        yield reader
+
+    def _recount(self) -> None:
+        with self._lock:
+            self._tenant_of = dict(self._db.execute("SELECT id, tenant FROM jobs WHERE finished_at IS NULL"))
+            self._pending = dict(self._db.execute(
+                "SELECT j.tenant, count(*) FROM tasks t JOIN jobs j ON j.id = t.job_id WHERE t.state='pending' "
+                "GROUP BY j.tenant"))
+
+    def pending_tasks(self, tenant: str) -> int:
+        """Tasks of ``tenant``'s jobs now pending (committed)."""
+        with self._lock:
+            return self._pending.get(tenant, 0)
+
+    def _committed(self, deltas: dict[str, int], jobs: dict[int, str] | None = None) -> None:
+        """A transaction changed these tenants' pending counts (and created ``jobs``)."""
+        with self._lock:
+            for tenant, n in deltas.items():
+                self._pending[tenant] = self._pending.get(tenant, 0) + n
+            if jobs:
+                self._tenant_of.update(jobs)
+
+    def _tenant(self, db: sqlite3.Connection, job_id: int) -> str:
+        tenant = self._tenant_of.get(job_id)
+        if tenant is None:  # a finished job's task (not expected): ask the database
+            row = db.execute("SELECT tenant FROM jobs WHERE id=?", (job_id,)).fetchone()
+            tenant = row[0] if row else ""
+        return tenant
 
     # --- transactions -----------------------------------------------------------------------
     def _tx(self):
@@ -168,25 +306,144 @@ class Store:
                  now: float) -> list[int]:
         """Insert jobs ``(name, queue, weight, tenant, spec, [(class name, count), ...])`` and
         every task row, all in one transaction; returns the job ids."""
-        ids = []
+        deltas: dict[str, int] = {}
         with self._tx() as db:
-            for name, queue, weight, tenant, spec, classes in jobs:
-                cur = db.execute(
-                    "INSERT INTO jobs(name, queue, weight, tenant, spec, submitted_at) VALUES(?,?,?,?,?,?)",
-                    (name, queue, weight, tenant, json.dumps(spec, sort_keys=True), now))
-                job_id = int(cur.lastrowid)
-                rows = [(job_id, k, cname, ordinal, "pending")
-                        for k, (cname, count) in enumerate(classes) for ordinal in range(count)]
-                db.executemany(
-                    "INSERT INTO tasks(job_id, class_index, class_name, ordinal, state) VALUES(?,?,?,?,?)", rows)
-                db.execute("INSERT INTO events(time, kind, job_id, detail) VALUES(?, 'submitted', ?, ?)",
-                           (now, job_id, tenant))
-                ids.append(job_id)
+            ids = [self._insert_job(db, name, queue, weight, tenant, spec, classes, now, deltas)
+                   for name, queue, weight, tenant, spec, classes in jobs]
+        self._committed(deltas, dict(zip(ids, (j[3] for j in jobs))))
         return ids
 
+    @staticmethod
+    def _insert_job(db: sqlite3.Connection, name: str, queue: str, weight: float, tenant: str, spec: dict,
+                    classes: Sequence[tuple[str, int]], now: float, deltas: dict[str, int]) -> int:
+        cur = db.execute(
+            "INSERT INTO jobs(name, queue, weight, tenant, spec, submitted_at) VALUES(?,?,?,?,?,?)",
+            (name, queue, weight, tenant, json.dumps(spec, sort_keys=True), now))
+        job_id = int(cur.lastrowid)
+        rows = [(job_id, k, cname, ordinal, "pending")
+                for k, (cname, count) in enumerate(classes) for ordinal in range(count)]
+        db.executemany(
+            "INSERT INTO tasks(job_id, class_index, class_name, ordinal, state) VALUES(?,?,?,?,?)", rows)
+        db.execute("INSERT INTO events(time, kind, job_id, detail) VALUES(?, 'submitted', ?, ?)",
+                   (now, job_id, tenant))
+        deltas[tenant] = deltas.get(tenant, 0) + len(rows)
+        return job_id
+
+    # --- the submission writer ------------------------------------------------------------------
+    def submit(self, submission: Submission) -> Future:
+        """Hand ``submission`` to the writer thread (module docstring); its ``future``
+        gives ``(ids, replayed)`` once committed, or raises ``PendingCapExceeded`` /
+        ``IdempotencyConflict`` (nothing of the submission stored)."""
+        if self._writer is None:
+            with self._writer_start:
+                if self._writer is None:
+                    self._writer = threading.Thread(target=self._write_loop, name="fairshare-store-writer",
+                                                    daemon=True)
+                    self._writer.start()
+        self._queue.put(submission)
+        return submission.future
+
+    def idempotent_result(self, tenant: str, key: str) -> tuple[str, list[int]] | None:
+        """``(fingerprint, job ids)`` of the committed request ``tenant`` sent with ``key``."""
+        with self._reading() as db:
+            row = db.execute("SELECT fingerprint, job_ids FROM idempotency_keys WHERE tenant=? AND key=?",
+                             (tenant, key)).fetchone()
+        return (row[0], json.loads(row[1])) if row else None
+
+    def _write_loop(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch, tasks, stop = [first], first.tasks, False
+            while tasks < MAX_BATCH_TASKS:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stop = True
+                    break
+                batch.append(item)
+                tasks += item.tasks
+            # a submission whose waiter gave up before the writer took it (its future
+            # was cancelled) is dropped, not stored: nobody was told it was accepted.
+            # From here on its future cannot be cancelled, so it will be answered.
+            batch = [item for item in batch if item.future.set_running_or_notify_cancel()]
+            try:
+                if batch:
+                    self._write_batch(batch)
+            except BaseException as exc:  # noqa: BLE001 - the writer must outlive any one batch
+                log.exception("the submission writer failed on a batch")
+                for item in batch:
+                    if not item.future.done():
+                        item.future.set_exception(exc)
+            if stop:
+                return
+
+    def _write_batch(self, batch: list[Submission]) -> None:
+        """One transaction for every submission of ``batch``; each in a savepoint, so a
+        refused one leaves the others."""
+        results: list[tuple[list[int], bool] | BaseException] = []
+        deltas: dict[str, int] = {}
+        created: dict[int, str] = {}
+        try:
+            with self._tx() as db:
+                for item in batch:
+                    db.execute("SAVEPOINT submission")
+                    try:
+                        results.append(self._write_one(db, item, deltas, created))
+                        db.execute("RELEASE submission")
+                    except Exception as exc:  # noqa: BLE001 - this submission's answer, not the batch's
+                        db.execute("ROLLBACK TO submission")
+                        db.execute("RELEASE submission")
+                        results.append(exc)
+        except BaseException as exc:  # noqa: BLE001 - the commit failed: nothing of the batch is stored
+            log.exception("a batch of %d submission(s) could not be committed", len(batch))
+            for item in batch:
+                item.future.set_exception(exc)
+            return
+        self._committed(deltas, created)
+        for item, result in zip(batch, results):
+            if isinstance(result, BaseException):
+                item.future.set_exception(result)
+                continue
+            ids, replayed = result
+            if not replayed and item.on_commit is not None:
+                try:
+                    item.on_commit(ids)
+                except Exception:  # noqa: BLE001 - the jobs are committed; a restart resumes them
+                    log.exception("submission of job(s) %s: the commit callback failed", ids)
+            item.future.set_result(result)
+
+    def _write_one(self, db: sqlite3.Connection, item: Submission, deltas: dict[str, int],
+                   created: dict[int, str]) -> tuple[list[int], bool]:
+        if item.key is not None:
+            row = db.execute("SELECT fingerprint, job_ids FROM idempotency_keys WHERE tenant=? AND key=?",
+                             (item.tenant, item.key)).fetchone()
+            if row is not None:
+                ids = json.loads(row[1])
+                if row[0] != item.fingerprint:
+                    raise IdempotencyConflict(item.key, ids)
+                return ids, True
+        if item.max_pending is not None:
+            pending = self._pending.get(item.tenant, 0) + deltas.get(item.tenant, 0)
+            if pending + item.tasks > item.max_pending:
+                raise PendingCapExceeded(item.tenant, pending, item.tasks, item.max_pending)
+        mine: dict[str, int] = {}
+        ids = [self._insert_job(db, name, queue, weight, item.tenant, spec, classes, item.now, mine)
+               for name, queue, weight, spec, classes in item.jobs]
+        if item.key is not None:
+            db.execute("INSERT INTO idempotency_keys(tenant, key, fingerprint, job_ids, created_at) "
+                       "VALUES(?,?,?,?,?)", (item.tenant, item.key, item.fingerprint, json.dumps(ids), item.now))
+        for tenant, n in mine.items():  # only once the submission's savepoint holds
+            deltas[tenant] = deltas.get(tenant, 0) + n
+        created.update((job_id, item.tenant) for job_id in ids)
+        return ids, False
+
     def job(self, job_id: int) -> JobRow | None:
-        with self._lock:
-            row = self._db.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
+        with self._reading() as db:
+            row = db.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
         return _job(row) if row else None
 
     def jobs(self, tenant: str | None = None, *, unfinished_only: bool = False) -> list[JobRow]:
@@ -199,8 +456,8 @@ class Store:
             where.append("finished_at IS NULL")
         if where:
             sql += " WHERE " + " AND ".join(where)
-        with self._lock:
-            rows = self._db.execute(sql + " ORDER BY id", args).fetchall()
+        with self._reading() as db:
+            rows = db.execute(sql + " ORDER BY id", args).fetchall()
         return [_job(r) for r in rows]
 
     def task_counts(self, job_ids: Iterable[int] | None = None) -> dict[int, dict[str, int]]:
@@ -214,8 +471,8 @@ class Store:
             sql += f" WHERE job_id IN ({','.join('?' * len(ids))})"
             args = ids
         out: dict[int, dict[str, int]] = {}
-        with self._lock:
-            for job_id, state, n in self._db.execute(sql + " GROUP BY job_id, state", args):
+        with self._reading() as db:
+            for job_id, state, n in db.execute(sql + " GROUP BY job_id, state", args):
                 out.setdefault(job_id, {})[state] = n
         return out
 
@@ -229,32 +486,50 @@ class Store:
             args.append(state)
         if where:
             sql += " WHERE " + " AND ".join(where)
-        with self._lock:
-            rows = self._db.execute(sql + " ORDER BY id", args).fetchall()
+        with self._reading() as db:
+            rows = db.execute(sql + " ORDER BY id", args).fetchall()
         return [TaskRow(**dict(r)) for r in rows]
 
     # --- transitions (the scheduling loop) ---------------------------------------------------
     def mark_running(self, starts: Sequence[tuple[int, str]], now: float) -> None:
         """``(task row id, node)``: pending -> running, attempts + 1, one transaction."""
+        deltas: dict[str, int] = {}
         with self._tx() as db:
             for task_id, node in starts:
-                db.execute("UPDATE tasks SET state='running', node=?, attempts=attempts+1, started_at=?, "
-                           "finished_at=NULL WHERE id=? AND state='pending'", (node, now, task_id))
+                started = db.execute("UPDATE tasks SET state='running', node=?, attempts=attempts+1, started_at=?, "
+                                     "finished_at=NULL WHERE id=? AND state='pending' RETURNING job_id",
+                                     (node, now, task_id)).fetchone()
+                if started is not None:
+                    tenant = self._tenant(db, started[0])
+                    deltas[tenant] = deltas.get(tenant, 0) - 1
                 db.execute("INSERT INTO events(time, kind, task_id, node) VALUES(?, 'started', ?, ?)",
                            (now, task_id, node))
+        self._committed(deltas)
 
     def finish_tasks(self, outcomes: Sequence[tuple[int, str, int | None, str]], now: float) -> None:
         """``(task row id, new state, exit code, message)`` for running tasks, one transaction.
-        ``pending`` puts a task back in the queue (keeping its attempt count)."""
+        ``pending`` puts a task back in the queue (keeping its attempt count), unless its
+        job is cancelled: then the task is ``cancelled``."""
+        deltas: dict[str, int] = {}
         with self._tx() as db:
             for task_id, state, exit_code, message in outcomes:
                 if state not in TASK_STATES:
                     raise ValueError(f"unknown task state {state!r}")
+                before = db.execute("SELECT t.state, t.job_id, j.cancelled FROM tasks t JOIN jobs j ON "
+                                    "j.id = t.job_id WHERE t.id=?", (task_id,)).fetchone()
+                if state == "pending" and before is not None and before[2]:
+                    # the job was cancelled (cancel_job ended its pending tasks) before the
+                    # loop saw the cancel: a task coming back must not be pending again
+                    state = "cancelled"
+                if before is not None and (before[0] == "pending") != (state == "pending"):
+                    tenant = self._tenant(db, before[1])
+                    deltas[tenant] = deltas.get(tenant, 0) + (1 if state == "pending" else -1)
                 finished = None if state == "pending" else now
                 db.execute("UPDATE tasks SET state=?, exit_code=?, message=?, finished_at=? WHERE id=?",
                            (state, exit_code, message, finished, task_id))
                 db.execute("INSERT INTO events(time, kind, task_id, detail) VALUES(?, ?, ?, ?)",
                            (now, "requeued" if state == "pending" else state, task_id, message))
+        self._committed(deltas)
 
     def requeue_running(self, now: float) -> list[int]:
         """Every task left ``running`` by a previous process goes back to ``pending``."""
@@ -264,18 +539,24 @@ class Store:
             for task_id in ids:
                 db.execute("INSERT INTO events(time, kind, task_id, detail) VALUES(?, 'requeued', ?, "
                            "'running when the previous service stopped')", (now, task_id))
+        if ids:
+            self._recount()
         return ids
 
     def cancel_job(self, job_id: int, now: float) -> None:
         with self._tx() as db:
             db.execute("UPDATE jobs SET cancelled=1 WHERE id=?", (job_id,))
-            db.execute("UPDATE tasks SET state='cancelled', finished_at=? WHERE job_id=? AND state='pending'",
-                       (now, job_id))
+            dropped = db.execute("UPDATE tasks SET state='cancelled', finished_at=? WHERE job_id=? AND "
+                                 "state='pending'", (now, job_id)).rowcount
             db.execute("INSERT INTO events(time, kind, job_id) VALUES(?, 'cancel', ?)", (now, job_id))
+            tenant = self._tenant(db, job_id)
+        self._committed({tenant: -dropped})
 
     def set_job_finished(self, job_id: int, now: float) -> None:
         with self._tx() as db:
             db.execute("UPDATE jobs SET finished_at=? WHERE id=? AND finished_at IS NULL", (now, job_id))
+        with self._lock:
+            self._tenant_of.pop(job_id, None)
 
     # --- queue tree changes (admin) -------------------------------------------------------------
     def add_queue_change(self, change: dict, now: float) -> None:
@@ -283,12 +564,12 @@ class Store:
             db.execute("INSERT INTO queue_changes(time, change) VALUES(?, ?)", (now, json.dumps(change, sort_keys=True)))
 
     def queue_changes(self) -> list[dict]:
-        with self._lock:
-            return [json.loads(r[0]) for r in self._db.execute("SELECT change FROM queue_changes ORDER BY id")]
+        with self._reading() as db:
+            return [json.loads(r[0]) for r in db.execute("SELECT change FROM queue_changes ORDER BY id")]
 
     def events(self, limit: int = 1000) -> list[dict]:
-        with self._lock:
-            rows = self._db.execute("SELECT * FROM events ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+        with self._reading() as db:
+            rows = db.execute("SELECT * FROM events ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
         return [dict(r) for r in reversed(rows)]
 
 
