@@ -19,7 +19,8 @@ over the finished runs), prints the extrapolation to the full size and draws bot
 progress callback raises), reporting how far it got (simulated seconds, tasks completed),
 so a too-large fraction still yields a rate. CPU time (``simulate_cpu_s``) is reported
 next to wall time because the machine is shared: under load, wall time measures the
-neighbours too; on an idle machine the two agree (the simulation is single-threaded). Needs ../shared/traces/google-2011 (or --traces).
+neighbours too; on an idle machine the two agree (the simulation is single-threaded).
+Needs ../shared/traces/google-2011 (or --traces).
 """
 
 from __future__ import annotations
@@ -138,7 +139,6 @@ def report(path: Path, plot_path: Path | None) -> int:
     full_runs = runs[0]["full_task_runs"]  # the generator's expectation at fraction 1
     policies = sorted({r["policy"] for r in runs})
     print(f"full size: {FULL_JOBS:,} jobs, {full_runs:,} task runs (expected)")
-    fits = {}
     for policy in policies:
         done = sorted((r for r in runs if r["policy"] == policy and r["finished"]), key=lambda r: r["task_runs"])
         if len(done) < 2:
@@ -149,10 +149,10 @@ def report(path: Path, plot_path: Path | None) -> int:
         # the marginal rate between the two largest finished runs (the fit's slope weighs the small ones)
         last, prev = done[-1], done[-2]
         marginal = (last["simulate_cpu_s"] - prev["simulate_cpu_s"]) / (last["task_runs"] - prev["task_runs"])
-        fits[policy] = (a_t, b_t, a_m, b_m)
+        by_marginal = last["simulate_cpu_s"] + marginal * (full_runs - last["task_runs"])
         print(f"{policy}: CPU time = {a_t:.1f} s + {b_t * 1e6:.1f} s per million runs -> full size "
               f"{(a_t + b_t * full_runs) / 3600:.1f} h (marginal between the two largest runs: "
-              f"{marginal * 1e6:.1f} s per million -> {(last['simulate_cpu_s'] + marginal * (full_runs - last['task_runs'])) / 3600:.1f} h); "
+              f"{marginal * 1e6:.1f} s per million -> {by_marginal / 3600:.1f} h); "
               f"memory = {a_m:.0f} MB + {b_m * 1e6:.0f} MB per million runs -> {(a_m + b_m * full_runs) / 1024:.1f} GB")
     if plot_path:
         import matplotlib

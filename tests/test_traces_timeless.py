@@ -28,7 +28,8 @@ TIMELESS_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli"
 
 # (row, expected demand in cores / GiB / devices, why)
 TIMELESS_ROWS = [
-    ("p0,12000,16384,1,1000", {"cpu": 12, "memory": 16, "gpu": 1}),        # 12000 m / 1000; 16384 MiB / 1024; 1 whole GPU
+    # 12000 m / 1000 = 12 cores; 16384 MiB / 1024 = 16 GiB; num_gpu 1 with gpu_milli 1000: 1 whole GPU
+    ("p0,12000,16384,1,1000", {"cpu": 12, "memory": 16, "gpu": 1}),
     ("p1,6000,12288,1,460", {"cpu": 6, "memory": 12, "gpu": 0.46}),        # sharing: gpu_milli 460 / 1000 of one GPU
     ("p2,4000,8192,2,1000", {"cpu": 4, "memory": 8, "gpu": 2}),            # num_gpu 2, whole devices
     ("p3,500,512,0,0", {"cpu": 0.5, "memory": 0.5}),                       # CPU-only: gpu left out of the demand
@@ -83,12 +84,14 @@ def test_group_bucket_puts_same_shaped_pods_in_one_class(tmp_path):
     rows = ["p0,1000,1024,0,0", "p1,1000,1024,0,0", "p2,2000,1024,0,0", "p3,1000,1024,0,0"]
     sc = convert("alibaba-gpu2023", [write_list(tmp_path, TIMELESS_HEADER, rows)],
                  options=Options(duration="exp:60", group="bucket", bucket_s=2)).scenario
-    assert [(j["name"], [t["count"] for t in j["tasks"]]) for j in sc["jobs"]] == [("pods-b0", [2]), ("pods-b1", [1, 1])]
+    counts = [(j["name"], [t["count"] for t in j["tasks"]]) for j in sc["jobs"]]
+    assert counts == [("pods-b0", [2]), ("pods-b1", [1, 1])]
 
 
 def test_timed_list_with_duration_replays_every_pod_in_row_order(tmp_path):
     # a timed list (the default and gpuspec33 pod lists) under --duration: times, phase ignored; qos, gpu_spec kept
-    header = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
+    header = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
+              "scheduled_time")
     rows = ["p0,12000,16384,1,1000,,LS,Running,900,1500,1000",
             "p1,6000,12288,1,460,T4,BE,Succeeded,50,350,60",
             "p3,1000,1024,0,0,,BE,Pending,90,200,"]               # never scheduled: still a pod of the workload
