@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import sys
@@ -150,9 +151,13 @@ def report(path: Path, plot_path: Path | None) -> int:
         last, prev = done[-1], done[-2]
         marginal = (last["simulate_cpu_s"] - prev["simulate_cpu_s"]) / (last["task_runs"] - prev["task_runs"])
         by_marginal = last["simulate_cpu_s"] + marginal * (full_runs - last["task_runs"])
+        # the growth exponent between the two largest runs (1: linear), carried to the full size
+        k = math.log(last["simulate_cpu_s"] / prev["simulate_cpu_s"]) / math.log(last["task_runs"] / prev["task_runs"])
+        by_power = last["simulate_cpu_s"] * (full_runs / last["task_runs"]) ** k
         print(f"{policy}: CPU time = {a_t:.1f} s + {b_t * 1e6:.1f} s per million runs -> full size "
               f"{(a_t + b_t * full_runs) / 3600:.1f} h (marginal between the two largest runs: "
-              f"{marginal * 1e6:.1f} s per million -> {by_marginal / 3600:.1f} h); "
+              f"{marginal * 1e6:.1f} s per million -> {by_marginal / 3600:.1f} h; growth exponent there "
+              f"{k:.2f} -> {by_power / 3600:.1f} h); "
               f"memory = {a_m:.0f} MB + {b_m * 1e6:.0f} MB per million runs -> {(a_m + b_m * full_runs) / 1024:.1f} GB")
     if plot_path:
         import matplotlib
