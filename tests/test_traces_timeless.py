@@ -7,6 +7,7 @@ is refused naming it. Hand-written inputs in ``tmp_path``; the real lists in
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,42 @@ def test_real_pod_lists_convert_timeless_and_simulate(name, rows, constrained):
     assert run.tasks_completed == len(jobs)
     full = sum(1 for _ in open(ALIBABA / name, encoding="utf-8")) - 1
     assert full == rows   # the list the docs describe
+
+
+# --- the fill-until-full experiment (examples/traces/fill_until_full.py) -----------------------
+
+def load_fill_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fill_until_full", REPO / "examples" / "traces" / "fill_until_full.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module   # its dataclasses resolve their annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_fill_until_full_first_failure_and_fragmentation_arithmetic(tmp_path):
+    fill = load_fill_module()
+    folder = tmp_path / "alibaba-gpu-2023"
+    folder.mkdir()
+    (folder / "openb_node_list_all_node.csv").write_text("sn,cpu_milli,memory_mib,gpu,model\na,8000,65536,2,T4\n",
+                                                         encoding="utf-8")
+    (folder / "openb_pod_list_default.csv").write_text(
+        TIMELESS_HEADER + "\n"
+        "p0,1000,1024,1,500\n"      # half of one GPU: GPU 0 has 0.5 left
+        "p1,1000,1024,1,1000\n"     # a whole GPU: GPU 1
+        "p2,1000,1024,1,1000\n"     # a whole GPU: none is free -> the first failure
+        "p3,1000,1024,1,300\n",     # 0.3 fits in GPU 0's 0.5: placed after the failure
+        encoding="utf-8")
+    sc = fill.load_list(tmp_path, "default", batch=False)
+    shapes = fill.gpu_shapes(sc)
+    r = fill.fill(sc, "default", "first-fit", "fifo", False, shapes)
+    assert r.first_failure == 2
+    assert r.gpu_ratio_at_failure == pytest.approx(1.5 / 2)   # 0.5 + 1 of 2 GPUs, just before p2
+    assert r.placed_at_failure == pytest.approx(2 / 4)
+    assert r.free_gpu_at_failure == pytest.approx(0.5 / 2)
+    # GPU shapes: 0.5 (p = 1/4), whole GPU (p = 2/4), 0.3 (p = 1/4). Free: GPU 0 has 0.5.
+    # 0.5 fits there: nothing unusable; a whole GPU fits nowhere: all 0.5 unusable; 0.3 fits: the 0.5
+    # is not smaller than 0.3, so nothing unusable. F = 2/4 * 0.5 = 0.25 GPU, over 2 GPUs = 12.5%
+    assert r.fragmentation_at_failure == pytest.approx(0.25 / 2)
+    assert r.placed_end == pytest.approx(3 / 4) and r.gpu_ratio_end == pytest.approx(1.8 / 2)
