@@ -49,6 +49,9 @@ class _TaskClassAgg:
     constraints: dict[str, list[str]] | None
     extra: dict[str, Any]
     durations_s: list[float] = field(default_factory=list)
+    # a duration distribution ({dist: ...}) written instead of the runs' durations: a
+    # timeless list has no durations of its own (alibaba-gpu2023 --duration exp:MEAN)
+    duration_spec: dict[str, Any] | None = None
 
 
 @dataclass
@@ -84,10 +87,13 @@ class JobTable:
 
     def add_task(self, key: Any, *, name: str, queue: str | None, submit_s: float, demand: dict[str, float],
                  duration_s: float | None, constraints: dict[str, list[str]] | None = None, class_name: str | None = None,
-                 extra: dict[str, Any] | None = None, run_start_s: float = 0.0, repeat: int = 1) -> None:
+                 extra: dict[str, Any] | None = None, run_start_s: float = 0.0, repeat: int = 1,
+                 duration_spec: dict[str, Any] | None = None) -> None:
         """One task run. ``duration_s=None``: still running at the window end (censored);
         its duration becomes ``window_end - run_start_s`` in :meth:`close_censored`.
-        ``repeat``: that many identical runs (a SWIM job's maps)."""
+        ``repeat``: that many identical runs (a SWIM job's maps). ``duration_spec``: the
+        class's duration is this distribution document (``{dist: exponential, mean: 60}``),
+        sampled by the simulator per task; ``duration_s`` is then ignored."""
         job = self.jobs.get(key)
         if job is None:
             job = self.jobs[key] = _JobAgg(name, queue, submit_s, len(self.jobs))
@@ -95,11 +101,14 @@ class JobTable:
             job.submit_s = submit_s
         ckey = (class_name, tuple(sorted(demand.items())),
                 tuple(sorted((k, tuple(v)) for k, v in (constraints or {}).items())),
-                tuple(sorted((extra or {}).items())))
+                tuple(sorted((extra or {}).items())), tuple(sorted((duration_spec or {}).items())))
         cls = job.classes.get(ckey)
         if cls is None:
-            cls = job.classes[ckey] = _TaskClassAgg(class_name, dict(demand), constraints, dict(extra or {}))
-        if duration_s is None:
+            cls = job.classes[ckey] = _TaskClassAgg(class_name, dict(demand), constraints, dict(extra or {}),
+                                                    duration_spec=dict(duration_spec) if duration_spec else None)
+        if duration_spec is not None:
+            duration_s = 0.0  # a placeholder per run: only the count of runs is used
+        elif duration_s is None:
             self._censored.append((cls, len(cls.durations_s), run_start_s))
             duration_s = 0.0
         if repeat == 1:
@@ -121,7 +130,8 @@ class JobTable:
                     doc["class"] = f"c{k}"
                 doc["demand"] = {r: _num(cls.demand[r]) for r in resources if cls.demand.get(r, 0) > 0}
                 doc["count"] = len(cls.durations_s)
-                doc["duration"] = durations_value(cls.durations_s)
+                doc["duration"] = (dict(cls.duration_spec) if cls.duration_spec is not None
+                                   else durations_value(cls.durations_s))
                 if cls.constraints:
                     doc["constraints"] = cls.constraints
                 doc.update(cls.extra)

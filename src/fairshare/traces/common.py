@@ -225,6 +225,17 @@ def parse_float(text: str) -> float:
     return value
 
 
+def csv_header(path: Path) -> list[str]:
+    """The column names of a CSV file's header line (empty for an empty file).
+
+    Lets a converter choose how to read a file (a pod list with or without timing
+    columns) before :func:`open_csv_with_header` checks the columns that choice needs.
+    """
+    for line in LineReader(path, BadData()):
+        return [h.strip() for h in split_csv(line.text.lstrip("\ufeff"))]
+    return []
+
+
 def open_csv_with_header(path: Path, required: tuple[str, ...], bad: BadData,
                          progress: Progress | None = None, base_bytes: int = 0):
     """Rows of a CSV file with a header line, as ``(line number, {column: text})``.

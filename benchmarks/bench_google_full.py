@@ -1,0 +1,192 @@
+"""How long would the full Google 2011 trace take to simulate? Measure a fraction of it.
+
+Generates the first ``--fraction`` of a full-size Google 2011 workload from the three
+task_events parts at hand (``fairshare.traces.google_full``: the parts' jobs bootstrapped
+at the full trace's arrival rate, on the 12,583-machine mix), then runs
+``fairshare.sim.simulate`` on it with ``--policy``, and prints one JSON line: sizes, wall
+times (templates, generation, simulation) and peak memory (``resource.getrusage``
+``ru_maxrss`` of this process: the generator, the materialized scenario and the
+simulator together). Run each fraction in its own process: the peak is per process.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_google_full.py --fraction 0.001 --policy hdrf
+    ... --profile out.prof    # cProfile the simulation; the top functions go to stderr
+
+``--report RUNS.jsonl --plot FILE.svg`` reads the JSON lines of several runs, fits CPU
+time and peak memory against the task runs per policy (least squares, ``a + b * runs``
+over the finished runs), prints the extrapolation to the full size and draws both.
+
+``--timeout S`` stops the simulation after S seconds of this process's CPU time (a
+progress callback raises), reporting how far it got (simulated seconds, tasks completed),
+so a too-large fraction still yields a rate. CPU time (``simulate_cpu_s``) is reported
+next to wall time because the machine is shared: under load, wall time measures the
+neighbours too; on an idle machine the two agree (the simulation is single-threaded).
+Needs ../shared/traces/google-2011 (or --traces).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class _OutOfTime(Exception):
+    pass
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--fraction", type=float, help="of the full trace's 29 days, in (0, 1]")
+    ap.add_argument("--policy", default="hdrf")
+    ap.add_argument("--seed", type=int, default=0, help="the generator's and the simulation's seed")
+    ap.add_argument("--traces", type=Path, default=REPO.parent / "shared" / "traces")
+    ap.add_argument("--timeout", type=float, default=None, metavar="S", help="stop the simulation after S s")
+    ap.add_argument("--profile", type=Path, default=None, metavar="FILE", help="cProfile the simulation into FILE")
+    ap.add_argument("--report", type=Path, default=None, metavar="RUNS.jsonl", help="fit and plot earlier runs")
+    ap.add_argument("--plot", type=Path, default=None, metavar="FILE", help="with --report: the plot to write")
+    args = ap.parse_args(argv)
+    if args.report:
+        return report(args.report, args.plot)
+    if args.fraction is None:
+        ap.error("--fraction is required (or --report)")
+
+    from fairshare.sim import SimOptions, simulate
+    from fairshare.traces import google_full
+
+    directory = args.traces / "google-2011"
+    if not directory.is_dir():
+        print(f"no Google 2011 parts under {directory} (give --traces)", file=sys.stderr)
+        return 2
+    t0 = time.monotonic()
+    templates = google_full.templates_from_parts(directory)
+    t1 = time.monotonic()
+    scenario = google_full.materialize(templates, google_full.generate(templates, args.fraction, args.seed))
+    t2 = time.monotonic()
+    runs = sum(j.total_count or 0 for j in scenario.jobs)
+    memory_before_sim = peak_mb()
+
+    c2 = time.process_time()
+    deadline = None if args.timeout is None else c2 + args.timeout
+    reached = {"now": 0.0, "completed": 0}
+
+    def progress(now: float, completed: int) -> None:
+        reached["now"], reached["completed"] = now, completed
+        if deadline is not None and time.process_time() > deadline:
+            raise _OutOfTime
+
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    finished = True
+    result = None
+    try:
+        result = simulate(scenario, args.policy, SimOptions(seed=args.seed), progress=progress)
+    except _OutOfTime:
+        finished = False
+    finally:
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(args.profile)
+    t3 = time.monotonic()
+    c3 = time.process_time()
+    out = {
+        "fraction": args.fraction, "policy": args.policy, "seed": args.seed,
+        "span_s": google_full.span_of(args.fraction), "jobs": len(scenario.jobs), "task_runs": runs,
+        "machines": len(scenario.cluster.nodes),
+        "full_task_runs": round(google_full.expected_size(templates, 1.0)["task runs"]),
+        "templates_s": round(t1 - t0, 2), "generate_s": round(t2 - t1, 2), "simulate_s": round(t3 - t2, 2),
+        "simulate_cpu_s": round(c3 - c2, 2), "load_average": round(os.getloadavg()[0], 1),
+        "finished": finished,
+        "tasks_completed": result.tasks_completed if result else reached["completed"],
+        "simulated_s": result.end_time if result else reached["now"],
+        "timeline_rows": len(result.rows) if result else None,
+        "peak_mb_before_simulate": round(memory_before_sim), "peak_mb": round(peak_mb()),
+    }
+    print(json.dumps(out), flush=True)
+    if profiler is not None:
+        import pstats
+
+        pstats.Stats(str(args.profile), stream=sys.stderr).sort_stats("tottime").print_stats(15)
+    return 0
+
+
+def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least squares ``y = a + b x``."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    return my - b * mx, b
+
+
+def report(path: Path, plot_path: Path | None) -> int:
+    from fairshare.traces.google_full import FULL_JOBS
+
+    runs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    full_runs = runs[0]["full_task_runs"]  # the generator's expectation at fraction 1
+    policies = sorted({r["policy"] for r in runs})
+    print(f"full size: {FULL_JOBS:,} jobs, {full_runs:,} task runs (expected)")
+    for policy in policies:
+        done = sorted((r for r in runs if r["policy"] == policy and r["finished"]), key=lambda r: r["task_runs"])
+        if len(done) < 2:
+            continue
+        xs = [r["task_runs"] for r in done]
+        a_t, b_t = fit_line(xs, [r["simulate_cpu_s"] for r in done])
+        a_m, b_m = fit_line(xs, [r["peak_mb"] for r in done])
+        # the marginal rate between the two largest finished runs (the fit's slope weighs the small ones)
+        last, prev = done[-1], done[-2]
+        marginal = (last["simulate_cpu_s"] - prev["simulate_cpu_s"]) / (last["task_runs"] - prev["task_runs"])
+        by_marginal = last["simulate_cpu_s"] + marginal * (full_runs - last["task_runs"])
+        # the growth exponent between the two largest runs (1: linear), carried to the full size
+        k = math.log(last["simulate_cpu_s"] / prev["simulate_cpu_s"]) / math.log(last["task_runs"] / prev["task_runs"])
+        by_power = last["simulate_cpu_s"] * (full_runs / last["task_runs"]) ** k
+        print(f"{policy}: CPU time = {a_t:.1f} s + {b_t * 1e6:.1f} s per million runs -> full size "
+              f"{(a_t + b_t * full_runs) / 3600:.1f} h (marginal between the two largest runs: "
+              f"{marginal * 1e6:.1f} s per million -> {by_marginal / 3600:.1f} h; growth exponent there "
+              f"{k:.2f} -> {by_power / 3600:.1f} h); "
+              f"memory = {a_m:.0f} MB + {b_m * 1e6:.0f} MB per million runs -> {(a_m + b_m * full_runs) / 1024:.1f} GB")
+    if plot_path:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(10, 3.8))
+        for policy in policies:
+            mine = sorted((r for r in runs if r["policy"] == policy), key=lambda r: r["task_runs"])
+            xs = [r["task_runs"] / 1e6 for r in mine]
+            line, = ax_t.plot(xs, [r["simulate_cpu_s"] for r in mine], "o-", label=policy)
+            ax_m.plot(xs, [r["peak_mb"] for r in mine], "o-", color=line.get_color(), label=policy)
+            for r in mine:
+                if not r["finished"]:
+                    ax_t.annotate("stopped", (r["task_runs"] / 1e6, r["simulate_cpu_s"]), fontsize=7)
+        for ax in (ax_t, ax_m):
+            ax.set_xlabel("task runs in the workload (millions; full size ~23.5)")
+            ax.grid(alpha=0.3)
+            ax.legend()
+        ax_t.set_ylabel("simulate CPU time (s)")
+        ax_m.set_ylabel("peak resident memory (MB)")
+        fig.suptitle("Google 2011 full-size generator: first fractions of the 29 days")
+        fig.tight_layout()
+        plot_path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(plot_path)
+        print(f"wrote {plot_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
