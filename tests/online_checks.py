@@ -27,6 +27,7 @@ from builders import job, q, scenario
 
 from fairshare.engine import Scheduler
 from fairshare.model import Node, parse_scenario
+from fairshare.model.queues import QueueTree
 from fairshare.model.scenario import ClusterEvent, Scenario
 from fairshare.policies import Policy, PolicyModeError
 from fairshare.sim import SimOptions, simulate
@@ -81,6 +82,19 @@ def random_workload(seed: int) -> Workload:
     events = ((7.0, "lose", "n1"), (12.0, "add", comeback),
               (15.0, "add", next(n for n in sc.cluster.nodes if n.name == "n1")))
     return Workload(sc, node_events=events, cancels=((9.0, "j0"),), seed=seed)
+
+
+def bounded_workload(seed: int) -> Workload:
+    """``random_workload`` with limits on two queues and a guarantee on a third (the
+    guarantee within the cluster's smallest possible CPU count, 16)."""
+    base = random_workload(seed)
+    rng = random.Random(seed + 1000)
+    bounds = {"prod.web": ({}, {"cpu": float(rng.randint(2, 6))}),
+              "dev": ({}, {"mem": float(rng.randint(4, 12))}),
+              "prod.batch": ({"cpu": float(rng.randint(2, 8))}, {})}
+    entries = [(node.path, node.weight, node.order) for node in base.scenario.queues if node.path]
+    tree = QueueTree.build(entries, "fair", bounds)
+    return replace(base, scenario=replace(base.scenario, queues=tree))
 
 
 # --- the driver ------------------------------------------------------------------------------
@@ -218,6 +232,32 @@ def check_capacity_never_exceeded(policy_factory: PolicyFactory) -> None:
                         f"{_name(policy)}, seed {seed}, t={inst.now}: node {node} resource {r} holds "
                         f"{used} > capacity {c} ({len(tasks)} tasks)")
         assert any(inst.launches for inst in run.instants), f"{_name(policy)}, seed {seed}: nothing launched"
+
+
+def check_queue_limits_hold(policy_factory: PolicyFactory) -> None:
+    """Queue limits (docs/policies.md, "Guarantees and limits") hold after every decision
+    round: per limited queue and resource, the running tasks below it hold at most the
+    limit, on three random workloads with node losses and cancellations."""
+    for seed in range(3):
+        workload = bounded_workload(seed)
+        sc = workload.scenario
+        run = drive(policy_factory(), workload)
+        assert run.instants, "no decision round ran"
+        limits = {node.path: node.limit_vector(sc.resources) for node in sc.queues if node.limit}
+        queue_of = {jb.name: jb.queue for jb in sc.jobs}
+        for inst in run.instants:
+            used = {path: [0.0] * sc.m for path in limits}
+            for tasks in inst.running.values():
+                for jname, demand in tasks:
+                    for path in sc.queues.ancestors(queue_of[jname]):
+                        if path in used:
+                            for r, d in enumerate(demand):
+                                used[path][r] += d
+            for path, lim in limits.items():
+                for r, res in enumerate(sc.resources):
+                    assert used[path][r] <= lim[r] + CAPACITY_TOL * max(1.0, lim[r]), (
+                        f"{_name(policy_factory())}, seed {seed}, t={inst.now}: queue {path} holds "
+                        f"{used[path][r]:g} {res}, past its limit {lim[r]:g}")
 
 
 def check_slot_limit(policy_factory: PolicyFactory) -> None:

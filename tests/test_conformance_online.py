@@ -21,7 +21,7 @@ from functools import partial
 
 import pytest
 from builders import scenario
-from online_checks import (check_capacity_never_exceeded, check_empty_cluster_and_empty_queue,
+from online_checks import (check_capacity_never_exceeded, check_queue_limits_hold, check_empty_cluster_and_empty_queue,
                            check_infeasible_demand_reported_not_raised, check_job_weights_respected,
                            check_no_mutation_and_reusable, check_queue_weights_respected, check_same_seed_same_launches,
                            check_slot_limit, check_tiny_tasks_reach_the_static_allocation)
@@ -60,6 +60,7 @@ PAPER_EXAMPLES = {"DRF Sec. 4.1": drf_41, "H-DRF Fig. 4": fig4}
 
 CHECKS = {
     "capacity": check_capacity_never_exceeded,
+    "queue limits": check_queue_limits_hold,
     "same seed same launches": check_same_seed_same_launches,
     "empty cluster and queue": check_empty_cluster_and_empty_queue,
     "infeasible demand": check_infeasible_demand_reported_not_raised,

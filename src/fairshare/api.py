@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from fairshare.model.allocation import Allocation
 from fairshare.model.scenario import Scenario
 from fairshare.policies import REGISTRY, UnknownPolicyError, make_policy
@@ -27,8 +29,13 @@ def allocate(scenario: Scenario, policy: str | Policy, *, discrete: bool = False
     """
     pol = make_policy(policy, **options) if isinstance(policy, str) else policy
     if discrete:
-        return pol.allocate_discrete(scenario, respect_counts=respect_counts)
-    return pol.allocate(scenario, respect_counts=respect_counts)
+        result = pol.allocate_discrete(scenario, respect_counts=respect_counts)
+    else:
+        result = pol.allocate(scenario, respect_counts=respect_counts)
+    if scenario.queues.bounded and not pol.honours_queue_bounds:
+        note = f"policy {pol.name!r} does not model queue guarantees and limits; they were ignored"
+        result = dataclasses.replace(result, notes=result.notes + (note,))
+    return result
 
 
 __all__ = ["allocate", "get_policy", "policy_names", "UnknownPolicyError"]

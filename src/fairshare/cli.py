@@ -144,6 +144,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="keep room for the largest task on every node (H-DRF Sec. 5)")
         p.add_argument("--progress", action="store_true",
                        help="show a progress bar on stderr even when it is not a terminal")
+        p.add_argument("--preempt", action="store_true",
+                       help="fair-share preemption, with the scenario's preemption: settings or the defaults "
+                            "(docs/usage.md; a scenario with a preemption: section preempts without the flag)")
+        p.add_argument("--track-fair-share", action="store_true",
+                       help="measure each queue's time below its fair share also without preemption "
+                            "(summary.json: queues.*.time_below_fair_share)")
         p.add_argument("--no-fairness-gap", action="store_true",
                        help="skip the fairness gap (it computes one static allocation per distinct set of "
                             "demanding jobs)")
@@ -394,10 +400,13 @@ def _out_dir(text: str):
 
 def _simulator(args: argparse.Namespace, scenario, policy, flag: str):
     """A ready-to-run Simulator; its construction is where a policy refuses online mode."""
+    from fairshare.model.scenario import PreemptionConfig
     from fairshare.policies.base import PolicyModeError
     from fairshare.sim import SimOptions, SimulationError, Simulator
 
-    options = SimOptions(seed=args.seed, until=args.until, placement=args.placement, headroom=args.headroom)
+    options = SimOptions(seed=args.seed, until=args.until, placement=args.placement, headroom=args.headroom,
+                         preemption=(scenario.preemption or PreemptionConfig()) if args.preempt else None,
+                         track_fair_share=args.track_fair_share)
     try:
         return Simulator(scenario, policy, options)
     except PolicyModeError as exc:

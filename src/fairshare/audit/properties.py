@@ -88,6 +88,13 @@ The properties
     recompute; violated if a remaining job's tasks drop. H-DRF's definition also covers
     internal nodes; we compare jobs (a queue's loss shows in its jobs).
 
+``guarantees_and_limits`` (docs/policies.md, "Guarantees and limits"): null without
+    queue bounds. Every queue with a guarantee holds at least ``min(G_qr, D_qr)`` of each
+    guaranteed resource r, ``D_qr`` being what its jobs can use (``sum cap_i d_ir`` over
+    the jobs below; unbounded without ``respect_counts``), and no queue holds more than
+    its limit. Discrete: a guarantee is met when one more task of the queue's largest
+    demand of r would reach it (whole tasks cannot stop exactly at it).
+
 A policy without a static allocation in the mode asked raises
 :class:`~fairshare.policies.base.PolicyModeError`, which propagates.
 """
@@ -187,9 +194,34 @@ class AuditContext:
         return self.allocation.jobs[name].tasks
 
     def capped(self, job: Job, tasks: float | None = None) -> bool:
+        """No further demand: the job's count is met, or (for the allocation under audit)
+        a queue above it is at its limit of a resource the job needs."""
         cap = self.cap(job)
         t = self.tasks(job.name) if tasks is None else tasks
-        return cap < math.inf and not exceeds(cap, t, 1.0)
+        return (cap < math.inf and not exceeds(cap, t, 1.0)) or (tasks is None and self.at_limit(job))
+
+    def at_limit(self, job: Job) -> bool:
+        """A queue above ``job`` holds its limit of a resource the job needs (discrete: one
+        more task of some class would cross it)."""
+        queues = self.scenario.queues
+        if not queues.bounded:
+            return False
+        key = ("at_limit", job.name)
+        if key not in self._cache:
+            hit = False
+            resources = self.scenario.resources
+            for path in queues.ancestors(job.queue):
+                if path == ROOT or not queues[path].limit:
+                    continue
+                held = self.allocation.queues[path].allocation
+                for res, lim in queues[path].limit:
+                    r = resources.index(res)
+                    need = min((c.demand[r] for c in job.classes if c.demand[r] > 0), default=0.0)
+                    if need > 0 and not exceeds(lim, held[r] + (need if self.discrete else 0.0),
+                                                self.scenario.capacity[r]):
+                        hit = True
+            self._cache[key] = hit
+        return self._cache[key]
 
     def searched_jobs(self) -> list[str]:
         """Deterministic choice for the searches: all jobs if few, else the first by name."""
@@ -414,7 +446,19 @@ def _pareto_divisible(ctx: AuditContext) -> PropertyResult:
     # lower bounds by 1e-9 keeps the LP feasible, far below RTOL.
     lo = [max(0.0, t / u * (1 - 1e-9)) for t, u in zip(current, units)]
     hi = [None if math.isinf(ctx.cap(j)) else max(ctx.cap(j) / u, l_) for j, u, l_ in zip(jobs, units, lo)]
-    res = linprog(c=-np.ones(len(jobs)), A_ub=A, b_ub=np.ones(len(rows)), bounds=list(zip(lo, hi)),
+    b = [1.0] * len(rows)
+    # queue limits are constraints like capacity (a gain past a limit is no gain)
+    queues = ctx.scenario.queues
+    for path in queues.paths:
+        for res, lim in queues[path].limit:
+            r = ctx.scenario.resources.index(res)
+            if cap_vec[r] <= 0:
+                continue
+            inside = [j.queue == path or j.queue.startswith(path + ".") for j in jobs]
+            A = np.vstack([A, [units[i] * ctx.demand(j.name)[r] / cap_vec[r] if inside[i] else 0.0
+                               for i, j in enumerate(jobs)]])
+            b.append(lim / cap_vec[r] * (1 + 1e-9))
+    res = linprog(c=-np.ones(len(jobs)), A_ub=A, b_ub=np.array(b), bounds=list(zip(lo, hi)),
                   method="highs", options={"primal_feasibility_tolerance": 1e-10,
                                            "dual_feasibility_tolerance": 1e-10})
     if res.status == 2:  # infeasible: the allocation itself does not fit the capacity
@@ -785,6 +829,53 @@ def check_population_monotonicity(ctx: AuditContext) -> PropertyResult:
 
 
 #: property name -> its check, in the contract's order
+# ---------------------------------------------------------------------------------------
+# guarantees and limits
+
+
+def check_guarantees_and_limits(ctx: AuditContext) -> PropertyResult:
+    name = "guarantees_and_limits"
+    scenario = ctx.scenario
+    queues = scenario.queues
+    if not queues.bounded:
+        return PropertyResult(name, None, None, "not applicable: no queue has a guarantee or a limit")
+    resources = scenario.resources
+    cap = scenario.capacity
+    problems: list[tuple[float, dict, str]] = []  # (how far off, relative to C_r; witness; detail)
+    checked = 0
+    for path in queues.paths:
+        node = queues[path]
+        if not (node.guarantee or node.limit):
+            continue
+        checked += 1
+        below = [j for j in scenario.jobs if j.queue == path or j.queue.startswith(path + ".")]
+        held = ctx.allocation.queues[path].allocation
+        for res, g in node.guarantee:
+            r = resources.index(res)
+            can_use = sum(ctx.cap(j) * ctx.demand(j.name)[r] for j in below if ctx.demand(j.name)[r] > 0)
+            owed = min(g, can_use)
+            slack = max((c.demand[r] for j in below for c in j.classes), default=0.0) if ctx.discrete else 0.0
+            if exceeds(owed, held[r] + slack, cap[r]):
+                witness = {"queue": path, "resource": res, "allocation": held[r], "guarantee": g,
+                           "demand_can_use": can_use}
+                problems.append(((owed - held[r]) / cap[r] if cap[r] > 0 else 1.0, witness,
+                                 f"queue {path} holds {_n(held[r])} {res}, less than min(guarantee "
+                                 f"{_n(g)}, what its jobs can use {_n(can_use)})"))
+        for res, lim in node.limit:
+            r = resources.index(res)
+            if exceeds(held[r], lim, cap[r]):
+                witness = {"queue": path, "resource": res, "allocation": held[r], "limit": lim}
+                problems.append(((held[r] - lim) / cap[r] if cap[r] > 0 else 1.0, witness,
+                                 f"queue {path} holds {_n(held[r])} {res}, more than its limit {_n(lim)}"))
+    if not problems:
+        return PropertyResult(name, True, None, f"every guarantee met up to what the jobs can use and every limit "
+                                                f"kept ({_count(checked, 'bounded queue')})")
+    problems.sort(key=lambda p: -p[0])
+    _, witness, detail = problems[0]
+    witness["violations"] = len(problems)
+    return PropertyResult(name, False, witness, detail)
+
+
 CHECKS: dict[str, Callable[[AuditContext], PropertyResult]] = {
     "sharing_incentive": check_sharing_incentive,
     "envy_freeness": check_envy_freeness,
@@ -793,4 +884,5 @@ CHECKS: dict[str, Callable[[AuditContext], PropertyResult]] = {
     "strategy_proofness": check_strategy_proofness,
     "hierarchical_share_guarantee": check_hierarchical_share_guarantee,
     "population_monotonicity": check_population_monotonicity,
+    "guarantees_and_limits": check_guarantees_and_limits,
 }

@@ -15,6 +15,8 @@ PROPERTY_NAMES: tuple[str, ...] = (
     "hierarchical_share_guarantee",
     "population_monotonicity",
 )
+#: the contract's properties and fairshare's extensions (reported where they apply)
+ALL_PROPERTY_NAMES: tuple[str, ...] = PROPERTY_NAMES + ("guarantees_and_limits",)
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,13 @@ class NodeAdded:
     node: Node
 
 
+@dataclass(frozen=True, slots=True)
+class Wake:
+    """Time passed with nothing else happening: a starved queue's wait for preemption
+    ended (``Engine.wake_at``). The step decides (and preempts) as after any event."""
+
+
 #: what an executor reports (``Executor.poll``)
 ExecutorEvent = Union[TaskFinished, NodeLost, NodeAdded]
 #: everything ``Engine.step`` applies
-Event = Union[JobArrived, JobCancelled, TaskFinished, NodeLost, NodeAdded]
+Event = Union[JobArrived, JobCancelled, TaskFinished, NodeLost, NodeAdded, Wake]

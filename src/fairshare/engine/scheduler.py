@@ -29,6 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from fairshare.engine.bounds import QueueBounds
 from fairshare.engine.constrained import EligibleCapacity
 from fairshare.engine.fitmemo import FitMemo
 from fairshare.engine.placement import DeviceAssignment, NodePool
@@ -86,6 +87,7 @@ class JobRuntime:
     first_start: float | None = None
     finished_at: float | None = None
     cancelled: bool = False
+    preempted: int = 0  # tasks of this job stopped by fair-share preemption
     #: constrained fairness: per class, the demand as reported to the sorter (the real
     #: demand itself for an unconstrained job); ``factor`` is C_r / C^elig_r, None for 1
     reported: list[Vector] = field(default_factory=list)
@@ -139,6 +141,11 @@ class Scheduler:
             self.resources, queues, self.pool.total_capacity, slots_total=slots_total,
             nodes=tuple(st.node for st in self.pool.states))
         self.queues = queues
+        # guarantees and limits (engine/bounds.py); None when no queue has any
+        self.bounds = QueueBounds(queues, self.resources) if queues.bounded else None
+        #: bumped whenever a job arrives, completes or starts or stops demanding: what
+        #: depends on the set of demanding jobs (preemption's fair shares) keys on it
+        self.demand_version = 0
         self.jobs: dict[str, JobRuntime] = {}
         self.tasks: dict[int, RunningTask] = {}
         # ``task_ids(job, class index)`` names each launch; unique among running tasks
@@ -191,6 +198,7 @@ class Scheduler:
             rt.finished_at = now
             return
         self.sorter.add_job(job.name, job.queue, job.weight, job.composite_demand())
+        self.demand_version += 1
         self._refile(rt)
         if self.use_headroom:
             self._update_headroom()
@@ -217,6 +225,7 @@ class Scheduler:
                 self._track(rt.job, task.class_index, +1)
             if not was:
                 self.sorter.set_demanding(task.job, True)
+                self.demand_version += 1
             self._refile(rt)
         self._maybe_complete(rt, now)
         return task
@@ -233,6 +242,7 @@ class Scheduler:
             self._refile(rt)
             if job_name in self.sorter.jobs:
                 self.sorter.set_demanding(job_name, False)
+                self.demand_version += 1
         self._maybe_complete(rt, now)
         return [t.task_id for t in self.tasks.values() if t.job == job_name]
 
@@ -255,6 +265,40 @@ class Scheduler:
         self.sorter.set_capacity(self.pool.total_capacity)
         self._refresh_factors(now)
         return lost
+
+    def track_queue_usage(self) -> QueueBounds:
+        """Keep every queue's usage up to date from now on (preemption reads it each
+        round); returns the ledger (``bounds``, which then tracks every queue)."""
+        if self.bounds is None or not self.bounds.tracks_all:
+            tracked = QueueBounds(self.queues, self.resources, track_all=True)
+            for task in self.tasks.values():
+                tracked.take(self.jobs[task.job].job.queue, task.demand)
+            self.bounds = tracked
+        return self.bounds
+
+    def preempt(self, victims, job_name: str, class_index: int, node_name: str,
+                now: float) -> tuple[list[RunningTask], Launch | None]:
+        """Fair-share preemption (``engine/preemption.py``): stop ``victims`` (task ids;
+        they go back to pending, their work lost, counted in ``JobRuntime.preempted``)
+        and start a task of ``job_name``'s class ``class_index`` on ``node_name`` in the
+        room they leave. The launch is None if it no longer fits there (device
+        fragmentation can defeat the planner's summed amounts; the freed capacity then
+        goes to the next decision round like any other)."""
+        stopped = []
+        for task_id in victims:
+            task = self.fail(task_id, now)
+            self.jobs[task.job].preempted += 1
+            stopped.append(task)
+        rt = self.jobs[job_name]
+        node = self.pool.index_of[node_name]
+        cls = rt.job.classes[class_index]
+        if rt.cancelled or rt.pending[class_index] <= 0 or not self.pool.alive(node) or \
+                not self.pool.fits_on(node, cls.demand) or \
+                (self.bounds is not None and self.bounds.over_limit(rt.job.queue, cls.demand)):
+            return stopped, None
+        if cls.max_per_node is not None and not self._under_limit(job_name, class_index, cls.max_per_node)(node):
+            return stopped, None
+        return stopped, self._launch(job_name, class_index, node, now)
 
     def adopt(self, job_name: str, class_index: int, node_name: str, now: float, task_id: int) -> Launch:
         """Record task ``task_id`` of ``job_name``'s class, already running on ``node_name``
@@ -317,12 +361,17 @@ class Scheduler:
         dead: set[tuple] = set()
         dead_jobs = 0
 
+        bounds = self.bounds
+
         def runnable(name: str) -> bool:
             rt = jobs[name]
             j = rt.shape_class
             if j is None:
                 return False
             cls = rt.job.classes[j]
+            if bounds is not None and bounds.over_limit(rt.job.queue, cls.demand):
+                exclude(name)  # (usage only grows within a call: it stays over)
+                return False
             allowed = None
             key = rt.shape_key
             if cls.max_per_node is not None:
@@ -384,10 +433,23 @@ class Scheduler:
                 # (demanding jobs / n) that cannot run before it meets one that can
                 if n <= self.pick_among_max and n * n <= 2 * self._filed:
                     among = [name for key in shapes for name in self._shape_jobs.get(key, ())]
-            if among is None:
-                name = self.sorter.pick(runnable, now)
-            else:
-                name = self.sorter.pick_among(among, runnable, now)
+            name = None
+            if bounds is not None and bounds.has_guarantees:
+                # a queue owed its guarantee goes first, by the policy's own order
+                def owed_and_runnable(job_name: str) -> bool:
+                    rt = jobs[job_name]
+                    return rt.shape_class is not None and \
+                        bounds.owed(rt.job.queue, rt.job.classes[rt.shape_class].demand) and runnable(job_name)
+
+                if among is None:
+                    name = self.sorter.pick(owed_and_runnable, now)
+                else:
+                    name = self.sorter.pick_among(among, owed_and_runnable, now)
+            if name is None:
+                if among is None:
+                    name = self.sorter.pick(runnable, now)
+                else:
+                    name = self.sorter.pick_among(among, runnable, now)
             if name is None:
                 return launches
             if name not in chosen and not runnable(name):  # a sorter must only return runnable jobs
@@ -448,9 +510,12 @@ class Scheduler:
         if len(rt.pending) > 1 or rt.pending[j] == 0:
             self._refile(rt)  # (one class with tasks left: the next task is the same shape)
         self.tasks[task_id] = RunningTask(task_id, name, j, node, cls.demand, now, held)
+        if self.bounds is not None:
+            self.bounds.take(rt.job.queue, cls.demand)
         self.sorter.allocated(name, rt.reported[j], now)
         if rt.pending[j] == 0 and not rt.demanding:  # (only the class just launched can have run out)
             self.sorter.set_demanding(name, False)
+            self.demand_version += 1
         self.decisions += 1
         return Launch(task_id, name, cls.name, j, self.pool.name(node), cls.demand,
                       tuple((self.resources[r], devs) for r, devs in held) if held else ())
@@ -458,6 +523,8 @@ class Scheduler:
     def _release(self, rt: JobRuntime, task: RunningTask, now: float) -> None:
         """Give a task's resources back to its node, its per-node slot, and the sorter."""
         self.pool.give_back(task.node_index, task.demand, task.devices)
+        if self.bounds is not None:
+            self.bounds.give_back(rt.job.queue, task.demand)
         rt.running -= 1
         rt.running_per_class[task.class_index] -= 1
         self.changed.add(task.job)
@@ -508,6 +575,7 @@ class Scheduler:
             rt.finished_at = now
             if rt.job.name in self.sorter.jobs:
                 self.sorter.remove_job(rt.job.name)
+                self.demand_version += 1
             if self.use_headroom:
                 self._update_headroom()
 

@@ -21,9 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
-from fairshare.engine.events import Event, JobArrived, JobCancelled, NodeAdded, NodeLost, TaskFinished
+from fairshare.engine.events import Event, JobArrived, JobCancelled, NodeAdded, NodeLost, TaskFinished, Wake
+from fairshare.engine.preemption import Preemptor
 from fairshare.engine.executor import Executor
-from fairshare.engine.scheduler import Launch, Scheduler
+from fairshare.engine.scheduler import Launch, RunningTask, Scheduler
 from fairshare.engine.snapshot import Changes, Snapshot, UsageLedger
 
 # (named tuples: one of each is built per event and per step, in the simulator's hot loop)
@@ -37,18 +38,35 @@ class Applied(NamedTuple):
     tasks: tuple[int, ...] = ()
 
 
+class Preempted(NamedTuple):
+    """One preemption of a decision round: ``victims`` stopped (back to pending, killed
+    through the executor) for a task of ``job`` on ``node``; ``launch`` that task (None
+    when it no longer fitted: ``Scheduler.preempt``)."""
+
+    job: str
+    node: str
+    victims: tuple[RunningTask, ...]
+    launch: Launch | None
+
+
 class Instant(NamedTuple):
     now: float
     applied: list[Applied]  # the events that took effect, in order
     launches: list[Launch]  # in decision order; [] when the step did not decide
+    preempted: tuple[Preempted, ...] = ()  # the round's preemptions (fair-share preemption on)
 
 
 class Engine:
     """A ``Scheduler`` and the ``Executor`` that runs its launches."""
 
-    def __init__(self, scheduler: Scheduler, executor: Executor):
+    def __init__(self, scheduler: Scheduler, executor: Executor, preemptor: Preemptor | None = None):
         self.scheduler = scheduler
         self.executor = executor
+        #: fair-share preemption (``engine/preemption.py``), consulted after every
+        #: decision round; None: off
+        self.preemptor = preemptor
+        #: the preemptions of the last decision round
+        self.last_preempted: tuple[Preempted, ...] = ()
         self.ledger = UsageLedger(scheduler)
         # something was applied since the last decision (``apply`` called outside a step)
         self._undecided = False
@@ -88,6 +106,8 @@ class Engine:
             for task_id in killed:
                 self.executor.kill(task_id)
             out = Applied(event, killed)
+        elif isinstance(event, Wake):
+            out = Applied(event)
         else:
             raise TypeError(f"not an engine event: {event!r}")
         self._undecided = True
@@ -103,13 +123,15 @@ class Engine:
             got = self.apply(event, now)
             if got is not None:
                 applied.append(got)
-        return Instant(now, applied, self.decide(now, commit))
+        launches = self.decide(now, commit)
+        return Instant(now, applied, launches, self.last_preempted)
 
     def decide(self, now: float, commit: Callable[[list[Launch]], None] | None = None) -> list[Launch]:
         """``dispatch`` if anything was applied since the last decision, else ``[]``. A
         runtime that must look at each event's effect before the next is applied (the
         live service) calls ``apply`` per event and then this: the same step."""
         if not self._undecided:
+            self.last_preempted = ()
             return []
         return self.dispatch(now, commit)
 
@@ -119,15 +141,40 @@ class Engine:
         self._undecided = True
 
     def dispatch(self, now: float, commit: Callable[[list[Launch]], None] | None = None) -> list[Launch]:
-        """One decision round: ``schedule(now)``, then every launch started in order."""
+        """One decision round: ``schedule(now)``; with preemption on, the round's
+        preemptions (``Preemptor.round``: the victims go back to pending at once and each
+        preemptor's task starts in the room they leave) and one more ``schedule(now)`` for
+        what they freed beyond it; then ``commit`` (the launches; the preemptions are in
+        ``last_preempted``), the victims killed and every launch started, in order."""
         self._undecided = False
-        launches = self.scheduler.schedule(now)
+        sch = self.scheduler
+        launches = sch.schedule(now)
+        preempted: list[Preempted] = []
+        if self.preemptor is not None:
+            planned = self.preemptor.round(sch, now)
+            for p in planned:
+                stopped, launch = sch.preempt(p.victims, p.job, p.class_index, p.node, now)
+                preempted.append(Preempted(p.job, p.node, tuple(stopped), launch))
+                if launch is not None:
+                    launches.append(launch)
+            if planned:
+                launches.extend(sch.schedule(now))
+                self.preemptor.round(sch, now, plan_now=False)  # (timers: wake_at)
+        self.last_preempted = tuple(preempted)
         if commit is not None:
             commit(launches)
+        for p in preempted:
+            for task in p.victims:
+                self.executor.kill(task.task_id)
         start = self.executor.start
         for launch in launches:
             start(launch, now)
         return launches
+
+    def wake_at(self) -> float | None:
+        """When a starved queue's wait for preemption ends, if one is waiting: a runtime
+        whose rounds happen only at events (the simulator) steps with a ``Wake`` then."""
+        return None if self.preemptor is None else self.preemptor.wake_at()
 
     def changes(self) -> Changes:
         """What moved since the last call (``engine.snapshot``)."""

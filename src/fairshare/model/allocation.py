@@ -19,6 +19,12 @@ class JobAllocation:
 class QueueAllocation:
     allocation: Vector
     dominant_share: float
+    #: what the policy entitles the queue to under the current demands: the exact
+    #: divisible allocation (in discrete mode too, where ``allocation`` is whole tasks);
+    #: None when the policy has no divisible allocation
+    fair_share: Vector | None = None
+    guarantee: tuple[tuple[str, float], ...] = ()  # as the scenario lists it
+    limit: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -50,10 +56,7 @@ class Allocation:
                 }
                 for name, ja in self.jobs.items()
             },
-            "queues": {
-                path: {"allocation": to_mapping(qa.allocation, names), "dominant_share": qa.dominant_share}
-                for path, qa in self.queues.items()
-            },
+            "queues": {path: _queue_json(qa, names) for path, qa in self.queues.items()},
             "utilization": to_mapping(self.utilization, names),
         }
         if self.placement is not None:
@@ -63,12 +66,22 @@ class Allocation:
         return out
 
 
+def _queue_json(qa: QueueAllocation, names) -> dict:
+    out = {"allocation": to_mapping(qa.allocation, names), "dominant_share": qa.dominant_share,
+           "guarantee": dict(qa.guarantee), "limit": dict(qa.limit)}
+    if qa.fair_share is not None:
+        out["fair_share"] = to_mapping(qa.fair_share, names)
+    return out
+
+
 def build_allocation(scenario, policy: str, mode: str, tasks_by_class: dict[str, tuple[float, ...]],
-                     placement=None, notes=()) -> Allocation:
+                     placement=None, notes=(), fair_shares: dict[str, Vector] | None = None) -> Allocation:
     """Assemble an :class:`Allocation` from per-job, per-class task amounts.
 
     Every policy reports through here, so job and queue totals, dominant shares and
-    utilization are computed one way for all of them.
+    utilization are computed one way for all of them. ``fair_shares`` (queue path ->
+    allocation) is the divisible entitlement; in divisible mode it is the allocation
+    itself and may be omitted.
     """
     capacity = scenario.capacity
     m = scenario.m
@@ -87,7 +100,9 @@ def build_allocation(scenario, policy: str, mode: str, tasks_by_class: dict[str,
         prefix = path + "."
         members = [jobs[j.name].allocation for j in scenario.jobs if j.queue == path or j.queue.startswith(prefix)]
         alloc = vsum(members, m)
-        queues[path] = QueueAllocation(alloc, dominant_share(alloc, capacity))
+        node = scenario.queues[path]
+        fair = alloc if mode == "divisible" else (fair_shares or {}).get(path)
+        queues[path] = QueueAllocation(alloc, dominant_share(alloc, capacity), fair, node.guarantee, node.limit)
     used = vsum((ja.allocation for ja in jobs.values()), m)
     utilization = tuple((u / c) if c > 0 else 0.0 for u, c in zip(used, capacity))
     return Allocation(policy, mode, scenario.resources, capacity, jobs, queues, utilization, placement, tuple(notes))

@@ -30,6 +30,9 @@ class TaskClass:
     #: at most this many running tasks of this class of one job on one node (DLRM's
     #: ``max_instance_per_node``); None: no limit
     max_per_node: int | None = None
+    #: seconds between checkpoints: a task stopped by preemption keeps the work up to its
+    #: last checkpoint (restarts from there); None: it restarts from the beginning
+    checkpoint: float | None = None
 
 
 @dataclass(frozen=True)

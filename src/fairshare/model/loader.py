@@ -26,11 +26,11 @@ from fairshare.model.loader_cluster import (CLUSTER_KEYS, NODE_KEYS, ClusterSpec
 from fairshare.model.loader_events import ADDED_NODE_KEYS, EVENT_KEYS, EVENT_KINDS, check_events, parse_events
 from fairshare.model.loader_fields import Collector, show
 from fairshare.model.loader_jobs import DURATION_KINDS, JOB_KEYS, TASK_KEYS, JobSpec, build_jobs, parse_jobs
-from fairshare.model.loader_queues import ORDERS, QUEUE_KEYS, parse_queues
-from fairshare.model.queues import QueueTree
-from fairshare.model.scenario import Scenario
+from fairshare.model.loader_queues import ORDERS, QUEUE_KEYS, build_tree, parse_queues
+from fairshare.model.scenario import PREEMPTION_RULES, PreemptionConfig, Scenario
 
-TOP_KEYS = {"resources", "cluster", "queues", "jobs", "events"}
+TOP_KEYS = {"resources", "cluster", "queues", "jobs", "events", "preemption"}
+PREEMPTION_KEYS = {"after", "tolerance", "max_per_round", "rule"}
 # (each section's keys live with its parser; re-exported here, where the converters
 # look them up: ``traces.base.loader_accepts``)
 __all__ = ["ADDED_NODE_KEYS", "CLUSTER_KEYS", "DURATION_KINDS", "EVENT_KEYS", "EVENT_KINDS", "JOB_KEYS",
@@ -160,10 +160,11 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     # need a valid cluster, and only that: with one they run even when other fields have
     # problems, so a file's problems are all reported in one go.
     cluster_ok = len(col.errors) == errors_before_cluster and cluster.given
-    queue_entries = parse_queues(col, data)
+    queue_entries, queue_bounds = parse_queues(col, data)
     job_specs = parse_jobs(col, data.get("jobs"), {p for p, _, _ in queue_entries}, order.note)
     # (events: structure now, against the nodes once they are built)
     event_specs = parse_events(col, data.get("events"))
+    preemption = parse_preemption(col, data.get("preemption"))
 
     # --- cross-field checks: resources known, demands reachable -------------------------------
     resources = order.resources
@@ -181,12 +182,40 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     nodes, capacity, pooled = build_nodes(cluster, resources)
     jobs = build_jobs(col, job_specs, resources, nodes, capacity, pooled, devices)
     events = check_events(col, event_specs, nodes, resources, devices)
+    tree = build_tree(col, queue_entries, queue_bounds, resources, capacity)
     if col.errors:
         raise ScenarioError(col.errors, source)
 
-    tree = QueueTree.build(queue_entries, "fair")
     return Scenario(resources, Cluster(capacity, nodes, pooled, resources, devices), tree, tuple(jobs), source,
-                    events)
+                    events, preemption)
+
+
+def parse_preemption(col: Collector, raw: Any) -> PreemptionConfig | None:
+    """``preemption:`` (optional): ``after`` seconds >= 0, ``tolerance`` in [0, 1),
+    ``max_per_round`` a whole number >= 1, ``rule`` ``loop-free`` or ``naive``; each
+    defaults to :class:`PreemptionConfig`'s. ``preemption: {}`` turns it on with the
+    defaults."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        col.add("preemption", f"must be a mapping like {{after: 30}}, got {show(raw)}")
+        return None
+    col.unknown_keys(raw, PREEMPTION_KEYS, "preemption")
+    default = PreemptionConfig()
+    after = col.number(raw.get("after", default.after), "preemption.after", minimum=0.0)
+    tolerance = col.number(raw.get("tolerance", default.tolerance), "preemption.tolerance", minimum=0.0)
+    if tolerance is not None and tolerance >= 1:
+        col.add("preemption.tolerance", f"must be < 1 (a dominant share), got {tolerance:g}")
+        tolerance = None
+    most = col.number(raw.get("max_per_round", default.max_per_round), "preemption.max_per_round",
+                      positive=True, integer=True)
+    rule = raw.get("rule", default.rule)
+    if rule not in PREEMPTION_RULES:
+        col.add("preemption.rule", f"must be one of {', '.join(PREEMPTION_RULES)}, got {show(rule)}")
+        rule = None
+    if None in (after, tolerance, most, rule):
+        return None
+    return PreemptionConfig(after, tolerance, int(most), rule)
 
 
 def _all_amounts(cluster: ClusterSpec, job_specs: list[JobSpec]) -> Iterator[tuple[str, Mapping[str, float]]]:

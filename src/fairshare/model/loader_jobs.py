@@ -22,7 +22,8 @@ from fairshare.model.queues import ROOT
 from fairshare.model.resources import Vector
 
 JOB_KEYS = {"name", "queue", "weight", "submit", "tasks"}
-TASK_KEYS = {"class", "demand", "count", "duration", "constraints", "max_per_node", "command", "shell"}
+TASK_KEYS = {"class", "demand", "count", "duration", "constraints", "max_per_node", "checkpoint", "command",
+             "shell"}
 DURATION_KINDS = {
     "fixed": {"value"},
     "exponential": {"mean"},
@@ -44,6 +45,7 @@ class ClassSpec:
     constraints: Constraints
     max_per_node: int | None
     path: str  # jobs[i].tasks[k]
+    checkpoint: float | None = None
 
 
 @dataclass(frozen=True)
@@ -137,8 +139,11 @@ def _task_classes(col: Collector, tasks: Any, p: str, job_name: str | None, note
         if tc.get("max_per_node") is not None:
             mpn = col.number(tc["max_per_node"], f"{tp}.max_per_node", positive=True, integer=True)
             max_per_node = int(mpn) if mpn is not None else None
+        checkpoint = None
+        if tc.get("checkpoint") is not None:
+            checkpoint = col.number(tc["checkpoint"], f"{tp}.checkpoint", positive=True)
         if demand is not None:
-            classes.append(ClassSpec(cname, demand, cnt, duration, constraints, max_per_node, tp))
+            classes.append(ClassSpec(cname, demand, cnt, duration, constraints, max_per_node, tp, checkpoint))
     return classes
 
 
@@ -233,7 +238,7 @@ def build_jobs(col: Collector, job_specs: list[JobSpec], resources: tuple[str, .
                 biggest = ", ".join(f"{res}={d[r]:g}" for r, res in enumerate(resources) if d[r] > 0)
                 where = "the pooled capacity" if pooled else "any single node"
                 col.add(f"{tp}.demand", f"no node can ever hold this task ({biggest} exceeds {where})")
-            tcs.append(TaskClass(cs.name, d, cs.count, cs.duration, cs.constraints, cs.max_per_node))
+            tcs.append(TaskClass(cs.name, d, cs.count, cs.duration, cs.constraints, cs.max_per_node, cs.checkpoint))
         jobs.append(Job(spec.name, spec.queue, spec.weight, spec.submit, tuple(tcs)))
     return jobs
 

@@ -1,38 +1,66 @@
 """The scenario loader's ``queues:`` section: the queue tree as nested entries.
 
 Each entry has a ``name`` (no dots: a queue's path is its ancestors' names joined by
-dots), a ``weight`` > 0, an ``order`` (``fair`` or ``fifo``) and optional ``children``.
-The result is the flat ``(path, weight, order)`` list ``QueueTree.build`` takes, parents
-before their children.
+dots), a ``weight`` > 0, an ``order`` (``fair`` or ``fifo``), optional ``children`` and
+optional ``guarantee`` and ``limit`` (resource -> amount). The result is the flat
+``(path, weight, order)`` list ``QueueTree.build`` takes, parents before their children,
+and the bounds by queue path; :func:`check_bounds` checks the bounds against the
+resources and the cluster once those are known.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fairshare.model.loader_fields import Collector, show
-from fairshare.model.queues import ROOT
+from fairshare.model.loader_fields import Collector, amounts, show
+from fairshare.model.queues import ROOT, QueueTree, bound_claims_problems
+from fairshare.model.resources import Vector
 
-QUEUE_KEYS = {"name", "weight", "children", "order"}
+QUEUE_KEYS = {"name", "weight", "children", "order", "guarantee", "limit"}
 ORDERS = ("fair", "fifo")
 
 #: one queue: (dotted path, weight, order)
 QueueEntry = tuple[str, float, str]
+#: a queue's bounds: (guarantee, limit, field path of the queue)
+BoundsSpec = tuple[dict[str, float], dict[str, float], str]
 
 
-def parse_queues(col: Collector, data: Mapping) -> list[QueueEntry]:
-    """``queues:`` (optional; absent or null: jobs sit under the root)."""
+def parse_queues(col: Collector, data: Mapping) -> tuple[list[QueueEntry], dict[str, BoundsSpec]]:
+    """``queues:`` (optional; absent or null: jobs sit under the root): the entries, and
+    the guarantees and limits of the queues that have any."""
     queue_entries: list[QueueEntry] = []
+    bounds: dict[str, BoundsSpec] = {}
     if "queues" in data and data["queues"] is not None:
         qs = data["queues"]
         if not isinstance(qs, list):
             col.add("queues", f"must be a list of queues, got {show(qs)}")
         else:
-            _queues(col, qs, "queues", ROOT, queue_entries)
-    return queue_entries
+            _queues(col, qs, "queues", ROOT, queue_entries, bounds)
+    return queue_entries, bounds
 
 
-def _queues(col: Collector, entries: list, path: str, parent: str, out: list[QueueEntry]) -> None:
+def build_tree(col: Collector, entries: list[QueueEntry], bounds: dict[str, BoundsSpec],
+               resources: tuple[str, ...], capacity: Vector) -> QueueTree:
+    """The queue tree; the bounds' problems (unknown resources, guarantees that cannot
+    all be honoured: ``queues.bound_claims_problems``) go to ``col`` with their field
+    paths."""
+    tree = QueueTree.build(entries, "fair", {q: (g, lim) for q, (g, lim, _p) in bounds.items()})
+    for queue, field, reason in bound_claims_problems(tree, resources, capacity) if bounds else ():
+        col.add("queues" if queue == ROOT else f"{bounds[queue][2]}.{field}", reason)
+    return tree
+
+
+def _queue_bound(col: Collector, raw, path: str) -> dict[str, float]:
+    """A queue's ``guarantee:`` or ``limit:`` (resource -> amount >= 0); the names are
+    checked against the scenario's resources once those are known (a bound never adds a
+    resource: a bound on a resource nothing has is a typo)."""
+    if raw is None:
+        return {}
+    return amounts(col, raw, path, lambda _name: None) or {}
+
+
+def _queues(col: Collector, entries: list, path: str, parent: str, out: list[QueueEntry],
+            bounds: dict[str, BoundsSpec]) -> None:
     names: set[str] = set()
     for i, q in enumerate(entries):
         p = f"{path}[{i}]"
@@ -54,9 +82,13 @@ def _queues(col: Collector, entries: list, path: str, parent: str, out: list[Que
         names.add(name)
         full = name if parent == ROOT else f"{parent}.{name}"
         out.append((full, weight if weight is not None else 1.0, order))
+        guarantee = _queue_bound(col, q.get("guarantee"), f"{p}.guarantee")
+        limit = _queue_bound(col, q.get("limit"), f"{p}.limit")
+        if guarantee or limit:
+            bounds[full] = (guarantee, limit, p)
         kids = q.get("children")
         if kids is not None:
             if not isinstance(kids, list):
                 col.add(f"{p}.children", f"must be a list of queues, got {show(kids)}")
             else:
-                _queues(col, kids, f"{p}.children", full, out)
+                _queues(col, kids, f"{p}.children", full, out, bounds)

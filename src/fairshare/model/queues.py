@@ -4,14 +4,24 @@ Queues are the internal nodes of the H-DRF hierarchy (H-DRF Sec. 2.1); jobs are 
 leaves and live in ``Scenario.jobs``. The implicit root has the path ``""`` (``ROOT``).
 Cycles cannot be written in the nested format; duplicate sibling names are rejected by
 the loader and by ``QueueTree.build``.
+
+A queue may carry a *guarantee* (it may always use at least this much of each listed
+resource while it has demand) and a *limit* (it never uses more, even on an idle
+cluster): resource name -> amount, in the scenario's units (docs/policies.md,
+"Guarantees and limits"). :func:`bound_claims_problems` checks that they can be honoured
+together.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 ROOT = ""
+
+#: a queue's guarantee or limit: (resource name, amount) pairs, sorted by name
+Bounds = tuple[tuple[str, float], ...]
 
 
 @dataclass(frozen=True)
@@ -20,6 +30,18 @@ class QueueNode:
     weight: float
     order: str = "fair"  # "fair" (by the policy) or "fifo" (jobs in submit order)
     children: tuple[str, ...] = ()  # child queue paths, in file order
+    guarantee: Bounds = ()  # at least this much while demanding (listed resources only)
+    limit: Bounds = ()  # never more than this (listed resources only)
+
+    def guarantee_vector(self, resources: Sequence[str]) -> tuple[float, ...]:
+        """The guarantee per resource, 0 where none is listed."""
+        g = dict(self.guarantee)
+        return tuple(g.get(r, 0.0) for r in resources)
+
+    def limit_vector(self, resources: Sequence[str]) -> tuple[float, ...]:
+        """The limit per resource, ``inf`` where none is listed."""
+        lim = dict(self.limit)
+        return tuple(lim.get(r, math.inf) for r in resources)
 
     @property
     def name(self) -> str:
@@ -41,8 +63,11 @@ class QueueTree:
         self._nodes = dict(nodes)
 
     @classmethod
-    def build(cls, entries: Iterable[tuple[str, float, str]], root_order: str = "fair") -> QueueTree:
-        """Build from ``(path, weight, order)`` triples, parents before children."""
+    def build(cls, entries: Iterable[tuple[str, float, str]], root_order: str = "fair",
+              bounds: Mapping[str, tuple[Mapping[str, float], Mapping[str, float]]] | None = None) -> QueueTree:
+        """Build from ``(path, weight, order)`` triples, parents before children;
+        ``bounds`` maps a queue path to its ``(guarantee, limit)`` mappings."""
+        bounds = bounds or {}
         children: dict[str, list[str]] = {ROOT: []}
         spec: dict[str, tuple[float, str]] = {}
         for path, weight, order in entries:
@@ -56,7 +81,12 @@ class QueueTree:
             spec[path] = (weight, order)
         nodes = {ROOT: QueueNode(ROOT, 1.0, root_order, tuple(children[ROOT]))}
         for path, (weight, order) in spec.items():
-            nodes[path] = QueueNode(path, weight, order, tuple(children[path]))
+            guarantee, limit = bounds.get(path, ({}, {}))
+            nodes[path] = QueueNode(path, weight, order, tuple(children[path]),
+                                    tuple(sorted(guarantee.items())), tuple(sorted(limit.items())))
+        unknown = sorted(set(bounds) - set(spec))
+        if unknown:
+            raise ValueError(f"bounds for unknown queue(s) {', '.join(map(repr, unknown))}")
         return cls(nodes)
 
     def __contains__(self, path: object) -> bool:
@@ -92,6 +122,68 @@ class QueueTree:
 
     def depth(self, path: str) -> int:
         return 0 if path == ROOT else path.count(".") + 1
+
+    @property
+    def bounded(self) -> bool:
+        """Whether any queue has a guarantee or a limit."""
+        return any(node.guarantee or node.limit for node in self)
+
+
+def bound_claims_problems(queues: QueueTree, resources: Sequence[str],
+                          capacity: Sequence[float]) -> list[tuple[str, str, str]]:
+    """Why the guarantees and limits cannot all be honoured: ``(queue path, "guarantee"
+    or "limit", reason)`` for each problem, [] when they can.
+
+    A queue's *claim* on resource r is its guarantee of r when it lists one, otherwise
+    the sum of its children's claims (a queue without its own guarantee passes its
+    children's up). Three rules:
+
+    * unknown resource names are refused;
+    * a queue's guarantee of r must not exceed its own limit of r, and no queue's claim
+      may exceed its limit (a child's guarantee cannot be honoured past an ancestor's
+      limit);
+    * the children's claims on r must fit in their parent's guarantee of r when it lists
+      one, and the top-level queues' claims in the cluster's capacity of r.
+    """
+    problems: list[tuple[str, str, str]] = []
+    known = set(resources)
+    for node in queues:
+        for kind, pairs in (("guarantee", node.guarantee), ("limit", node.limit)):
+            for name, _amount in pairs:
+                if name not in known:
+                    problems.append((node.path, f"{kind}.{name}",
+                                     f"unknown resource {name!r} (resources: {', '.join(resources)})"))
+    claims: dict[str, list[float]] = {}
+    m = len(resources)
+
+    def claim(path: str) -> list[float]:
+        node = queues[path]
+        kids = [claim(c) for c in node.children]
+        total = [sum(k[r] for k in kids) for r in range(m)]
+        own = dict(node.guarantee)
+        label = "the root" if path == ROOT else repr(path)
+        for r, name in enumerate(resources):
+            if name in own and total[r] > own[name] * (1 + 1e-12):
+                problems.append((path, f"guarantee.{name}",
+                                 f"the guarantees of the queues below {label} add up to {total[r]:g} {name}, "
+                                 f"more than its own guarantee of {own[name]:g}"))
+        out = [own.get(name, total[r]) for r, name in enumerate(resources)]
+        limits = dict(node.limit)
+        for r, name in enumerate(resources):
+            if name in limits and out[r] > limits[name] * (1 + 1e-12):
+                what = (f"its guarantee of {out[r]:g} {name} exceeds" if name in own else
+                        f"the guarantees of the queues below it add up to {out[r]:g} {name}, more than")
+                problems.append((path, f"limit.{name}", f"{what} its limit of {limits[name]:g}"))
+        claims[path] = out
+        return out
+
+    top = claim(ROOT)
+    for r, name in enumerate(resources):
+        if top[r] > capacity[r] * (1 + 1e-12):
+            problems.append((ROOT, f"guarantee.{name}",
+                             f"the top-level queues' guarantees add up to {top[r]:g} {name}, more than the "
+                             f"cluster's {capacity[r]:g}"))
+    return problems
 
 
 def share_guarantees(queues: QueueTree, jobs) -> tuple[dict[str, float], dict[str, float]]:

@@ -36,7 +36,11 @@ def vsum(vectors: Iterable[Sequence[float]], m: int) -> Vector:
     return tuple(total)
 
 
-def fits(demand: Sequence[float], free: Sequence[float], tol: float = 1e-9) -> bool:
+#: the fit test's tolerance, relative to the free amount (absolute below 1)
+FIT_TOL = 1e-9
+
+
+def fits(demand: Sequence[float], free: Sequence[float], tol: float = FIT_TOL) -> bool:
     """True when ``demand`` fits in ``free`` (a relative tolerance absorbs float noise)."""
     return all(d <= f + tol * max(1.0, abs(f)) for d, f in zip(demand, free, strict=True))
 

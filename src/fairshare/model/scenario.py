@@ -22,6 +22,32 @@ class ClusterEvent:
     node: Node | None = None  # the node that joins (node_add only)
 
 
+#: the preemption rules (``engine/preemption.py``): the loop-free one, and the naive one
+#: kept for comparisons
+PREEMPTION_RULES = ("loop-free", "naive")
+
+
+@dataclass(frozen=True)
+class PreemptionConfig:
+    """A scenario's (or the live config's) ``preemption:`` section: fair-share preemption
+    is on when there is one (docs/policies.md, "Fair-share preemption")."""
+
+    #: seconds a queue must stay starved before it may preempt
+    after: float = 30.0
+    #: a queue is starved when its dominant share is below its fair share's by more
+    #: than this (in dominant-share points: 0.05 is 5% of the cluster)
+    tolerance: float = 0.05
+    #: most victims per decision round
+    max_per_round: int = 4
+    #: ``loop-free``; ``naive`` (any task of a job above its fair share may go, whatever
+    #: it leaves): for comparisons only, it can preempt in a loop
+    rule: str = "loop-free"
+
+    def __post_init__(self) -> None:
+        if self.rule not in PREEMPTION_RULES:
+            raise ValueError(f"preemption rule must be one of {', '.join(PREEMPTION_RULES)}, got {self.rule!r}")
+
+
 @dataclass(frozen=True)
 class Scenario:
     resources: tuple[str, ...]
@@ -32,6 +58,8 @@ class Scenario:
     #: node failures and additions over time, in time order (ties: file order); the
     #: static allocations ignore them
     events: tuple[ClusterEvent, ...] = ()
+    #: fair-share preemption (the ``preemption:`` section); None: off
+    preemption: PreemptionConfig | None = None
 
     @property
     def m(self) -> int:

@@ -32,6 +32,9 @@ class Policy(ABC):
     #: usage normalized to the capacity of the nodes it may use (docs/policies.md,
     #: "Constraints and fairness"). Declared per policy; the engine never tests names.
     share_is_usage_over_capacity: ClassVar[bool] = False
+    #: True when the static allocation honours queue guarantees and limits
+    #: (``policies/bounds.py``); otherwise a bounded scenario's allocation says it did not
+    honours_queue_bounds: ClassVar[bool] = False
 
     def slots_per_node(self) -> int | None:
         """Slot scheduling: tasks per node counted by slots, resources ignored (None: the

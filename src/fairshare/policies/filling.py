@@ -39,6 +39,13 @@ that needs it becomes blocked, H-DRF Sec. 3.4 "blocked"), a leaf reaches its tas
 (``respect_counts``), a waiting child's level is reached by its receiving siblings, a
 node's dominant resource changes, or a DFF node crosses its override threshold.
 
+Bounds (docs/policies.md, "Guarantees and limits"). ``groups`` are sets of leaves with a
+cap per resource (a queue's limit, or its guarantee while guarantees are being filled):
+a group whose usage of r reaches its cap blocks every leaf of the group that needs r,
+exactly as a saturated resource blocks every leaf (an event like saturation, computed
+the same way). ``start`` gives leaves tasks to start from and ``eligible`` the leaves that
+may receive at all; :func:`fairshare.policies.bounds.bounded_fill` chains fills with them.
+
 Costs: each phase is O(nodes x resources); the number of phases is bounded by the
 number of leaves, resources and dominant-resource switches (see docs/performance.md).
 """
@@ -46,6 +53,7 @@ number of leaves, resources and dominant-resource switches (see docs/performance
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fairshare.model.resources import Vector
@@ -111,8 +119,13 @@ class LevelRule:
 
 
 def fill(tree: FillTree, rule: LevelRule = LevelRule(), *, stop_at_first_saturation: bool = False,
-         max_phases: int | None = None) -> FillResult:
+         max_phases: int | None = None, groups: Sequence[tuple[Sequence[int], Vector]] = (),
+         start: Mapping[str, float] | None = None, eligible: Collection[int] | None = None) -> FillResult:
     """Run the exact progressive filling on ``tree`` and return each leaf's tasks.
+
+    ``groups``: ``(leaf indices, cap per resource)`` (``inf``: no cap); ``start``: leaf key
+    -> tasks it already holds (its usage counts from the beginning); ``eligible``: the
+    leaves that may receive (None: all). See the module docstring, "Bounds".
 
     Incremental: a node's usage, level and response (how it splits and absorbs flow) are
     cached and recomputed in a phase only when the node received flow in the previous
@@ -165,9 +178,42 @@ def fill(tree: FillTree, rule: LevelRule = LevelRule(), *, stop_at_first_saturat
     live_count = [0] * n  # non-blocked children of internal nodes
     saturated: list[int] = []
     sat = [False] * m
+    if start:
+        index = {tree.keys[i]: i for i in leaves}
+        for key, tasks in start.items():
+            i = index[key]
+            s[i] = tasks * delta[i]
+        for v in order:  # children before parents: v's usage is complete when added up
+            if is_leaf[v]:
+                usage[v] = [s[v] * x for x in rho[v]]
+            if v:
+                pu = usage[parent[v]]
+                for r, x in enumerate(usage[v]):
+                    pu[r] += x
+        root_use0 = usage[0]
+        for r in range(m):
+            if root_use0[r] >= cap[r] * (1 - SAT_RTOL) and any(rho[i][r] > 0 for i in leaves):
+                sat[r] = True
+                saturated.append(r)
+    # groups: per group its leaves, finite caps and usage; per leaf its groups
+    group_leaves = [list(g) for g, _cap in groups]
+    group_caps = [[(r, c) for r, c in enumerate(cap_vec) if c < math.inf] for _g, cap_vec in groups]
+    group_use = [[sum(s[i] * rho[i][r] for i in g) for r in range(m)] for g in group_leaves]
+    groups_of: dict[int, list[int]] = {}
+    for k, g in enumerate(group_leaves):
+        for i in g:
+            groups_of.setdefault(i, []).append(k)
+    allowed = None if eligible is None else set(eligible)
     for i in leaves:
-        if cap_s[i] <= 0:
+        if cap_s[i] <= 0 or s[i] >= cap_s[i] * (1 - SAT_RTOL) or (allowed is not None and i not in allowed) or \
+                any(sat[r] and rho[i][r] > 0 for r in range(m)):
             frozen[i] = True
+    for k, g in enumerate(group_leaves):
+        for r, c in group_caps[k]:
+            if group_use[k][r] >= c * (1 - SAT_RTOL):
+                for i in g:
+                    if rho[i][r] > 0:
+                        frozen[i] = True
     blocked = [True] * n
     for v in order:
         if is_leaf[v]:
@@ -273,6 +319,17 @@ def fill(tree: FillTree, rule: LevelRule = LevelRule(), *, stop_at_first_saturat
         for r in range(m):
             if not sat[r] and root_rate[r] > _TINY:
                 best = min(best, max(0.0, (cap[r] - root_use[r]) / root_rate[r]))
+        if groups:
+            rates = [[0.0] * m for _ in group_leaves]
+            for v in flowing:
+                for k in groups_of.get(v, ()):
+                    rk, fv, rv = rates[k], flow[v], rho[v]
+                    for r in range(m):
+                        rk[r] += fv * rv[r]
+            for k, caps in enumerate(group_caps):
+                for r, c in caps:
+                    if rates[k][r] > _TINY:
+                        best = min(best, max(0.0, (c - group_use[k][r]) / rates[k][r]))
         for v in flowing:
             fv = flow[v]
             if is_leaf[v]:
@@ -327,10 +384,21 @@ def fill(tree: FillTree, rule: LevelRule = LevelRule(), *, stop_at_first_saturat
                 u[r] += step * rv[r]
             if is_leaf[v]:
                 s[v] += step
+                for k in groups_of.get(v, ()):
+                    gu = group_use[k]
+                    for r in range(m):
+                        gu[r] += step * rv[r]
                 if s[v] >= cap_s[v] * (1 - SAT_RTOL):
                     s[v] = cap_s[v]
                     frozen[v] = True
                     newly_frozen.append(v)
+        for k, caps in enumerate(group_caps):
+            for r, c in caps:
+                if group_use[k][r] >= c * (1 - SAT_RTOL):
+                    for i in group_leaves[k]:
+                        if not frozen[i] and rho[i][r] > 0:
+                            frozen[i] = True
+                            newly_frozen.append(i)
         newly = [r for r in range(m) if not sat[r] and root_use[r] >= cap[r] * (1 - SAT_RTOL)]
         if newly:
             for r in newly:

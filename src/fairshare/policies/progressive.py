@@ -24,6 +24,7 @@ from fairshare.model.allocation import Allocation, build_allocation
 from fairshare.model.scenario import Scenario
 from fairshare.policies._tree import per_class
 from fairshare.policies.base import Policy
+from fairshare.policies.bounds import Phase, bounded_fill, phases
 from fairshare.policies.filling import FillTree, LevelRule, fill
 
 
@@ -31,6 +32,7 @@ class FillingPolicy(Policy):
     """A policy whose static allocation is a progressive filling of some tree."""
 
     rule: LevelRule = LevelRule()
+    honours_queue_bounds = True
     #: C.S-Current: stop the whole allocation at the first saturated resource
     stop_at_first_saturation: bool = False
 
@@ -39,15 +41,22 @@ class FillingPolicy(Policy):
 
     def allocate(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
         tree = self.build_tree(scenario, respect_counts)
-        result = fill(tree, self.rule, stop_at_first_saturation=self.stop_at_first_saturation)
+        if scenario.queues.bounded:  # guarantees and limits: a chain of fills (policies/bounds.py)
+            result = bounded_fill(tree, self.rule, scenario, stop_at_first_saturation=self.stop_at_first_saturation)
+        else:
+            result = fill(tree, self.rule, stop_at_first_saturation=self.stop_at_first_saturation)
         notes = constraint_note(scenario)
         return build_allocation(scenario, self.name, "divisible", per_class(scenario, result.tasks), notes=notes)
 
     def allocate_discrete(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
         tree = self.build_tree(scenario, respect_counts)
         by_class, placement = place_whole_tasks(scenario, tree, self.rule, respect_counts=respect_counts,
-                                                stop_at_first_block=self.stop_at_first_saturation)
-        return build_allocation(scenario, self.name, "discrete", by_class, placement=placement)
+                                                stop_at_first_block=self.stop_at_first_saturation,
+                                                phases=phases(scenario, tree) if scenario.queues.bounded else None)
+        # the entitlement each queue's whole tasks approximate (allocate JSON: fair_share)
+        divisible = self.allocate(scenario, respect_counts=respect_counts)
+        fair = {path: qa.allocation for path, qa in divisible.queues.items()}
+        return build_allocation(scenario, self.name, "discrete", by_class, placement=placement, fair_shares=fair)
 
 
 def constraint_note(scenario: Scenario) -> tuple[str, ...]:
@@ -59,8 +68,13 @@ def constraint_note(scenario: Scenario) -> tuple[str, ...]:
 
 
 def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, respect_counts: bool,
-                      stop_at_first_block: bool = False):
-    """Greedy whole-task allocation on the scenario's nodes (DRF Sec. 6.2)."""
+                      stop_at_first_block: bool = False, phases: list[Phase] | None = None):
+    """Greedy whole-task allocation on the scenario's nodes (DRF Sec. 6.2).
+
+    ``phases`` (guarantees and limits, ``policies/bounds.py``): the greedy runs once per
+    phase, only the phase's eligible jobs receiving, and a task is placed only if every
+    group (queue) of its job stays within its cap with it; a job whose next task would
+    cross a cap is blocked for the phase, as one whose task fits on no node."""
     m = scenario.m
     n = len(tree.keys)
     jobs = {job.name: job for job in scenario.jobs}
@@ -88,15 +102,6 @@ def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, re
     subtree_tasks = [0] * n
     blocked = [False] * n
     live_children = [0] * n
-    for v in range(n):
-        if tree.is_leaf[v]:
-            live_children[v] = 0
-        else:
-            live_children[v] = len(tree.children[v])
-    # internal nodes without children can never receive
-    for v in range(n - 1, -1, -1):
-        if not tree.is_leaf[v] and live_children[v] == 0:
-            _block(v, tree, blocked, live_children)
     level = [0.0] * n
     version = [0] * n
     heaps: list[list[tuple[float, int, int, int, int]]] = [[] for _ in range(n)]
@@ -148,8 +153,19 @@ def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, re
                 lvl = level[c]
         level[v] = lvl
 
-    for v in range(n):
-        push(v)
+    def open_phase(eligible: frozenset[int] | None) -> None:
+        """Unblock every node, then block the internal nodes without children (they can
+        never receive) and the leaves not eligible; fresh heaps."""
+        for v in range(n):
+            blocked[v] = False
+            live_children[v] = 0 if tree.is_leaf[v] else len(tree.children[v])
+            heaps[v] = []
+        for v in range(n - 1, -1, -1):
+            if (not tree.is_leaf[v] and live_children[v] == 0) or \
+                    (eligible is not None and tree.is_leaf[v] and v not in eligible):
+                _block(v, tree, blocked, live_children)
+        for v in range(n):
+            push(v)
 
     counts: dict[str, list[int]] = {job.name: [0] * len(job.classes) for job in scenario.jobs}
     placement: dict[str, dict[str, dict[str, int]]] = {}
@@ -174,44 +190,85 @@ def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, re
             refresh_level(v)
             push(v)
 
-    while not blocked[0]:
-        v = 0
-        path = [0]
-        stuck = False
-        while not tree.is_leaf[v]:
-            c = best_child(v)
-            if c is None:  # every child blocked: close this subtree and start over
-                _block(v, tree, blocked, live_children)
+    # groups (queues with a cap) of every phase, by leaf; their usage is shared by the
+    # phases (a queue's guarantee group and its limit group are different entries)
+    group_use: dict[tuple, list[float]] = {}
+
+    def within_caps(leaf: int, demand, groups_of: dict[int, list[tuple]]) -> bool:
+        for key in groups_of.get(leaf, ()):
+            use = group_use[key]
+            for r, c in key[1]:
+                d = demand[r]
+                if d > 0 and use[r] + d > c + 1e-9 * max(1.0, abs(c)):
+                    return False
+        return True
+
+    def run_phase(groups_of: dict[int, list[tuple]], stop_at_first_block: bool) -> None:
+        while not blocked[0]:
+            v = 0
+            path = [0]
+            stuck = False
+            while not tree.is_leaf[v]:
+                c = best_child(v)
+                if c is None:  # every child blocked: close this subtree and start over
+                    _block(v, tree, blocked, live_children)
+                    refresh_path(path[:-1])
+                    stuck = True
+                    break
+                v = c
+                path.append(v)
+            if stuck:
+                continue
+            leaf = v
+            name = tree.keys[leaf]
+            j = next_class(name)
+            k = None
+            if j is not None and (not groups_of or within_caps(leaf, jobs[name].classes[j].demand, groups_of)):
+                k = find_node(jobs[name].classes[j].demand, jobs[name].classes[j].constraints)
+            if j is None or k is None:
+                _block(leaf, tree, blocked, live_children)
+                if stop_at_first_block and j is not None:
+                    break
                 refresh_path(path[:-1])
-                stuck = True
-                break
-            v = c
-            path.append(v)
-        if stuck:
-            continue
-        leaf = v
-        name = tree.keys[leaf]
-        j = next_class(name)
-        k = None if j is None else find_node(jobs[name].classes[j].demand, jobs[name].classes[j].constraints)
-        if j is None or k is None:
-            _block(leaf, tree, blocked, live_children)
-            if stop_at_first_block and j is not None:
-                break
-            refresh_path(path[:-1])
-            continue
-        cls = jobs[name].classes[j]
-        for r, d in enumerate(cls.demand):
-            free[k][r] -= d
-        counts[name][j] += 1
-        node_name = nodes[k].name
-        slot = placement.setdefault(node_name, {}).setdefault(name, {})
-        slot[cls.name] = slot.get(cls.name, 0) + 1
-        for p in path:
-            u = usage[p]
+                continue
+            cls = jobs[name].classes[j]
             for r, d in enumerate(cls.demand):
-                u[r] += d
-            subtree_tasks[p] += 1
-        refresh_path(path)
+                free[k][r] -= d
+            for key in groups_of.get(leaf, ()):
+                use = group_use[key]
+                for r, d in enumerate(cls.demand):
+                    use[r] += d
+            counts[name][j] += 1
+            node_name = nodes[k].name
+            slot = placement.setdefault(node_name, {}).setdefault(name, {})
+            slot[cls.name] = slot.get(cls.name, 0) + 1
+            for p in path:
+                u = usage[p]
+                for r, d in enumerate(cls.demand):
+                    u[r] += d
+                subtree_tasks[p] += 1
+            refresh_path(path)
+
+    if phases is None:
+        open_phase(None)
+        run_phase({}, stop_at_first_block)
+    for phase in phases or ():
+        groups_of: dict[int, list[tuple]] = {}
+        for leaves, cap in phase.groups:
+            # key: the leaves and the finite caps; one usage per distinct group
+            key = (tuple(leaves), tuple((r, c) for r, c in enumerate(cap) if c < math.inf))
+            if key not in group_use:  # what the earlier phases placed for the group's jobs
+                use = [0.0] * m
+                for i in leaves:
+                    name = tree.keys[i]
+                    for cls, placed in zip(jobs[name].classes, counts[name]):
+                        for r, d in enumerate(cls.demand):
+                            use[r] += placed * d
+                group_use[key] = use
+            for i in leaves:
+                groups_of.setdefault(i, []).append(key)
+        open_phase(phase.eligible)
+        run_phase(groups_of, stop_at_first_block and phase.last)
 
     by_class = {name: tuple(float(x) for x in c) for name, c in counts.items()}
     return by_class, placement

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from fairshare.report import plots
 from fairshare.report.table import fmt_number, fmt_percent
-from fairshare.sim.simulator import CLUSTER, SimResult
+from fairshare.sim.simulator import CLUSTER, PREEMPT, SimResult
 
 #: per-job share lines only up to this many jobs (more would be unreadable)
 MAX_JOB_LINES = 20
@@ -152,18 +152,29 @@ def run_report(result: SimResult, summary: dict, *, scenario_name: str, citation
                                              title="Cluster utilization per resource", ylabel="allocated (% of capacity up)",
                                              percent=True)))
 
+    # fair-share preemption: the instants tasks were preempted, marked on the share plots
+    marks = [row[0] for row in result.rows if row[1] == PREEMPT]
     top = [p for p in sc.queues.paths if "." not in p]
     if top:
         q_series = {p: (series[("queue", p)][0], series[("queue", p)][1]) for p in top if ("queue", p) in series}
         parts.append("<h2>Dominant share per top-level queue</h2>")
         parts.append(_plot(plots.lines_over_time(q_series, end, title="Dominant share of each top-level queue",
-                                                 ylabel="dominant share (%)", percent=True)))
+                                                 ylabel="dominant share (%)", percent=True, marks=marks)))
+    below = {p: q["time_below_fair_share"] for p, q in summary["queues"].items() if "time_below_fair_share" in q}
+    if below:
+        parts.append("<h2>Time below fair share</h2>")
+        parts.append(_plot(plots.bars(list(below), {result.policy: list(below.values())},
+                                      title="Seconds each queue spent below its fair share (by more than the "
+                                            "tolerance) while it had demand", ylabel="seconds")))
+        if summary.get("preemptions") is not None:
+            parts.append(f'<p class="small">{summary["preemptions"]} task(s) preempted, '
+                         f'{_num(summary["work_lost"])} task-seconds of work lost.</p>')
     submitted = [j.name for j in sc.jobs if ("job", j.name) in series]
     if submitted and len(submitted) <= MAX_JOB_LINES:
         j_series = {n: (series[("job", n)][0], series[("job", n)][1]) for n in submitted}
         parts.append("<h2>Dominant share per job</h2>")
         parts.append(_plot(plots.lines_over_time(j_series, end, title="Dominant share of each job",
-                                                 ylabel="dominant share (%)", percent=True)))
+                                                 ylabel="dominant share (%)", percent=True, marks=marks)))
     elif submitted:
         parts.append(f'<p class="small">{len(submitted)} jobs: per-job share lines are drawn only up to '
                      f"{MAX_JOB_LINES} jobs; see timeline.csv.</p>")

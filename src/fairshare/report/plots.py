@@ -95,9 +95,10 @@ DASHES = ("-", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (0, (3, 3)))
 
 def lines_over_time(series: dict[str, tuple[Sequence[float], Sequence[float]]], end: float, *, title: str,
                     ylabel: str, percent: bool = False, width: float = 7.5, height: float = 3.0,
-                    dashed: bool = False) -> str:
+                    dashed: bool = False, marks: Sequence[float] = (), marks_label: str = "preemption") -> str:
     """One step line per named series ``(times, values)`` over ``[0, end]``. ``dashed``
-    cycles line styles so that coinciding series stay visible."""
+    cycles line styles so that coinciding series stay visible; ``marks`` are times drawn
+    as thin vertical lines (preemptions), one legend entry for all."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(width, height))
     binned_any = False
@@ -110,6 +111,10 @@ def lines_over_time(series: dict[str, tuple[Sequence[float], Sequence[float]]], 
         top = max(top, float(np.max(y)) if y.size else 0.0)
         ax.step(x, y, where="post", label=name, color=color, linewidth=1.6 if dashed else 1.2,
                 linestyle=DASHES[k % len(DASHES)] if dashed else "-")
+    if marks:
+        for k, t in enumerate(sorted(set(marks))):
+            ax.axvline(t, color="#c0392b", linewidth=0.6, alpha=0.5, linestyle=":",
+                       label=f"{marks_label} ({len(set(marks))} instants)" if k == 0 else None)
     _time_axis(ax, end)
     ax.set_ylabel(ylabel)
     ax.set_ylim(0, top * 1.06 if top > 0 else 1.0)  # a line at the maximum stays visible

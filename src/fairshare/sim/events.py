@@ -17,8 +17,10 @@ TASK_END = 0
 NODE_FAIL = 1
 NODE_ADD = 2
 JOB_ARRIVAL = 3
+WAKE = 4  # a starved queue's wait for preemption ends (after everything else at that time)
 
-PRIORITY_NAMES = {TASK_END: "task_end", NODE_FAIL: "node_fail", NODE_ADD: "node_add", JOB_ARRIVAL: "job_arrival"}
+PRIORITY_NAMES = {TASK_END: "task_end", NODE_FAIL: "node_fail", NODE_ADD: "node_add", JOB_ARRIVAL: "job_arrival",
+                  WAKE: "wake"}
 
 
 class EventQueue:

@@ -21,22 +21,27 @@ from fairshare.engine.events import TaskFinished
 from fairshare.engine.scheduler import Launch
 from fairshare.model.cluster import Node
 from fairshare.model.jobs import Job
-from fairshare.sim.durations import DurationSampler
+from fairshare.sim.durations import MIN_DURATION_S, DurationSampler
 from fairshare.sim.events import TASK_END, EventQueue
 
 
 class SimulatedExecutor:
     def __init__(self, nodes: tuple[Node, ...], events: EventQueue, durations: DurationSampler,
                  jobs: Mapping[str, Job], clock: Callable[[], float],
-                 oversubscription: Callable[[str], float] | None = None):
+                 oversubscription: Callable[[str], float] | None = None, *,
+                 credits: dict[tuple[str, int], list[float]] | None = None):
         """``clock``: the simulated now (a kill ends its task at once);
-        ``oversubscription(node)``: the node's factor now (slot scheduling only, else None)."""
+        ``oversubscription(node)``: the node's factor now (slot scheduling only, else None);
+        ``credits``: per (job, class index), work kept by checkpoints of preempted tasks,
+        taken in order by the next tasks of that job and class to start (they run that
+        much shorter)."""
         self._nodes = tuple(nodes)
         self.events = events
         self.durations = durations
         self.jobs = jobs
         self.clock = clock
         self.oversubscription = oversubscription
+        self.credits = credits if credits is not None else {}
         self.launched = 0
         self.stretched = 0  # launched on an over-subscribed node (slots only)
         # the over-subscription factor per node, fixed for one instant: every launch of
@@ -52,6 +57,9 @@ class SimulatedExecutor:
 
     def start(self, launch: Launch, now: float) -> None:
         duration = self.durations.sample(self.jobs[launch.job], launch.class_index)
+        kept = self.credits.get((launch.job, launch.class_index))
+        if kept:  # a preempted task's checkpointed work: this attempt resumes from there
+            duration = max(MIN_DURATION_S, duration - kept.pop(0))
         if self.oversubscription is not None:
             # thrashing model (module docstring)
             if self._stretch_at != now:

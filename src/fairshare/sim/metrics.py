@@ -29,7 +29,7 @@ from fairshare.model.cluster import Cluster, Node
 from fairshare.model.resources import Vector
 from fairshare.model.scenario import Scenario
 from fairshare.policies.base import PolicyModeError
-from fairshare.sim.simulator import CLUSTER, SimResult
+from fairshare.sim.simulator import CLUSTER, PREEMPT, SimResult
 
 
 @dataclass
@@ -60,6 +60,8 @@ def integrals(result: SimResult) -> dict[tuple[str, str], Integral]:
             acc.allocation[r] += alloc[r] * dt
 
     for row in result.rows:
+        if row[1] == PREEMPT:
+            continue  # (an event, not a state that holds until the next row)
         key = (row[1], row[2])
         prev = last.get(key)
         if prev is not None:
@@ -289,6 +291,9 @@ def summarize(result: SimResult, *, fairness_gap: bool = True, scenario_name: st
             "tasks_total": o.tasks_total,
             "longest_starvation_s": rep.longest_starvation.get(job.name, 0.0),
         }
+        if result.preemptions is not None:
+            jobs[job.name]["tasks_preempted"] = result.tasks_preempted.get(job.name, 0)
+            jobs[job.name]["work_lost"] = result.work_lost.get(job.name, 0.0)
     queues: dict[str, dict] = {}
     for path in sc.queues.paths:
         prefix = path + "."
@@ -305,6 +310,8 @@ def summarize(result: SimResult, *, fairness_gap: bool = True, scenario_name: st
             "mean_allocation": {res: (it.allocation[r] / span if span > 0 else 0.0) for r, res in enumerate(names)},
             "mean_dominant_share": it.dominant_share / span if span > 0 else 0.0,
         }
+        if result.time_below_fair_share is not None:
+            queues[path]["time_below_fair_share"] = result.time_below_fair_share.get(path, 0.0)
 
     ct = completion_times(result)
     starved_job = max(rep.longest_starvation, key=lambda n: (rep.longest_starvation[n], -_index(sc, n)),
@@ -349,6 +356,9 @@ def summarize(result: SimResult, *, fairness_gap: bool = True, scenario_name: st
         },
         "notes": list(result.notes),
     }
+    if result.preemptions is not None:  # (fair-share preemption was on)
+        summary["preemptions"] = result.preemptions
+        summary["work_lost"] = math.fsum(result.work_lost.values())
     return summary
 
 

@@ -14,6 +14,14 @@ them, decides once and starts the launches on the ``SimulatedExecutor``
 the completion). The simulator then records a timeline row for every entity whose state
 changed, read from the engine's ``changes()`` (``engine.snapshot``).
 
+Fair-share preemption (``SimOptions.preemption`` or the scenario's ``preemption:``
+section): the engine preempts after its decision rounds (``engine/preemption.py``); the
+simulator adds a ``Wake`` event when a starved queue's wait ends (rounds happen only at
+events), charges each victim the work it loses (the time since it started, less what its
+last checkpoint kept, ``checkpoint`` on its task class), credits the kept work to the
+next task of that job and class to start (it runs that much shorter), and records a
+``preempt`` timeline row per victim job and instant.
+
 Stopping: when every job has finished; at ``until`` (events after it are not processed;
 unfinished jobs keep ``finish = None``); or when no event is left (a job whose tasks fit
 on no node that is up then stays unfinished, and ``notes`` says so). A job whose counts
@@ -27,19 +35,23 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fairshare.engine.events import JobArrived, NodeAdded, NodeLost, TaskFinished
+from fairshare.engine.events import JobArrived, NodeAdded, NodeLost, TaskFinished, Wake
+from fairshare.engine.preemption import Preemptor
 from fairshare.engine.scheduler import Scheduler
 from fairshare.engine.snapshot import JobTimes
-from fairshare.engine.step import Engine
+from fairshare.engine.step import Engine, Instant
 from fairshare.model.resources import Vector
-from fairshare.model.scenario import Scenario
-from fairshare.policies import Policy
+from fairshare.model.scenario import PreemptionConfig, Scenario
+from fairshare.policies import Policy, PolicyModeError
 from fairshare.sim.durations import DurationSampler
-from fairshare.sim.events import JOB_ARRIVAL, NODE_ADD, NODE_FAIL, EventQueue
+from fairshare.sim.events import JOB_ARRIVAL, NODE_ADD, NODE_FAIL, WAKE, EventQueue
 from fairshare.sim.executor import SimulatedExecutor
 
 #: the ``entity`` of the cluster's timeline rows
 CLUSTER = "cluster"
+#: the ``kind`` of a preemption's timeline row: an event (tasks of the ``entity`` job
+#: stopped at that time, and what they held), not a state that holds until a next row
+PREEMPT = "preempt"
 #: call the progress callback every this many instants (it throttles itself further)
 PROGRESS_EVERY = 256
 
@@ -54,6 +66,11 @@ class SimOptions:
     until: float | None = None  # stop time in seconds; None: run until every job finished
     placement: str = "first-fit"  # engine.placement.STRATEGIES
     headroom: bool = False  # H-DRF Sec. 5: keep room for the largest task on every node
+    #: fair-share preemption (``--preempt``): None uses the scenario's ``preemption:``
+    #: section (off without one)
+    preemption: PreemptionConfig | None = None
+    #: measure each queue's time below its fair share also without preemption
+    track_fair_share: bool = False
 
 
 @dataclass(frozen=True)
@@ -92,6 +109,13 @@ class SimResult:
     tasks_lost: int = 0  # running when their node failed (re-queued)
     tasks_stretched: int = 0  # launched on an over-subscribed node (slots only)
     notes: list[str] = field(default_factory=list)
+    #: fair-share preemption: None when it was off; else tasks preempted in all
+    preemptions: int | None = None
+    tasks_preempted: dict[str, int] = field(default_factory=dict)  # per job
+    work_lost: dict[str, float] = field(default_factory=dict)  # per job, task-seconds
+    #: per queue, seconds below its fair share by more than the tolerance while demanding
+    #: (with preemption on, or ``track_fair_share``; None otherwise)
+    time_below_fair_share: dict[str, float] | None = None
 
 
 ProgressFn = Callable[[float, int], None]  # (simulated now, tasks completed so far)
@@ -125,10 +149,27 @@ class Simulator:
                 return pool.oversubscription(pool.index_of[node])
 
             stretch = node_oversubscription
+        # work kept by checkpoints of preempted tasks, per (job, class), for the next start
+        self.credits: dict[tuple[str, int], list[float]] = {}
         self.executor = SimulatedExecutor(scenario.cluster.nodes, self.events,
                                           DurationSampler(scenario.jobs, self.rng),
-                                          {j.name: j for j in scenario.jobs}, lambda: self.now, stretch)
-        self.engine = Engine(self.scheduler, self.executor)
+                                          {j.name: j for j in scenario.jobs}, lambda: self.now, stretch,
+                                          credits=self.credits)
+        config = options.preemption or scenario.preemption
+        preemptor = None
+        if config is not None:  # raises PolicyModeError for a policy without fair shares
+            preemptor = Preemptor(config, policy, scenario.resources)
+        elif options.track_fair_share:
+            try:
+                preemptor = Preemptor(PreemptionConfig(), policy, scenario.resources, observe_only=True)
+            except PolicyModeError:
+                preemptor = None  # (no fair shares to measure against: summary says nothing)
+        self.preemptor = preemptor
+        self.engine = Engine(self.scheduler, self.executor, preemptor)
+        self._preempting = config is not None
+        self._tasks_preempted: dict[str, int] = {}
+        self._work_lost: dict[str, float] = {}
+        self._wakes: set[float] = set()
         # last recorded state: entity key -> (running, allocation, dominant share)
         self._last: dict[tuple[str, str], tuple[int, Vector, float]] = {}
         self._demanding: dict[str, bool] = {}
@@ -178,7 +219,13 @@ class Simulator:
                 elif isinstance(event, NodeLost):
                     self._lost += len(applied.tasks)
             end_of_run = t
-            changes = self._record(t, rows, demand_changes)
+            extra = self._preempted(t, instant) if instant.preempted else ()
+            if self.preemptor is not None:
+                wake = self.engine.wake_at()
+                if wake is not None and wake > t and wake not in self._wakes:
+                    self._wakes.add(wake)
+                    events.push(wake, WAKE, Wake())
+            changes = self._record(t, rows, demand_changes, extra)
             if changes.capacity_changed:
                 capacity_changes.append((t, changes.capacity))
             instants += 1
@@ -196,6 +243,10 @@ class Simulator:
             end = end_of_run
         if self.progress is not None:
             self.progress(end, self._completed)
+        time_below = None
+        if self.preemptor is not None:
+            self.preemptor.close(end)
+            time_below = {path: self.preemptor.time_below.get(path, 0.0) for path in sc.queues.paths}
         notes = []
         if not all_finished and until is None:
             stuck = [j.name for j in sc.jobs if j.name not in self._finished]
@@ -207,8 +258,34 @@ class Simulator:
             capacity_changes=capacity_changes, jobs=self._outcomes(times),
             decisions=self.scheduler.decisions, tasks_launched=self.executor.launched,
             tasks_completed=self._completed, tasks_lost=self._lost,
-            tasks_stretched=self.executor.stretched, notes=notes)
+            tasks_stretched=self.executor.stretched, notes=notes,
+            preemptions=sum(self._tasks_preempted.values()) if self._preempting else None,
+            tasks_preempted=dict(self._tasks_preempted), work_lost=dict(self._work_lost),
+            time_below_fair_share=time_below)
         return self._result
+
+    def _preempted(self, t: float, instant: Instant) -> list[Row]:
+        """Account the instant's preemptions: per victim, the work lost (elapsed time less
+        what its last checkpoint kept) and the kept work credited to the next task of its
+        job and class; one ``preempt`` row per victim job (tasks stopped, what they held)."""
+        stopped: dict[str, list] = {}
+        m = self.scenario.m
+        for p in instant.preempted:
+            for task in p.victims:
+                job = self.scheduler.jobs[task.job].job
+                elapsed = max(0.0, t - task.started_at)
+                every = job.classes[task.class_index].checkpoint
+                kept = math.floor(elapsed / every) * every if every else 0.0
+                if kept > 0:
+                    self.credits.setdefault((task.job, task.class_index), []).append(kept)
+                self._work_lost[task.job] = self._work_lost.get(task.job, 0.0) + (elapsed - kept)
+                self._tasks_preempted[task.job] = self._tasks_preempted.get(task.job, 0) + 1
+                stopped.setdefault(task.job, []).append(task.demand)
+        out: list[Row] = []
+        for name, demands in stopped.items():
+            freed = tuple(sum(d[r] for d in demands) for r in range(m))
+            out.append((t, PREEMPT, name, len(demands), 0.0, freed))
+        return out
 
     # --- recording -------------------------------------------------------------------------------
     def _row_if_changed(self, kind: str, entity: str, t: float, running: int, alloc: Vector,
@@ -221,10 +298,11 @@ class Simulator:
         self._last[key] = state
         return (t, kind, entity, running, ds, alloc)
 
-    def _record(self, t: float, rows: list[Row], demand_changes: list):
-        """Rows for the entities whose state changed at ``t`` (sorted by kind, entity)."""
+    def _record(self, t: float, rows: list[Row], demand_changes: list, extra=()):
+        """Rows for the entities whose state changed at ``t`` (sorted by kind, entity),
+        with ``extra`` rows (preemptions) among them."""
         changes = self.engine.changes()
-        out: list[Row] = []
+        out: list[Row] = list(extra)
         row_if_changed = self._row_if_changed
         demanding_was = self._demanding
         for name, _queue, running, usage, ds, demanding, finished in changes.jobs:

@@ -1,0 +1,385 @@
+"""Fair-share preemption: which running tasks to stop so that a starved queue gets its
+fair share back, without ever preempting in a loop.
+
+A pure planner: given what every job holds and is entitled to (its *fair share*: the
+policy's exact static allocation of the jobs in the system, guarantees and limits
+included, ``policies/bounds.py``), the running tasks and the nodes' free capacity, it
+returns the preemptions to make now. The engine applies them (stop the victims, start
+the preemptor's task in the room they leave) and the runtimes carry them out; nothing
+here reads a clock or keeps state between calls except what it is given.
+
+Rules (docs/policies.md, "Fair-share preemption"):
+
+* **Who may preempt.** A queue whose dominant share has been below its fair share's by
+  more than ``tolerance`` for at least ``after`` seconds (the caller tracks since when),
+  through one of its jobs that is below its own fair share and has a pending task.
+* **Victims.** Only tasks of jobs above their fair share; most over-share job first
+  (largest ``share / fair share``), then the most recently started task (least work
+  lost), then the highest task id.
+* **Never too many.** After the move, every victim job keeps at least its fair share and
+  at least the preemptor job's share (both as ratios to their fair shares): the rule
+  that makes Kueue's ``LessThanOrEqualToFinalShare`` loop-free, in ratios so that weights
+  and guarantees count.
+* **Placement-aware.** Victims are taken on one node only, the one where the fewest (then
+  the least work lost, then the first node) make the preemptor's task fit; a node where
+  freeing tasks cannot make it fit (a GPU task and a node without GPUs) is never touched.
+* **Budget.** At most ``max_per_round`` victims per call.
+
+**Why it cannot loop.** Let ``rho_j = share_j / fair_j`` for every job (``inf`` for a job
+holding something with a fair share of 0), and let ``Phi`` be the vector of all ``rho_j``
+sorted ascending. A preemption raises the preemptor's ``rho_p`` (it gains a task) from
+``rho_p < 1`` and lowers each victim's ``rho_v`` from above 1 to a value ``>= max(1,
+rho_p')``, where ``rho_p'`` is the preemptor's new ratio; every other job is unchanged.
+Every changed entry ends above the preemptor's old ``rho_p``, and every entry below
+``rho_p`` is untouched, so ``Phi`` increases strictly in lexicographic order. Between two
+changes of the fair shares (a job arriving or leaving, demand changing, a node lost)
+allocations take finitely many values, so preemptions stop: no task is preempted back
+and forth. :func:`potential` computes ``Phi``; ``tests/test_preemption.py`` checks the
+increase on every preemption of random workloads.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from fairshare.model.cluster import Cluster, Node
+from fairshare.model.jobs import Job
+from fairshare.model.queues import QueueTree
+from fairshare.model.resources import Vector, dominant_share, fits
+from fairshare.model.scenario import PreemptionConfig, Scenario
+from fairshare.policies import PolicyModeError
+
+
+@dataclass(frozen=True, slots=True)
+class RunningTaskView:
+    task_id: int
+    job: str
+    node: str
+    demand: Vector
+    started_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Claimant:
+    """A job that may preempt: below its fair share, in a starved queue, with a pending
+    task of ``demand`` that may run on the nodes ``eligible`` accepts."""
+
+    job: str
+    class_index: int
+    demand: Vector
+    eligible: Callable[[str], bool]
+    pending: float = math.inf  # its pending tasks of that class: at most this many claims
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """Stop ``victims`` (task ids, in the order chosen) on ``node`` and start a task of
+    ``job``'s class ``class_index`` there."""
+
+    job: str
+    class_index: int
+    node: str
+    victims: tuple[int, ...]
+
+
+def ratio(usage: Vector, fair: Vector, capacity: Vector) -> float:
+    """``share / fair share`` by dominant shares; 1 when both are 0, ``inf`` when only
+    the fair share is."""
+    share = dominant_share(usage, capacity)
+    entitled = dominant_share(fair, capacity)
+    if entitled <= 0:
+        return 1.0 if share <= 0 else math.inf
+    return share / entitled
+
+
+def potential(job_usage: Mapping[str, Vector], job_fair: Mapping[str, Vector], capacity: Vector) -> tuple[float, ...]:
+    """``Phi``: every job's ``share / fair share``, sorted ascending (module docstring)."""
+    return tuple(sorted(ratio(u, job_fair.get(name, (0.0,) * len(capacity)), capacity)
+                        for name, u in job_usage.items()))
+
+
+def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
+         job_usage: Mapping[str, Vector], job_fair: Mapping[str, Vector], capacity: Vector,
+         node_free: Mapping[str, Vector], node_order: Sequence[str], max_victims: int,
+         rule: str = "loop-free") -> list[Preemption]:
+    """The preemptions to make now, for ``claimants`` in the order given (the caller puts
+    the most starved first), within ``max_victims`` victims in all.
+
+    ``job_usage`` and ``job_fair`` hold every job's allocation and fair share;
+    ``node_free`` each node's free capacity (as placement sees it); ``node_order`` the
+    nodes in the order placement scans them (the tie rule). Each preemption is planned
+    on the state the earlier ones leave."""
+    m = len(capacity)
+    zero = (0.0,) * m
+    usage = {name: tuple(u) for name, u in job_usage.items()}
+    free = {name: list(f) for name, f in node_free.items()}
+    taken: set[int] = set()
+    out: list[Preemption] = []
+    budget = max_victims
+    current: dict[str, float] = {}  # rho of each job's current usage (dropped when it moves)
+
+    def rho(name: str, u: Vector | None = None) -> float:
+        if u is not None:
+            return ratio(u, job_fair.get(name, zero), capacity)
+        got = current.get(name)
+        if got is None:
+            got = current[name] = ratio(usage.get(name, zero), job_fair.get(name, zero), capacity)
+        return got
+
+    # per node, the tasks of jobs above their fair share, in victim order: most over-share
+    # job first (as the round starts), then the most recently started, then highest id;
+    # and the most room freeing all of them could make (nodes where even that is too
+    # little are passed over at once)
+    by_node: dict[str, list[RunningTaskView]] = {}
+    for task in running:
+        if rho(task.job) > 1.0:
+            by_node.setdefault(task.node, []).append(task)
+    most_room: dict[str, list[float]] = {}
+    for node, tasks in by_node.items():
+        tasks.sort(key=lambda t: (-rho(t.job), -t.started_at, -t.task_id))
+        room = list(free.get(node, zero))
+        for t in tasks:
+            for r, d in enumerate(t.demand):
+                room[r] += d
+        most_room[node] = room
+
+    loop_free = rule == "loop-free"
+
+    def claim_one(claim: Claimant) -> Preemption | None:
+        """One task for ``claim``: the node where the fewest victims (then the least work
+        lost, then the first node) make it fit; the state updated as if done."""
+        after_p = _plus(usage.get(claim.job, zero), claim.demand)
+        rho_p_after = rho(claim.job, after_p)
+        best: tuple | None = None
+        for position, node in enumerate(node_order):
+            if node not in most_room or not fits(claim.demand, most_room[node]) or not claim.eligible(node) \
+                    or fits(claim.demand, free[node]):
+                continue  # (where it fits already, the scheduler places it: no preemption)
+            chosen: list[RunningTaskView] = []
+            room = list(free[node])
+            trial: dict[str, Vector] = {}
+            for task in by_node[node]:  # (in victim order; most nodes stop at the first)
+                if task.task_id in taken or task.job == claim.job or rho(task.job) <= 1.0:
+                    continue
+                if len(chosen) >= budget:
+                    break
+                left = _minus(trial.get(task.job, usage[task.job]), task.demand)
+                # the victim keeps its fair share and the preemptor's (new) ratio
+                if loop_free and rho(task.job, left) < max(1.0, rho_p_after) * (1 - 1e-12):
+                    continue
+                trial[task.job] = left
+                chosen.append(task)
+                room = [a + b for a, b in zip(room, task.demand)]
+                if fits(claim.demand, room):
+                    break
+            if not chosen or not fits(claim.demand, room):
+                continue
+            key = (len(chosen), sum(-t.started_at for t in chosen), position)  # (later starts lose less)
+            if best is None or key < best[0]:
+                best = (key, node, chosen, trial, room)
+        if best is None:
+            return None
+        _key, node, chosen, trial, room = best
+        taken.update(t.task_id for t in chosen)
+        usage.update(trial)
+        usage[claim.job] = after_p
+        for name in (*trial, claim.job):
+            current.pop(name, None)
+        most_room[node] = list(_minus(most_room[node], claim.demand))
+        free[node] = list(_minus(room, claim.demand))
+        return Preemption(claim.job, claim.class_index, node, tuple(t.task_id for t in chosen))
+
+    claims = {claim.job: 0 for claim in claimants}
+    progress = True
+    while progress and budget > 0:  # passes over the claimants, one task each per pass
+        progress = False
+        for claim in claimants:
+            if budget <= 0:
+                break
+            if claims[claim.job] >= claim.pending or rho(claim.job) >= 1.0:
+                continue  # (earlier preemptions of this call may have lifted it)
+            found = claim_one(claim)
+            if found is not None:
+                out.append(found)
+                claims[claim.job] += 1
+                budget -= len(found.victims)
+                progress = True
+    return out
+
+
+def _plus(a: Vector, b: Vector) -> Vector:
+    return tuple(x + y for x, y in zip(a, b))
+
+
+def _minus(a: Sequence[float], b: Vector) -> Vector:
+    return tuple(max(0.0, x - y) for x, y in zip(a, b))
+
+
+class Preemptor:
+    """The engine's side of preemption: after each decision round, which queues have been
+    starved long enough, and what to preempt for them (:func:`plan`).
+
+    Fair shares are the policy's exact static allocation (``Policy.allocate``, guarantees
+    and limits included) of the jobs that still have pending tasks, each unbounded, on the
+    capacity of the nodes that are up; recomputed only when that set of jobs or the
+    capacity changes. A job with nothing pending is finishing: it is left out of the
+    fair shares and is never a victim (its fair share is taken to be what it holds).
+    """
+
+    def __init__(self, config: PreemptionConfig, policy, resources: tuple[str, ...], *, observe_only: bool = False):
+        probe = Scenario(resources, Cluster(tuple(1.0 for _ in resources), (Node("probe", tuple(1.0 for _ in resources)),),
+                                            True, resources), QueueTree.build([]), ())
+        try:
+            policy.allocate(probe)
+        except PolicyModeError as exc:
+            raise PolicyModeError(f"preemption needs the policy's fair shares (its static allocation); "
+                                  f"policy {policy.name!r} has none: {exc}") from None
+        self.config = config
+        self.policy = policy
+        self.resources = resources
+        self._key: tuple | None = None
+        self.job_fair: dict[str, Vector] = {}
+        self.queue_fair: dict[str, Vector] = {}
+        #: queue path -> when it was first seen starved (cleared when it is not)
+        self.starved_since: dict[str, float] = {}
+        self.preempted = 0  # victims so far
+        #: never plan: only measure (``time_below``), e.g. to compare a run without
+        #: preemption with one with it
+        self.observe_only = observe_only
+        #: per queue, seconds spent below its fair share by more than the tolerance while
+        #: it had demanding jobs (between decision rounds the state holds)
+        self.time_below: dict[str, float] = {}
+        self._below: set[str] = set()
+        self._observed_at: float | None = None
+
+    def _refresh_fair_shares(self, sch) -> None:
+        """Recompute the fair shares when the set of demanding jobs or the capacity
+        changed (``Scheduler.demand_version``): the policy's static allocation of the
+        demanding jobs, each unbounded."""
+        capacity = sch.pool.total_capacity
+        key = (sch.demand_version, capacity)
+        if key == self._key:
+            return
+        self._key = key
+        demanding = [name for name, rt in sch.jobs.items() if rt.finished_at is None and rt.demanding]
+        jobs = []
+        for name in demanding:
+            job = sch.jobs[name].job
+            jobs.append(Job(name, job.queue, job.weight, 0.0, tuple(_unbounded(c) for c in job.classes)))
+        nodes = tuple(st.node for st in sch.pool.states if st.alive)
+        scenario = Scenario(self.resources, Cluster(capacity, nodes, False, self.resources), sch.queues, tuple(jobs),
+                            "preemption")
+        alloc = self.policy.allocate(scenario) if jobs and any(c > 0 for c in capacity) else None
+        self.job_fair = {} if alloc is None else {name: ja.allocation for name, ja in alloc.jobs.items()}
+        self.queue_fair = {} if alloc is None else {path: qa.allocation for path, qa in alloc.queues.items()}
+        # the queues that may claim (some demanding job below), with those jobs
+        self._demanding_below: dict[str, list[str]] = {}
+        for name in demanding:
+            for path in sch.queues.ancestors(sch.jobs[name].job.queue)[:-1]:  # (not the root)
+                self._demanding_below.setdefault(path, []).append(name)
+
+    def close(self, now: float) -> None:
+        """Count the time since the last round for the queues that were below their fair
+        share then (a run calls it at its end)."""
+        if self._observed_at is not None and now > self._observed_at:
+            for path in self._below:
+                self.time_below[path] = self.time_below.get(path, 0.0) + (now - self._observed_at)
+        self._observed_at = now if self._observed_at is None else max(now, self._observed_at)
+
+    def wake_at(self) -> float | None:
+        """When the earliest starved queue may preempt (None: none is waiting, or only
+        observing): a runtime whose rounds happen only at events (the simulator) holds a
+        round then."""
+        if self.observe_only:
+            return None
+        times = [since + self.config.after for since in self.starved_since.values()]
+        return min(times) if times else None
+
+    def round(self, sch, now: float, *, plan_now: bool = True) -> list[Preemption]:
+        """The preemptions to make at ``now`` (after the round's launches). With
+        ``plan_now`` False, only the starvation timers are brought up to date (a runtime
+        does that after applying a round's preemptions and scheduling again, so that
+        :meth:`wake_at` sees the queues those left starved).
+
+        Cost per round when nothing is starved: one comparison per queue with demanding
+        jobs (queue usage is kept by the scheduler, ``Scheduler.track_queue_usage``); the
+        fair shares are recomputed only when the set of demanding jobs changes."""
+        self.close(now)
+        self._refresh_fair_shares(sch)
+        if not self.job_fair:
+            self.starved_since.clear()
+            self._below = set()
+            return []
+        capacity = sch.pool.total_capacity
+        zero = (0.0,) * len(capacity)
+        queue_use = sch.track_queue_usage().usage
+        tol = self.config.tolerance
+        starved: list[tuple[float, str]] = []
+        below: set[str] = set()
+        for path in self._demanding_below:
+            share = dominant_share(queue_use[path], capacity)
+            target = dominant_share(self.queue_fair.get(path, zero), capacity)
+            if share < target - tol:
+                below.add(path)
+                since = self.starved_since.setdefault(path, now)
+                if now - since >= self.config.after:
+                    starved.append((share - target, path))
+            else:
+                self.starved_since.pop(path, None)
+        self._below = below
+        for path in [p for p in self.starved_since if p not in below]:
+            del self.starved_since[path]
+        if not starved or not plan_now or self.observe_only:
+            return []
+        starved.sort()
+        usage: dict[str, Vector] = {}
+        fair = self.job_fair
+
+        def use(name: str) -> Vector:
+            got = usage.get(name)
+            if got is None:
+                got = usage[name] = sch.usage(name)
+            return got
+
+        def rho(name: str) -> float:
+            return ratio(use(name), fair[name], capacity)
+
+        claimants: list[Claimant] = []
+        seen: set[str] = set()
+        pool = sch.pool
+        for _gap, path in starved:
+            for name in sorted(self._demanding_below[path], key=lambda n: (rho(n), sch.jobs[n].submitted_at, n)):
+                rt = sch.jobs[name]
+                j = rt.shape_class
+                if name in seen or j is None or rho(name) >= 1.0:
+                    continue
+                seen.add(name)
+                cls = rt.job.classes[j]
+                eligible_idx = set(pool.eligible(cls.constraints))
+                claimants.append(Claimant(name, j, cls.demand,
+                                          lambda node, ok=eligible_idx: pool.index_of[node] in ok,
+                                          rt.pending[j]))
+        if not claimants:
+            return []
+        over: dict[str, bool] = {}
+        running = []
+        for t in sch.tasks.values():
+            above = over.get(t.job)
+            if above is None:
+                above = over[t.job] = t.job in fair and rho(t.job) > 1.0
+            if above:
+                running.append(RunningTaskView(t.task_id, t.job, pool.name(t.node_index), t.demand, t.started_at))
+        job_usage = {name: use(name) for name in {t.job for t in running} | seen}
+        alive = [i for i, st in enumerate(pool.states) if st.alive]
+        got = plan(claimants, running, job_usage=job_usage, job_fair=fair, capacity=capacity,
+                   node_free={pool.name(i): tuple(pool.states[i].free) for i in alive},
+                   node_order=[pool.name(i) for i in alive], max_victims=self.config.max_per_round,
+                   rule=self.config.rule)
+        self.preempted += sum(len(p.victims) for p in got)
+        return got
+
+
+def _unbounded(cls):
+    return replace(cls, count=None)
