@@ -47,11 +47,11 @@ import heapq
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.online import OnlineSorter, Runnable, TreeExclusion, descend_tree, pick_among_tree
+from fairshare.policies.ties import DIGITS
 
 MAX_VIEWS = 16
 #: a view not used for this many events is dropped (every event updates every view)
 VIEW_TTL_EVENTS = 512
-_DIGITS = 12
 
 
 class _View:
@@ -347,7 +347,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         if view.unblocked[c] > 0:
             heapq.heappush(view.pool_heap[p], (view.share[c], ver, c))
         if self.live[c] > 0:
-            heapq.heappush(view.pick_heap[p], (round(view.share[c], _DIGITS), self.running[c],
+            heapq.heappush(view.pick_heap[p], (round(view.share[c], DIGITS), self.running[c],
                                                self.position[c], ver, c))
         bound = 4 * self.kids[p] + 16
         if len(view.pick_heap[p]) > bound:
@@ -390,7 +390,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                 if view.unblocked[c] > 0:
                     pool.append((view.share[c], ver, c))
                 if self.live[c] > 0:
-                    pick.append((round(view.share[c], _DIGITS), self.running[c], self.position[c], ver, c))
+                    pick.append((round(view.share[c], DIGITS), self.running[c], self.position[c], ver, c))
             heapq.heapify(pool)
             heapq.heapify(pick)
             view.pool_heap[v], view.pick_heap[v] = pool, pick
@@ -413,7 +413,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         share, running, position = self.views[0].share, self.running, self.position
 
         def node_key(v: int) -> tuple:  # as in the pick heaps (_push)
-            return (round(share[v], _DIGITS), running[v], position[v])
+            return (round(share[v], DIGITS), running[v], position[v])
 
         return pick_among_tree(names, index=self.index, parent=self.parent, live=self.live, node_key=node_key,
                                fifo_jobs=self._fifo_jobs, runnable=runnable)

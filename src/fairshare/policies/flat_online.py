@@ -28,8 +28,8 @@ import heapq
 from fairshare.model.queues import QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.online import first_in_heap, OnlineSorter, Runnable
+from fairshare.policies.ties import DIGITS
 
-_DIGITS = 12
 KINDS = ("drf", "asset", "cpu")
 
 
@@ -43,7 +43,7 @@ class FlatSorter(OnlineSorter):
         self.resource_index = resource_index
         self.share: dict[str, float] = {}
         self.version: dict[str, int] = {}
-        self.heap: list[tuple] = []  # (round(share, 12), running, arrival, version, name)
+        self.heap: list[tuple] = []  # (round(share, DIGITS), running, arrival, version, name)
 
     # --- events -------------------------------------------------------------------------------
     def add_job(self, name, queue, weight, demand):
@@ -92,7 +92,7 @@ class FlatSorter(OnlineSorter):
         self.share[name] = share
         self.version[name] += 1
         if job.demanding:
-            heapq.heappush(self.heap, (round(share, _DIGITS), job.running, job.order, self.version[name], name))
+            heapq.heappush(self.heap, (round(share, DIGITS), job.running, job.order, self.version[name], name))
         if len(self.heap) > 4 * len(self.jobs) + 16:
             self.heap = [e for e in self.heap if self._valid(e)]
             heapq.heapify(self.heap)
@@ -108,7 +108,7 @@ class FlatSorter(OnlineSorter):
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         # the heap's order (its current entries' keys) restricted to the candidates
         jobs, share = self.jobs, self.share
-        keyed = sorted((round(share[name], _DIGITS), jobs[name].running, jobs[name].order, name)
+        keyed = sorted((round(share[name], DIGITS), jobs[name].running, jobs[name].order, name)
                        for name in names if jobs[name].demanding)
         for *_key, name in keyed:
             if runnable(name):

@@ -48,12 +48,12 @@ import heapq
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.online import OnlineSorter, Runnable, TreeExclusion, descend_tree, pick_among_tree
+from fairshare.policies.ties import DIGITS
 
 REBUILD_EVERY = 4096
 MAX_VIEWS = 16
 #: a view not used for this many events is dropped (every event updates every view)
 VIEW_TTL_EVENTS = 512
-_DIGITS = 12
 
 
 class _View:
@@ -397,7 +397,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         view.version[v] = ver
         if self.live[v] > 0:
             heap = view.pick_heap[p]
-            heapq.heappush(heap, (round(view.share[v], _DIGITS), self.running[v], self.position[v], ver, v))
+            heapq.heappush(heap, (round(view.share[v], DIGITS), self.running[v], self.position[v], ver, v))
             if len(heap) > 4 * self.kids[p] + 16:
                 self._compact_pick(view, p)
 
@@ -495,7 +495,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
                 if in_pool:
                     pool_heap.append((view.share[c], view.pool_version[c], c))
                 if self.live[c] > 0:
-                    pick_heap.append((round(view.share[c], _DIGITS), self.running[c], self.position[c],
+                    pick_heap.append((round(view.share[c], DIGITS), self.running[c], self.position[c],
                                       view.version[c], c))
             heapq.heapify(pool_heap)
             heapq.heapify(pick_heap)
@@ -519,7 +519,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         share, running, position = view.share, self.running, self.position
 
         def node_key(v: int) -> tuple:  # as in the pick heaps (_repost)
-            return (round(share[v], _DIGITS), running[v], position[v])
+            return (round(share[v], DIGITS), running[v], position[v])
 
         return pick_among_tree(names, index=self.index, parent=self.parent, live=self.live, node_key=node_key,
                                fifo_jobs=self.fifo_jobs.get, runnable=runnable)

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
+from fairshare.policies.ties import tie_key
 
 Runnable = Callable[[str], bool]
 
@@ -422,7 +423,7 @@ class ReferenceSorter(OnlineSorter):
                 # earliest that can run competes with the queue's sub-queues.
                 jobs_here = [c for c, cj in children if cj and demanding[c] and runnable(c)]
                 children = [(c, cj) for c, cj in children if not cj or c in jobs_here[:1]]
-            cands = [(round(share[c], 12), running[c], order_key[c], c) for c, _ in children if demanding[c]]
+            cands = [(*tie_key(share[c], running[c], order_key[c]), c) for c, _ in children if demanding[c]]
             for *_k, c in sorted(cands):
                 found = descend(c)
                 if found is not None:

@@ -16,6 +16,7 @@ limit (equal levels, or equal flow for siblings whose level cannot grow).
 from __future__ import annotations
 
 from fairshare.policies.filling import FillTree, LevelRule
+from fairshare.policies.ties import tie_key
 
 
 def reference_fill(tree: FillTree, rule: LevelRule = LevelRule(), *, epsilon: float = 1e-3,
@@ -75,7 +76,7 @@ def reference_fill(tree: FillTree, rule: LevelRule = LevelRule(), *, epsilon: fl
         v, path = 0, [0]
         while not tree.is_leaf[v]:
             kids = candidates(v)
-            v = min(kids, key=lambda c: (round(level(c), 12), steps_in[c], tree.children[path[-1]].index(c)))
+            v = min(kids, key=lambda c: tie_key(level(c), steps_in[c], tree.children[path[-1]].index(c)))
             path.append(v)
         step = epsilon
         if tree.cap_tasks[v] is not None:
