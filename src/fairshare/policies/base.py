@@ -3,8 +3,10 @@
 Every policy answers the static question ("with every job always demanding, what does
 each job get?") divisibly via :meth:`Policy.allocate` and, where the paper's greedy rule
 applies, with whole tasks on the nodes via :meth:`Policy.allocate_discrete` (DRF
-Sec. 6.2). The online choice (which job's next task, on which node) is added by the
-simulator issue on the same classes.
+Sec. 6.2). Online (which job's next task runs), :meth:`Policy.online` gives the policy's
+sorter and :meth:`Policy.share_rule` its formulas for the per-decision reference sorter
+(``policies/online.py``). The engine asks a policy only through these methods and the
+declared class attributes below, never by its name.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import ClassVar
 
 from fairshare.model.allocation import Allocation
 from fairshare.model.scenario import Scenario
+from fairshare.policies.online import OnlineSorter, ReferenceSorter, ShareRule
 
 
 class PolicyModeError(ValueError):
@@ -49,25 +52,31 @@ class Policy(ABC):
     def allocate_discrete(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
         raise PolicyModeError(f"policy {self.name!r} has no discrete (whole-task) static allocation")
 
+    def share_rule(self, resources: tuple[str, ...], *, slots_total: int = 1) -> ShareRule:
+        """How this policy measures shares online, for :class:`ReferenceSorter` (the
+        per-decision recomputation): the policy's own formulas, so the reference needs no
+        branch per policy. ``slots_total`` is the cluster's slot count (slot scheduling).
+        Policies with no online meaning raise :class:`PolicyModeError`."""
+        raise PolicyModeError(f"policy {self.name!r} has no per-decision reference sorter")
+
+    def reference_sorter(self, resources: tuple[str, ...], queues, capacity, *,
+                         slots_total: int = 1) -> ReferenceSorter:
+        """The straightforward online sorter (every share recomputed per decision, as the
+        papers' pseudo-code): what the incremental sorters are tested and benchmarked
+        against."""
+        return ReferenceSorter(self.share_rule(resources, slots_total=slots_total), len(resources), queues,
+                               capacity)
+
     def online(self, resources: tuple[str, ...], queues, capacity, *, slots_total: int = 1,
-               nodes=None):
+               nodes=None) -> OnlineSorter:
         """The online sorter that picks the next job (see ``policies/online.py``).
 
-        The default is the straightforward per-decision recomputation; policies with an
-        incremental sorter override this. Policies with no online meaning raise
-        :class:`PolicyModeError`. ``nodes`` (the cluster's ``Node`` list, optional) is for
-        sorters that need per-node capacities (``timefair``'s N_i); others ignore it, and
-        overrides must accept it.
+        The default is :meth:`reference_sorter`; policies with an incremental sorter
+        override this. Policies with no online meaning raise :class:`PolicyModeError`.
+        ``nodes`` (the cluster's ``Node`` list, optional) is for sorters that need per-node
+        capacities (``timefair``'s N_i); others ignore it, and overrides must accept it.
         """
-        from fairshare.policies.online import ReferenceSorter
-
-        params = self.params()
-        resource = params.get("resource")
-        return ReferenceSorter(self.name, len(resources), queues, capacity,
-                               rescale=params.get("rescale", True),
-                               ignore_blocked=params.get("ignore_blocked", True),
-                               resource_index=resources.index(resource) if resource else 0,
-                               slots_total=slots_total)
+        return self.reference_sorter(resources, queues, capacity, slots_total=slots_total)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())

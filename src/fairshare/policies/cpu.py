@@ -8,8 +8,21 @@ all has a share that never grows, so it keeps being picked until it is blocked.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from fairshare.model.resources import Vector
 from fairshare.policies._tree import flat_tree
+from fairshare.policies.flat_online import FlatShareRule, FlatSorter, JobShare
 from fairshare.policies.progressive import FillingPolicy
+
+
+def single_resource_share(k: int) -> JobShare:
+    """The share of resource ``k`` alone, ``U_k / (w R_k)`` (0 when ``R_k`` is 0), the
+    online sorters' measure."""
+    def share(usage: Sequence[float], capacity: Vector, weight: float) -> float:
+        return usage[k] / capacity[k] / weight if capacity[k] > 0 else 0.0
+
+    return share
 
 
 class SingleResourceFair(FillingPolicy):
@@ -39,9 +52,12 @@ class SingleResourceFair(FillingPolicy):
 
         return flat_tree(scenario, respect_counts, leaf_ref=ref)
 
+    def share_rule(self, resources, *, slots_total=1):
+        return FlatShareRule(single_resource_share(self._online_index(resources)))
+
     def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
         """Lowest share of the one resource first: one lazy heap (``policies/flat_online.py``)."""
-        from fairshare.policies.flat_online import FlatSorter
+        return FlatSorter(single_resource_share(self._online_index(resources)), len(resources), queues, capacity)
 
-        k = resources.index(self.resource) if self.resource else 0
-        return FlatSorter("cpu", len(resources), queues, capacity, resource_index=k)
+    def _online_index(self, resources: tuple[str, ...]) -> int:
+        return resources.index(self.resource) if self.resource else 0

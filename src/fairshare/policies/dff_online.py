@@ -3,8 +3,11 @@
 Wang et al., IEICE 2016, Alg. 1-3, computed incrementally. Alg. 3 calls ``UpdateF(n_r)``
 (Alg. 2, every node's fairness from scratch) after every allocation; here a task start or
 finish touches only the job's path. Decisions are identical to
-:class:`~fairshare.policies.online.ReferenceSorter` ``("dff")`` (tests/test_online_parity.py
-holds them equal on random workloads).
+:class:`~fairshare.policies.online.ReferenceSorter` with ``dff.DFFRule``
+(tests/test_online_parity.py holds them equal on random workloads). Fair Resource (Alg. 1)
+and fairness (Def. 2) are the policy's own functions (``dff.update_fr``, ``dff.fairness``),
+handed to the sorter by ``DFF.online``: one formula for the static allocation, the
+reference and this sorter.
 
 What each node keeps, and what changes it:
 
@@ -43,11 +46,17 @@ holding many stale entries is compacted.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable, Sequence
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.online import OnlineSorter, Runnable, TreeExclusion, descend_tree, pick_among_tree
 from fairshare.policies.ties import DIGITS
+
+#: DFF Alg. 1 (``dff.update_fr``): (capacity, root, children, weight, jobs, ancestors) -> FR per node
+UpdateFR = Callable[..., dict]
+#: DFF Def. 2 (``dff.fairness``): (usage, FR) -> fairness
+Fairness = Callable[[Sequence[float], Sequence[float] | None], float]
 
 MAX_VIEWS = 16
 #: a view not used for this many events is dropped (every event updates every view)
@@ -69,8 +78,13 @@ class _View:
 
 
 class DFFSorter(TreeExclusion, OnlineSorter):
-    def __init__(self, resources: int, queues: QueueTree, capacity: Vector):
+    def __init__(self, resources: int, queues: QueueTree, capacity: Vector, *, update_fr: UpdateFR,
+                 fairness: Fairness):
         super().__init__(resources, queues, capacity)
+        # the policy's formulas (``dff.update_fr``, ``dff.fairness``), shared with the
+        # static allocation and the reference sorter's rule
+        self.compute_fr = update_fr
+        self.raw_fairness = fairness
         # node table; queues first (pre-order, so a parent precedes its children and
         # siblings keep file order), jobs appended as they arrive. Sorting siblings by
         # index therefore gives the reference's child order.
@@ -197,14 +211,15 @@ class DFFSorter(TreeExclusion, OnlineSorter):
 
     def _add_usage(self, idx: int, delta: list[float]) -> None:
         """Add ``delta`` to the ancestors' summed usage and refresh their raw fairness."""
-        p = self.parent[idx]
+        parent, usage, raw, fr, fairness = self.parent, self.usage, self.raw, self.fr, self.raw_fairness
+        p = parent[idx]
         while p >= 0:
-            u = self.usage[p]
+            u = usage[p]
             for r, d in enumerate(delta):
                 if d:
                     u[r] += d
-            self.raw[p] = self._raw(p)
-            p = self.parent[p]
+            raw[p] = fairness(u, fr[p])
+            p = parent[p]
 
     def _leaf_changed(self, idx: int, before: list[float], d_running: int) -> None:
         after = self.jobs[self.key[idx]].usage
@@ -213,23 +228,9 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self._tick()
         if self.dirty:  # shares are rebuilt from scratch before the next decision
             return
-        self.raw[idx] = self._raw(idx)
+        self.raw[idx] = self.raw_fairness(self.usage[idx], self.fr[idx])
         self._add_usage(idx, [a - b for a, b in zip(after, before)])
         self._touch(idx)
-
-    def _raw(self, v: int) -> float:
-        """Def. 2, Eq. 6: ``max_r U_r / FR_r`` over the resources with ``FR_r > 0``."""
-        f = self.fr[v]
-        if not f:
-            return 0.0
-        u = self.usage[v]
-        best = None
-        for r in range(self.m):
-            if f[r] > 0:
-                x = u[r] / f[r]
-                if best is None or x > best:
-                    best = x
-        return 0.0 if best is None else best
 
     def _children(self) -> list[list[int]]:
         children: list[list[int]] = [[] for _ in self.key]
@@ -243,32 +244,21 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         fairness from scratch, in the reference's order; O(nodes x resources)."""
         m, n = self.m, len(self.key)
         children = self._children()
-        needs: list[list[bool] | None] = [None] * n
-        for v in self.alive_nodes:
-            if self.is_job[v]:
-                flags = [d > 0 for d in self.jobs[self.key[v]].demand]
-                needs[v] = flags
-                p = self.parent[v]
-                while p >= 0:
-                    acc = needs[p]
-                    if acc is None:
-                        needs[p] = list(flags)
-                    else:
-                        for r in range(m):
-                            acc[r] = acc[r] or flags[r]
-                    p = self.parent[p]
+        parent, jobs, key = self.parent, self.jobs, self.key
+
+        def ancestors(v: int):
+            p = parent[v]
+            while p >= 0:
+                yield p
+                p = parent[p]
+
+        present = list(self.alive_nodes)  # parents precede children in index order
+        fr = self.compute_fr(self.capacity, 0, children, self.weight,
+                             ((v, jobs[key[v]].demand) for v in present if self.is_job[v]), ancestors)
         self.fr = [None] * n
-        self.fr[0] = tuple(self.capacity)  # FR_root = R
-        present = list(self.alive_nodes)
-        for v in present:  # parents precede children in index order
-            if self.fr[v] is None or self.is_job[v]:
-                continue
-            live = [c for c in children[v] if needs[c] is not None]
-            # per resource, the weight of the siblings that need it (Alg. 1's denominator)
-            total = [sum(self.weight[k] for k in live if needs[k][r]) for r in range(m)]
-            for c in live:
-                w = self.weight[c]
-                self.fr[c] = tuple(self.fr[v][r] * w / total[r] if needs[c][r] else 0.0 for r in range(m))
+        for v, f in fr.items():
+            self.fr[v] = f
+        fairness = self.raw_fairness
         for v in reversed(present):  # children have larger indices than their parent
             if self.is_job[v]:
                 self.usage[v] = list(self.jobs[self.key[v]].usage)
@@ -279,7 +269,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                     for r in range(m):
                         total[r] += uc[r]
                 self.usage[v] = total
-            self.raw[v] = self._raw(v)
+            self.raw[v] = fairness(self.usage[v], self.fr[v])
         self.dirty = False
         self.views = []
         self._select_view()

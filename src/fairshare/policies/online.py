@@ -9,32 +9,17 @@ sorter never reads a clock or draws random numbers: ``now`` is passed in.
 every node's share from scratch, exactly as the papers' pseudo-code does per decision.
 It serves every online policy and is the reference the incremental sorters are tested
 against (same decisions) and benchmarked against (speed ratio, docs/performance.md).
-
-Per policy, the share a sibling is compared by (lowest first):
-
-* ``drf`` (DRF Alg. 1): ``max_r U_r / (w R_r)``, flat over jobs.
-* ``asset``: ``sum_r U_r / (w R_r)``; ``cpu``: ``U_k / (w R_k)`` for the one resource k.
-* ``collapsed`` (H-DRF Sec. 3.2): DRF with each job's weight the product along its path
-  of ``w / sum(w of demanding siblings)``, recomputed as demand changes.
-* ``hdrf`` (H-DRF Alg. 2-4): a leaf's share is ``max_{r in Y} U_r / R_r`` over the
-  non-saturated resources Y; an internal node rescales its demanding non-blocked
-  children's usage vectors to the smallest of their (weighted) shares and adds its blocked
-  children's vectors unscaled (Alg. 3), then takes its share over Y. A leaf is blocked
-  when it is not demanding or needs a saturated resource. ``rescale=False`` adds the
-  children's vectors as they are; ``ignore_blocked=False`` rescales to the smallest
-  demanding child whether blocked or not and counts every resource.
-* ``hdrf-naive`` (Sec. 3.3): internal usage is the plain sum, every resource counts.
-* ``capacity`` (Sec. 5.2, C.S-Current): naive, and nothing is allocated while any
-  resource is saturated.
-* ``dff`` (DFF Alg. 1-3): fairness ``max_r U_r / FR_r`` with Alg. 2's override; Fair
-  Resource recomputed when jobs arrive or leave.
-* ``slots``: hierarchical max-min on running tasks (one slot each).
-* ``fifo``: the earliest submitted job that can run.
+It holds no policy's formula: the policy hands it a :class:`ShareRule`
+(``Policy.share_rule``) that says how leaves and queues are measured (the tree shape,
+which resources count, how a queue's usage combines its children's, the shares), and
+each rule lives in its policy's module next to that policy's incremental sorter's
+formulas (docs/policies.md lists them).
 
 In a queue with ``order: fifo`` only its earliest job that can run competes.
 
-Ties (written rule, all policies): lower share (compared rounded to 12 digits, so float
-noise cannot decide), then fewer running tasks in the subtree, then listed first (queues in file order, jobs by arrival order).
+Ties: the written rule of ``policies/ties.py`` (share rounded to ``DIGITS`` digits, then
+fewer running tasks in the subtree, then listed first: queues in file order, jobs by
+arrival order), for every policy.
 """
 
 from __future__ import annotations
@@ -280,39 +265,93 @@ class OnlineSorter:
         return self.pick(lambda name: name in allowed and runnable(name), now)
 
 
+class DecisionState:
+    """One :class:`ReferenceSorter` decision's tree, filled bottom-up: per node key its
+    usage vector, share, running tasks, demanding and blocked flags; ``kids`` maps a node
+    to its ``(child key, is_job)`` list and ``counted`` lists the resources shares count."""
+
+    def __init__(self, kids: dict[str, list[tuple[str, bool]]], counted: list[int]):
+        self.kids = kids
+        self.counted = counted
+        self.usage: dict[str, list[float]] = {}
+        self.share: dict[str, float] = {}
+        self.running: dict[str, int] = {}
+        self.demanding: dict[str, bool] = {}
+        self.blocked: dict[str, bool] = {}
+
+
+class ShareRule:
+    """How a policy measures shares, told to :class:`ReferenceSorter` by the policy
+    (:meth:`Policy.share_rule <fairshare.policies.base.Policy.share_rule>`): the reference
+    holds the per-decision recomputation and the written tie rule, each policy's rule the
+    formulas, so a new policy adds a rule, never a branch here.
+
+    The defaults are the usage-over-capacity dominant share (DRF Sec. 4.3, H-DRF Sec.
+    3.1): a node's share is ``max_r U_r / R_r`` over the counted resources, divided by its
+    weight, and a queue's usage is the plain sum of its children's.
+    """
+
+    #: the queue tree is ignored: every job sits directly under the root
+    flat: bool = False
+    #: the root is a FIFO queue: the earliest demanding job that can run is picked
+    fifo: bool = False
+    #: shares count only the non-saturated resources (H-DRF Alg. 3's Y)
+    ignores_saturated: bool = False
+    #: nothing is picked while any resource is saturated (C.S-Current)
+    stop_when_saturated: bool = False
+
+    def jobs_changed(self) -> None:
+        """A job arrived or left, or the capacity changed (drop what depends on them)."""
+
+    def begin(self, sorter: ReferenceSorter) -> None:
+        """A decision starts (compute what every share of it reads)."""
+
+    def share(self, usage, capacity: Vector, counted: list[int], weight: float) -> float:
+        """``max_r usage_r / capacity_r`` over ``counted``, divided by ``weight``."""
+        return max((usage[r] / capacity[r] for r in counted), default=0.0) / weight
+
+    def leaf_share(self, sorter: ReferenceSorter, job: OnlineJob, state: DecisionState) -> float:
+        return self.share(job.usage, sorter.capacity, state.counted, job.weight)
+
+    def combine(self, sorter: ReferenceSorter, key: str, state: DecisionState) -> list[float]:
+        """A queue's usage vector from its children's (already in ``state``)."""
+        total = [0.0] * sorter.m
+        usage = state.usage
+        for c, _ in state.kids.get(key, []):
+            for r in range(sorter.m):
+                total[r] += usage[c][r]
+        return total
+
+    def node_share(self, sorter: ReferenceSorter, key: str, state: DecisionState) -> float:
+        return self.share(state.usage[key], sorter.capacity, state.counted, sorter.queues[key].weight)
+
+
 class ReferenceSorter(OnlineSorter):
-    """Recomputes the whole tree for every decision (the papers' per-decision algorithm)."""
+    """Recomputes the whole tree for every decision (the papers' per-decision algorithm),
+    measuring shares by the policy's :class:`ShareRule`."""
 
-    FLAT = {"drf", "asset", "cpu", "collapsed", "fifo"}
-
-    def __init__(self, kind: str, resources: int, queues: QueueTree, capacity: Vector, *,
-                 rescale: bool = True, ignore_blocked: bool = True, resource_index: int = 0,
-                 slots_total: int = 1):
+    def __init__(self, rule: ShareRule, resources: int, queues: QueueTree, capacity: Vector):
         super().__init__(resources, queues, capacity)
-        self.kind = kind
-        self.rescale = rescale
-        self.ignore_blocked = ignore_blocked
-        self.resource_index = resource_index
-        self.slots_total = max(1, slots_total)
-        self._fr: dict[str, Vector] | None = None
+        self.rule = rule
+        self._last_shares: dict[str, float] = {}
 
     def add_job(self, name, queue, weight, demand):
         super().add_job(name, queue, weight, demand)
-        self._fr = None  # DFF Alg. 3: UpdateFR when a job is submitted...
+        self.rule.jobs_changed()
 
     def remove_job(self, name):
         super().remove_job(name)
-        self._fr = None  # ... or finishes
+        self.rule.jobs_changed()
 
     def set_capacity(self, capacity):
         super().set_capacity(capacity)
-        self._fr = None
+        self.rule.jobs_changed()
 
     # --- tree -------------------------------------------------------------------------------
     def _children(self) -> dict[str, list[tuple[str, bool]]]:
         """key -> [(child key, is_job)], queues in file order then jobs by arrival."""
         kids: dict[str, list[tuple[str, bool]]] = {}
-        if self.kind in self.FLAT:
+        if self.rule.flat:
             kids[ROOT] = [(j.name, True) for j in sorted(self.jobs.values(), key=lambda j: j.order)]
             return kids
         for node in self.queues:
@@ -321,104 +360,48 @@ class ReferenceSorter(OnlineSorter):
             kids.setdefault(job.queue, []).append((job.name, True))
         return kids
 
-    def _weight(self, key: str, is_job: bool) -> float:
-        return self.jobs[key].weight if is_job else self.queues[key].weight
-
     # --- shares ----------------------------------------------------------------------------
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
-        if self.kind == "capacity" and self.saturated:
+        rule = self.rule
+        if rule.stop_when_saturated and self.saturated:
             return None  # C.S-Current stops once any resource is fully used
-        kids = self._children()
-        m, cap = self.m, self.capacity
-        usage: dict[str, list[float]] = {}
-        share: dict[str, float] = {}
-        running: dict[str, int] = {}
-        demanding: dict[str, bool] = {}
-        blocked: dict[str, bool] = {}
+        m, cap, sat = self.m, self.capacity, self.saturated
+        state = DecisionState(self._children(), [r for r in range(m) if cap[r] > 0
+                                                 and (r not in sat or not rule.ignores_saturated)])
+        kids = state.kids
         order_key: dict[str, int] = {}
-        sat = self.saturated
-        count_res = [r for r in range(m) if cap[r] > 0 and (r not in sat or not self._ignores_saturated())]
-        weights = self._collapsed_weights(kids) if self.kind == "collapsed" else None
-        fr = self._fair_resources(kids) if self.kind == "dff" else None
-
-        def leaf_share(job: OnlineJob, u: list[float]) -> float:
-            w = weights[job.name] if weights is not None else job.weight
-            if self.kind == "asset":
-                return sum(u[r] / cap[r] for r in range(m) if cap[r] > 0) / w
-            if self.kind == "cpu":
-                k = self.resource_index
-                return u[k] / cap[k] / w if cap[k] > 0 else 0.0
-            if self.kind == "slots":
-                return job.running / self.slots_total / w
-            if self.kind == "dff":
-                f = fr.get(job.name, ())
-                return max((u[r] / f[r] for r in range(m) if f and f[r] > 0), default=0.0)
-            return max((u[r] / cap[r] for r in count_res), default=0.0) / w
+        rule.begin(self)
 
         def visit(key: str, is_job: bool, pos: int) -> None:
             order_key[key] = pos
             if is_job:
                 job = self.jobs[key]
-                u = list(job.usage)
-                usage[key] = u
-                running[key] = job.running
-                demanding[key] = job.demanding
-                blocked[key] = (not job.demanding) or any(job.demand[r] > 0 for r in sat)
-                share[key] = leaf_share(job, u)
+                state.usage[key] = list(job.usage)
+                state.running[key] = job.running
+                state.demanding[key] = job.demanding
+                state.blocked[key] = (not job.demanding) or any(job.demand[r] > 0 for r in sat)
+                state.share[key] = rule.leaf_share(self, job, state)
                 return
             children = kids.get(key, [])
             for i, (c, cj) in enumerate(children):
                 visit(c, cj, i)
-            running[key] = sum(running[c] for c, _ in children)
-            demanding[key] = any(demanding[c] for c, _ in children)
-            blocked[key] = all(blocked[c] for c, _ in children)
-            total = [0.0] * m
-            if self.kind == "hdrf" and self.rescale:
-                # Alg. 3: rescale the demanding (non-blocked) children to the smallest share
-                pool = [c for c, _ in children if demanding[c] and (not self.ignore_blocked or not blocked[c])]
-                wt = {c: self._weight(c, cj) for c, cj in children}
-                low = min((share[c] for c in pool), default=None)
-                for c, _ in children:
-                    factor = 1.0
-                    if c in pool and low is not None:
-                        # rescale so the child's weighted share becomes the smallest one
-                        factor = (low / share[c]) if share[c] > 0 else 0.0
-                    for r in range(m):
-                        total[r] += usage[c][r] * factor
-            else:
-                for c, _ in children:
-                    for r in range(m):
-                        total[r] += usage[c][r]
-            usage[key] = total
-            if key == ROOT:
-                return
-            w = self._weight(key, False)
-            if self.kind == "slots":
-                share[key] = running[key] / self.slots_total / w
-            elif self.kind == "dff":
-                f = fr.get(key, ())
-                raw = max((total[r] / f[r] for r in range(m) if f and f[r] > 0), default=0.0)
-                live = [share[c] for c, _ in children if demanding[c] and not blocked[c]]
-                if raw > 1.0 and live and min(live) < raw:  # Alg. 2 line 9
-                    raw = min(live)
-                share[key] = raw
-            else:
-                share[key] = max((total[r] / cap[r] for r in count_res), default=0.0) / w
+            state.running[key] = sum(state.running[c] for c, _ in children)
+            state.demanding[key] = any(state.demanding[c] for c, _ in children)
+            state.blocked[key] = all(state.blocked[c] for c, _ in children)
+            state.usage[key] = rule.combine(self, key, state)
+            if key != ROOT:
+                state.share[key] = rule.node_share(self, key, state)
 
         visit(ROOT, False, 0)
-        self._last_shares = share
-
-        if self.kind == "fifo":
-            for key, _ in kids.get(ROOT, []):
-                if demanding[key] and runnable(key):
-                    return key
-            return None
+        self._last_shares = state.share
+        share, running, demanding = state.share, state.running, state.demanding
 
         def descend(key: str) -> str | None:
             if key in self.jobs:
                 return key if demanding[key] and runnable(key) else None
             children = kids.get(key, [])
-            if key != ROOT and key in self.queues and self.queues[key].order == "fifo":
+            fifo = rule.fifo if key == ROOT else (key in self.queues and self.queues[key].order == "fifo")
+            if fifo:
                 # FIFO queue: its jobs run one after another, in arrival order; only the
                 # earliest that can run competes with the queue's sub-queues.
                 jobs_here = [c for c, cj in children if cj and demanding[c] and runnable(c)]
@@ -433,44 +416,4 @@ class ReferenceSorter(OnlineSorter):
         return descend(ROOT)
 
     def shares(self) -> dict[str, float]:
-        return dict(getattr(self, "_last_shares", {}))
-
-    def _ignores_saturated(self) -> bool:
-        return self.kind == "hdrf" and self.ignore_blocked
-
-    def _collapsed_weights(self, kids) -> dict[str, float]:
-        """H-DRF Sec. 3.2 weights among the jobs demanding now; a job that is not
-        demanding keeps its own weight (it is never picked)."""
-        from fairshare.policies.collapsed import collapsed_weights
-
-        weights = collapsed_weights(self.queues, (j for j in self.jobs.values() if j.demanding))
-        return {name: weights.get(name, job.weight) for name, job in self.jobs.items()}
-
-    def _fair_resources(self, kids) -> dict[str, Vector]:
-        """DFF Alg. 1 (UpdateFR) over the jobs present; cached until a job arrives or leaves."""
-        if self._fr is not None:
-            return self._fr
-        m = self.m
-        needs: dict[str, list[bool]] = {}
-        tree_kids: dict[str, list[tuple[str, float]]] = {}
-        for node in self.queues:
-            tree_kids[node.path] = [(c, self.queues[c].weight) for c in node.children]
-        for job in sorted(self.jobs.values(), key=lambda j: j.order):
-            flags = [d > 0 for d in job.demand]
-            needs[job.name] = flags
-            for path in self.queues.ancestors(job.queue):
-                acc = needs.setdefault(path, [False] * m)
-                for r in range(m):
-                    acc[r] = acc[r] or flags[r]
-            tree_kids.setdefault(job.queue, []).append((job.name, job.weight))
-        fr: dict[str, Vector] = {ROOT: tuple(self.capacity)}
-        stack = [ROOT]
-        while stack:
-            key = stack.pop()
-            live = [(c, w) for c, w in tree_kids.get(key, []) if c in needs]
-            for c, w in live:
-                fr[c] = tuple(fr[key][r] * w / sum(wk for k, wk in live if needs[k][r]) if needs[c][r] else 0.0
-                              for r in range(m))
-                stack.append(c)
-        self._fr = fr
-        return fr
+        return dict(self._last_shares)

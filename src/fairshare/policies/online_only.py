@@ -12,6 +12,7 @@ with no static allocation; it has its own module, ``policies/timefair.py``.)
 from __future__ import annotations
 
 from fairshare.policies.base import Policy, PolicyModeError
+from fairshare.policies.online import ShareRule
 
 
 class _OnlineOnly(Policy):
@@ -22,6 +23,20 @@ class _OnlineOnly(Policy):
 
     def allocate_discrete(self, scenario, *, respect_counts=False):
         return self.allocate(scenario, respect_counts=respect_counts)
+
+
+class SlotsRule(ShareRule):
+    """Hierarchical max-min on running tasks: a node's share is its running tasks over the
+    cluster's slots, divided by its weight (resources do not count)."""
+
+    def __init__(self, slots_total: int):
+        self.slots_total = max(1, slots_total)
+
+    def leaf_share(self, sorter, job, state):
+        return job.running / self.slots_total / job.weight
+
+    def node_share(self, sorter, key, state):
+        return state.running[key] / self.slots_total / sorter.queues[key].weight
 
 
 class Slots(_OnlineOnly):
@@ -38,3 +53,6 @@ class Slots(_OnlineOnly):
 
     def slots_per_node(self) -> int | None:
         return self.slots
+
+    def share_rule(self, resources, *, slots_total=1):
+        return SlotsRule(slots_total)
