@@ -52,29 +52,25 @@ from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.online import OnlineSorter, Runnable, TreeExclusion, descend_tree, pick_among_tree
 from fairshare.policies.ties import DIGITS
+from fairshare.policies.views import SaturatedView, ViewCache
 
 #: DFF Alg. 1 (``dff.update_fr``): (capacity, root, children, weight, jobs, ancestors) -> FR per node
 UpdateFR = Callable[..., dict]
 #: DFF Def. 2 (``dff.fairness``): (usage, FR) -> fairness
 Fairness = Callable[[Sequence[float], Sequence[float] | None], float]
 
-MAX_VIEWS = 16
-#: a view not used for this many events is dropped (every event updates every view)
-VIEW_TTL_EVENTS = 512
 
 
-class _View:
+class _View(SaturatedView):
     """What depends on the saturated set: schedulable counts, override, heaps."""
 
     def __init__(self, saturated: frozenset[int], n: int):
-        self.saturated = saturated
-        self.last_used = 0
+        super().__init__(saturated)
         self.unblocked = [0] * n  # unblocked (schedulable) jobs in the subtree
         self.share = [0.0] * n  # fairness after Alg. 2 line 9
         self.version = [0] * n
         self.pick_heap: list[list] = [[] for _ in range(n)]  # demanding children
         self.pool_heap: list[list] = [[] for _ in range(n)]  # schedulable children, by fairness
-        self.pending: dict[int, None] = {}  # leaves changed while this view was not current
 
 
 class DFFSorter(TreeExclusion, OnlineSorter):
@@ -106,8 +102,8 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.raw: list[float] = []
         self.running: list[int] = []
         self.live: list[int] = []  # demanding jobs in the subtree
-        self.views: list[_View] = []
-        self.events = 0
+        self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key)), self._rebuild,
+                                                 self._replay, lambda: len(self.key))
         self.dirty = True  # FR (and so every fairness) must be recomputed before deciding
         self._init_excluded()
         self._add_node(ROOT, -1, 1.0, False, False)
@@ -182,25 +178,19 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         job.demanding = demanding
         idx = self.index[name]
         self._walk_counts(idx, d_live=1 if demanding else -1)
-        self._tick()
+        self.views.tick()
         if not self.dirty:
             self._touch(idx)
 
     def set_saturated(self, resources):
         super().set_saturated(frozenset(resources))
         if not self.dirty:
-            self._select_view()
+            self.views.select(self.saturated)
 
     # --- shared state ---------------------------------------------------------------------------
     def _invalidate(self) -> None:
         self.dirty = True
-        self.views = []
-
-    def _tick(self) -> None:
-        self.events += 1
-        if len(self.views) > 1 and self.events % 64 == 0:
-            horizon = self.events - VIEW_TTL_EVENTS
-            self.views[1:] = [v for v in self.views[1:] if v.last_used >= horizon]
+        self.views.clear()
 
     def _walk_counts(self, idx: int, *, d_live: int = 0, d_running: int = 0) -> None:
         v = idx
@@ -225,7 +215,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         after = self.jobs[self.key[idx]].usage
         self.usage[idx] = list(after)
         self._walk_counts(idx, d_running=d_running)
-        self._tick()
+        self.views.tick()
         if self.dirty:  # shares are rebuilt from scratch before the next decision
             return
         self.raw[idx] = self.raw_fairness(self.usage[idx], self.fr[idx])
@@ -271,36 +261,21 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                 self.usage[v] = total
             self.raw[v] = fairness(self.usage[v], self.fr[v])
         self.dirty = False
-        self.views = []
-        self._select_view()
+        self.views.clear()
+        self.views.select(self.saturated)
 
     # --- views ----------------------------------------------------------------------------------
-    def _select_view(self) -> None:
-        for k, view in enumerate(self.views):
-            if view.saturated == self.saturated:
-                view.last_used = self.events
-                if k:
-                    self.views.insert(0, self.views.pop(k))
-                    if len(view.pending) * 4 > len(self.key):
-                        self._rebuild(view)
-                    else:
-                        for idx in view.pending:
-                            self._sync_leaf(view, idx)
-                    view.pending.clear()
-                return
-        view = _View(self.saturated, len(self.key))
-        view.last_used = self.events
-        self._rebuild(view)
-        self.views.insert(0, view)
-        del self.views[MAX_VIEWS:]
-
     def _touch(self, idx: int) -> None:
         """Leaf ``idx`` changed: update the current view now; the others record it and
-        replay just those walks when their saturated set comes back. Views hold no
-        running sums (usage and raw fairness are shared), so the replay is exact."""
-        self._sync_leaf(self.views[0], idx)
-        for view in self.views[1:]:
-            view.pending[idx] = None
+        replay just those walks when their saturated set comes back (``views.ViewCache``).
+        Views hold no running sums (usage and raw fairness are shared), so the replay is
+        exact."""
+        self._sync_leaf(self.views.current, idx)
+        self.views.record(idx)
+
+    def _replay(self, view: _View, leaves) -> None:
+        for idx in leaves:
+            self._sync_leaf(view, idx)
 
     def _sync_leaf(self, view: _View, idx: int) -> None:
         was = view.unblocked[idx]
@@ -391,8 +366,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.dirty:
             self._refresh()
-        view = self.views[0]
-
+        view = self.views.current
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
                             fifo_jobs=self._fifo_jobs, version=view.version, present=self.alive,
                             runnable=runnable, excluded=self._excluded_counts())
@@ -400,7 +374,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.dirty:
             self._refresh()
-        share, running, position = self.views[0].share, self.running, self.position
+        share, running, position = self.views.current.share, self.running, self.position
 
         def node_key(v: int) -> tuple:  # as in the pick heaps (_push)
             return (round(share[v], DIGITS), running[v], position[v])
@@ -414,5 +388,5 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def shares(self) -> dict[str, float]:
         if self.dirty:
             self._refresh()
-        view = self.views[0]
+        view = self.views.current
         return {self.key[v]: view.share[v] for v in self.alive_nodes if v}

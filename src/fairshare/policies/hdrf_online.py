@@ -49,19 +49,16 @@ from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.online import OnlineSorter, Runnable, TreeExclusion, descend_tree, pick_among_tree
 from fairshare.policies.ties import DIGITS
+from fairshare.policies.views import SaturatedView, ViewCache
 
 REBUILD_EVERY = 4096
-MAX_VIEWS = 16
-#: a view not used for this many events is dropped (every event updates every view)
-VIEW_TTL_EVENTS = 512
 
 
-class _View:
+class _View(SaturatedView):
     """Everything that depends on the saturated set: shares, pools, sums, heaps."""
 
     def __init__(self, saturated: frozenset[int], n: int, m: int):
-        self.saturated = saturated
-        self.last_used = 0
+        super().__init__(saturated)
         self.counted: list[int] = []
         self.usage: list[tuple[float, ...]] = [(0.0,) * m] * n  # tuples, replaced, never mutated
         self.share = [0.0] * n
@@ -75,7 +72,6 @@ class _View:
         self.pick_heap: list[list] = [[] for _ in range(n)]
         self.pool_heap: list[list] = [[] for _ in range(n)]
         self.updates = [0] * n
-        self.pending: dict[int, None] = {}  # leaves changed while this view was not current
 
     def grow(self, m: int) -> None:
         self.usage.append((0.0,) * m)
@@ -117,8 +113,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.max_depth = 0
         self._zero = (0.0,) * resources
         # Without ignore_blocked the saturated set changes nothing: one view serves all.
-        self.views: list[_View] = [_View(frozenset(), 0, resources)]
-        self.events = 0
+        self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.m),
+                                                 self._rebuild, self._propagate, lambda: len(self.key))
         self._add_node(ROOT, -1, 1.0, False)
         for node in queues:
             if node.path != ROOT:
@@ -126,11 +122,11 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         # FIFO queues (not the root, as in the reference): their jobs by arrival, for the scan
         self.fifo_jobs: dict[int, list[int]] = {self.index[node.path]: [] for node in queues
                                                 if node.path != ROOT and node.order == "fifo"}
-        self._rebuild(self.views[0])
+        self.views.select(frozenset())
 
     @property
     def view(self) -> _View:
-        return self.views[0]
+        return self.views.current
 
     # --- node table -----------------------------------------------------------------------
     def _add_node(self, key: str, parent: int, weight: float, is_job: bool) -> int:
@@ -208,10 +204,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
 
     def _commit(self, idx: int, *, d_live: int = 0, d_running: int = 0) -> None:
         """Apply the view-independent counters to the ancestors, once, before the views."""
-        self.events += 1
-        if len(self.views) > 1 and self.events % 64 == 0:
-            horizon = self.events - VIEW_TTL_EVENTS
-            self.views[1:] = [v for v in self.views[1:] if v.last_used >= horizon]
+        self.views.tick()
         if not d_live and not d_running:
             return
         p = self.parent[idx]
@@ -228,43 +221,22 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
 
     def _touch(self, idx: int) -> None:
         """Leaf ``idx`` changed: bring the current view up to date now; the others only
-        record it and catch up when their saturated set comes back (:meth:`_catch_up`)."""
-        self._propagate(self.views[0], (idx,))
-        for view in self.views[1:]:
-            view.pending[idx] = None
-
-    def _catch_up(self, view: _View) -> None:
-        """Apply the leaf changes a view missed while another set was current, in one
-        batch: each changed node is recomputed once, after all its changed children
-        (:meth:`_propagate` re-derives every node from its children's current
+        record it and catch up when their saturated set comes back (``views.ViewCache``:
+        :meth:`_propagate` re-derives every node from its children's current
         contributions, so one batch gives the state one walk per leaf would, up to float
         sums, and the leaves' common ancestors are not redone per leaf)."""
-        if len(view.pending) * 4 > len(self.key):
-            self._rebuild(view)  # cheaper than many walks
-        else:
-            self._propagate(view, view.pending)
-        view.pending.clear()
+        self._propagate(self.views.current, (idx,))
+        self.views.record(idx)
 
     def set_saturated(self, resources):
-        if resources == self.saturated and self.views[0].saturated == (resources if self.ignore_blocked
-                                                                        else frozenset()):
-            self.views[0].last_used = self.events  # (the common case: no change)
+        current = self.views.current
+        if resources == self.saturated and current.saturated == (resources if self.ignore_blocked
+                                                                  else frozenset()):
+            current.last_used = self.views.events  # (the common case: no change)
             return
         super().set_saturated(frozenset(resources))
         # only with ignore_blocked do shares depend on it (Alg. 3's Y and blocked leaves)
-        resources = self.saturated if self.ignore_blocked else frozenset()
-        for k, view in enumerate(self.views):
-            if view.saturated == resources:
-                view.last_used = self.events
-                if k:
-                    self.views.insert(0, self.views.pop(k))
-                    self._catch_up(view)
-                return
-        view = _View(resources, len(self.key), self.m)
-        view.last_used = self.events
-        self._rebuild(view)
-        self.views.insert(0, view)
-        del self.views[MAX_VIEWS:]
+        self.views.select(self.saturated if self.ignore_blocked else frozenset())
 
     # --- shares -----------------------------------------------------------------------------------
     def _leaf_blocked(self, view: _View, idx: int) -> bool:
