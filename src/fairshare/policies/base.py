@@ -12,7 +12,8 @@ declared class attributes below, never by its name.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 from fairshare.model.allocation import Allocation
 from fairshare.model.scenario import Scenario
@@ -21,6 +22,29 @@ from fairshare.policies.online import OnlineSorter, ReferenceSorter, ShareRule
 
 class PolicyModeError(ValueError):
     """The policy has no meaning in the requested mode (contract: say so, exit 2)."""
+
+
+#: how a policy option's value is read from the command line (the CLI maps each to its
+#: parser and error message): ``off`` is a ``--no-...`` switch that sets the argument to
+#: False; ``text`` any string; ``choice`` one of ``choices``; the numbers as named
+OptionValue = Literal["off", "text", "choice", "positive_int", "positive_float", "non_negative_float"]
+
+
+@dataclass(frozen=True)
+class PolicyOption:
+    """One constructor argument of a policy, as offered on the command line.
+
+    A policy declares its options in :attr:`Policy.options`; the CLI builds its flags from
+    those declarations (one flag per distinct ``flag``, its help prefixed with the
+    policies that take it) and passes a given flag only to those policies.
+    """
+
+    param: str  # the constructor argument
+    flag: str  # e.g. "--window"
+    help: str
+    value: OptionValue = "text"
+    metavar: str | None = None
+    choices: tuple[str, ...] = ()
 
 
 class Policy(ABC):
@@ -35,6 +59,9 @@ class Policy(ABC):
     #: usage normalized to the capacity of the nodes it may use (docs/policies.md,
     #: "Constraints and fairness"). Declared per policy; the engine never tests names.
     share_is_usage_over_capacity: ClassVar[bool] = False
+    #: the constructor arguments offered as command-line flags (tests/test_cli.py checks
+    #: they are exactly the constructor's arguments)
+    options: ClassVar[tuple[PolicyOption, ...]] = ()
 
     def slots_per_node(self) -> int | None:
         """Slot scheduling: tasks per node counted by slots, resources ignored (None: the

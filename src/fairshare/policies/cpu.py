@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from fairshare.model.resources import Vector
 from fairshare.policies._tree import flat_tree
+from fairshare.policies.base import PolicyOption
 from fairshare.policies.flat_online import FlatShareRule, FlatSorter, JobShare
 from fairshare.policies.progressive import FillingPolicy
 
@@ -29,6 +30,8 @@ class SingleResourceFair(FillingPolicy):
     name = "cpu"
     share_is_usage_over_capacity = True
     citation = "Ghodsi et al. NSDI'11, Sec. 7.2 (CPU-only fair sharing baseline)"
+    options = (PolicyOption("resource", "--resource", "the one resource to be fair on (default: the first listed)",
+                            metavar="NAME"),)
 
     def __init__(self, resource: str | None = None):
         self.resource = resource

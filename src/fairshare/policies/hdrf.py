@@ -14,6 +14,7 @@ static answer; they are the online algorithm's ablation switches.
 from __future__ import annotations
 
 from fairshare.policies._tree import hierarchical_tree
+from fairshare.policies.base import PolicyOption
 from fairshare.policies.hdrf_online import HDRFSorter
 from fairshare.policies.online import ShareRule
 from fairshare.policies.progressive import FillingPolicy
@@ -62,6 +63,10 @@ class HDRF(FillingPolicy):
     share_is_usage_over_capacity = True
     citation = "Bhattacharya et al. SoCC'13, Sec. 3.1 Alg. 1 (static); Sec. 3.4 Alg. 2-4 (dynamic)"
     hierarchical = True
+    options = (PolicyOption("rescale", "--no-rescale", "disable rescaling of demand vectors (H-DRF Sec. 3.4 ablation)",
+                            value="off"),
+               PolicyOption("ignore_blocked", "--no-ignore-blocked",
+                            "do not ignore blocked nodes (H-DRF Sec. 3.4 ablation)", value="off"))
 
     def __init__(self, rescale: bool = True, ignore_blocked: bool = True):
         self.rescale = rescale

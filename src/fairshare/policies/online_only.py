@@ -11,7 +11,7 @@ with no static allocation; it has its own module, ``policies/timefair.py``.)
 
 from __future__ import annotations
 
-from fairshare.policies.base import Policy, PolicyModeError
+from fairshare.policies.base import Policy, PolicyModeError, PolicyOption
 from fairshare.policies.online import ShareRule
 
 
@@ -44,6 +44,7 @@ class Slots(_OnlineOnly):
     citation = "Ghodsi et al. NSDI'11 Sec. 7.2; Bhattacharya et al. SoCC'13 Sec. 5.3 (hierarchical slot fair sharing)"
     hierarchical = True
     reason = "slot scheduling and its over-subscription exist only for tasks running on nodes (use `fairshare simulate`)"
+    options = (PolicyOption("slots", "--slots", "slots per node", value="positive_int", metavar="N"),)
 
     def __init__(self, slots: int = 4):
         self.slots = slots

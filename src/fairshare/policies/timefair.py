@@ -109,7 +109,7 @@ from dataclasses import dataclass, field
 from fairshare.model.cluster import Node
 from fairshare.model.queues import QueueTree
 from fairshare.model.resources import Vector, packing_score
-from fairshare.policies.base import Policy, PolicyModeError
+from fairshare.policies.base import Policy, PolicyModeError, PolicyOption
 from fairshare.policies.online import OnlineSorter, Runnable
 
 #: Default window l (time units, seconds); see the module docstring.
@@ -409,6 +409,10 @@ class TimeFair(Policy):
     citation = "Tan et al., Sec. 5 (time-averaged (l, epsilon)-fairness, relaxed candidate set S(t, p))"
     reason = ("its fairness is a time average over a window of a simulated run "
               "(use `fairshare simulate`); with divisible tasks and l -> 0 it equals drf (Tan Sec. 5)")
+    options = (PolicyOption("window", "--window", "the window l of the indicator C_i(t) (Tan Sec. 5)",
+                            value="positive_float", metavar="SECONDS"),
+               PolicyOption("relax", "--relax", "the relaxation p of the candidate set S(t, p) (Tan Sec. 5)",
+                            value="non_negative_float", metavar="P"))
 
     def __init__(self, window: float = DEFAULT_WINDOW_S, relax: float = DEFAULT_RELAX):
         if not window > 0 or math.isinf(window):
