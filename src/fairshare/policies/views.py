@@ -54,11 +54,10 @@ class ViewCache(Generic[V]):
         self._replay = replay
         self._size = size
         self.views: list[V] = []
+        #: ``views[0]``, the view decisions use (an attribute, not a property: the sorters
+        #: read it on every event)
+        self.current: V | None = None
         self.events = 0
-
-    @property
-    def current(self) -> V:
-        return self.views[0]
 
     def __iter__(self) -> Iterator[V]:
         return iter(self.views)
@@ -85,6 +84,7 @@ class ViewCache(Generic[V]):
                 view.last_used = self.events
                 if k:
                     self.views.insert(0, self.views.pop(k))
+                    self.current = view
                     if len(view.pending) * 4 > self._size():
                         self._rebuild(view)  # cheaper than many walks
                     else:
@@ -96,8 +96,10 @@ class ViewCache(Generic[V]):
         self._rebuild(view)
         self.views.insert(0, view)
         del self.views[MAX_VIEWS:]
+        self.current = view
         return view
 
     def clear(self) -> None:
         """Drop every view (what they hold is stale for good)."""
         self.views = []
+        self.current = None
