@@ -1,6 +1,6 @@
 """Parity: the incremental online sorters decide exactly as the per-decision reference.
 
-The reference (``policies/online.py``) recomputes every share per decision, as the
+The reference (``Policy.reference_sorter``, ``policies/machinery/reference.py``) recomputes every share per decision, as the
 papers' pseudo-code does; the fast sorters update only the changed path. On random
 hierarchies, demands, counts, durations and node failures, both must produce the same
 sequence of (time, job, class, node) launches.
@@ -20,7 +20,7 @@ from strategies import scenarios
 from fairshare.engine import Scheduler
 from fairshare.model import Node
 from fairshare.policies import make_policy
-from fairshare.policies.online import ReferenceSorter
+from fairshare.policies.machinery.reference import ReferenceSorter
 
 # (policy, options): each incremental sorter against the same policy's reference sorter
 # (Policy.reference_sorter: every share recomputed per decision by the policy's ShareRule)

@@ -29,7 +29,7 @@ from fairshare.model.queues import QueueTree
 from fairshare.model.resources import packing_score
 from fairshare.policies import make_policy
 from fairshare.policies.base import PolicyModeError
-from fairshare.policies.online import ReferenceSorter
+from fairshare.policies.machinery.reference import ReferenceSorter
 from fairshare.policies.timefair import DEFAULT_RELAX, DEFAULT_WINDOW_S, TimeFair, TimeFairSorter, tasks_alone
 
 FLAT = QueueTree.build([])

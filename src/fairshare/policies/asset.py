@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fairshare.model.resources import Vector
-from fairshare.policies._tree import flat_tree
-from fairshare.policies.filling import LevelRule
-from fairshare.policies.flat_online import FlatShareRule, FlatSorter
-from fairshare.policies.progressive import FillingPolicy
+from fairshare.policies.machinery.filling import LevelRule
+from fairshare.policies.machinery.flat import FlatShareRule, FlatSorter
+from fairshare.policies.machinery.progressive import FillingPolicy
+from fairshare.policies.machinery.tree import flat_tree
 
 
 def asset_share(usage: Sequence[float], capacity: Vector, weight: float) -> float:
@@ -36,5 +36,5 @@ class AssetFairness(FillingPolicy):
         return FlatShareRule(asset_share)
 
     def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
-        """Lowest aggregate share first: one lazy heap over the jobs (``policies/flat_online.py``)."""
+        """Lowest aggregate share first: one lazy heap over the jobs (``policies/machinery/flat.py``)."""
         return FlatSorter(asset_share, len(resources), queues, capacity)

@@ -5,7 +5,7 @@ each job get?") divisibly via :meth:`Policy.allocate` and, where the paper's gre
 applies, with whole tasks on the nodes via :meth:`Policy.allocate_discrete` (DRF
 Sec. 6.2). Online (which job's next task runs), :meth:`Policy.online` gives the policy's
 sorter and :meth:`Policy.share_rule` its formulas for the per-decision reference sorter
-(``policies/online.py``). The engine asks a policy only through these methods and the
+(``policies/machinery/reference.py``). The engine asks a policy only through these methods and the
 declared class attributes below, never by its name.
 """
 
@@ -17,7 +17,8 @@ from typing import ClassVar, Literal
 
 from fairshare.model.allocation import Allocation
 from fairshare.model.scenario import Scenario
-from fairshare.policies.online import OnlineSorter, ReferenceSorter, ShareRule
+from fairshare.policies.machinery.reference import ReferenceSorter, ShareRule
+from fairshare.policies.online import OnlineSorter
 
 
 class PolicyModeError(ValueError):

@@ -11,10 +11,10 @@ weights are computed once from the scenario, where every job demands.
 from __future__ import annotations
 
 from fairshare.model.queues import share_guarantees
-from fairshare.policies._tree import flat_tree
 from fairshare.policies.drf import drf_share
-from fairshare.policies.online import ShareRule
-from fairshare.policies.progressive import FillingPolicy
+from fairshare.policies.machinery.progressive import FillingPolicy
+from fairshare.policies.machinery.reference import ShareRule
+from fairshare.policies.machinery.tree import flat_tree
 
 
 def collapsed_weights(queues, jobs) -> dict[str, float]:
@@ -29,7 +29,7 @@ def collapsed_weights(queues, jobs) -> dict[str, float]:
 
 
 class CollapsedRule(ShareRule):
-    """Online (served by the reference sorter, see ``flat_online.py``): DRF's share with
+    """Online (served by the reference sorter, see ``machinery/flat.py``): DRF's share with
     each job's weight its collapsed weight among the jobs demanding at that decision; a
     job that is not demanding keeps its own weight (it is never picked)."""
 

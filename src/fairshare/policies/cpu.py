@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fairshare.model.resources import Vector
-from fairshare.policies._tree import flat_tree
 from fairshare.policies.base import PolicyOption
-from fairshare.policies.flat_online import FlatShareRule, FlatSorter, JobShare
-from fairshare.policies.progressive import FillingPolicy
+from fairshare.policies.machinery.flat import FlatShareRule, FlatSorter, JobShare
+from fairshare.policies.machinery.progressive import FillingPolicy
+from fairshare.policies.machinery.tree import flat_tree
 
 
 def single_resource_share(k: int) -> JobShare:
@@ -59,7 +59,7 @@ class SingleResourceFair(FillingPolicy):
         return FlatShareRule(single_resource_share(self._online_index(resources)))
 
     def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
-        """Lowest share of the one resource first: one lazy heap (``policies/flat_online.py``)."""
+        """Lowest share of the one resource first: one lazy heap (``policies/machinery/flat.py``)."""
         return FlatSorter(single_resource_share(self._online_index(resources)), len(resources), queues, capacity)
 
     def _online_index(self, resources: tuple[str, ...]) -> int:

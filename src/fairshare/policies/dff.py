@@ -20,7 +20,7 @@ in Heterogeneous Datacenters", IEICE Trans. Inf. & Syst., 2016.
 * Alg. 3: descend from the root taking the schedulable child with the lowest fairness.
   The static allocation is the limit of this with infinitesimal tasks and a fixed set of
   jobs; FR is computed once (it only changes when jobs arrive or leave).
-* Ties: as for every filling policy (see ``filling.py``): tied siblings grow together;
+* Ties: as for every filling policy (see ``machinery/filling.py``): tied siblings grow together;
   siblings whose fairness cannot grow split the flow equally.
 """
 
@@ -32,11 +32,11 @@ from typing import TypeVar
 from fairshare.model.queues import ROOT
 from fairshare.model.resources import Vector
 from fairshare.model.scenario import Scenario
-from fairshare.policies._tree import hierarchical_tree
 from fairshare.policies.dff_online import DFFSorter
-from fairshare.policies.filling import LevelRule
-from fairshare.policies.online import ShareRule
-from fairshare.policies.progressive import FillingPolicy
+from fairshare.policies.machinery.filling import LevelRule
+from fairshare.policies.machinery.progressive import FillingPolicy
+from fairshare.policies.machinery.reference import ShareRule
+from fairshare.policies.machinery.tree import hierarchical_tree
 
 K = TypeVar("K", bound=Hashable)
 

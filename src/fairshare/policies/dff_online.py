@@ -3,7 +3,7 @@
 Wang et al., IEICE 2016, Alg. 1-3, computed incrementally. Alg. 3 calls ``UpdateF(n_r)``
 (Alg. 2, every node's fairness from scratch) after every allocation; here a task start or
 finish touches only the job's path. Decisions are identical to
-:class:`~fairshare.policies.online.ReferenceSorter` with ``dff.DFFRule``
+:class:`~fairshare.policies.machinery.reference.ReferenceSorter` with ``dff.DFFRule``
 (tests/test_online_parity.py holds them equal on random workloads). Fair Resource (Alg. 1)
 and fairness (Def. 2) are the policy's own functions (``dff.update_fr``, ``dff.fairness``),
 handed to the sorter by ``DFF.online``: one formula for the static allocation, the
@@ -50,9 +50,10 @@ from collections.abc import Callable, Sequence
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.online import OnlineSorter, Runnable, TreeExclusion, descend_tree, pick_among_tree
-from fairshare.policies.ties import DIGITS
-from fairshare.policies.views import SaturatedView, ViewCache
+from fairshare.policies.machinery.descent import TreeExclusion, descend_tree, pick_among_tree
+from fairshare.policies.machinery.ties import DIGITS
+from fairshare.policies.machinery.views import SaturatedView, ViewCache
+from fairshare.policies.online import OnlineSorter, Runnable
 
 #: DFF Alg. 1 (``dff.update_fr``): (capacity, root, children, weight, jobs, ancestors) -> FR per node
 UpdateFR = Callable[..., dict]

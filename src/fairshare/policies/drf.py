@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fairshare.model.resources import Vector
-from fairshare.policies._tree import flat_tree
-from fairshare.policies.flat_online import FlatShareRule, FlatSorter
-from fairshare.policies.progressive import FillingPolicy
+from fairshare.policies.machinery.flat import FlatShareRule, FlatSorter
+from fairshare.policies.machinery.progressive import FillingPolicy
+from fairshare.policies.machinery.tree import flat_tree
 
 
 def drf_share(usage: Sequence[float], capacity: Vector, weight: float) -> float:
@@ -35,5 +35,5 @@ class DRF(FillingPolicy):
         return FlatShareRule(drf_share)
 
     def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
-        """Alg. 1 online: one lazy heap over the jobs (``policies/flat_online.py``)."""
+        """Alg. 1 online: one lazy heap over the jobs (``policies/machinery/flat.py``)."""
         return FlatSorter(drf_share, len(resources), queues, capacity)

@@ -8,10 +8,10 @@ of the resources it needs, and so on.
 
 from __future__ import annotations
 
-from fairshare.policies._tree import flat_tree
 from fairshare.policies.drf import drf_share
-from fairshare.policies.flat_online import FifoSorter, FlatShareRule
-from fairshare.policies.progressive import FillingPolicy
+from fairshare.policies.machinery.flat import FifoSorter, FlatShareRule
+from fairshare.policies.machinery.progressive import FillingPolicy
+from fairshare.policies.machinery.tree import flat_tree
 
 
 class FIFO(FillingPolicy):
@@ -26,5 +26,5 @@ class FIFO(FillingPolicy):
         return FlatShareRule(drf_share, fifo=True)
 
     def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
-        """Oldest runnable job first, scanning in arrival order (``flat_online.FifoSorter``)."""
+        """Oldest runnable job first, scanning in arrival order (``machinery/flat.py``'s ``FifoSorter``)."""
         return FifoSorter(len(resources), queues, capacity)

@@ -13,11 +13,11 @@ static answer; they are the online algorithm's ablation switches.
 
 from __future__ import annotations
 
-from fairshare.policies._tree import hierarchical_tree
 from fairshare.policies.base import PolicyOption
 from fairshare.policies.hdrf_online import HDRFSorter
-from fairshare.policies.online import ShareRule
-from fairshare.policies.progressive import FillingPolicy
+from fairshare.policies.machinery.progressive import FillingPolicy
+from fairshare.policies.machinery.reference import ShareRule
+from fairshare.policies.machinery.tree import hierarchical_tree
 
 
 class HDRFRule(ShareRule):

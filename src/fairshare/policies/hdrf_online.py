@@ -4,7 +4,7 @@ Bhattacharya et al., SoCC 2013, Sec. 3.4, Alg. 2-4, computed incrementally inste
 "recompute the rescaled dominant shares" (Alg. 2's ``UpdateS(n_r)``) for every decision,
 which the paper itself lists as future work (Sec. 7: "H-DRF's allocation vector update
 step may require recomputing the dominant shares of every other node in the
-hierarchy"). Decisions are identical to :class:`~fairshare.policies.online.ReferenceSorter`
+hierarchy"). Decisions are identical to :class:`~fairshare.policies.machinery.reference.ReferenceSorter`
 (tests hold them equal on random workloads; shares are compared rounded to 12 digits in
 both, so float noise cannot flip a tie).
 
@@ -24,11 +24,11 @@ Saturated resources. Alg. 3 counts only the non-saturated resources Y and treats
 needing a saturated one as blocked, so a change of the saturated set changes every share.
 On a full cluster that set flips on almost every event (a finishing task frees some of a
 resource, the next launch uses it up again: Alg. 2's "Y = nonzero resources in W"). So
-the sorter keeps one complete incremental *view* per recently seen saturated set (at most
-``MAX_VIEWS``, least recently used evicted) and decides with the view of the current set.
-Events are applied at once to the current view only; the others record which leaves
-changed and replay them in one batch when their set comes back, each changed ancestor
-recomputed once (a rebuild if more than a quarter of the nodes changed). Flipping between
+the sorter keeps one complete incremental *view* per recently seen saturated set
+(``machinery/views.py``'s ``ViewCache``, shared with the DFF sorter) and decides with the
+view of the current set. Events are applied at once to the current view only; the others
+record which leaves changed and replay them in one batch when their set comes back, each
+changed ancestor recomputed once (a rebuild if more than a quarter of the nodes changed). Flipping between
 sets costs the leaves that changed meanwhile and their ancestors, and only a set not
 seen recently pays the O(nodes x m) rebuild.
 
@@ -38,7 +38,7 @@ queue with ``order: fifo`` only its earliest runnable job competes with its sub-
 (a scan of that queue's jobs, as the reference does). Children whose demanding jobs the
 scheduler has all excluded in this call are passed over (``TreeExclusion``), and
 ``pick_among`` gives the descent's answer among a few candidates by comparing their
-paths of keys (``online.pick_among_tree``).
+paths of keys (``machinery.descent.pick_among_tree``).
 """
 
 from __future__ import annotations
@@ -47,9 +47,10 @@ import heapq
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.online import OnlineSorter, Runnable, TreeExclusion, descend_tree, pick_among_tree
-from fairshare.policies.ties import DIGITS
-from fairshare.policies.views import SaturatedView, ViewCache
+from fairshare.policies.machinery.descent import TreeExclusion, descend_tree, pick_among_tree
+from fairshare.policies.machinery.ties import DIGITS
+from fairshare.policies.machinery.views import SaturatedView, ViewCache
+from fairshare.policies.online import OnlineSorter, Runnable
 
 REBUILD_EVERY = 4096
 

@@ -13,10 +13,10 @@ gives the static H-DRF allocation; its starvation only appears online, when task
 
 from __future__ import annotations
 
-from fairshare.policies._tree import hierarchical_tree
 from fairshare.policies.hdrf import HDRFRule
 from fairshare.policies.hdrf_online import HDRFSorter
-from fairshare.policies.progressive import FillingPolicy
+from fairshare.policies.machinery.progressive import FillingPolicy
+from fairshare.policies.machinery.tree import hierarchical_tree
 
 
 class NaiveHDRF(FillingPolicy):

@@ -5,7 +5,7 @@ App. A.1): at every step recompute every node's level from scratch, descend from
 to the lowest non-blocked child, give that leaf a sliver raising its dominant share by
 ``epsilon``, repeat until nothing can be scheduled. It is slow (O(steps x nodes)) and
 only approximate (error O(epsilon) per leaf), and that is the point: it shares no code
-with :mod:`fairshare.policies.filling` beyond the tree, so tests can hold the exact
+with :mod:`fairshare.policies.machinery.filling` beyond the tree, so tests can hold the exact
 engine to it, and benchmarks can report the speed ratio.
 
 Ties: the child with the fewest slivers in its subtree, then the first listed; over many
@@ -15,8 +15,8 @@ limit (equal levels, or equal flow for siblings whose level cannot grow).
 
 from __future__ import annotations
 
-from fairshare.policies.filling import FillTree, LevelRule
-from fairshare.policies.ties import tie_key
+from fairshare.policies.machinery.filling import FillTree, LevelRule
+from fairshare.policies.machinery.ties import tie_key
 
 
 def reference_fill(tree: FillTree, rule: LevelRule = LevelRule(), *, epsilon: float = 1e-3,

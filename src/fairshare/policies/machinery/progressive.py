@@ -1,13 +1,13 @@
 """Base class for the policies defined by progressive filling, divisible and discrete.
 
 A :class:`FillingPolicy` names a tree shape and a level rule; this module turns them
-into the exact divisible allocation (:func:`~fairshare.policies.filling.fill`) and the
+into the exact divisible allocation (:func:`~fairshare.policies.machinery.filling.fill`) and the
 whole-task allocation on the nodes.
 
 Whole tasks (``--discrete``) follow DRF Sec. 6.2 (Theorem 7): repeatedly give the
 lowest-level demanding job one task, on the first node where it fits, until no job's
 next task fits anywhere. The descent is Alg. 1 of H-DRF with tasks instead of slivers.
-Written tie rule (``policies/ties.py``, the online sorters' too): among siblings with
+Written tie rule (``machinery/ties.py``, the online sorters' too): among siblings with
 equal level (rounded to ``ties.DIGITS`` digits), the one with fewer tasks placed in its
 subtree, then the one listed first (queue order in the file, jobs by submit time then
 file order); among a job's classes, the least placed for its mix, then the first listed. Each node keeps its children in a heap keyed that way, and a
@@ -24,10 +24,10 @@ import math
 from fairshare.model.allocation import Allocation, build_allocation
 from fairshare.model.resources import fits
 from fairshare.model.scenario import Scenario
-from fairshare.policies._tree import per_class
 from fairshare.policies.base import Policy
-from fairshare.policies.filling import FillTree, LevelRule, fill
-from fairshare.policies.ties import share_key, tie_key
+from fairshare.policies.machinery.filling import FillTree, LevelRule, fill
+from fairshare.policies.machinery.ties import share_key, tie_key
+from fairshare.policies.machinery.tree import per_class
 
 
 class FillingPolicy(Policy):

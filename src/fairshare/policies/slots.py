@@ -12,7 +12,7 @@ with no static allocation; it has its own module, ``policies/timefair.py``.)
 from __future__ import annotations
 
 from fairshare.policies.base import Policy, PolicyModeError, PolicyOption
-from fairshare.policies.online import ShareRule
+from fairshare.policies.machinery.reference import ShareRule
 
 
 class _OnlineOnly(Policy):

@@ -7,8 +7,8 @@ The policy hands :class:`FlatSorter` its share function ``share(usage, capacity,
 reference sorter the same function through :class:`FlatShareRule`, so both compare jobs
 by one formula. A task start or finish re-keys one job: O(m + log n). A capacity change
 re-keys every job (O(n)). The saturated set changes nothing (these shares have no Y).
-Decisions are identical to :class:`~fairshare.policies.online.ReferenceSorter`
-(tests/test_online_parity.py): the demanding jobs by the tie rule (``policies/ties.py``:
+Decisions are identical to :class:`~fairshare.policies.machinery.reference.ReferenceSorter`
+(tests/test_online_parity.py): the demanding jobs by the tie rule (``machinery/ties.py``:
 share rounded to ``DIGITS`` digits, running tasks, arrival), the first runnable one. The
 heap is lazy (an entry is valid while its version is the job's current one) and
 compacted when stale entries pile up.
@@ -26,8 +26,10 @@ from collections.abc import Callable, Sequence
 
 from fairshare.model.queues import QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.online import OnlineSorter, Runnable, ShareRule, first_in_heap
-from fairshare.policies.ties import DIGITS
+from fairshare.policies.machinery.descent import first_in_heap
+from fairshare.policies.machinery.reference import ShareRule
+from fairshare.policies.machinery.ties import DIGITS
+from fairshare.policies.online import OnlineSorter, Runnable
 
 #: a flat policy's share of one job: ``share(usage, capacity, weight)``
 JobShare = Callable[[Sequence[float], Vector, float], float]
