@@ -79,7 +79,8 @@ def _policy_option_flags() -> dict[str, tuple[Any, list[str]]]:
             if option.flag not in flags:
                 flags[option.flag] = (option, [])
             elif flags[option.flag][0] != option:
-                raise AssertionError(f"policies declare {option.flag} differently: {flags[option.flag][0]} and {option}")
+                raise AssertionError(f"policies declare {option.flag} differently: "
+                                     f"{flags[option.flag][0]} and {option}")
             flags[option.flag][1].append(name)
     return flags
 

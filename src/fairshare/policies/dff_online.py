@@ -35,9 +35,9 @@ current view at once; the others record the changed leaves and replay those walk
 their set comes back. A view is dropped when FR changes (its shares are all stale) and
 rebuilt when its set comes back.
 
-The descent (Alg. 3 lines 1-5) takes, at each node, the lowest demanding child by
-(fairness rounded to 12 digits, running tasks in the subtree, position) that has a
-runnable job below it; in a queue with ``order: fifo`` only its earliest runnable job
+The descent (Alg. 3 lines 1-5) takes, at each node, the lowest demanding child by the
+tie rule (``machinery/ties.py``: fairness, running tasks in the subtree, position) that
+has a runnable job below it; in a queue with ``order: fifo`` only its earliest runnable job
 competes with its sub-queues (found by a scan of that queue's jobs, as the reference does).
 Heaps are lazy: an entry is valid while its version is the child's current one; a heap
 holding many stale entries is compacted.

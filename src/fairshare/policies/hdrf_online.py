@@ -4,9 +4,10 @@ Bhattacharya et al., SoCC 2013, Sec. 3.4, Alg. 2-4, computed incrementally inste
 "recompute the rescaled dominant shares" (Alg. 2's ``UpdateS(n_r)``) for every decision,
 which the paper itself lists as future work (Sec. 7: "H-DRF's allocation vector update
 step may require recomputing the dominant shares of every other node in the
-hierarchy"). Decisions are identical to :class:`~fairshare.policies.machinery.reference.ReferenceSorter`
-(tests hold them equal on random workloads; shares are compared rounded to 12 digits in
-both, so float noise cannot flip a tie).
+hierarchy"). Decisions are identical to
+:class:`~fairshare.policies.machinery.reference.ReferenceSorter` (tests hold them equal
+on random workloads; both compare shares by the one tie rule of ``machinery/ties.py``,
+so float noise cannot flip a tie).
 
 Alg. 3 for an internal node v: with P the children that are demanding (and, with
 ``ignore_blocked``, not blocked) and M the smallest (weighted) share in P, v's usage is
@@ -32,8 +33,8 @@ changed ancestor recomputed once (a rebuild if more than a quarter of the nodes 
 sets costs the leaves that changed meanwhile and their ancestors, and only a set not
 seen recently pays the O(nodes x m) rebuild.
 
-The descent (Alg. 4) takes, at each node, the lowest child by (share rounded to 12
-digits, running tasks in the subtree, position) that has a runnable job below it. In a
+The descent (Alg. 4) takes, at each node, the lowest child by the tie rule (share,
+running tasks in the subtree, position) that has a runnable job below it. In a
 queue with ``order: fifo`` only its earliest runnable job competes with its sub-queues
 (a scan of that queue's jobs, as the reference does). Children whose demanding jobs the
 scheduler has all excluded in this call are passed over (``TreeExclusion``), and
