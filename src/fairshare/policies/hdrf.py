@@ -13,11 +13,27 @@ static answer; they are the online algorithm's ablation switches.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from fairshare.model.resources import Vector
 from fairshare.policies.base import PolicyOption
 from fairshare.policies.hdrf_online import HDRFSorter
 from fairshare.policies.machinery.progressive import FillingPolicy
 from fairshare.policies.machinery.reference import ShareRule
 from fairshare.policies.machinery.tree import hierarchical_tree
+
+
+def hdrf_share(usage: Sequence[float], capacity: Vector, counted: Sequence[int], weight: float) -> float:
+    """A node's dominant share over the counted resources Y, divided by its weight:
+    ``max_{r in Y} U_r / R_r / w`` (Alg. 3; 0 when Y is empty). Leaves and queues alike,
+    in the reference's rule and the incremental sorter (which inlines it once, in
+    ``HDRFSorter._recompute``, where the call measurably costs)."""
+    best = 0.0
+    for r in counted:
+        x = usage[r] / capacity[r]
+        if x > best:
+            best = x
+    return best / weight
 
 
 class HDRFRule(ShareRule):
@@ -38,6 +54,12 @@ class HDRFRule(ShareRule):
         self.rescale = rescale
         self.ignores_saturated = ignore_blocked
         self.stop_when_saturated = stop_when_saturated
+
+    def leaf_share(self, sorter, job, state):
+        return hdrf_share(job.usage, sorter.capacity, state.counted, job.weight)
+
+    def node_share(self, sorter, key, state):
+        return hdrf_share(state.usage[key], sorter.capacity, state.counted, sorter.queues[key].weight)
 
     def combine(self, sorter, key, state):
         if not self.rescale:
@@ -83,5 +105,5 @@ class HDRF(FillingPolicy):
 
     def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
         """Dynamic H-DRF, Alg. 2-4, incremental (``policies/hdrf_online.py``)."""
-        return HDRFSorter(len(resources), queues, capacity, rescale=self.rescale,
+        return HDRFSorter(len(resources), queues, capacity, share=hdrf_share, rescale=self.rescale,
                           ignore_blocked=self.ignore_blocked)

@@ -45,6 +45,7 @@ paths of keys (``machinery.descent.pick_among_tree``).
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable, Sequence
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
@@ -54,6 +55,8 @@ from fairshare.policies.machinery.views import SaturatedView, ViewCache
 from fairshare.policies.online import OnlineSorter, Runnable
 
 REBUILD_EVERY = 4096
+#: a node's share from its usage (``hdrf.hdrf_share``): (usage, capacity, counted, weight)
+NodeShare = Callable[[Sequence[float], Vector, Sequence[int], float], float]
 
 
 class _View(SaturatedView):
@@ -91,9 +94,11 @@ class _View(SaturatedView):
 
 
 class HDRFSorter(TreeExclusion, OnlineSorter):
-    def __init__(self, resources: int, queues: QueueTree, capacity: Vector, *, rescale: bool = True,
-                 ignore_blocked: bool = True, stop_when_saturated: bool = False):
+    def __init__(self, resources: int, queues: QueueTree, capacity: Vector, *, share: NodeShare,
+                 rescale: bool = True, ignore_blocked: bool = True, stop_when_saturated: bool = False):
         super().__init__(resources, queues, capacity)
+        # the policy's share (``hdrf.hdrf_share``), shared with the reference sorter's rule
+        self.node_share = share
         self.rescale = rescale
         self.ignore_blocked = ignore_blocked
         self.stop_when_saturated = stop_when_saturated
@@ -249,16 +254,6 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         job = self.jobs[self.key[idx]]
         return any(job.demand[r] > 0 for r in view.saturated)
 
-    def _share_of(self, view: _View, idx: int) -> float:
-        u = view.usage[idx]
-        cap = self.capacity
-        best = 0.0
-        for r in view.counted:
-            x = u[r] / cap[r]
-            if x > best:
-                best = x
-        return best / self.weight[idx]
-
     def _in_pool(self, view: _View, idx: int) -> bool:
         """Alg. 3's set A: demanding children, and with ignore_blocked non-blocked ones."""
         if not self.rescale or not self.key[idx]:
@@ -293,7 +288,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
             usage[idx] = self.leaf_usage[idx]
             now = 0
             if key[idx]:
-                share[idx] = self._share_of(view, idx)
+                share[idx] = self.node_share(usage[idx], self.capacity, view.counted, self.weight[idx])
                 now = 0 if self._leaf_blocked(view, idx) else 1
             d_unblocked = now - unblocked[idx]
             unblocked[idx] = now
@@ -413,7 +408,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         if p:
             cap = self.capacity
             best = 0.0
-            for r in view.counted:  # (_share_of, inlined: once per node per event)
+            for r in view.counted:  # (hdrf.hdrf_share, inlined: the call costs ~5% here)
                 x = u[r] / cap[r]
                 if x > best:
                     best = x
@@ -451,7 +446,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         for v in reversed(order):
             if self.is_job[v]:
                 view.usage[v] = self.leaf_usage[v]
-                view.share[v] = self._share_of(view, v)
+                view.share[v] = self.node_share(view.usage[v], cap, view.counted, self.weight[v])
                 view.unblocked[v] = 1 if (self.live[v] and not self._leaf_blocked(view, v)) else 0
                 continue
             view.unblocked[v] = sum(view.unblocked[c] for c in children[v])

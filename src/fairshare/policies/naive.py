@@ -13,7 +13,7 @@ gives the static H-DRF allocation; its starvation only appears online, when task
 
 from __future__ import annotations
 
-from fairshare.policies.hdrf import HDRFRule
+from fairshare.policies.hdrf import HDRFRule, hdrf_share
 from fairshare.policies.hdrf_online import HDRFSorter
 from fairshare.policies.machinery.progressive import FillingPolicy
 from fairshare.policies.machinery.tree import hierarchical_tree
@@ -34,7 +34,7 @@ class NaiveHDRF(FillingPolicy):
 
     def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
         """Sec. 3.3: no rescaling, blocked nodes and saturated resources still count."""
-        return HDRFSorter(len(resources), queues, capacity, rescale=False, ignore_blocked=False,
+        return HDRFSorter(len(resources), queues, capacity, share=hdrf_share, rescale=False, ignore_blocked=False,
                           stop_when_saturated=self.stop_at_first_saturation)
 
 

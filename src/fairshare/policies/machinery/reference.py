@@ -46,9 +46,8 @@ class ShareRule:
     holds the per-decision recomputation and the written tie rule, each policy's rule the
     formulas, so a new policy adds a rule, never a branch here.
 
-    The defaults are the usage-over-capacity dominant share (DRF Sec. 4.3, H-DRF Sec.
-    3.1): a node's share is ``max_r U_r / R_r`` over the counted resources, divided by its
-    weight, and a queue's usage is the plain sum of its children's.
+    A rule gives the leaves' and queues' shares; a queue's usage is by default the plain
+    sum of its children's (:meth:`combine`).
     """
 
     #: the queue tree is ignored: every job sits directly under the root
@@ -66,12 +65,9 @@ class ShareRule:
     def begin(self, sorter: ReferenceSorter) -> None:
         """A decision starts (compute what every share of it reads)."""
 
-    def share(self, usage, capacity: Vector, counted: list[int], weight: float) -> float:
-        """``max_r usage_r / capacity_r`` over ``counted``, divided by ``weight``."""
-        return max((usage[r] / capacity[r] for r in counted), default=0.0) / weight
-
     def leaf_share(self, sorter: ReferenceSorter, job: OnlineJob, state: DecisionState) -> float:
-        return self.share(job.usage, sorter.capacity, state.counted, job.weight)
+        """A job's share (its usage is ``job.usage``)."""
+        raise NotImplementedError
 
     def combine(self, sorter: ReferenceSorter, key: str, state: DecisionState) -> list[float]:
         """A queue's usage vector from its children's (already in ``state``)."""
@@ -83,7 +79,8 @@ class ShareRule:
         return total
 
     def node_share(self, sorter: ReferenceSorter, key: str, state: DecisionState) -> float:
-        return self.share(state.usage[key], sorter.capacity, state.counted, sorter.queues[key].weight)
+        """A queue's share (its usage is ``state.usage[key]``; a flat rule has no queue)."""
+        raise NotImplementedError
 
 
 class ReferenceSorter(OnlineSorter):
