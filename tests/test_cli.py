@@ -238,6 +238,20 @@ def test_policy_flags_come_from_the_declarations(capsys):
     assert "slots: slots per node" in " ".join(out.split())
 
 
+@pytest.mark.parametrize("argv", [
+    ("allocate", "default", "--policy", "cpu", "--resource", "gpuX"),
+    ("simulate", "default", "--policy", "cpu", "--resource", "gpuX"),
+    ("compare", "default", "--policies", "cpu,drf", "--resource", "gpuX"),
+])
+def test_a_resource_option_names_a_resource_of_the_scenario(capsys, tmp_path, argv):
+    # cpu declares --resource as naming a resource; the CLI checks it before any work
+    extra = () if argv[0] == "allocate" else ("--out", str(tmp_path / "out"))
+    code, _, err = run(capsys, *argv, *extra)
+    assert code == 2
+    assert "--resource: 'gpuX' is not a resource of this scenario (resources: cpu, memory, mic)" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_version(capsys):
     code, out, _ = run(capsys, "--version")
     assert code == 0 and out.strip() == f"fairshare {__version__}"

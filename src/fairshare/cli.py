@@ -61,7 +61,7 @@ _non_negative_float = _number(float, lambda v: math.isfinite(v) and v >= 0, "mus
                               "must be a finite number of seconds >= 0")
 #: the parser of each kind of policy option value (``policies.base.OptionValue``)
 _OPTION_TYPES: dict[str, Callable[[str], Any] | None] = {
-    "text": None, "choice": None, "positive_int": _positive_int, "positive_float": _positive_float,
+    "text": None, "resource": None, "choice": None, "positive_int": _positive_int, "positive_float": _positive_float,
     "non_negative_float": _non_negative_float,
 }
 
@@ -234,9 +234,7 @@ def cmd_allocate(args: argparse.Namespace) -> int:
     options = _policy_options(args)
     policy = _make_policy(args.policy, options)
     scenario = _load(args.scenario)
-    if "resource" in options and options["resource"] not in scenario.resources:
-        raise CLIError(f"--resource: {options['resource']!r} is not a resource of this scenario "
-                       f"(resources: {', '.join(scenario.resources)})")
+    _check_resource_options(options, scenario)
     with _policy_errors(args):
         result = allocate(scenario, policy, discrete=args.discrete, respect_counts=args.respect_counts)
     if args.format == "json":
@@ -285,7 +283,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     options = _policy_options(args)
     policy = _make_policy(args.policy, options)
     scenario = _load(args.scenario)
-    _check_resource_option(options, scenario)
+    _check_resource_options(options, scenario)
     _check_out(args.out)
     sim = _simulator(args, scenario, policy, f"--policy {args.policy}")
     out = _out_dir(args.out)
@@ -324,7 +322,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     policies = {n: _make_policy(n, per_policy[n]) for n in names}
     scenario = _load(args.scenario)
     for n in names:
-        _check_resource_option(per_policy[n], scenario)
+        _check_resource_options(per_policy[n], scenario)
     _check_out(args.out)
     # Build every simulator first: a policy that refuses online mode stops us before any
     # run and before anything is written.
@@ -371,10 +369,14 @@ COMMANDS.update({name: _live_command(name) for name in ("serve", "submit", "jobs
 
 # --- simulation helpers ----------------------------------------------------------------------
 
-def _check_resource_option(options: dict[str, Any], scenario) -> None:
-    if "resource" in options and options["resource"] not in scenario.resources:
-        raise CLIError(f"--resource: {options['resource']!r} is not a resource of this scenario "
-                       f"(resources: {', '.join(scenario.resources)})")
+def _check_resource_options(options: dict[str, Any], scenario) -> None:
+    """Every given option declared to name a resource (value kind ``resource``) names one
+    of the scenario's, before any work."""
+    for flag, (option, _takers) in _policy_option_flags().items():
+        value = options.get(option.param)
+        if option.value == "resource" and value is not None and value not in scenario.resources:
+            raise CLIError(f"{flag}: {value!r} is not a resource of this scenario "
+                           f"(resources: {', '.join(scenario.resources)})")
 
 
 def _check_out(text: str) -> None:

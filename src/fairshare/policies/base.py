@@ -27,8 +27,10 @@ class PolicyModeError(ValueError):
 
 #: how a policy option's value is read from the command line (the CLI maps each to its
 #: parser and error message): ``off`` is a ``--no-...`` switch that sets the argument to
-#: False; ``text`` any string; ``choice`` one of ``choices``; the numbers as named
-OptionValue = Literal["off", "text", "choice", "positive_int", "positive_float", "non_negative_float"]
+#: False; ``text`` any string; ``resource`` the name of one of the scenario's resources
+#: (checked against the scenario before any work); ``choice`` one of ``choices``; the
+#: numbers as named
+OptionValue = Literal["off", "text", "resource", "choice", "positive_int", "positive_float", "non_negative_float"]
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ class SingleResourceFair(FillingPolicy):
     share_is_usage_over_capacity = True
     citation = "Ghodsi et al. NSDI'11, Sec. 7.2 (CPU-only fair sharing baseline)"
     options = (PolicyOption("resource", "--resource", "the one resource to be fair on (default: the first listed)",
-                            metavar="NAME"),)
+                            value="resource", metavar="NAME"),)
 
     def __init__(self, resource: str | None = None):
         self.resource = resource
