@@ -19,8 +19,8 @@ from generate import hierarchy_scenario  # noqa: E402
 
 from fairshare import allocate  # noqa: E402
 from fairshare.policies import make_policy  # noqa: E402
-from fairshare.policies.filling import fill  # noqa: E402
-from fairshare.policies.reference import reference_fill  # noqa: E402
+from fairshare.policies.machinery.filling import fill  # noqa: E402
+from fairshare.policies.machinery.reference_fill import reference_fill  # noqa: E402
 
 
 def best_of(fn, repeat: int = 3) -> float:

@@ -1,6 +1,6 @@
 """Queue guarantees and limits: validation, exact static allocations, the audit.
 
-Semantics (docs/policies.md, "Guarantees and limits"; ``policies/bounds.py``): the
+Semantics (docs/policies.md, "Guarantees and limits"; ``policies/machinery/bounds.py``): the
 guarantees are filled first, innermost first, each queue capped at its guarantee; then
 the policy shares fairly from there; a queue at its limit of r blocks its jobs that
 need r. Expected numbers below show their arithmetic.

@@ -22,7 +22,7 @@ from replay import replay
 from fairshare.engine import Scheduler
 from fairshare.model import parse_scenario
 from fairshare.policies import make_policy
-from fairshare.policies.online import descend_tree, pick_among_tree
+from fairshare.policies.machinery.descent import descend_tree, pick_among_tree
 
 MODELS = ["T4", "V100", "A10"]
 

@@ -6,6 +6,7 @@ fairshare`` as a subprocess to check the real entry point, exit status and strea
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -216,6 +217,39 @@ def test_policies_lists_registry(capsys):
     assert [ln.split()[0] for ln in lines] == list(REGISTRY)
     for ln, cls in zip(lines, REGISTRY.values()):
         assert cls.citation in ln
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_policy_options_are_the_constructor_arguments(name):
+    # The CLI builds its policy flags from Policy.options: each policy declares exactly its
+    # constructor arguments, so every argument has a flag and every flag reaches one.
+    cls = REGISTRY[name]
+    params = set(inspect.signature(cls).parameters)
+    assert {option.param for option in cls.options} == params
+
+
+def test_policy_flags_come_from_the_declarations(capsys):
+    code, out, _ = run(capsys, "simulate", "--help")
+    assert code == 0
+    for cls in REGISTRY.values():
+        for option in cls.options:
+            assert option.flag in out
+    # a flag shared by no other policy names its one policy in the help
+    assert "slots: slots per node" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("argv", [
+    ("allocate", "default", "--policy", "cpu", "--resource", "gpuX"),
+    ("simulate", "default", "--policy", "cpu", "--resource", "gpuX"),
+    ("compare", "default", "--policies", "cpu,drf", "--resource", "gpuX"),
+])
+def test_a_resource_option_names_a_resource_of_the_scenario(capsys, tmp_path, argv):
+    # cpu declares --resource as naming a resource; the CLI checks it before any work
+    extra = () if argv[0] == "allocate" else ("--out", str(tmp_path / "out"))
+    code, _, err = run(capsys, *argv, *extra)
+    assert code == 2
+    assert "--resource: 'gpuX' is not a resource of this scenario (resources: cpu, memory, mic)" in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_version(capsys):

@@ -1,6 +1,6 @@
 """Parity: the incremental online sorters decide exactly as the per-decision reference.
 
-The reference (``policies/online.py``) recomputes every share per decision, as the
+The reference (``Policy.reference_sorter``, ``policies/machinery/reference.py``) recomputes every share per decision, as the
 papers' pseudo-code does; the fast sorters update only the changed path. On random
 hierarchies, demands, counts, durations and node failures, both must produce the same
 sequence of (time, job, class, node) launches.
@@ -20,29 +20,33 @@ from strategies import scenarios
 from fairshare.engine import Scheduler
 from fairshare.model import Node
 from fairshare.policies import make_policy
-from fairshare.policies.online import ReferenceSorter
+from fairshare.policies.machinery.reference import ReferenceSorter
 
+# (policy, options): each incremental sorter against the same policy's reference sorter
+# (Policy.reference_sorter: every share recomputed per decision by the policy's ShareRule)
 CASES = [
-    ("hdrf", {}, "hdrf", {}),
-    ("hdrf", {"rescale": False}, "hdrf", {"rescale": False}),
-    ("hdrf", {"ignore_blocked": False}, "hdrf", {"ignore_blocked": False}),
-    ("hdrf-naive", {}, "hdrf-naive", {"rescale": False, "ignore_blocked": False}),
-    ("capacity", {}, "capacity", {"rescale": False, "ignore_blocked": False}),
-    ("dff", {}, "dff", {}),
-    ("drf", {}, "drf", {}),
-    ("asset", {}, "asset", {}),
-    ("cpu", {}, "cpu", {}),
-    ("cpu", {"resource": "mem"}, "cpu", {"resource_index": 1}),
-    ("fifo", {}, "fifo", {}),
+    ("hdrf", {}),
+    ("hdrf", {"rescale": False}),
+    ("hdrf", {"ignore_blocked": False}),
+    ("hdrf-naive", {}),
+    ("capacity", {}),
+    ("dff", {}),
+    ("drf", {}),
+    ("asset", {}),
+    ("cpu", {}),
+    ("cpu", {"resource": "mem"}),
+    ("fifo", {}),
 ]
 
 
-def run(sc, nodes, policy, options, reference_kind=None, reference_options=None, seed=0, node_events=()):
+def run(sc, nodes, policy, options, reference=False, seed=0, node_events=()):
     sorter = None
-    if reference_kind is not None:
+    if reference:
         capacity = tuple(sum(n.capacity[r] for n in nodes) for r in range(sc.m))
-        sorter = ReferenceSorter(reference_kind, sc.m, sc.queues, capacity, **(reference_options or {}))
+        sorter = make_policy(policy, **options).reference_sorter(sc.resources, sc.queues, capacity)
+        assert isinstance(sorter, ReferenceSorter)
     sched = Scheduler(sc.resources, nodes, sc.queues, make_policy(policy, **options), sorter=sorter)
+    assert isinstance(sched.sorter, ReferenceSorter) == reference  # (each run uses the sorter meant)
     rng = random.Random(seed)
     lengths = {j.name: rng.choice([1, 2, 3, 5]) for j in sc.jobs}
     return replay(sched, sc.jobs, lambda launch: lengths[launch.job], node_events=node_events)
@@ -50,8 +54,8 @@ def run(sc, nodes, policy, options, reference_kind=None, reference_options=None,
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sc=scenarios(max_jobs=8, counts=True), seed=st.integers(0, 100), k=st.integers(1, 4))
-@pytest.mark.parametrize("policy, options, ref_kind, ref_options", CASES)
-def test_incremental_sorter_matches_reference(policy, options, ref_kind, ref_options, sc, seed, k):
+@pytest.mark.parametrize("policy, options", CASES)
+def test_incremental_sorter_matches_reference(policy, options, sc, seed, k):
     rng = random.Random(seed)
     sc = dataclasses.replace(sc, jobs=tuple(dataclasses.replace(j, submit_s=float(rng.choice([0, 0, 1, 4])))
                                             for j in sc.jobs))
@@ -59,7 +63,7 @@ def test_incremental_sorter_matches_reference(policy, options, ref_kind, ref_opt
     nodes = tuple(Node(f"n{i}", per_node) for i in range(k))
     events = [(3.0, "lose", "n0"), (6.0, "add", nodes[0])] if k > 1 else []
     fast = run(sc, nodes, policy, options, seed=seed, node_events=events)
-    slow = run(sc, nodes, policy, options, ref_kind, ref_options, seed=seed, node_events=events)
+    slow = run(sc, nodes, policy, options, reference=True, seed=seed, node_events=events)
     assert fast == slow
 
 

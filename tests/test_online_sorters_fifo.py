@@ -19,12 +19,7 @@ from test_online_parity import run
 from fairshare.model import Node
 from fairshare.model.queues import QueueTree
 
-CASES = [
-    ("dff", {}, "dff", {}),
-    ("drf", {}, "drf", {}),
-    ("hdrf", {}, "hdrf", {}),
-    ("hdrf-naive", {}, "hdrf-naive", {"rescale": False, "ignore_blocked": False}),
-]
+CASES = [("dff", {}), ("drf", {}), ("hdrf", {}), ("hdrf-naive", {})]
 
 
 def with_fifo_queues(sc, rng: random.Random):
@@ -34,8 +29,8 @@ def with_fifo_queues(sc, rng: random.Random):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sc=scenarios(max_jobs=8, counts=True), seed=st.integers(0, 100), k=st.integers(1, 3))
-@pytest.mark.parametrize("policy, options, ref_kind, ref_options", CASES)
-def test_fifo_queues_match_reference(policy, options, ref_kind, ref_options, sc, seed, k):
+@pytest.mark.parametrize("policy, options", CASES)
+def test_fifo_queues_match_reference(policy, options, sc, seed, k):
     rng = random.Random(seed)
     sc = with_fifo_queues(sc, rng)
     sc = dataclasses.replace(sc, jobs=tuple(dataclasses.replace(j, submit_s=float(rng.choice([0, 0, 1, 4])))
@@ -43,5 +38,5 @@ def test_fifo_queues_match_reference(policy, options, ref_kind, ref_options, sc,
     per_node = tuple(max(c / k, max(j.classes[0].demand[r] for j in sc.jobs)) for r, c in enumerate(sc.capacity))
     nodes = tuple(Node(f"n{i}", per_node) for i in range(k))
     fast = run(sc, nodes, policy, options, seed=seed)
-    slow = run(sc, nodes, policy, options, ref_kind, ref_options, seed=seed)
+    slow = run(sc, nodes, policy, options, reference=True, seed=seed)
     assert fast == slow

@@ -1,6 +1,6 @@
 """The placement index's fast paths give the answers of the plain definitions.
 
-``_limits`` (the fit test's tolerance evaluated once per free vector) against ``_fits``;
+``fit_limits`` (the fit test's tolerance evaluated once per free vector) against ``fits``;
 the iterative first fit and collection of ``_MaxTree`` against the recursive descent they
 replaced and against a linear scan; ``fits_on``, ``freed_fits`` and ``max_free`` against
 their definitions, on random pools changed by random launches, finishes, node losses and
@@ -15,8 +15,9 @@ from operator import gt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairshare.engine.placement import NodePool, _fits, _limits
+from fairshare.engine.placement import NodePool
 from fairshare.model import Node
+from fairshare.model.resources import fit_limits, fits
 
 SPECIAL = [0.0, -0.0, 1.0, -1.0, 1e-9, -1e-9, 1.0 + 1e-9, 1.0 - 1e-10, -1.0000000000000002,
            0.9999999999999999, 1.0000000000000002, 1e300, -1e300, 5e-324,
@@ -28,8 +29,8 @@ floats = st.one_of(st.sampled_from(SPECIAL), st.floats(allow_nan=True, allow_inf
 def test_limits_is_the_fit_test(pairs):
     demand = [d for d, _ in pairs]
     free = [f for _, f in pairs]
-    assert _fits(demand, free) == (not any(map(gt, demand, _limits(free))))
-    for d, f, t in zip(demand, free, _limits(free)):
+    assert fits(demand, free) == (not any(map(gt, demand, fit_limits(free))))
+    for d, f, t in zip(demand, free, fit_limits(free)):
         ref = f + 1e-9 * max(1.0, abs(f))
         assert t == ref or (math.isnan(t) and math.isnan(ref))
 
@@ -39,7 +40,7 @@ def test_limits_is_the_fit_test(pairs):
 def old_first_fit(tree, need, start=0):
     """The recursive descent ``_MaxTree.first_fit`` replaced (verbatim in substance)."""
     tree.flush()
-    if not _fits(need, tree.tree[1]):
+    if not fits(need, tree.tree[1]):
         return None
 
     def descend(k, lo, hi):
@@ -49,13 +50,13 @@ def old_first_fit(tree, need, start=0):
             if lo >= len(tree.members):
                 return None
             node = tree.members[lo]
-            return node if _fits(need, tree.pool.index_vector(node)) else None
+            return node if fits(need, tree.pool.index_vector(node)) else None
         mid = (lo + hi) // 2
-        if _fits(need, tree.tree[2 * k]):
+        if fits(need, tree.tree[2 * k]):
             found = descend(2 * k, lo, mid)
             if found is not None:
                 return found
-        if _fits(need, tree.tree[2 * k + 1]):
+        if fits(need, tree.tree[2 * k + 1]):
             return descend(2 * k + 1, mid, hi)
         return None
 
@@ -91,17 +92,17 @@ def check(pool: NodePool, demand, constraints, mark) -> None:
     need = pool._effective(demand)
     tree = pool._tree(constraints)
     vectors = {i: pool.index_vector(i) for i in tree.members}
-    fitting = [i for i in tree.members if _fits(need, vectors[i])]
+    fitting = [i for i in tree.members if fits(need, vectors[i])]
     assert tree.feasible(need) == fitting
     for start in range(len(tree.members) + 2):
         expected = next((i for i in fitting if tree.position[i] >= start), None)
         assert tree.first_fit(need, start) == expected == old_first_fit(tree, need, start)
     for i in tree.members:
-        assert pool.fits_on(i, demand) == _fits(need, vectors[i])
+        assert pool.fits_on(i, demand) == fits(need, vectors[i])
     freed = pool.freed_fits(demand, constraints, mark)
     if freed is not None:
         since = sorted(set(pool._freed[mark - pool._freed_base:]))
-        assert freed == [i for i in since if i in tree.position and _fits(need, pool.index_vector(i))]
+        assert freed == [i for i in since if i in tree.position and fits(need, pool.index_vector(i))]
     top = pool.max_free()
     every = [pool.index_vector(i) for i in range(len(pool.states))]
     assert list(top) == [max([-1.0] + [v[r] for v in every]) for r in range(pool.m)]

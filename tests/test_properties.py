@@ -20,8 +20,8 @@ from strategies import scenarios
 from fairshare import allocate
 from fairshare.model.queues import ROOT
 from fairshare.policies import make_policy
-from fairshare.policies.filling import fill
-from fairshare.policies.reference import reference_fill
+from fairshare.policies.machinery.filling import fill
+from fairshare.policies.machinery.reference_fill import reference_fill
 
 TOL = 1e-7
 FILLING = ["drf", "asset", "hdrf", "hdrf-naive", "capacity", "collapsed", "dff", "cpu", "fifo"]

@@ -26,9 +26,10 @@ from fairshare.engine import Scheduler
 from fairshare.model.cluster import Node
 from fairshare.model.jobs import Job, TaskClass
 from fairshare.model.queues import QueueTree
+from fairshare.model.resources import packing_score
 from fairshare.policies import make_policy
 from fairshare.policies.base import PolicyModeError
-from fairshare.policies.online import ReferenceSorter
+from fairshare.policies.machinery.reference import ReferenceSorter
 from fairshare.policies.timefair import DEFAULT_RELAX, DEFAULT_WINDOW_S, TimeFair, TimeFairSorter, tasks_alone
 
 FLAT = QueueTree.build([])
@@ -272,8 +273,8 @@ def test_packing_chooses_within_the_relaxed_set(relax, expected):
     assert sorter.indicator("Y") == pytest.approx(4.3)
     # packing score (d / cap) . (free / cap):
     #   X: 0.2 * 0.4 + 0.1 * 0.8 = 0.16      Y: 0.1 * 0.4 + 0.2 * 0.8 = 0.20
-    assert sorter._packing_score(demand["Y"]) == pytest.approx(0.20)
-    assert sorter._packing_score(demand["X"]) == pytest.approx(0.16)
+    assert packing_score(demand["Y"], free, (10.0, 10.0)) == pytest.approx(0.20)
+    assert packing_score(demand["X"], free, (10.0, 10.0)) == pytest.approx(0.16)
 
 
 def test_everyone_at_zero_is_a_candidate_and_packing_breaks_the_tie():

@@ -38,22 +38,6 @@ class CLIError(Exception):
         self.status = status
 
 
-# Policy options: flag -> (constructor argument, value when the flag is given, argparse dest).
-# A flag is accepted only for policies whose constructor takes that argument, so the
-# error for `--no-rescale --policy drf` comes from the policy's own signature (its options
-# are its constructor arguments) and new policy options need one line here.
-POLICY_OPTIONS: dict[str, tuple[str, str]] = {
-    "--no-rescale": ("rescale", "no_rescale"),
-    "--no-ignore-blocked": ("ignore_blocked", "no_ignore_blocked"),
-    "--slots": ("slots", "slots"),
-    "--resource": ("resource", "resource"),
-    "--window": ("window", "window"),
-    "--relax": ("relax", "relax"),
-    "--mix": ("mix", "mix"),
-    "--time-limit": ("time_limit_s", "time_limit"),
-}
-
-
 def _number(convert: Callable[[str], Any], ok: Callable[[Any], bool], reason: str,
             out_of_range: str | None = None) -> Callable[[str], Any]:
     """An argparse ``type``: ``convert`` the text, refuse it unless ``ok``, saying ``reason``."""
@@ -75,6 +59,35 @@ _non_negative_int = _number(int, lambda v: v >= 0, "must be a whole number >= 0"
 _positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "must be a number > 0")
 _non_negative_float = _number(float, lambda v: math.isfinite(v) and v >= 0, "must be a number of seconds >= 0",
                               "must be a finite number of seconds >= 0")
+#: the parser of each kind of policy option value (``policies.base.OptionValue``)
+_OPTION_TYPES: dict[str, Callable[[str], Any] | None] = {
+    "text": None, "resource": None, "choice": None, "positive_int": _positive_int, "positive_float": _positive_float,
+    "non_negative_float": _non_negative_float,
+}
+
+
+def _policy_option_flags() -> dict[str, tuple[Any, list[str]]]:
+    """Every policy option flag, from the policy classes' declarations (``Policy.options``):
+    flag -> (its declaration, the names of the policies that take it), in registry order.
+    A flag is accepted only for those policies, so ``--no-rescale --policy drf`` is an
+    error, and a new policy option needs no line here."""
+    from fairshare.policies import REGISTRY
+
+    flags: dict[str, tuple[Any, list[str]]] = {}
+    for name, cls in REGISTRY.items():
+        for option in cls.options:
+            if option.flag not in flags:
+                flags[option.flag] = (option, [])
+            elif flags[option.flag][0] != option:
+                raise AssertionError(f"policies declare {option.flag} differently: "
+                                     f"{flags[option.flag][0]} and {option}")
+            flags[option.flag][1].append(name)
+    return flags
+
+
+def _dest(flag: str) -> str:
+    """argparse's attribute for a flag (``--time-limit`` -> ``time_limit``)."""
+    return flag.lstrip("-").replace("-", "_")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,21 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
     def policy_options(p: argparse.ArgumentParser) -> None:
         opts = p.add_argument_group("policy options (only for the policies that take them)")
         # default=None everywhere: an option is passed to the policy only when given.
-        opts.add_argument("--no-rescale", action="store_true", default=None,
-                          help="hdrf: disable rescaling of demand vectors (H-DRF Sec. 3.4 ablation)")
-        opts.add_argument("--no-ignore-blocked", action="store_true", default=None,
-                          help="hdrf: do not ignore blocked nodes (H-DRF Sec. 3.4 ablation)")
-        opts.add_argument("--slots", type=_positive_int, default=None, metavar="N", help="slots: slots per node")
-        opts.add_argument("--resource", default=None, metavar="NAME",
-                          help="cpu: the one resource to be fair on (default: the first listed)")
-        opts.add_argument("--window", type=_positive_float, default=None, metavar="SECONDS",
-                          help="timefair: the window l of the indicator C_i(t) (Tan Sec. 5)")
-        opts.add_argument("--relax", type=_non_negative_float, default=None, metavar="P",
-                          help="timefair: the relaxation p of the candidate set S(t, p) (Tan Sec. 5)")
-        opts.add_argument("--mix", choices=("min-usage", "max-usage"), default=None,
-                          help="slowdown: tie rule among optimal class mixes (docs/policies.md)")
-        opts.add_argument("--time-limit", type=_positive_float, default=None, metavar="SECONDS",
-                          help="slowdown: bound each MILP's solve time; the result then notes the gap")
+        for flag, (option, takers) in _policy_option_flags().items():
+            help_text = f"{', '.join(takers)}: {option.help}"
+            if option.value == "off":
+                opts.add_argument(flag, action="store_true", default=None, help=help_text)
+            else:
+                opts.add_argument(flag, type=_OPTION_TYPES[option.value], default=None, metavar=option.metavar,
+                                  choices=option.choices or None, help=help_text)
 
     alloc = sub.add_parser("allocate", help="compute a policy's static allocation",
                            description="The static allocation of a policy on a scenario.")
@@ -235,9 +240,7 @@ def cmd_allocate(args: argparse.Namespace) -> int:
     options = _policy_options(args)
     policy = _make_policy(args.policy, options)
     scenario = _load(args.scenario)
-    if "resource" in options and options["resource"] not in scenario.resources:
-        raise CLIError(f"--resource: {options['resource']!r} is not a resource of this scenario "
-                       f"(resources: {', '.join(scenario.resources)})")
+    _check_resource_options(options, scenario)
     with _policy_errors(args):
         result = allocate(scenario, policy, discrete=args.discrete, respect_counts=args.respect_counts)
     if args.format == "json":
@@ -286,7 +289,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     options = _policy_options(args)
     policy = _make_policy(args.policy, options)
     scenario = _load(args.scenario)
-    _check_resource_option(options, scenario)
+    _check_resource_options(options, scenario)
     _check_out(args.out)
     sim = _simulator(args, scenario, policy, f"--policy {args.policy}")
     out = _out_dir(args.out)
@@ -312,21 +315,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise CLIError(f"--policies: {', '.join(dupes)} listed twice")
     # Each option goes to the listed policies that take it; one that none takes is an error.
     per_policy: dict[str, dict[str, Any]] = {n: {} for n in names}
-    for flag, (param, dest) in POLICY_OPTIONS.items():
-        value = getattr(args, dest, None)
+    for flag, (option, everyone) in _policy_option_flags().items():
+        value = getattr(args, _dest(flag), None)
         if value is None:
             continue
-        takers = [n for n in names if _accepts(REGISTRY[n], param)]
+        takers = [n for n in names if n in everyone]
         if not takers:
-            everyone = [n for n, c in REGISTRY.items() if _accepts(c, param)]
             raise CLIError(f"{flag} applies to none of --policies {args.policies} "
                            f"(it applies to: {', '.join(everyone) or 'no policy'})")
         for n in takers:
-            per_policy[n][param] = False if flag.startswith("--no-") else value
+            per_policy[n][option.param] = False if option.value == "off" else value
     policies = {n: _make_policy(n, per_policy[n]) for n in names}
     scenario = _load(args.scenario)
     for n in names:
-        _check_resource_option(per_policy[n], scenario)
+        _check_resource_options(per_policy[n], scenario)
     _check_out(args.out)
     # Build every simulator first: a policy that refuses online mode stops us before any
     # run and before anything is written.
@@ -373,10 +375,14 @@ COMMANDS.update({name: _live_command(name) for name in ("serve", "submit", "jobs
 
 # --- simulation helpers ----------------------------------------------------------------------
 
-def _check_resource_option(options: dict[str, Any], scenario) -> None:
-    if "resource" in options and options["resource"] not in scenario.resources:
-        raise CLIError(f"--resource: {options['resource']!r} is not a resource of this scenario "
-                       f"(resources: {', '.join(scenario.resources)})")
+def _check_resource_options(options: dict[str, Any], scenario) -> None:
+    """Every given option declared to name a resource (value kind ``resource``) names one
+    of the scenario's, before any work."""
+    for flag, (option, _takers) in _policy_option_flags().items():
+        value = options.get(option.param)
+        if option.value == "resource" and value is not None and value not in scenario.resources:
+            raise CLIError(f"{flag}: {value!r} is not a resource of this scenario "
+                           f"(resources: {', '.join(scenario.resources)})")
 
 
 def _check_out(text: str) -> None:
@@ -458,22 +464,21 @@ def _print_run_line(result, summary, label: str = "") -> None:
 # --- helpers --------------------------------------------------------------------------------
 
 def _policy_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The policy options given on the command line, checked against the policy's signature."""
+    """The policy options given on the command line, checked against the options the policy declares."""
     from fairshare.policies import REGISTRY
 
-    cls = REGISTRY.get(args.policy)
+    known = args.policy in REGISTRY
     options: dict[str, Any] = {}
-    for flag, (param, dest) in POLICY_OPTIONS.items():
-        value = getattr(args, dest, None)
+    for flag, (option, takers) in _policy_option_flags().items():
+        value = getattr(args, _dest(flag), None)
         if value is None:
             continue
-        if flag.startswith("--no-"):
+        if option.value == "off":
             value = False  # `--no-rescale` means rescale=False
-        if cls is not None and not _accepts(cls, param):
-            takers = [n for n, c in REGISTRY.items() if _accepts(c, param)]
+        if known and args.policy not in takers:
             raise CLIError(f"{flag} does not apply to --policy {args.policy} "
                            f"(it applies to: {', '.join(takers) or 'no policy'})")
-        options[param] = value
+        options[option.param] = value
     return options
 
 

@@ -1,6 +1,6 @@
 """Queue guarantees and limits, online: what the scheduler checks before it starts a task.
 
-The static semantics are ``policies/bounds.py``'s (docs/policies.md, "Guarantees and
+The static semantics are ``policies/machinery/bounds.py``'s (docs/policies.md, "Guarantees and
 limits"); online, for whole tasks that start and end over time, they become two rules
 the engine applies for every policy, so the simulator and ``fairshare serve`` get them
 from the same code:

@@ -8,8 +8,12 @@ Strategies (``Placement(strategy=...)``):
 * ``best-fit``: the feasible node with the least free capacity left afterwards (sum of
   normalised leftovers); ties by cluster order.
 * ``packing``: the feasible node whose free vector is best aligned with the demand
-  (largest dot product of normalised demand and free; Tetris-style packing, the choice
-  Tan et al. Sec. 5 leave to "bin-packing algorithms"); ties by cluster order.
+  (largest ``model.resources.packing_score``: dot product of normalised demand and free;
+  Tetris-style packing, the choice Tan et al. Sec. 5 leave to "bin-packing algorithms");
+  ties by cluster order.
+
+The fit test and its tolerance are ``model.resources.fits`` / ``fit_limits`` (one rule for
+placement, the static whole-task greedy and the audits).
 
 Constraints: a task class with ``constraints`` runs only on nodes whose attributes match;
 each distinct constraint set gets its own index over its eligible nodes.
@@ -53,37 +57,15 @@ from dataclasses import dataclass, field
 from operator import gt
 
 from fairshare.model.cluster import Node
-from fairshare.model.resources import Vector
+from fairshare.model.resources import FIT_TOL, Vector, fit_limits, packing_score
 
 STRATEGIES = ("first-fit", "best-fit", "packing")
-_EPS = 1e-9
+#: device fractions are compared with the fit test's tolerance
+_EPS = FIT_TOL
 _FREED_LOG = 8192  # entries kept in the freed-nodes log before its older half is dropped
 
 #: which devices a task holds on its node: per device resource index, the device numbers
 DeviceAssignment = tuple[tuple[int, tuple[int, ...]], ...]
-
-
-def _fits(demand: Sequence[float], free: Sequence[float]) -> bool:
-    """The fit test, by definition (the hot paths use :func:`_limits` instead)."""
-    for d, f in zip(demand, free):
-        if d > f + _EPS * max(1.0, abs(f)):
-            return False
-    return True
-
-
-def _limits(free: Sequence[float]) -> tuple[float, ...]:
-    """Per entry, the tolerance-widened free amount ``_fits`` compares a demand against.
-
-    ``_fits(demand, free)`` is exactly ``not any(map(gt, demand, _limits(free)))``: the
-    same float expression, evaluated once per free vector instead of once per test (a
-    vector is tested far more often than it changes), and the comparison loop then runs
-    in C. ``not d > t`` (rather than ``d <= t``) keeps even a NaN limit's answer.
-
-    ``max(1.0, abs(f))`` is written out as a conditional (no builtin calls, about twice
-    as fast) with the same value for every float: ``abs(f)`` when it exceeds 1.0 (``f``
-    or ``-f``, exactly), else 1.0, NaN included (``max`` keeps its first argument then).
-    """
-    return tuple([f + _EPS * (f if f > 1.0 else (-f if f < -1.0 else 1.0)) for f in free])
 
 
 class _MaxTree:
@@ -92,8 +74,8 @@ class _MaxTree:
     Heap layout: node k has children 2k and 2k+1, the root is 1 and member position p is
     leaf ``size + p`` (positions from ``len(members)`` on are padding, free -1.0). Each
     tree node keeps two rows: ``tree[k]``, the per-column maxima, and ``limit[k]``, their
-    :func:`_limits`, which is what the searches test (``not any(map(gt, need, limit[k]))``
-    is ``_fits(need, tree[k])``). A leaf's rows are the node's index vector and its
+    ``model.resources.fit_limits``, which is what the searches test (``not any(map(gt,
+    need, limit[k]))`` is ``fits(need, tree[k])``). A leaf's rows are the node's index vector and its
     limits (``NodePool._fit_row``); an inner node's limit row takes, column by column,
     the limit of the child whose maximum it took, so it never re-evaluates the tolerance.
 
@@ -114,7 +96,7 @@ class _MaxTree:
         # all padding (free -1.0) is a consistent tree; every member's leaf starts dirty
         padding = [-1.0] * pool.width
         self.tree: list[Sequence[float]] = [padding] * (2 * size)  # rows are replaced, never mutated
-        self.limit: list[Sequence[float]] = [_limits(padding)] * (2 * size)
+        self.limit: list[Sequence[float]] = [fit_limits(padding)] * (2 * size)
         self.position = {node: k for k, node in enumerate(members)}
         self.dirty: set[int] = set(range(len(members)))  # member positions whose leaf is stale
         self.flush()
@@ -251,7 +233,7 @@ class NodePool:
         self.index_of: dict[str, int] = {}
         self._trees: dict[tuple, _MaxTree] = {}
         self._member_of: dict[int, list[tuple[_MaxTree, int]]] = {}  # node -> (tree, position)
-        # per node, (index vector, its _limits), computed on first use after a change
+        # per node, (index vector, its fit_limits), computed on first use after a change
         # (_touch drops it): shared by the trees' leaves, fits_on and freed_fits
         self._rows: list[tuple[Vector, tuple[float, ...]] | None] = []
         # nodes whose free capacity grew, in order (for place_since); _freed[0] is at
@@ -458,11 +440,12 @@ class NodePool:
             tree.dirty.add(k)
 
     def _fit_row(self, idx: int) -> tuple[Vector, tuple[float, ...]]:
-        """The node's :meth:`index_vector` and its :func:`_limits` (cached until it changes)."""
+        """The node's :meth:`index_vector` and its ``model.resources.fit_limits`` (cached
+        until it changes)."""
         row = self._rows[idx]
         if row is None:
             vec = self.index_vector(idx)
-            row = self._rows[idx] = (vec, _limits(vec))
+            row = self._rows[idx] = (vec, fit_limits(vec))
         return row
 
     def _tree(self, constraints: tuple) -> _MaxTree:
@@ -511,8 +494,7 @@ class NodePool:
         if self.strategy == "best-fit":
             return min(candidates, key=lambda i: (sum((f - d) * s for f, d, s in
                                                       zip(self.states[i].free, demand, scale)), i))
-        return max(candidates, key=lambda i: (sum(d * f * s * s for f, d, s in
-                                                  zip(self.states[i].free, demand, scale)), -i))
+        return max(candidates, key=lambda i: (packing_score(demand, self.states[i].free, cap), -i))
 
     def freed_mark(self) -> int:
         """A position in the log of nodes whose free capacity grew (a task left, a node

@@ -3,7 +3,7 @@ fair share back, without ever preempting in a loop.
 
 A pure planner: given what every job holds and is entitled to (its *fair share*: the
 policy's exact static allocation of the jobs in the system, guarantees and limits
-included, ``policies/bounds.py``), the running tasks and the nodes' free capacity, it
+included, ``policies/machinery/bounds.py``), the running tasks and the nodes' free capacity, it
 returns the preemptions to make now. The engine applies them (stop the victims, start
 the preemptor's task in the room they leave) and the runtimes carry them out; nothing
 here reads a clock or keeps state between calls except what it is given.

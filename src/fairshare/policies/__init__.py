@@ -16,7 +16,7 @@ from fairshare.policies.drf import DRF
 from fairshare.policies.fifo import FIFO
 from fairshare.policies.hdrf import HDRF
 from fairshare.policies.naive import CapacityScheduler, NaiveHDRF
-from fairshare.policies.online_only import Slots
+from fairshare.policies.slots import Slots
 from fairshare.policies.slowdown import Slowdown
 from fairshare.policies.timefair import TimeFair
 

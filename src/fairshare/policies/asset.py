@@ -8,9 +8,19 @@ resource saturates, jobs that do not need it keep growing (as in DRF's Sec. 4.1 
 
 from __future__ import annotations
 
-from fairshare.policies._tree import flat_tree
-from fairshare.policies.filling import LevelRule
-from fairshare.policies.progressive import FillingPolicy
+from collections.abc import Sequence
+
+from fairshare.model.resources import Vector
+from fairshare.policies.machinery.filling import LevelRule
+from fairshare.policies.machinery.flat import FlatShareRule, FlatSorter
+from fairshare.policies.machinery.progressive import FillingPolicy
+from fairshare.policies.machinery.tree import flat_tree
+
+
+def asset_share(usage: Sequence[float], capacity: Vector, weight: float) -> float:
+    """The weighted aggregate share ``sum_r U_r / (w R_r)`` over the resources with
+    ``R_r > 0``, the online sorters' measure."""
+    return sum(usage[r] / capacity[r] for r in range(len(capacity)) if capacity[r] > 0) / weight
 
 
 class AssetFairness(FillingPolicy):
@@ -22,8 +32,9 @@ class AssetFairness(FillingPolicy):
     def build_tree(self, scenario, respect_counts):
         return flat_tree(scenario, respect_counts)
 
-    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
-        """Lowest aggregate share first: one lazy heap over the jobs (``policies/flat_online.py``)."""
-        from fairshare.policies.flat_online import FlatSorter
+    def share_rule(self, resources, *, slots_total=1):
+        return FlatShareRule(asset_share)
 
-        return FlatSorter("asset", len(resources), queues, capacity)
+    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
+        """Lowest aggregate share first: one lazy heap over the jobs (``policies/machinery/flat.py``)."""
+        return FlatSorter(asset_share, len(resources), queues, capacity)

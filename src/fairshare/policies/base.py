@@ -3,21 +3,51 @@
 Every policy answers the static question ("with every job always demanding, what does
 each job get?") divisibly via :meth:`Policy.allocate` and, where the paper's greedy rule
 applies, with whole tasks on the nodes via :meth:`Policy.allocate_discrete` (DRF
-Sec. 6.2). The online choice (which job's next task, on which node) is added by the
-simulator issue on the same classes.
+Sec. 6.2). Online (which job's next task runs), :meth:`Policy.online` gives the policy's
+sorter and :meth:`Policy.share_rule` its formulas for the per-decision reference sorter
+(``policies/machinery/reference.py``). The engine asks a policy only through these methods and the
+declared class attributes below, never by its name.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 from fairshare.model.allocation import Allocation
 from fairshare.model.scenario import Scenario
+from fairshare.policies.machinery.reference import ReferenceSorter, ShareRule
+from fairshare.policies.online import OnlineSorter
 
 
 class PolicyModeError(ValueError):
     """The policy has no meaning in the requested mode (contract: say so, exit 2)."""
+
+
+#: how a policy option's value is read from the command line (the CLI maps each to its
+#: parser and error message): ``off`` is a ``--no-...`` switch that sets the argument to
+#: False; ``text`` any string; ``resource`` the name of one of the scenario's resources
+#: (checked against the scenario before any work); ``choice`` one of ``choices``; the
+#: numbers as named
+OptionValue = Literal["off", "text", "resource", "choice", "positive_int", "positive_float", "non_negative_float"]
+
+
+@dataclass(frozen=True)
+class PolicyOption:
+    """One constructor argument of a policy, as offered on the command line.
+
+    A policy declares its options in :attr:`Policy.options`; the CLI builds its flags from
+    those declarations (one flag per distinct ``flag``, its help prefixed with the
+    policies that take it) and passes a given flag only to those policies.
+    """
+
+    param: str  # the constructor argument
+    flag: str  # e.g. "--window"
+    help: str
+    value: OptionValue = "text"
+    metavar: str | None = None
+    choices: tuple[str, ...] = ()
 
 
 class Policy(ABC):
@@ -33,8 +63,12 @@ class Policy(ABC):
     #: "Constraints and fairness"). Declared per policy; the engine never tests names.
     share_is_usage_over_capacity: ClassVar[bool] = False
     #: True when the static allocation honours queue guarantees and limits
-    #: (``policies/bounds.py``); otherwise a bounded scenario's allocation says it did not
+    #: (``policies/machinery/bounds.py``); otherwise a bounded scenario's allocation says
+    #: it did not
     honours_queue_bounds: ClassVar[bool] = False
+    #: the constructor arguments offered as command-line flags (tests/test_cli.py checks
+    #: they are exactly the constructor's arguments)
+    options: ClassVar[tuple[PolicyOption, ...]] = ()
 
     def slots_per_node(self) -> int | None:
         """Slot scheduling: tasks per node counted by slots, resources ignored (None: the
@@ -52,25 +86,31 @@ class Policy(ABC):
     def allocate_discrete(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
         raise PolicyModeError(f"policy {self.name!r} has no discrete (whole-task) static allocation")
 
+    def share_rule(self, resources: tuple[str, ...], *, slots_total: int = 1) -> ShareRule:
+        """How this policy measures shares online, for :class:`ReferenceSorter` (the
+        per-decision recomputation): the policy's own formulas, so the reference needs no
+        branch per policy. ``slots_total`` is the cluster's slot count (slot scheduling).
+        Policies with no online meaning raise :class:`PolicyModeError`."""
+        raise PolicyModeError(f"policy {self.name!r} has no per-decision reference sorter")
+
+    def reference_sorter(self, resources: tuple[str, ...], queues, capacity, *,
+                         slots_total: int = 1) -> ReferenceSorter:
+        """The straightforward online sorter (every share recomputed per decision, as the
+        papers' pseudo-code): what the incremental sorters are tested and benchmarked
+        against."""
+        return ReferenceSorter(self.share_rule(resources, slots_total=slots_total), len(resources), queues,
+                               capacity)
+
     def online(self, resources: tuple[str, ...], queues, capacity, *, slots_total: int = 1,
-               nodes=None):
+               nodes=None) -> OnlineSorter:
         """The online sorter that picks the next job (see ``policies/online.py``).
 
-        The default is the straightforward per-decision recomputation; policies with an
-        incremental sorter override this. Policies with no online meaning raise
-        :class:`PolicyModeError`. ``nodes`` (the cluster's ``Node`` list, optional) is for
-        sorters that need per-node capacities (``timefair``'s N_i); others ignore it, and
-        overrides must accept it.
+        The default is :meth:`reference_sorter`; policies with an incremental sorter
+        override this. Policies with no online meaning raise :class:`PolicyModeError`.
+        ``nodes`` (the cluster's ``Node`` list, optional) is for sorters that need per-node
+        capacities (``timefair``'s N_i); others ignore it, and overrides must accept it.
         """
-        from fairshare.policies.online import ReferenceSorter
-
-        params = self.params()
-        resource = params.get("resource")
-        return ReferenceSorter(self.name, len(resources), queues, capacity,
-                               rescale=params.get("rescale", True),
-                               ignore_blocked=params.get("ignore_blocked", True),
-                               resource_index=resources.index(resource) if resource else 0,
-                               slots_total=slots_total)
+        return self.reference_sorter(resources, queues, capacity, slots_total=slots_total)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())

@@ -56,8 +56,8 @@ import numpy as np
 
 from fairshare.model.allocation import Allocation, build_allocation
 from fairshare.model.scenario import Scenario
-from fairshare.policies._tree import per_class
 from fairshare.policies.base import Policy, PolicyModeError
+from fairshare.policies.machinery.tree import per_class
 
 #: a resource outside the priced set may be used up to this much over capacity
 #: (relative): the KKT tolerance of the answer

@@ -11,8 +11,10 @@ weights are computed once from the scenario, where every job demands.
 from __future__ import annotations
 
 from fairshare.model.queues import share_guarantees
-from fairshare.policies._tree import flat_tree
-from fairshare.policies.progressive import FillingPolicy
+from fairshare.policies.drf import drf_share
+from fairshare.policies.machinery.progressive import FillingPolicy
+from fairshare.policies.machinery.reference import ShareRule
+from fairshare.policies.machinery.tree import flat_tree
 
 
 def collapsed_weights(queues, jobs) -> dict[str, float]:
@@ -26,6 +28,20 @@ def collapsed_weights(queues, jobs) -> dict[str, float]:
     return share_guarantees(queues, jobs)[1]
 
 
+class CollapsedRule(ShareRule):
+    """Online (served by the reference sorter, see ``machinery/flat.py``): DRF's share with
+    each job's weight its collapsed weight among the jobs demanding at that decision; a
+    job that is not demanding keeps its own weight (it is never picked)."""
+
+    flat = True
+
+    def begin(self, sorter):
+        self.weights = collapsed_weights(sorter.queues, (j for j in sorter.jobs.values() if j.demanding))
+
+    def leaf_share(self, sorter, job, state):
+        return drf_share(job.usage, sorter.capacity, self.weights.get(job.name, job.weight))
+
+
 class Collapsed(FillingPolicy):
     name = "collapsed"
     share_is_usage_over_capacity = True
@@ -37,3 +53,6 @@ class Collapsed(FillingPolicy):
         weights = collapsed_weights(scenario.queues, scenario.jobs)
         return flat_tree(scenario, respect_counts,
                          leaf_ref=lambda job: tuple(weights[job.name] * c for c in scenario.capacity))
+
+    def share_rule(self, resources, *, slots_total=1):
+        return CollapsedRule()

@@ -8,14 +8,30 @@ all has a share that never grows, so it keeps being picked until it is blocked.
 
 from __future__ import annotations
 
-from fairshare.policies._tree import flat_tree
-from fairshare.policies.progressive import FillingPolicy
+from collections.abc import Sequence
+
+from fairshare.model.resources import Vector
+from fairshare.policies.base import PolicyOption
+from fairshare.policies.machinery.flat import FlatShareRule, FlatSorter, JobShare
+from fairshare.policies.machinery.progressive import FillingPolicy
+from fairshare.policies.machinery.tree import flat_tree
+
+
+def single_resource_share(k: int) -> JobShare:
+    """The share of resource ``k`` alone, ``U_k / (w R_k)`` (0 when ``R_k`` is 0), the
+    online sorters' measure."""
+    def share(usage: Sequence[float], capacity: Vector, weight: float) -> float:
+        return usage[k] / capacity[k] / weight if capacity[k] > 0 else 0.0
+
+    return share
 
 
 class SingleResourceFair(FillingPolicy):
     name = "cpu"
     share_is_usage_over_capacity = True
     citation = "Ghodsi et al. NSDI'11, Sec. 7.2 (CPU-only fair sharing baseline)"
+    options = (PolicyOption("resource", "--resource", "the one resource to be fair on (default: the first listed)",
+                            value="resource", metavar="NAME"),)
 
     def __init__(self, resource: str | None = None):
         self.resource = resource
@@ -39,9 +55,12 @@ class SingleResourceFair(FillingPolicy):
 
         return flat_tree(scenario, respect_counts, leaf_ref=ref)
 
-    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
-        """Lowest share of the one resource first: one lazy heap (``policies/flat_online.py``)."""
-        from fairshare.policies.flat_online import FlatSorter
+    def share_rule(self, resources, *, slots_total=1):
+        return FlatShareRule(single_resource_share(self._online_index(resources)))
 
-        k = resources.index(self.resource) if self.resource else 0
-        return FlatSorter("cpu", len(resources), queues, capacity, resource_index=k)
+    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
+        """Lowest share of the one resource first: one lazy heap (``policies/machinery/flat.py``)."""
+        return FlatSorter(single_resource_share(self._online_index(resources)), len(resources), queues, capacity)
+
+    def _online_index(self, resources: tuple[str, ...]) -> int:
+        return resources.index(self.resource) if self.resource else 0

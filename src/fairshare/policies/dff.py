@@ -20,59 +20,135 @@ in Heterogeneous Datacenters", IEICE Trans. Inf. & Syst., 2016.
 * Alg. 3: descend from the root taking the schedulable child with the lowest fairness.
   The static allocation is the limit of this with infinitesimal tasks and a fixed set of
   jobs; FR is computed once (it only changes when jobs arrive or leave).
-* Ties: as for every filling policy (see ``filling.py``): tied siblings grow together;
+* Ties: as for every filling policy (see ``machinery/filling.py``): tied siblings grow together;
   siblings whose fairness cannot grow split the flow equally.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import TypeVar
+
 from fairshare.model.queues import ROOT
 from fairshare.model.resources import Vector
 from fairshare.model.scenario import Scenario
-from fairshare.policies._tree import hierarchical_tree
-from fairshare.policies.filling import LevelRule
-from fairshare.policies.progressive import FillingPolicy
+from fairshare.policies.dff_online import DFFSorter
+from fairshare.policies.machinery.filling import LevelRule
+from fairshare.policies.machinery.progressive import FillingPolicy
+from fairshare.policies.machinery.reference import ShareRule
+from fairshare.policies.machinery.tree import hierarchical_tree
+
+K = TypeVar("K", bound=Hashable)
+
+
+def update_fr(capacity: Vector, root: K, children: Mapping[K, Sequence[K]] | Sequence[Sequence[K]],
+              weight: Mapping[K, float] | Sequence[float], jobs: Iterable[tuple[K, Vector]],
+              ancestors: Callable[[K], Iterable[K]]) -> dict[K, Vector]:
+    """DFF Alg. 1 (UpdateFR): every node's Fair Resource, for any node naming.
+
+    ``jobs`` are the present jobs' nodes with their demands, ``ancestors(job)`` a job's
+    queues up to the root, ``children[v]`` a node's children in order and ``weight[v]``
+    its weight. A node needs resource r when a job below it demands a positive amount of
+    r; ``FR_root = capacity`` and a child gets ``FR_parent,r * w_c / sum_{k needs r} w_k``
+    (siblings in ``children`` order) of each resource it needs, 0 of the others. Nodes
+    with no job below get no entry. Used by the static allocation, the reference sorter's
+    rule and the incremental sorter alike, so all three compute the same floats.
+    """
+    m = len(capacity)
+    needs: dict[K, list[bool]] = {}
+    leaves: set[K] = set()
+    for job, demand in jobs:
+        flags = [d > 0 for d in demand]
+        needs[job] = flags
+        leaves.add(job)
+        for a in ancestors(job):
+            acc = needs.get(a)
+            if acc is None:
+                needs[a] = list(flags)
+            else:
+                for r in range(m):
+                    acc[r] = acc[r] or flags[r]
+    fr: dict[K, Vector] = {root: tuple(capacity)}
+    stack = [root]
+    while stack:
+        v = stack.pop()
+        live = [c for c in children[v] if c in needs]
+        # per resource, the weight of the siblings that need it (Alg. 1's denominator)
+        total = [sum(weight[k] for k in live if needs[k][r]) for r in range(m)]
+        parent_fr = fr[v]
+        for c in live:
+            w, flags = weight[c], needs[c]
+            fr[c] = tuple(parent_fr[r] * w / total[r] if flags[r] else 0.0 for r in range(m))
+            if c not in leaves:
+                stack.append(c)
+    return fr
+
+
+def fairness(usage: Sequence[float], fr: Sequence[float] | None) -> float:
+    """Def. 2, Eq. 6: ``max_r U_r / FR_r`` over the resources with ``FR_r > 0`` (0 when
+    there is none). A queue's fairness then takes Alg. 2 line 9's override (module
+    docstring); a job's is this."""
+    best = None
+    if fr:
+        for r in range(len(fr)):
+            if fr[r] > 0:
+                x = usage[r] / fr[r]
+                if best is None or x > best:
+                    best = x
+    return 0.0 if best is None else best
 
 
 def fair_resources(scenario: Scenario) -> dict[str, Vector]:
-    """DFF Alg. 1 (UpdateFR) for every queue path and job name; the root is ``""``."""
-    m = scenario.m
-    needs: dict[str, list[bool]] = {}
-
-    def mark(key: str, demand: Vector) -> None:
-        flags = needs.setdefault(key, [False] * m)
-        for r in range(m):
-            if demand[r] > 0:
-                flags[r] = True
-
-    children: dict[str, list[tuple[str, float]]] = {}
-    for node in scenario.queues:
-        children[node.path] = [(c, scenario.queues[c].weight) for c in node.children]
+    """DFF Alg. 1 (UpdateFR) for every queue path and job name of a scenario (every job
+    present); the root is ``""``, and a queue with no job below gets nothing (zeros)."""
+    children: dict[str, list[str]] = {node.path: list(node.children) for node in scenario.queues}
+    weight: dict[str, float] = {node.path: node.weight for node in scenario.queues}
+    queue_of: dict[str, str] = {}
     for job in scenario.jobs:
-        d = job.composite_demand()
-        mark(job.name, d)
-        for path in scenario.queues.ancestors(job.queue):
-            mark(path, d)
-        children.setdefault(job.queue, []).append((job.name, job.weight))
-
-    fr: dict[str, Vector] = {ROOT: tuple(scenario.capacity)}
-
-    def visit(key: str) -> None:
-        kids = [(c, w) for c, w in children.get(key, []) if c in needs]
-        for c, w in kids:
-            vec = []
-            for r in range(m):
-                demanding = sum(wk for k, wk in kids if needs[k][r])
-                vec.append(fr[key][r] * w / demanding if needs[c][r] else 0.0)
-            fr[c] = tuple(vec)
-            visit(c)
-        for c, _w in children.get(key, []):
-            if c not in needs:  # a queue with no jobs below it gets nothing
-                fr[c] = (0.0,) * m
-                visit(c)
-
-    visit(ROOT)
+        children.setdefault(job.queue, []).append(job.name)
+        weight[job.name] = job.weight
+        queue_of[job.name] = job.queue
+    fr = update_fr(scenario.capacity, ROOT, children, weight,
+                   ((job.name, job.composite_demand()) for job in scenario.jobs),
+                   lambda name: scenario.queues.ancestors(queue_of[name]))
+    for node in scenario.queues:
+        fr.setdefault(node.path, (0.0,) * scenario.m)
     return fr
+
+
+class DFFRule(ShareRule):
+    """Dynamic DFF for the reference sorter (Alg. 1-3), per decision from scratch: a
+    node's fairness over its Fair Resource, with Alg. 2 line 9's override for queues. FR
+    is recomputed when a job arrives or leaves or the capacity changes (Alg. 3 lines
+    10-11); ``dff_online.DFFSorter`` computes the same incrementally."""
+
+    def __init__(self):
+        self.fr: dict[str, Vector] | None = None
+
+    def jobs_changed(self):
+        self.fr = None
+
+    def begin(self, sorter):
+        if self.fr is not None:
+            return
+        jobs = sorted(sorter.jobs.values(), key=lambda j: j.order)
+        children: dict[str, list[str]] = {node.path: list(node.children) for node in sorter.queues}
+        weight: dict[str, float] = {node.path: node.weight for node in sorter.queues}
+        for job in jobs:
+            children.setdefault(job.queue, []).append(job.name)
+            weight[job.name] = job.weight
+        self.fr = update_fr(sorter.capacity, ROOT, children, weight, ((job.name, job.demand) for job in jobs),
+                            lambda name: sorter.queues.ancestors(sorter.jobs[name].queue))
+
+    def leaf_share(self, sorter, job, state):
+        return fairness(job.usage, self.fr.get(job.name))
+
+    def node_share(self, sorter, key, state):
+        raw = fairness(state.usage[key], self.fr.get(key))
+        live = [state.share[c] for c, _ in state.kids.get(key, []) if state.demanding[c] and not state.blocked[c]]
+        if raw > 1.0 and live and min(live) < raw:  # Alg. 2 line 9
+            raw = min(live)
+        return raw
 
 
 class DFF(FillingPolicy):
@@ -86,8 +162,10 @@ class DFF(FillingPolicy):
         fr = fair_resources(scenario)
         return hierarchical_tree(scenario, respect_counts, ref_of=lambda key, _w: fr[key])[0]
 
-    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
-        """Dynamic DFF, Alg. 1-3, incremental (``policies/dff_online.py``)."""
-        from fairshare.policies.dff_online import DFFSorter
+    def share_rule(self, resources, *, slots_total=1):
+        return DFFRule()
 
-        return DFFSorter(len(resources), queues, capacity)
+    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
+        """Dynamic DFF, Alg. 1-3, incremental (``policies/dff_online.py``), with this
+        module's Fair Resource and fairness."""
+        return DFFSorter(len(resources), queues, capacity, update_fr=update_fr, fairness=fairness)

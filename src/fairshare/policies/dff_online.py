@@ -3,8 +3,11 @@
 Wang et al., IEICE 2016, Alg. 1-3, computed incrementally. Alg. 3 calls ``UpdateF(n_r)``
 (Alg. 2, every node's fairness from scratch) after every allocation; here a task start or
 finish touches only the job's path. Decisions are identical to
-:class:`~fairshare.policies.online.ReferenceSorter` ``("dff")`` (tests/test_online_parity.py
-holds them equal on random workloads).
+:class:`~fairshare.policies.machinery.reference.ReferenceSorter` with ``dff.DFFRule``
+(tests/test_online_parity.py holds them equal on random workloads). Fair Resource (Alg. 1)
+and fairness (Def. 2) are the policy's own functions (``dff.update_fr``, ``dff.fairness``),
+handed to the sorter by ``DFF.online``: one formula for the static allocation, the
+reference and this sorter.
 
 What each node keeps, and what changes it:
 
@@ -32,9 +35,9 @@ current view at once; the others record the changed leaves and replay those walk
 their set comes back. A view is dropped when FR changes (its shares are all stale) and
 rebuilt when its set comes back.
 
-The descent (Alg. 3 lines 1-5) takes, at each node, the lowest demanding child by
-(fairness rounded to 12 digits, running tasks in the subtree, position) that has a
-runnable job below it; in a queue with ``order: fifo`` only its earliest runnable job
+The descent (Alg. 3 lines 1-5) takes, at each node, the lowest demanding child by the
+tie rule (``machinery/ties.py``: fairness, running tasks in the subtree, position) that
+has a runnable job below it; in a queue with ``order: fifo`` only its earliest runnable job
 competes with its sub-queues (found by a scan of that queue's jobs, as the reference does).
 Heaps are lazy: an entry is valid while its version is the child's current one; a heap
 holding many stale entries is compacted.
@@ -43,34 +46,42 @@ holding many stale entries is compacted.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable, Sequence
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.online import OnlineSorter, Runnable, TreeExclusion, descend_tree, pick_among_tree
+from fairshare.policies.machinery.descent import TreeExclusion, descend_tree, pick_among_tree
+from fairshare.policies.machinery.ties import DIGITS
+from fairshare.policies.machinery.views import SaturatedView, ViewCache
+from fairshare.policies.online import OnlineSorter, Runnable
 
-MAX_VIEWS = 16
-#: a view not used for this many events is dropped (every event updates every view)
-VIEW_TTL_EVENTS = 512
-_DIGITS = 12
+#: DFF Alg. 1 (``dff.update_fr``): (capacity, root, children, weight, jobs, ancestors) -> FR per node
+UpdateFR = Callable[..., dict]
+#: DFF Def. 2 (``dff.fairness``): (usage, FR) -> fairness
+Fairness = Callable[[Sequence[float], Sequence[float] | None], float]
 
 
-class _View:
+
+class _View(SaturatedView):
     """What depends on the saturated set: schedulable counts, override, heaps."""
 
     def __init__(self, saturated: frozenset[int], n: int):
-        self.saturated = saturated
-        self.last_used = 0
+        super().__init__(saturated)
         self.unblocked = [0] * n  # unblocked (schedulable) jobs in the subtree
         self.share = [0.0] * n  # fairness after Alg. 2 line 9
         self.version = [0] * n
         self.pick_heap: list[list] = [[] for _ in range(n)]  # demanding children
         self.pool_heap: list[list] = [[] for _ in range(n)]  # schedulable children, by fairness
-        self.pending: dict[int, None] = {}  # leaves changed while this view was not current
 
 
 class DFFSorter(TreeExclusion, OnlineSorter):
-    def __init__(self, resources: int, queues: QueueTree, capacity: Vector):
+    def __init__(self, resources: int, queues: QueueTree, capacity: Vector, *, update_fr: UpdateFR,
+                 fairness: Fairness):
         super().__init__(resources, queues, capacity)
+        # the policy's formulas (``dff.update_fr``, ``dff.fairness``), shared with the
+        # static allocation and the reference sorter's rule
+        self.compute_fr = update_fr
+        self.raw_fairness = fairness
         # node table; queues first (pre-order, so a parent precedes its children and
         # siblings keep file order), jobs appended as they arrive. Sorting siblings by
         # index therefore gives the reference's child order.
@@ -92,8 +103,8 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.raw: list[float] = []
         self.running: list[int] = []
         self.live: list[int] = []  # demanding jobs in the subtree
-        self.views: list[_View] = []
-        self.events = 0
+        self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key)), self._rebuild,
+                                                 self._replay, lambda: len(self.key))
         self.dirty = True  # FR (and so every fairness) must be recomputed before deciding
         self._init_excluded()
         self._add_node(ROOT, -1, 1.0, False, False)
@@ -168,25 +179,19 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         job.demanding = demanding
         idx = self.index[name]
         self._walk_counts(idx, d_live=1 if demanding else -1)
-        self._tick()
+        self.views.tick()
         if not self.dirty:
             self._touch(idx)
 
     def set_saturated(self, resources):
         super().set_saturated(frozenset(resources))
         if not self.dirty:
-            self._select_view()
+            self.views.select(self.saturated)
 
     # --- shared state ---------------------------------------------------------------------------
     def _invalidate(self) -> None:
         self.dirty = True
-        self.views = []
-
-    def _tick(self) -> None:
-        self.events += 1
-        if len(self.views) > 1 and self.events % 64 == 0:
-            horizon = self.events - VIEW_TTL_EVENTS
-            self.views[1:] = [v for v in self.views[1:] if v.last_used >= horizon]
+        self.views.clear()
 
     def _walk_counts(self, idx: int, *, d_live: int = 0, d_running: int = 0) -> None:
         v = idx
@@ -197,39 +202,26 @@ class DFFSorter(TreeExclusion, OnlineSorter):
 
     def _add_usage(self, idx: int, delta: list[float]) -> None:
         """Add ``delta`` to the ancestors' summed usage and refresh their raw fairness."""
-        p = self.parent[idx]
+        parent, usage, raw, fr, fairness = self.parent, self.usage, self.raw, self.fr, self.raw_fairness
+        p = parent[idx]
         while p >= 0:
-            u = self.usage[p]
+            u = usage[p]
             for r, d in enumerate(delta):
                 if d:
                     u[r] += d
-            self.raw[p] = self._raw(p)
-            p = self.parent[p]
+            raw[p] = fairness(u, fr[p])
+            p = parent[p]
 
     def _leaf_changed(self, idx: int, before: list[float], d_running: int) -> None:
         after = self.jobs[self.key[idx]].usage
         self.usage[idx] = list(after)
         self._walk_counts(idx, d_running=d_running)
-        self._tick()
+        self.views.tick()
         if self.dirty:  # shares are rebuilt from scratch before the next decision
             return
-        self.raw[idx] = self._raw(idx)
+        self.raw[idx] = self.raw_fairness(self.usage[idx], self.fr[idx])
         self._add_usage(idx, [a - b for a, b in zip(after, before)])
         self._touch(idx)
-
-    def _raw(self, v: int) -> float:
-        """Def. 2, Eq. 6: ``max_r U_r / FR_r`` over the resources with ``FR_r > 0``."""
-        f = self.fr[v]
-        if not f:
-            return 0.0
-        u = self.usage[v]
-        best = None
-        for r in range(self.m):
-            if f[r] > 0:
-                x = u[r] / f[r]
-                if best is None or x > best:
-                    best = x
-        return 0.0 if best is None else best
 
     def _children(self) -> list[list[int]]:
         children: list[list[int]] = [[] for _ in self.key]
@@ -243,32 +235,21 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         fairness from scratch, in the reference's order; O(nodes x resources)."""
         m, n = self.m, len(self.key)
         children = self._children()
-        needs: list[list[bool] | None] = [None] * n
-        for v in self.alive_nodes:
-            if self.is_job[v]:
-                flags = [d > 0 for d in self.jobs[self.key[v]].demand]
-                needs[v] = flags
-                p = self.parent[v]
-                while p >= 0:
-                    acc = needs[p]
-                    if acc is None:
-                        needs[p] = list(flags)
-                    else:
-                        for r in range(m):
-                            acc[r] = acc[r] or flags[r]
-                    p = self.parent[p]
+        parent, jobs, key = self.parent, self.jobs, self.key
+
+        def ancestors(v: int):
+            p = parent[v]
+            while p >= 0:
+                yield p
+                p = parent[p]
+
+        present = list(self.alive_nodes)  # parents precede children in index order
+        fr = self.compute_fr(self.capacity, 0, children, self.weight,
+                             ((v, jobs[key[v]].demand) for v in present if self.is_job[v]), ancestors)
         self.fr = [None] * n
-        self.fr[0] = tuple(self.capacity)  # FR_root = R
-        present = list(self.alive_nodes)
-        for v in present:  # parents precede children in index order
-            if self.fr[v] is None or self.is_job[v]:
-                continue
-            live = [c for c in children[v] if needs[c] is not None]
-            # per resource, the weight of the siblings that need it (Alg. 1's denominator)
-            total = [sum(self.weight[k] for k in live if needs[k][r]) for r in range(m)]
-            for c in live:
-                w = self.weight[c]
-                self.fr[c] = tuple(self.fr[v][r] * w / total[r] if needs[c][r] else 0.0 for r in range(m))
+        for v, f in fr.items():
+            self.fr[v] = f
+        fairness = self.raw_fairness
         for v in reversed(present):  # children have larger indices than their parent
             if self.is_job[v]:
                 self.usage[v] = list(self.jobs[self.key[v]].usage)
@@ -279,38 +260,23 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                     for r in range(m):
                         total[r] += uc[r]
                 self.usage[v] = total
-            self.raw[v] = self._raw(v)
+            self.raw[v] = fairness(self.usage[v], self.fr[v])
         self.dirty = False
-        self.views = []
-        self._select_view()
+        self.views.clear()
+        self.views.select(self.saturated)
 
     # --- views ----------------------------------------------------------------------------------
-    def _select_view(self) -> None:
-        for k, view in enumerate(self.views):
-            if view.saturated == self.saturated:
-                view.last_used = self.events
-                if k:
-                    self.views.insert(0, self.views.pop(k))
-                    if len(view.pending) * 4 > len(self.key):
-                        self._rebuild(view)
-                    else:
-                        for idx in view.pending:
-                            self._sync_leaf(view, idx)
-                    view.pending.clear()
-                return
-        view = _View(self.saturated, len(self.key))
-        view.last_used = self.events
-        self._rebuild(view)
-        self.views.insert(0, view)
-        del self.views[MAX_VIEWS:]
-
     def _touch(self, idx: int) -> None:
         """Leaf ``idx`` changed: update the current view now; the others record it and
-        replay just those walks when their saturated set comes back. Views hold no
-        running sums (usage and raw fairness are shared), so the replay is exact."""
-        self._sync_leaf(self.views[0], idx)
-        for view in self.views[1:]:
-            view.pending[idx] = None
+        replay just those walks when their saturated set comes back (``views.ViewCache``).
+        Views hold no running sums (usage and raw fairness are shared), so the replay is
+        exact."""
+        self._sync_leaf(self.views.current, idx)
+        self.views.record(idx)
+
+    def _replay(self, view: _View, leaves) -> None:
+        for idx in leaves:
+            self._sync_leaf(view, idx)
 
     def _sync_leaf(self, view: _View, idx: int) -> None:
         was = view.unblocked[idx]
@@ -347,7 +313,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         if view.unblocked[c] > 0:
             heapq.heappush(view.pool_heap[p], (view.share[c], ver, c))
         if self.live[c] > 0:
-            heapq.heappush(view.pick_heap[p], (round(view.share[c], _DIGITS), self.running[c],
+            heapq.heappush(view.pick_heap[p], (round(view.share[c], DIGITS), self.running[c],
                                                self.position[c], ver, c))
         bound = 4 * self.kids[p] + 16
         if len(view.pick_heap[p]) > bound:
@@ -390,7 +356,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                 if view.unblocked[c] > 0:
                     pool.append((view.share[c], ver, c))
                 if self.live[c] > 0:
-                    pick.append((round(view.share[c], _DIGITS), self.running[c], self.position[c], ver, c))
+                    pick.append((round(view.share[c], DIGITS), self.running[c], self.position[c], ver, c))
             heapq.heapify(pool)
             heapq.heapify(pick)
             view.pool_heap[v], view.pick_heap[v] = pool, pick
@@ -401,8 +367,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.dirty:
             self._refresh()
-        view = self.views[0]
-
+        view = self.views.current
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
                             fifo_jobs=self._fifo_jobs, version=view.version, present=self.alive,
                             runnable=runnable, excluded=self._excluded_counts())
@@ -410,10 +375,10 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.dirty:
             self._refresh()
-        share, running, position = self.views[0].share, self.running, self.position
+        share, running, position = self.views.current.share, self.running, self.position
 
         def node_key(v: int) -> tuple:  # as in the pick heaps (_push)
-            return (round(share[v], _DIGITS), running[v], position[v])
+            return (round(share[v], DIGITS), running[v], position[v])
 
         return pick_among_tree(names, index=self.index, parent=self.parent, live=self.live, node_key=node_key,
                                fifo_jobs=self._fifo_jobs, runnable=runnable)
@@ -424,5 +389,5 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def shares(self) -> dict[str, float]:
         if self.dirty:
             self._refresh()
-        view = self.views[0]
+        view = self.views.current
         return {self.key[v]: view.share[v] for v in self.alive_nodes if v}

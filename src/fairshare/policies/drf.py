@@ -9,8 +9,18 @@ queue tree is ignored. Discrete mode: Sec. 6.2.
 
 from __future__ import annotations
 
-from fairshare.policies._tree import flat_tree
-from fairshare.policies.progressive import FillingPolicy
+from collections.abc import Sequence
+
+from fairshare.model.resources import Vector
+from fairshare.policies.machinery.flat import FlatShareRule, FlatSorter
+from fairshare.policies.machinery.progressive import FillingPolicy
+from fairshare.policies.machinery.tree import flat_tree
+
+
+def drf_share(usage: Sequence[float], capacity: Vector, weight: float) -> float:
+    """Sec. 4.3's weighted dominant share ``max_r U_r / (w R_r)`` over the resources with
+    ``R_r > 0`` (saturated ones count: DRF has no Y), the online sorters' measure."""
+    return max((usage[r] / capacity[r] for r in range(len(capacity)) if capacity[r] > 0), default=0.0) / weight
 
 
 class DRF(FillingPolicy):
@@ -21,8 +31,9 @@ class DRF(FillingPolicy):
     def build_tree(self, scenario, respect_counts):
         return flat_tree(scenario, respect_counts)
 
-    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
-        """Alg. 1 online: one lazy heap over the jobs (``policies/flat_online.py``)."""
-        from fairshare.policies.flat_online import FlatSorter
+    def share_rule(self, resources, *, slots_total=1):
+        return FlatShareRule(drf_share)
 
-        return FlatSorter("drf", len(resources), queues, capacity)
+    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
+        """Alg. 1 online: one lazy heap over the jobs (``policies/machinery/flat.py``)."""
+        return FlatSorter(drf_share, len(resources), queues, capacity)

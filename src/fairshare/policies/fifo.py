@@ -8,8 +8,10 @@ of the resources it needs, and so on.
 
 from __future__ import annotations
 
-from fairshare.policies._tree import flat_tree
-from fairshare.policies.progressive import FillingPolicy
+from fairshare.policies.drf import drf_share
+from fairshare.policies.machinery.flat import FifoSorter, FlatShareRule
+from fairshare.policies.machinery.progressive import FillingPolicy
+from fairshare.policies.machinery.tree import flat_tree
 
 
 class FIFO(FillingPolicy):
@@ -19,8 +21,10 @@ class FIFO(FillingPolicy):
     def build_tree(self, scenario, respect_counts):
         return flat_tree(scenario, respect_counts, fifo=True)
 
-    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
-        """Oldest runnable job first, scanning in arrival order (``flat_online.FifoSorter``)."""
-        from fairshare.policies.flat_online import FifoSorter
+    def share_rule(self, resources, *, slots_total=1):
+        # the order is arrival; the shares (DRF's) are only reported
+        return FlatShareRule(drf_share, fifo=True)
 
+    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
+        """Oldest runnable job first, scanning in arrival order (``machinery/flat.py``'s ``FifoSorter``)."""
         return FifoSorter(len(resources), queues, capacity)

@@ -4,9 +4,10 @@ Bhattacharya et al., SoCC 2013, Sec. 3.4, Alg. 2-4, computed incrementally inste
 "recompute the rescaled dominant shares" (Alg. 2's ``UpdateS(n_r)``) for every decision,
 which the paper itself lists as future work (Sec. 7: "H-DRF's allocation vector update
 step may require recomputing the dominant shares of every other node in the
-hierarchy"). Decisions are identical to :class:`~fairshare.policies.online.ReferenceSorter`
-(tests hold them equal on random workloads; shares are compared rounded to 12 digits in
-both, so float noise cannot flip a tie).
+hierarchy"). Decisions are identical to
+:class:`~fairshare.policies.machinery.reference.ReferenceSorter` (tests hold them equal
+on random workloads; both compare shares by the one tie rule of ``machinery/ties.py``,
+so float noise cannot flip a tie).
 
 Alg. 3 for an internal node v: with P the children that are demanding (and, with
 ``ignore_blocked``, not blocked) and M the smallest (weighted) share in P, v's usage is
@@ -24,44 +25,45 @@ Saturated resources. Alg. 3 counts only the non-saturated resources Y and treats
 needing a saturated one as blocked, so a change of the saturated set changes every share.
 On a full cluster that set flips on almost every event (a finishing task frees some of a
 resource, the next launch uses it up again: Alg. 2's "Y = nonzero resources in W"). So
-the sorter keeps one complete incremental *view* per recently seen saturated set (at most
-``MAX_VIEWS``, least recently used evicted) and decides with the view of the current set.
-Events are applied at once to the current view only; the others record which leaves
-changed and replay them in one batch when their set comes back, each changed ancestor
-recomputed once (a rebuild if more than a quarter of the nodes changed). Flipping between
+the sorter keeps one complete incremental *view* per recently seen saturated set
+(``machinery/views.py``'s ``ViewCache``, shared with the DFF sorter) and decides with the
+view of the current set. Events are applied at once to the current view only; the others
+record which leaves changed and replay them in one batch when their set comes back, each
+changed ancestor recomputed once (a rebuild if more than a quarter of the nodes changed). Flipping between
 sets costs the leaves that changed meanwhile and their ancestors, and only a set not
 seen recently pays the O(nodes x m) rebuild.
 
-The descent (Alg. 4) takes, at each node, the lowest child by (share rounded to 12
-digits, running tasks in the subtree, position) that has a runnable job below it. In a
+The descent (Alg. 4) takes, at each node, the lowest child by the tie rule (share,
+running tasks in the subtree, position) that has a runnable job below it. In a
 queue with ``order: fifo`` only its earliest runnable job competes with its sub-queues
 (a scan of that queue's jobs, as the reference does). Children whose demanding jobs the
 scheduler has all excluded in this call are passed over (``TreeExclusion``), and
 ``pick_among`` gives the descent's answer among a few candidates by comparing their
-paths of keys (``online.pick_among_tree``).
+paths of keys (``machinery.descent.pick_among_tree``).
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable, Sequence
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.online import OnlineSorter, Runnable, TreeExclusion, descend_tree, pick_among_tree
+from fairshare.policies.machinery.descent import TreeExclusion, descend_tree, pick_among_tree
+from fairshare.policies.machinery.ties import DIGITS
+from fairshare.policies.machinery.views import SaturatedView, ViewCache
+from fairshare.policies.online import OnlineSorter, Runnable
 
 REBUILD_EVERY = 4096
-MAX_VIEWS = 16
-#: a view not used for this many events is dropped (every event updates every view)
-VIEW_TTL_EVENTS = 512
-_DIGITS = 12
+#: a node's share from its usage (``hdrf.hdrf_share``): (usage, capacity, counted, weight)
+NodeShare = Callable[[Sequence[float], Vector, Sequence[int], float], float]
 
 
-class _View:
+class _View(SaturatedView):
     """Everything that depends on the saturated set: shares, pools, sums, heaps."""
 
     def __init__(self, saturated: frozenset[int], n: int, m: int):
-        self.saturated = saturated
-        self.last_used = 0
+        super().__init__(saturated)
         self.counted: list[int] = []
         self.usage: list[tuple[float, ...]] = [(0.0,) * m] * n  # tuples, replaced, never mutated
         self.share = [0.0] * n
@@ -75,7 +77,6 @@ class _View:
         self.pick_heap: list[list] = [[] for _ in range(n)]
         self.pool_heap: list[list] = [[] for _ in range(n)]
         self.updates = [0] * n
-        self.pending: dict[int, None] = {}  # leaves changed while this view was not current
 
     def grow(self, m: int) -> None:
         self.usage.append((0.0,) * m)
@@ -93,9 +94,11 @@ class _View:
 
 
 class HDRFSorter(TreeExclusion, OnlineSorter):
-    def __init__(self, resources: int, queues: QueueTree, capacity: Vector, *, rescale: bool = True,
-                 ignore_blocked: bool = True, stop_when_saturated: bool = False):
+    def __init__(self, resources: int, queues: QueueTree, capacity: Vector, *, share: NodeShare,
+                 rescale: bool = True, ignore_blocked: bool = True, stop_when_saturated: bool = False):
         super().__init__(resources, queues, capacity)
+        # the policy's share (``hdrf.hdrf_share``), shared with the reference sorter's rule
+        self.node_share = share
         self.rescale = rescale
         self.ignore_blocked = ignore_blocked
         self.stop_when_saturated = stop_when_saturated
@@ -117,8 +120,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.max_depth = 0
         self._zero = (0.0,) * resources
         # Without ignore_blocked the saturated set changes nothing: one view serves all.
-        self.views: list[_View] = [_View(frozenset(), 0, resources)]
-        self.events = 0
+        self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.m),
+                                                 self._rebuild, self._propagate, lambda: len(self.key))
         self._add_node(ROOT, -1, 1.0, False)
         for node in queues:
             if node.path != ROOT:
@@ -126,11 +129,11 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         # FIFO queues (not the root, as in the reference): their jobs by arrival, for the scan
         self.fifo_jobs: dict[int, list[int]] = {self.index[node.path]: [] for node in queues
                                                 if node.path != ROOT and node.order == "fifo"}
-        self._rebuild(self.views[0])
+        self.views.select(frozenset())
 
     @property
     def view(self) -> _View:
-        return self.views[0]
+        return self.views.current
 
     # --- node table -----------------------------------------------------------------------
     def _add_node(self, key: str, parent: int, weight: float, is_job: bool) -> int:
@@ -208,10 +211,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
 
     def _commit(self, idx: int, *, d_live: int = 0, d_running: int = 0) -> None:
         """Apply the view-independent counters to the ancestors, once, before the views."""
-        self.events += 1
-        if len(self.views) > 1 and self.events % 64 == 0:
-            horizon = self.events - VIEW_TTL_EVENTS
-            self.views[1:] = [v for v in self.views[1:] if v.last_used >= horizon]
+        self.views.tick()
         if not d_live and not d_running:
             return
         p = self.parent[idx]
@@ -228,43 +228,22 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
 
     def _touch(self, idx: int) -> None:
         """Leaf ``idx`` changed: bring the current view up to date now; the others only
-        record it and catch up when their saturated set comes back (:meth:`_catch_up`)."""
-        self._propagate(self.views[0], (idx,))
-        for view in self.views[1:]:
-            view.pending[idx] = None
-
-    def _catch_up(self, view: _View) -> None:
-        """Apply the leaf changes a view missed while another set was current, in one
-        batch: each changed node is recomputed once, after all its changed children
-        (:meth:`_propagate` re-derives every node from its children's current
+        record it and catch up when their saturated set comes back (``views.ViewCache``:
+        :meth:`_propagate` re-derives every node from its children's current
         contributions, so one batch gives the state one walk per leaf would, up to float
         sums, and the leaves' common ancestors are not redone per leaf)."""
-        if len(view.pending) * 4 > len(self.key):
-            self._rebuild(view)  # cheaper than many walks
-        else:
-            self._propagate(view, view.pending)
-        view.pending.clear()
+        self._propagate(self.views.current, (idx,))
+        self.views.record(idx)
 
     def set_saturated(self, resources):
-        if resources == self.saturated and self.views[0].saturated == (resources if self.ignore_blocked
-                                                                        else frozenset()):
-            self.views[0].last_used = self.events  # (the common case: no change)
+        current = self.views.current
+        if resources == self.saturated and current.saturated == (resources if self.ignore_blocked
+                                                                  else frozenset()):
+            current.last_used = self.views.events  # (the common case: no change)
             return
         super().set_saturated(frozenset(resources))
         # only with ignore_blocked do shares depend on it (Alg. 3's Y and blocked leaves)
-        resources = self.saturated if self.ignore_blocked else frozenset()
-        for k, view in enumerate(self.views):
-            if view.saturated == resources:
-                view.last_used = self.events
-                if k:
-                    self.views.insert(0, self.views.pop(k))
-                    self._catch_up(view)
-                return
-        view = _View(resources, len(self.key), self.m)
-        view.last_used = self.events
-        self._rebuild(view)
-        self.views.insert(0, view)
-        del self.views[MAX_VIEWS:]
+        self.views.select(self.saturated if self.ignore_blocked else frozenset())
 
     # --- shares -----------------------------------------------------------------------------------
     def _leaf_blocked(self, view: _View, idx: int) -> bool:
@@ -274,16 +253,6 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
             return False
         job = self.jobs[self.key[idx]]
         return any(job.demand[r] > 0 for r in view.saturated)
-
-    def _share_of(self, view: _View, idx: int) -> float:
-        u = view.usage[idx]
-        cap = self.capacity
-        best = 0.0
-        for r in view.counted:
-            x = u[r] / cap[r]
-            if x > best:
-                best = x
-        return best / self.weight[idx]
 
     def _in_pool(self, view: _View, idx: int) -> bool:
         """Alg. 3's set A: demanding children, and with ignore_blocked non-blocked ones."""
@@ -319,7 +288,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
             usage[idx] = self.leaf_usage[idx]
             now = 0
             if key[idx]:
-                share[idx] = self._share_of(view, idx)
+                share[idx] = self.node_share(usage[idx], self.capacity, view.counted, self.weight[idx])
                 now = 0 if self._leaf_blocked(view, idx) else 1
             d_unblocked = now - unblocked[idx]
             unblocked[idx] = now
@@ -397,7 +366,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         view.version[v] = ver
         if self.live[v] > 0:
             heap = view.pick_heap[p]
-            heapq.heappush(heap, (round(view.share[v], _DIGITS), self.running[v], self.position[v], ver, v))
+            heapq.heappush(heap, (round(view.share[v], DIGITS), self.running[v], self.position[v], ver, v))
             if len(heap) > 4 * self.kids[p] + 16:
                 self._compact_pick(view, p)
 
@@ -439,7 +408,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         if p:
             cap = self.capacity
             best = 0.0
-            for r in view.counted:  # (_share_of, inlined: once per node per event)
+            for r in view.counted:  # (hdrf.hdrf_share, inlined: the call costs ~5% here)
                 x = u[r] / cap[r]
                 if x > best:
                     best = x
@@ -477,7 +446,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         for v in reversed(order):
             if self.is_job[v]:
                 view.usage[v] = self.leaf_usage[v]
-                view.share[v] = self._share_of(view, v)
+                view.share[v] = self.node_share(view.usage[v], cap, view.counted, self.weight[v])
                 view.unblocked[v] = 1 if (self.live[v] and not self._leaf_blocked(view, v)) else 0
                 continue
             view.unblocked[v] = sum(view.unblocked[c] for c in children[v])
@@ -495,7 +464,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
                 if in_pool:
                     pool_heap.append((view.share[c], view.pool_version[c], c))
                 if self.live[c] > 0:
-                    pick_heap.append((round(view.share[c], _DIGITS), self.running[c], self.position[c],
+                    pick_heap.append((round(view.share[c], DIGITS), self.running[c], self.position[c],
                                       view.version[c], c))
             heapq.heapify(pool_heap)
             heapq.heapify(pick_heap)
@@ -519,7 +488,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         share, running, position = view.share, self.running, self.position
 
         def node_key(v: int) -> tuple:  # as in the pick heaps (_repost)
-            return (round(share[v], _DIGITS), running[v], position[v])
+            return (round(share[v], DIGITS), running[v], position[v])
 
         return pick_among_tree(names, index=self.index, parent=self.parent, live=self.live, node_key=node_key,
                                fifo_jobs=self.fifo_jobs.get, runnable=runnable)

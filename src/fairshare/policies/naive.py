@@ -13,8 +13,10 @@ gives the static H-DRF allocation; its starvation only appears online, when task
 
 from __future__ import annotations
 
-from fairshare.policies._tree import hierarchical_tree
-from fairshare.policies.progressive import FillingPolicy
+from fairshare.policies.hdrf import HDRFRule, hdrf_share
+from fairshare.policies.hdrf_online import HDRFSorter
+from fairshare.policies.machinery.progressive import FillingPolicy
+from fairshare.policies.machinery.tree import hierarchical_tree
 
 
 class NaiveHDRF(FillingPolicy):
@@ -26,11 +28,13 @@ class NaiveHDRF(FillingPolicy):
     def build_tree(self, scenario, respect_counts):
         return hierarchical_tree(scenario, respect_counts)[0]
 
+    def share_rule(self, resources, *, slots_total=1):
+        """Sec. 3.3: no rescaling, blocked nodes and saturated resources still count."""
+        return HDRFRule(rescale=False, ignore_blocked=False, stop_when_saturated=self.stop_at_first_saturation)
+
     def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
         """Sec. 3.3: no rescaling, blocked nodes and saturated resources still count."""
-        from fairshare.policies.hdrf_online import HDRFSorter
-
-        return HDRFSorter(len(resources), queues, capacity, rescale=False, ignore_blocked=False,
+        return HDRFSorter(len(resources), queues, capacity, share=hdrf_share, rescale=False, ignore_blocked=False,
                           stop_when_saturated=self.stop_at_first_saturation)
 
 

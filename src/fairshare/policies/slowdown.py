@@ -118,7 +118,7 @@ from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
 from fairshare.model.allocation import Allocation, build_allocation
 from fairshare.model.scenario import Scenario
-from fairshare.policies.base import Policy, PolicyModeError
+from fairshare.policies.base import Policy, PolicyModeError, PolicyOption
 
 #: a resource used to within this fraction of its capacity is saturated
 SAT_RTOL = 1e-9
@@ -138,6 +138,10 @@ class Slowdown(Policy):
     name = "slowdown"
     citation = ("Tan et al., 'Multi-resource fair sharing for multiclass workflows', Sec. 2 (example), "
                 "Sec. 3 (model, Eq. 1, rounds), Sec. 4 (Def. 1 slowdown, optimal class mix)")
+    options = (PolicyOption("mix", "--mix", "tie rule among optimal class mixes (docs/policies.md)",
+                            value="choice", choices=MIXES),
+               PolicyOption("time_limit_s", "--time-limit", "bound each MILP's solve time; the result then notes the gap",
+                            value="positive_float", metavar="SECONDS"))
 
     def __init__(self, mix: str = "min-usage", time_limit_s: float | None = None):
         if mix not in MIXES:

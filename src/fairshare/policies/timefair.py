@@ -108,8 +108,8 @@ from dataclasses import dataclass, field
 
 from fairshare.model.cluster import Node
 from fairshare.model.queues import QueueTree
-from fairshare.model.resources import Vector
-from fairshare.policies.base import Policy, PolicyModeError
+from fairshare.model.resources import Vector, packing_score
+from fairshare.policies.base import Policy, PolicyModeError, PolicyOption
 from fairshare.policies.online import OnlineSorter, Runnable
 
 #: Default window l (time units, seconds); see the module docstring.
@@ -371,13 +371,9 @@ class TimeFairSorter(OnlineSorter):
         self._sorted = (self._t, self._version, rows, tol)
         return rows, tol
 
-    def _packing_score(self, demand: Vector) -> float:
-        score = 0.0
-        for r, cap in enumerate(self.capacity):
-            if cap > 0:
-                free = max(0.0, cap - self._used[r])
-                score += (demand[r] / cap) * (free / cap)
-        return score
+    def _free(self) -> list[float]:
+        """The cluster's free amounts (never below 0), for ``packing_score``."""
+        return [max(0.0, cap - used) for cap, used in zip(self.capacity, self._used)]
 
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
         self._advance(now)
@@ -392,6 +388,7 @@ class TimeFairSorter(OnlineSorter):
         c_star = rows[start][0]
         bound = (1.0 + self.relax) * c_star + tol
         best_key, best = None, None
+        free = self._free()
         for c, order, name in rows[start:]:
             if c > bound:
                 break  # rows are sorted by C: nobody further is in S(t, p)
@@ -399,7 +396,7 @@ class TimeFairSorter(OnlineSorter):
             if not job.demanding or (name != rows[start][2] and not runnable(name)):
                 continue
             # largest packing score; ties: smaller C, then earlier arrival
-            key = (self._packing_score(job.demand), -c, -order)
+            key = (packing_score(job.demand, free, self.capacity), -c, -order)
             if best_key is None or key > best_key:
                 best_key, best = key, name
         return best
@@ -412,6 +409,10 @@ class TimeFair(Policy):
     citation = "Tan et al., Sec. 5 (time-averaged (l, epsilon)-fairness, relaxed candidate set S(t, p))"
     reason = ("its fairness is a time average over a window of a simulated run "
               "(use `fairshare simulate`); with divisible tasks and l -> 0 it equals drf (Tan Sec. 5)")
+    options = (PolicyOption("window", "--window", "the window l of the indicator C_i(t) (Tan Sec. 5)",
+                            value="positive_float", metavar="SECONDS"),
+               PolicyOption("relax", "--relax", "the relaxation p of the candidate set S(t, p) (Tan Sec. 5)",
+                            value="non_negative_float", metavar="P"))
 
     def __init__(self, window: float = DEFAULT_WINDOW_S, relax: float = DEFAULT_RELAX):
         if not window > 0 or math.isinf(window):

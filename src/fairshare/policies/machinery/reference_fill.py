@@ -5,7 +5,7 @@ App. A.1): at every step recompute every node's level from scratch, descend from
 to the lowest non-blocked child, give that leaf a sliver raising its dominant share by
 ``epsilon``, repeat until nothing can be scheduled. It is slow (O(steps x nodes)) and
 only approximate (error O(epsilon) per leaf), and that is the point: it shares no code
-with :mod:`fairshare.policies.filling` beyond the tree, so tests can hold the exact
+with :mod:`fairshare.policies.machinery.filling` beyond the tree, so tests can hold the exact
 engine to it, and benchmarks can report the speed ratio.
 
 Ties: the child with the fewest slivers in its subtree, then the first listed; over many
@@ -15,7 +15,8 @@ limit (equal levels, or equal flow for siblings whose level cannot grow).
 
 from __future__ import annotations
 
-from fairshare.policies.filling import FillTree, LevelRule
+from fairshare.policies.machinery.filling import FillTree, LevelRule
+from fairshare.policies.machinery.ties import tie_key
 
 
 def reference_fill(tree: FillTree, rule: LevelRule = LevelRule(), *, epsilon: float = 1e-3,
@@ -75,7 +76,7 @@ def reference_fill(tree: FillTree, rule: LevelRule = LevelRule(), *, epsilon: fl
         v, path = 0, [0]
         while not tree.is_leaf[v]:
             kids = candidates(v)
-            v = min(kids, key=lambda c: (round(level(c), 12), steps_in[c], tree.children[path[-1]].index(c)))
+            v = min(kids, key=lambda c: tie_key(level(c), steps_in[c], tree.children[path[-1]].index(c)))
             path.append(v)
         step = epsilon
         if tree.cap_tasks[v] is not None:

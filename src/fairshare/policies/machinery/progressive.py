@@ -1,15 +1,16 @@
 """Base class for the policies defined by progressive filling, divisible and discrete.
 
 A :class:`FillingPolicy` names a tree shape and a level rule; this module turns them
-into the exact divisible allocation (:func:`~fairshare.policies.filling.fill`) and the
+into the exact divisible allocation (:func:`~fairshare.policies.machinery.filling.fill`) and the
 whole-task allocation on the nodes.
 
 Whole tasks (``--discrete``) follow DRF Sec. 6.2 (Theorem 7): repeatedly give the
 lowest-level demanding job one task, on the first node where it fits, until no job's
 next task fits anywhere. The descent is Alg. 1 of H-DRF with tasks instead of slivers.
-Written tie rule: among siblings with equal level, the one with fewer tasks placed in
-its subtree, then the one listed first (queue order in the file, jobs by submit time
-then file order). Each node keeps its children in a heap keyed that way, and a
+Written tie rule (``machinery/ties.py``, the online sorters' too): among siblings with
+equal level (rounded to ``ties.DIGITS`` digits), the one with fewer tasks placed in its
+subtree, then the one listed first (queue order in the file, jobs by submit time then
+file order); among a job's classes, the least placed for its mix, then the first listed. Each node keeps its children in a heap keyed that way, and a
 placement re-keys only the nodes on the path it changed (as the Mesos sorter does).
 Free capacity only shrinks, so first-fit keeps one pointer per demand vector and never
 looks at a node twice for it.
@@ -21,11 +22,13 @@ import heapq
 import math
 
 from fairshare.model.allocation import Allocation, build_allocation
+from fairshare.model.resources import fits
 from fairshare.model.scenario import Scenario
-from fairshare.policies._tree import per_class
 from fairshare.policies.base import Policy
-from fairshare.policies.bounds import Phase, bounded_fill, phases
-from fairshare.policies.filling import FillTree, LevelRule, fill
+from fairshare.policies.machinery.bounds import Phase, bounded_fill, phases
+from fairshare.policies.machinery.filling import FillTree, LevelRule, fill
+from fairshare.policies.machinery.ties import share_key, tie_key
+from fairshare.policies.machinery.tree import per_class
 
 
 class FillingPolicy(Policy):
@@ -41,7 +44,7 @@ class FillingPolicy(Policy):
 
     def allocate(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
         tree = self.build_tree(scenario, respect_counts)
-        if scenario.queues.bounded:  # guarantees and limits: a chain of fills (policies/bounds.py)
+        if scenario.queues.bounded:  # guarantees and limits: a chain of fills (policies/machinery/bounds.py)
             result = bounded_fill(tree, self.rule, scenario, stop_at_first_saturation=self.stop_at_first_saturation)
         else:
             result = fill(tree, self.rule, stop_at_first_saturation=self.stop_at_first_saturation)
@@ -71,7 +74,7 @@ def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, re
                       stop_at_first_block: bool = False, phases: list[Phase] | None = None):
     """Greedy whole-task allocation on the scenario's nodes (DRF Sec. 6.2).
 
-    ``phases`` (guarantees and limits, ``policies/bounds.py``): the greedy runs once per
+    ``phases`` (guarantees and limits, ``policies/machinery/bounds.py``): the greedy runs once per
     phase, only the phase's eligible jobs receiving, and a task is placed only if every
     group (queue) of its job stays within its cap with it; a job whose next task would
     cross a cap is blocked for the phase, as one whose task fits on no node."""
@@ -90,8 +93,7 @@ def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, re
         while k < len(nodes):
             f = free[k]
             attrs = node_attrs[k]
-            if all(attrs.get(a) in allowed for a, allowed in constraints) and \
-                    all(d <= f[r] + 1e-9 * max(1.0, abs(f[r])) for r, d in enumerate(demand)):
+            if all(attrs.get(a) in allowed for a, allowed in constraints) and fits(demand, f):
                 first_fit_ptr[key] = k
                 return k
             k += 1
@@ -128,7 +130,7 @@ def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, re
                 candidates.append(c)
             if not candidates:
                 return None
-            return min(candidates, key=lambda c: (level[c], subtree_tasks[c], position[c]))
+            return min(candidates, key=lambda c: tie_key(level[c], subtree_tasks[c], position[c]))
         heap = heaps[v]
         while heap:
             _lvl, _tasks, _pos, ver, c = heap[0]
@@ -143,7 +145,7 @@ def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, re
         if p < 0:
             return
         version[v] += 1
-        heapq.heappush(heaps[p], (level[v], subtree_tasks[v], position[v], version[v], v))
+        heapq.heappush(heaps[p], (*tie_key(level[v], subtree_tasks[v], position[v]), version[v], v))
 
     def refresh_level(v: int) -> None:
         lvl = raw_level(v)
@@ -180,8 +182,8 @@ def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, re
                 continue
             if respect_counts and cls.count is not None and placed[j] >= cls.count:
                 continue
-            key = placed[j] / f
-            if key < best_key - 1e-12:
+            key = share_key(placed[j] / f)  # (the tie rule: the first listed among equals)
+            if key < best_key:
                 best, best_key = j, key
         return best
 

@@ -44,7 +44,7 @@ cap per resource (a queue's limit, or its guarantee while guarantees are being f
 a group whose usage of r reaches its cap blocks every leaf of the group that needs r,
 exactly as a saturated resource blocks every leaf (an event like saturation, computed
 the same way). ``start`` gives leaves tasks to start from and ``eligible`` the leaves that
-may receive at all; :func:`fairshare.policies.bounds.bounded_fill` chains fills with them.
+may receive at all; :func:`fairshare.policies.machinery.bounds.bounded_fill` chains fills with them.
 
 Costs: each phase is O(nodes x resources); the number of phases is bounded by the
 number of leaves, resources and dominant-resource switches (see docs/performance.md).

@@ -1,19 +1,17 @@
-"""Incremental flat sorters: a lazy heap over the jobs for ``drf``, ``asset`` and ``cpu``;
-an arrival-order scan for ``fifo`` (:class:`FifoSorter`).
+"""Incremental flat sorters: a lazy heap over the jobs for the flat policies whose share
+depends on the job alone (``drf``, ``asset``, ``cpu``); an arrival-order scan for
+``fifo`` (:class:`FifoSorter`).
 
-The flat policies compare jobs by a share that depends on the job alone:
-
-* ``drf`` (DRF Sec. 4.2 Alg. 1, Sec. 4.3): ``max_r U_r / (w R_r)`` over resources with
-  ``R_r > 0`` (saturated resources still count: DRF has no Y);
-* ``asset`` (DRF Sec. 5.1): ``sum_r U_r / (w R_r)``;
-* ``cpu`` (DRF Sec. 7.2 baseline): ``U_k / (w R_k)`` for the one resource k.
-
-So a task start or finish re-keys one job: O(m + log n). A capacity change re-keys every
-job (O(n)). The saturated set changes nothing. Decisions are identical to
-:class:`~fairshare.policies.online.ReferenceSorter` (tests/test_online_parity.py): the
-demanding jobs by (share rounded to 12 digits, running tasks, arrival), the first
-runnable one. The heap is lazy (an entry is valid while its version is the job's current
-one) and compacted when stale entries pile up.
+The policy hands :class:`FlatSorter` its share function ``share(usage, capacity, weight)``
+(``drf.drf_share``, ``asset.asset_share``, ``cpu.single_resource_share``), and hands the
+reference sorter the same function through :class:`FlatShareRule`, so both compare jobs
+by one formula. A task start or finish re-keys one job: O(m + log n). A capacity change
+re-keys every job (O(n)). The saturated set changes nothing (these shares have no Y).
+Decisions are identical to :class:`~fairshare.policies.machinery.reference.ReferenceSorter`
+(tests/test_online_parity.py): the demanding jobs by the tie rule (``machinery/ties.py``:
+share rounded to ``DIGITS`` digits, running tasks, arrival), the first runnable one. The
+heap is lazy (an entry is valid while its version is the job's current one) and
+compacted when stale entries pile up.
 
 ``collapsed`` is not served here: its weights are the product along the path of ``w /
 sum(w of demanding siblings)``, so one job becoming (non-)demanding changes the weight,
@@ -24,26 +22,41 @@ the reference, which it keeps.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable, Sequence
 
 from fairshare.model.queues import QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.online import first_in_heap, OnlineSorter, Runnable
+from fairshare.policies.machinery.descent import first_in_heap
+from fairshare.policies.machinery.reference import ShareRule
+from fairshare.policies.machinery.ties import DIGITS
+from fairshare.policies.online import OnlineSorter, Runnable
 
-_DIGITS = 12
-KINDS = ("drf", "asset", "cpu")
+#: a flat policy's share of one job: ``share(usage, capacity, weight)``
+JobShare = Callable[[Sequence[float], Vector, float], float]
+
+
+class FlatShareRule(ShareRule):
+    """The reference sorter's rule for a flat policy: jobs directly under the root, each
+    measured by the policy's own share function (``fifo=True``: the earliest demanding
+    job that can run, whatever the shares)."""
+
+    flat = True
+
+    def __init__(self, share: JobShare, *, fifo: bool = False):
+        self.job_share = share
+        self.fifo = fifo
+
+    def leaf_share(self, sorter, job, state):
+        return self.job_share(job.usage, sorter.capacity, job.weight)
 
 
 class FlatSorter(OnlineSorter):
-    def __init__(self, kind: str, resources: int, queues: QueueTree, capacity: Vector, *,
-                 resource_index: int = 0):
-        if kind not in KINDS:
-            raise ValueError(f"FlatSorter: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    def __init__(self, share: JobShare, resources: int, queues: QueueTree, capacity: Vector):
         super().__init__(resources, queues, capacity)
-        self.kind = kind
-        self.resource_index = resource_index
+        self.job_share = share
         self.share: dict[str, float] = {}
         self.version: dict[str, int] = {}
-        self.heap: list[tuple] = []  # (round(share, 12), running, arrival, version, name)
+        self.heap: list[tuple] = []  # (round(share, DIGITS), running, arrival, version, name)
 
     # --- events -------------------------------------------------------------------------------
     def add_job(self, name, queue, weight, demand):
@@ -76,23 +89,13 @@ class FlatSorter(OnlineSorter):
                 self._rekey(name)
 
     # --- shares ---------------------------------------------------------------------------------
-    def _share_of(self, name: str) -> float:
-        job = self.jobs[name]
-        u, cap, w = job.usage, self.capacity, job.weight
-        if self.kind == "asset":
-            return sum(u[r] / cap[r] for r in range(self.m) if cap[r] > 0) / w
-        if self.kind == "cpu":
-            k = self.resource_index
-            return u[k] / cap[k] / w if cap[k] > 0 else 0.0
-        return max((u[r] / cap[r] for r in range(self.m) if cap[r] > 0), default=0.0) / w
-
     def _rekey(self, name: str) -> None:
         job = self.jobs[name]
-        share = self._share_of(name)
+        share = self.job_share(job.usage, self.capacity, job.weight)
         self.share[name] = share
         self.version[name] += 1
         if job.demanding:
-            heapq.heappush(self.heap, (round(share, _DIGITS), job.running, job.order, self.version[name], name))
+            heapq.heappush(self.heap, (round(share, DIGITS), job.running, job.order, self.version[name], name))
         if len(self.heap) > 4 * len(self.jobs) + 16:
             self.heap = [e for e in self.heap if self._valid(e)]
             heapq.heapify(self.heap)
@@ -108,7 +111,7 @@ class FlatSorter(OnlineSorter):
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         # the heap's order (its current entries' keys) restricted to the candidates
         jobs, share = self.jobs, self.share
-        keyed = sorted((round(share[name], _DIGITS), jobs[name].running, jobs[name].order, name)
+        keyed = sorted((round(share[name], DIGITS), jobs[name].running, jobs[name].order, name)
                        for name in names if jobs[name].demanding)
         for *_key, name in keyed:
             if runnable(name):

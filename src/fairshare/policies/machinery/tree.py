@@ -1,4 +1,4 @@
-"""Build the :class:`~fairshare.policies.filling.FillTree` a policy fills from a scenario."""
+"""Build the :class:`~fairshare.policies.machinery.filling.FillTree` a policy fills from a scenario."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from fairshare.model.jobs import Job
 from fairshare.model.queues import ROOT
 from fairshare.model.resources import Vector
 from fairshare.model.scenario import Scenario
-from fairshare.policies.filling import FillTree
+from fairshare.policies.machinery.filling import FillTree
 
 
 def job_cap(job: Job, respect_counts: bool) -> float | None:

@@ -4,7 +4,7 @@ A queue's ``guarantee`` is a floor (it may always use at least that much of each
 resource while its jobs can use it) and its ``limit`` a ceiling (it never uses more of
 a listed resource, even on an idle cluster). Every progressive-filling policy (hdrf,
 hdrf-naive, capacity, collapsed, drf, dff, asset, cpu) honours them the same way, by
-chaining exact fills (:func:`fairshare.policies.filling.fill`):
+chaining exact fills (:func:`fairshare.policies.machinery.filling.fill`):
 
 1. **Guarantees, innermost first.** For each depth d at which some queue has a
    guarantee, deepest first, the *frontier* ``T_d`` is the set of queues with a guarantee
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from fairshare.model.queues import ROOT
 from fairshare.model.resources import Vector
 from fairshare.model.scenario import Scenario
-from fairshare.policies.filling import FillResult, FillTree, LevelRule, fill
+from fairshare.policies.machinery.filling import FillResult, FillTree, LevelRule, fill
 
 #: a bounded set of leaves: (leaf indices of the tree, cap per resource, ``inf`` = none)
 Group = tuple[list[int], Vector]

@@ -1,0 +1,169 @@
+"""The tree sorters' shared decision machinery: the heap walk, the descent, the
+candidates' shortcut and the exclusion counts (H-DRF Alg. 4, DFF Alg. 3).
+
+Every incremental sorter keeps, per node, a lazy min-heap of its children keyed by the
+tie rule (``machinery/ties.py``); these functions decide with those heaps, so the
+H-DRF, DFF and flat sorters walk them one way.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+
+from fairshare.policies.online import Runnable
+
+
+def first_in_heap(heap: list, valid: Callable[[tuple], bool], attempt: Callable[[tuple], str | None]) -> str | None:
+    """Walk a lazy min-heap lowest first: drop stale entries (``valid`` false), return the
+    first non-None ``attempt(entry)``, and put back every entry tried, so the heap is
+    unchanged except for the dropped stale ones. The incremental sorters all decide this
+    way: their heaps order candidates by the written tie rule."""
+    tried: list = []
+    found = None
+    while heap:
+        entry = heap[0]
+        if not valid(entry):
+            heapq.heappop(heap)
+            continue
+        found = attempt(entry)
+        if found is not None:
+            break
+        tried.append(heapq.heappop(heap))
+    for entry in tried:
+        heapq.heappush(heap, entry)
+    return found
+
+
+def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str], live: list[int],
+                 fifo_jobs: Callable[[int], list[int] | None], version: list[int], present: list,
+                 runnable: Runnable, excluded: list[int] | None = None) -> str | None:
+    """H-DRF Alg. 4 / DFF Alg. 3's descent, shared by the tree sorters: from node ``v``,
+    take the lowest child in ``heaps[v]`` (entries ``(share, running, position, version,
+    child)``, ordered by the tie rule) that has a runnable job below it. An entry is
+    current while its version is the child's, the child has demanding jobs below
+    (``live``) and is still there (``present``); others are stale and dropped. In a FIFO
+    queue (``fifo_jobs(v)`` gives its jobs by arrival) only the earliest demanding runnable
+    job competes with the sub-queues.
+
+    ``excluded[c]``, when given, counts the demanding jobs below ``c`` known not to be
+    runnable (:meth:`OnlineSorter.exclude`): a child whose demanding jobs are all excluded
+    is passed over without descending. The heap walk is :func:`first_in_heap`'s, inlined
+    (this runs once per decision)."""
+    heappop, heappush = heapq.heappop, heapq.heappush
+
+    def descend(v: int) -> str | None:
+        if is_job[v]:
+            name = key[v]
+            return name if runnable(name) else None
+        fifo_job = -1
+        waiting = fifo_jobs(v)
+        if waiting is not None:
+            fifo_job = next((c for c in waiting if live[c] > (0 if excluded is None else excluded[c])
+                             and runnable(key[c])), -2)
+        heap = heaps[v]
+        tried: list = []
+        found = None
+        while heap:
+            entry = heap[0]
+            c = entry[4]
+            if entry[3] != version[c] or live[c] <= 0 or not present[c]:
+                heappop(heap)
+                continue
+            if (excluded is None or live[c] > excluded[c]) and (fifo_job == -1 or not is_job[c] or c == fifo_job):
+                # (a FIFO queue's later jobs wait)
+                if is_job[c]:
+                    found = key[c] if runnable(key[c]) else None
+                else:
+                    found = descend(c)
+                if found is not None:
+                    break
+            tried.append(heappop(heap))
+        for entry in tried:
+            heappush(heap, entry)
+        return found
+
+    return descend(v)
+
+
+def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: list[int],
+                    node_key: Callable[[int], tuple], fifo_jobs: Callable[[int], list[int] | None],
+                    runnable: Runnable) -> str | None:
+    """:func:`descend_tree`'s answer from the root when only ``names`` can be runnable.
+    The descent takes, level by level, the lowest child (``node_key(v)``: v's key in its
+    parent's heap, by the tie rule) that has a runnable job below, so the job it returns
+    is the runnable one whose path of keys from the root is lowest: sort the candidates'
+    paths and try them in order. In a FIFO queue only its earliest demanding runnable job
+    competes, as in the descent (the others are not runnable, so the earliest runnable
+    job is a candidate). O(candidates x depth) instead of a walk past every job that
+    cannot run."""
+    candidates = {index[name]: name for name in names}
+    paths: list[tuple[list[tuple], str]] = []
+    keys: dict[int, tuple] = {}
+    fifo_first: dict[int, int | None] = {}
+    for v, name in candidates.items():
+        if not live[v]:
+            continue
+        q = parent[v]
+        waiting = fifo_jobs(q)
+        if waiting is not None:
+            if q not in fifo_first:
+                fifo_first[q] = next((c for c in waiting
+                                      if c in candidates and live[c] > 0 and runnable(candidates[c])), None)
+            if fifo_first[q] != v:
+                continue
+        path = []
+        while v > 0:
+            k = keys.get(v)
+            if k is None:
+                k = keys[v] = node_key(v)  # (candidates share most of their ancestors)
+            path.append(k)
+            v = parent[v]
+        path.reverse()
+        paths.append((path, name))
+    paths.sort()
+    for _path, name in paths:
+        if runnable(name):
+            return name
+    return None
+
+
+class TreeExclusion:
+    """:meth:`OnlineSorter.exclude` for the tree sorters (H-DRF, DFF): per node, how many
+    of the demanding jobs below are excluded (``excluded``, compared with ``live`` by
+    :func:`descend_tree`), kept along the jobs' paths and undone at the next call. Needs
+    the sorter's ``index``, ``parent`` and ``live`` tables; ``_grow_excluded`` per node."""
+
+    index: dict[str, int]
+    parent: list[int]
+    live: list[int]
+
+    def _init_excluded(self) -> None:
+        self.excluded: list[int] = []
+        self._excluded_jobs: list[int] = []
+
+    def _grow_excluded(self) -> None:
+        self.excluded.append(0)
+
+    def exclude(self, name: str) -> None:
+        idx = self.index.get(name)
+        # only a demanding job not yet excluded (the counts are compared with ``live``)
+        if idx is None or not self.live[idx] or self.excluded[idx]:
+            return
+        self._excluded_jobs.append(idx)
+        parent, excluded = self.parent, self.excluded
+        while idx >= 0:
+            excluded[idx] += 1
+            idx = parent[idx]
+
+    def reset_excluded(self) -> None:
+        parent, excluded = self.parent, self.excluded
+        for idx in self._excluded_jobs:
+            while idx >= 0:
+                excluded[idx] -= 1
+                idx = parent[idx]
+        self._excluded_jobs.clear()
+
+    def _excluded_counts(self) -> list[int] | None:
+        """What :func:`descend_tree` takes: None when nothing is excluded (no checks)."""
+        return self.excluded if self._excluded_jobs else None

@@ -1,0 +1,105 @@
+"""One incremental view per recently seen saturated set, for the tree sorters.
+
+H-DRF (Alg. 3's Y and blocked leaves) and DFF (Alg. 2 line 9's schedulable children)
+both decide with state that depends on which resources are saturated, and on a full
+cluster that set flips on almost every event (a finishing task frees some of a resource,
+the next launch uses it up again). Rebuilding on every flip costs O(nodes x m), so each
+sorter keeps one complete incremental *view* per recently seen set, in a
+:class:`ViewCache`, and decides with the current one (``cache.current``).
+
+Events are applied at once to the current view only (by the sorter); the others record
+which leaves changed (:meth:`ViewCache.record`) and catch up in one batch when their set
+comes back (:meth:`ViewCache.select`): the sorter's ``replay(view, leaves)``, or a full
+``rebuild(view)`` when more than a quarter of the nodes changed. At most
+:data:`MAX_VIEWS` views are kept, least recently used evicted, and a view unused for
+:data:`VIEW_TTL_EVENTS` events is dropped (every event adds to every view's pending set).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Generic, TypeVar
+
+MAX_VIEWS = 16
+#: a view not used for this many events is dropped (every event updates every view)
+VIEW_TTL_EVENTS = 512
+#: events between two checks for views past their time to live
+PRUNE_EVERY = 64
+
+
+class SaturatedView:
+    """A sorter's view for one saturated set: subclasses add the state that depends on it."""
+
+    def __init__(self, saturated: frozenset[int]):
+        self.saturated = saturated
+        self.last_used = 0  # the cache's event count when it was last current
+        self.pending: dict[int, None] = {}  # leaves changed while this view was not current
+
+
+V = TypeVar("V", bound=SaturatedView)
+
+
+class ViewCache(Generic[V]):
+    """The views of one sorter, the current one first.
+
+    ``make(saturated)`` creates an empty view, ``rebuild(view)`` recomputes it from scratch
+    (and clears its ``pending``), ``replay(view, leaves)`` brings it up to date after the
+    given leaves changed, and ``size()`` is the sorter's node count (the batch threshold).
+    """
+
+    def __init__(self, make: Callable[[frozenset[int]], V], rebuild: Callable[[V], None],
+                 replay: Callable[[V, Iterable[int]], None], size: Callable[[], int]):
+        self._make = make
+        self._rebuild = rebuild
+        self._replay = replay
+        self._size = size
+        self.views: list[V] = []
+        #: ``views[0]``, the view decisions use (an attribute, not a property: the sorters
+        #: read it on every event)
+        self.current: V | None = None
+        self.events = 0
+
+    def __iter__(self) -> Iterator[V]:
+        return iter(self.views)
+
+    def __len__(self) -> int:
+        return len(self.views)
+
+    def tick(self) -> None:
+        """An event happened: count it, and now and then drop the views past their TTL."""
+        self.events += 1
+        if len(self.views) > 1 and self.events % PRUNE_EVERY == 0:
+            horizon = self.events - VIEW_TTL_EVENTS
+            self.views[1:] = [v for v in self.views[1:] if v.last_used >= horizon]
+
+    def record(self, leaf: int) -> None:
+        """Leaf ``leaf`` changed and the sorter updated the current view: the others note it."""
+        for view in self.views[1:]:
+            view.pending[leaf] = None
+
+    def select(self, saturated: frozenset[int]) -> V:
+        """Make the view of ``saturated`` current (caught up, or built if none is kept)."""
+        for k, view in enumerate(self.views):
+            if view.saturated == saturated:
+                view.last_used = self.events
+                if k:
+                    self.views.insert(0, self.views.pop(k))
+                    self.current = view
+                    if len(view.pending) * 4 > self._size():
+                        self._rebuild(view)  # cheaper than many walks
+                    else:
+                        self._replay(view, view.pending)
+                    view.pending.clear()
+                return view
+        view = self._make(saturated)
+        view.last_used = self.events
+        self._rebuild(view)
+        self.views.insert(0, view)
+        del self.views[MAX_VIEWS:]
+        self.current = view
+        return view
+
+    def clear(self) -> None:
+        """Drop every view (what they hold is stale for good)."""
+        self.views = []
+        self.current = None

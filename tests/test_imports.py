@@ -1,0 +1,141 @@
+"""The package's imports form no circle and flow one way between layers.
+
+Every module of ``src/fairshare`` is parsed (not imported) and each ``import`` of a
+``fairshare`` module collected, those inside functions included: a lazy import still
+ties the two modules together. ``from fairshare.a import b`` counts as an import of
+``fairshare.a.b`` when that is a module, else of ``fairshare.a``. Layers
+(docs/architecture.md): model <- policies <- engine <- sim / live <- report / audit / cli;
+``traces`` may import ``model`` and ``sim.progress``, and ``cli`` imports ``traces.cli``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import fairshare
+
+ROOT = Path(fairshare.__file__).resolve().parent
+
+#: layer of each top-level part: a module may import its own layer and those below
+#: (``traces`` sits just above ``model``: it may import only ``model``, and the exceptions)
+LAYER = {"model": 0, "traces": 0.5, "policies": 1, "engine": 2, "sim": 3, "live": 3,
+         "report": 4, "audit": 4, "api": 4, "cli": 4, "__main__": 5}
+#: imports allowed across the layering (docs/architecture.md)
+EXCEPTIONS = {("traces", "sim.progress"), ("cli", "traces.cli")}
+
+
+def module_names() -> dict[str, Path]:
+    names = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names[".".join(parts)] = path
+    return names
+
+
+MODULES = module_names()
+
+
+def imports_of(name: str) -> set[str]:
+    """The fairshare modules ``name`` imports, anywhere in its body."""
+    tree = ast.parse(MODULES[name].read_text(), filename=str(MODULES[name]))
+    package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.split(".")[0] == "fairshare")
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: resolve against the package
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            if base.split(".")[0] != "fairshare":
+                continue
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                found.add(target if target in MODULES else base)
+    return {m for m in found if m in MODULES and m != name}
+
+
+GRAPH = {name: imports_of(name) for name in MODULES}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A circle of imports, as the list of modules along it, or None."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    path: list[str] = []
+
+    def visit(v: str) -> list[str] | None:
+        state[v] = 1
+        path.append(v)
+        for w in sorted(graph[v]):
+            if state.get(w) == 1:
+                return path[path.index(w):] + [w]
+            if w not in state:
+                found = visit(w)
+                if found:
+                    return found
+        path.pop()
+        state[v] = 2
+        return None
+
+    for v in sorted(graph):
+        if v not in state:
+            found = visit(v)
+            if found:
+                return found
+    return None
+
+
+def part(name: str) -> str:
+    """A module's top-level part: ``fairshare.policies.dff`` -> ``policies``."""
+    pieces = name.split(".")
+    return pieces[1] if len(pieces) > 1 else ""
+
+
+def test_the_walk_sees_imports_inside_functions():
+    # the CLI imports most of its commands lazily, inside functions
+    assert "fairshare.sim.simulator" in GRAPH["fairshare.cli"] or "fairshare.sim" in GRAPH["fairshare.cli"]
+    assert GRAPH["fairshare.policies.base"], "base imports the online seam"
+
+
+def test_find_cycle_finds_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_circle():
+    assert find_cycle(GRAPH) is None
+
+
+def layer_violations(name: str, targets) -> list[str]:
+    """The imports of module ``name`` that go up the layering."""
+    own = part(name)
+    found = []
+    for target in sorted(targets):
+        other = part(target)
+        if own not in LAYER or other not in LAYER or other == own:
+            continue
+        rest = target.split(".", 1)[1]
+        if any(own == a and (rest == b or rest.startswith(b + ".")) for a, b in EXCEPTIONS):
+            continue
+        if LAYER[other] > LAYER[own]:
+            found.append(f"{name} imports {target}: {other} is above {own}")
+    return found
+
+
+def test_layer_check_catches_an_upward_import():
+    assert layer_violations("fairshare.policies.x", {"fairshare.engine.scheduler", "fairshare.model.jobs"}) == [
+        "fairshare.policies.x imports fairshare.engine.scheduler: engine is above policies"]
+    assert layer_violations("fairshare.traces.x", {"fairshare.sim.progress"}) == []  # allowed
+    assert layer_violations("fairshare.traces.x", {"fairshare.sim.simulator"}) != []
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if part(n) in LAYER))
+def test_layers_flow_one_way(name):
+    assert layer_violations(name, GRAPH[name]) == []
