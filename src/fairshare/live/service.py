@@ -33,7 +33,7 @@ from fairshare.live.auth import Principal
 from fairshare.live.commands import CommandBook
 from fairshare.live.config import LiveConfig, QueueEntries, SubmittedJob, parse_jobs, request_problems
 from fairshare.live.loop import SchedulingLoop
-from fairshare.live.queues import apply_queue_changes
+from fairshare.live.queues import apply_queue_tree_changes
 from fairshare.live.store import IdempotencyConflict, PendingCapExceeded, Store, Submission, job_state
 from fairshare.live.views import HISTORY_EVERY_S, FairShares, History, status_doc
 from fairshare.model.cluster import Node
@@ -85,12 +85,15 @@ class LiveService:
         self._wake = threading.Condition()
         self._inbox: deque[tuple[str, Any]] = deque()
         self._nodes: tuple[Node, ...] = tuple(executor.nodes())
-        # raises PolicyModeError for offline policies
+        # the config's tree with the admin's changes since (kept in the store)
+        entries, bounds = apply_queue_tree_changes(config.queues, config.bounds, store.queue_changes())
+        # raises PolicyModeError for offline policies (and with preemption, for policies
+        # without fair shares)
         self.loop = SchedulingLoop(store, executor, commands if commands is not None else CommandBook(),
                                    resources=self.resources, policy=self.policy, placement=placement,
-                                   entries=apply_queue_changes(config.queues, store.queue_changes()),
-                                   nodes=self._nodes, max_attempts=max_attempts, wall_clock=wall_clock,
-                                   record_rounds=record_rounds)
+                                   entries=entries, bounds=bounds, nodes=self._nodes, max_attempts=max_attempts,
+                                   wall_clock=wall_clock, record_rounds=record_rounds,
+                                   preemption=config.preemption)
         self.fair = FairShares(self.policy)
         self.history_samples = History()
         self._thread: threading.Thread | None = None
@@ -263,19 +266,23 @@ class LiveService:
         return out
 
     def update_queues(self, principal: Principal, change: Any) -> dict:
-        """Admin: ``{"weights": {path: w}, "add": [{"path", "weight", "order"}]}``."""
+        """Admin: ``{"weights": {path: w}, "add": [{"path", "weight", "order", "guarantee",
+        "limit"}], "bounds": {path: {"guarantee", "limit"}}}`` (``live.queues``). The
+        guarantees must fit in the capacity of the nodes up now."""
         if not principal.admin:
             raise LiveError(403, FieldError("Authorization", "only the admin token may change the queue tree"))
         with self._lock:
-            entries = self._entries
+            entries, bounds = self._entries, self.loop.bounds
+            capacity = self.scheduler.pool.total_capacity
         try:
-            new_entries = apply_queue_changes(entries, [change], validate=True)
+            new_entries, new_bounds = apply_queue_tree_changes(entries, bounds, [change], validate=True,
+                                                               resources=self.resources, capacity=capacity)
         except ScenarioError as exc:
             raise LiveError(422, exc.errors) from None
         self.store.add_queue_change(change, self.wall_clock())
         done = threading.Event()
         with self._wake:
-            self._inbox.append(("queues", (new_entries, done)))
+            self._inbox.append(("queues", (new_entries, done, new_bounds)))
             self._wake.notify_all()
         done.wait(timeout=10)
         return self.queues()
@@ -286,9 +293,16 @@ class LiveService:
     def status(self) -> dict:
         with self._lock:
             engine = self.loop.engine
+            preemptor = self.loop.preemptor
+            time_below = None
+            if preemptor is not None:
+                preemptor.close(self.now())  # (the time since the last round counts too)
+                time_below = dict(preemptor.time_below)
             return status_doc(engine.snapshot(), engine.scheduler, self.fair.shares, policy=self.policy_name,
                               wall=self.wall_clock(),
-                              decisions_total=self.loop.decisions_before + engine.scheduler.decisions)
+                              decisions_total=self.loop.decisions_before + engine.scheduler.decisions,
+                              fair_allocations=self.fair.allocations, time_below=time_below,
+                              preemptions_total=None if preemptor is None else self.loop.preempted_total)
 
     def history(self) -> list[dict]:
         with self._lock:
@@ -302,10 +316,20 @@ class LiveService:
                 if not worked:
                     with self._wake:
                         if not self._inbox and not self._stop.is_set():
-                            self._wake.wait(self.idle_wait_s)
+                            self._wake.wait(self._idle_wait())
         except BaseException as exc:  # noqa: BLE001 - recorded for /healthz; the process stays up
             log.exception("the scheduling loop stopped")
             self.loop_error = exc
+
+    def _idle_wait(self) -> float:
+        """Seconds to wait for work when a pass found none: ``idle_wait_s`` (the executor
+        is polled that often), and no later than a starved queue's preemption deadline
+        (``Engine.wake_at``, on this service's clock), which no event announces."""
+        with self._lock:
+            wake = self.loop.next_wake()
+        if wake is None:
+            return self.idle_wait_s
+        return max(0.0, min(self.idle_wait_s, wake - self.now()))
 
     def step(self) -> bool:
         """One pass (``live.loop``); returns whether anything happened."""
@@ -313,7 +337,9 @@ class LiveService:
         with self._wake:
             inbox = list(self._inbox)
             self._inbox.clear()
-        if not events and not inbox and not self.loop.deferred and not self._views_due():
+        with self._lock:
+            wake_due = self.loop.wake_due(self.now())
+        if not events and not inbox and not self.loop.deferred and not wake_due and not self._views_due():
             return False
         with self._lock:
             now = self.now()
@@ -328,7 +354,7 @@ class LiveService:
         return self.history_samples.due(self.now(), bool(self.scheduler.tasks))
 
     def _refresh_views(self, now: float) -> None:
-        self.fair.refresh(self.scheduler, self._entries, now)
+        self.fair.refresh(self.scheduler, (self._entries, self.loop.bounds), now)
         if now - self.history_samples.at >= HISTORY_EVERY_S:
             self.history_samples.record(self.status(), now)
 
