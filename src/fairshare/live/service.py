@@ -262,7 +262,8 @@ class LiveService:
         out["spec"] = row.spec
         out["tasks"] = [{"id": t.id, "class": t.class_name, "state": t.state, "node": t.node,
                          "attempts": t.attempts, "started_at": t.started_at, "finished_at": t.finished_at,
-                         "exit_code": t.exit_code, "message": t.message} for t in tasks]
+                         "exit_code": t.exit_code, "message": t.message, "preemptions": t.preemptions}
+                        for t in tasks]
         return out
 
     def update_queues(self, principal: Principal, change: Any) -> dict:
