@@ -157,9 +157,14 @@ def apply_queue_tree_changes(entries: QueueEntries, bounds: QueueBounds, changes
     if resources is not None and capacity is not None and new_bounds and not errors:
         tree = build_tree(new_entries, new_bounds)
         for queue, field, reason in bound_claims_problems(tree, resources, capacity):
-            # (a problem of the root: the top-level guarantees exceed the cluster)
-            name = "bounds" if queue == ROOT else f"{where.get(queue, f'bounds.{queue}')}.{field}"
-            errors.append(FieldError(name, reason))
+            if queue != ROOT:
+                errors.append(FieldError(f"{where.get(queue, f'bounds.{queue}')}.{field}", reason))
+                continue
+            # the top-level guarantees exceed the cluster: name the guarantees of that
+            # resource this change set
+            resource = field.split(".", 1)[1]
+            named = [f"{at}.{field}" for q, at in where.items() if resource in dict(bound_of.get(q, [()])[0])]
+            errors.extend(FieldError(name, reason) for name in named or ["bounds"])
     if errors and validate:
         raise ScenarioError(errors, "request")
     return new_entries, new_bounds

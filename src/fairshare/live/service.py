@@ -63,9 +63,10 @@ class LiveService:
     def __init__(self, config: LiveConfig, store: Store, executor: Executor, *, policy: str = "hdrf",
                  placement: str = "first-fit", max_attempts: int = 3, record_rounds: bool = False,
                  idle_wait_s: float = 0.02, wall_clock: Callable[[], float] = time.time,
-                 commands: CommandBook | None = None):
+                 commands: CommandBook | None = None, clock: Callable[[], float] = time.monotonic):
         """``commands``: where the executor looks up what each task runs (the same book
-        must be given to the executor; ``fairshare serve`` builds it)."""
+        must be given to the executor; ``fairshare serve`` builds it). ``clock``: the
+        monotonic clock of ``now`` (tests move it by hand)."""
         from fairshare.live.metrics import Metrics
 
         self.config = config
@@ -80,7 +81,8 @@ class LiveService:
         self.metrics = Metrics()
         self.resources = config.resources
         self.auth = config.auth
-        self._t0 = time.monotonic()
+        self.clock = clock
+        self._t0 = clock()
         self._lock = threading.RLock()  # the engine's state
         self._wake = threading.Condition()
         self._inbox: deque[tuple[str, Any]] = deque()
@@ -128,7 +130,7 @@ class LiveService:
 
     def now(self) -> float:
         """The scheduler's clock: seconds since this service started."""
-        return time.monotonic() - self._t0
+        return self.clock() - self._t0
 
     def recover(self) -> None:
         """Reload accepted jobs and task states from the store (module docstring)."""
