@@ -341,7 +341,6 @@ def test_on_ray_a_starved_tenant_gets_its_fair_share_by_preemption(tmp_path):
     ``after`` = 2 s, bob must run 4 tasks (his fair share, 4 of 8 CPUs) within after + a few
     seconds, alice's preempted tasks run again later, and every task succeeds exactly once."""
     pytest.importorskip("ray", reason="the live extra (ray) is not installed")
-    from live_helpers import make_config  # noqa: F401 - (the same nodes as config_doc)
     from fairshare.live.ray_executor import RayExecutor
 
     after = 2.0
