@@ -317,9 +317,10 @@ class LiveService:
             while not self._stop.is_set():
                 worked = self.step()
                 if not worked:
+                    wait_s = self._idle_wait()  # (takes the engine's lock: not inside _wake)
                     with self._wake:
                         if not self._inbox and not self._stop.is_set():
-                            self._wake.wait(self._idle_wait())
+                            self._wake.wait(wait_s)
         except BaseException as exc:  # noqa: BLE001 - recorded for /healthz; the process stays up
             log.exception("the scheduling loop stopped")
             self.loop_error = exc
