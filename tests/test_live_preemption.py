@@ -131,6 +131,22 @@ def test_a_queue_limit_caps_it_even_on_an_idle_cluster(tmp_path):
     assert running_by_job(ex) == {str(b): 3, str(a): 5}
 
 
+@pytest.mark.parametrize("policy", ["drf", "hdrf"])
+def test_a_queue_guarantee_is_honoured_when_both_tenants_want_everything(tmp_path, policy):
+    config = parse_config(doc_with(dev={"guarantee": {"cpu": 6}}), "test-config")
+    commands = CommandBook()
+    ex = ManualExecutor(config.nodes, commands)
+    svc = LiveService(config, Store(tmp_path / f"{policy}.db"), ex, policy=policy, commands=commands)
+    svc.recover()
+    (a,) = svc.submit(ALICE, {"jobs": [job("a", "ads.prod", 16, {"cpu": 1})]})
+    (b,) = svc.submit(BOB, {"jobs": [job("b", "dev", 16, {"cpu": 1})]})
+    svc.step()
+    # weights 1:1 would split the 8 CPUs 4:4; dev's guarantee of 6 CPUs lifts it to 6,
+    # ads gets the other 8 - 6 = 2
+    assert running_by_job(ex) == {str(a): 2, str(b): 6}
+    assert svc.queues()["dev"]["guarantee"] == {"cpu": 6.0}
+
+
 @pytest.mark.parametrize("change, field", [
     ({"bounds": {"dev": {"limit": {"cpu": -2}}}}, "bounds.dev.limit.cpu"),
     ({"bounds": {"dev": {"guarantee": {"tpu": 1}}}}, "bounds.dev.guarantee.tpu"),
