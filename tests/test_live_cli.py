@@ -125,8 +125,11 @@ def test_submit_jobs_cancel_queues(server, tmp_path, capsys):
     assert set(queues) == {"ads", "ads.prod", "ads.test", "dev"}
     assert main(["queues", "--server", url, "--token", ADMIN]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split() == ["QUEUE", "WEIGHT", "CURRENT", "FAIR", "RUNNING", "PENDING"]
+    assert table[0].split() == ["QUEUE", "WEIGHT", "CURRENT", "FAIR", "RUNNING", "PENDING", "GUARANTEE", "LIMIT",
+                                "BELOW_FAIR_S"]
     assert [line.split()[0] for line in table[1:]] == ["ads", "ads.prod", "ads.test", "dev"]
+    # no bounds in this config, no preemption: "-" for the guarantee, the limit and the time below
+    assert [line.split()[-3:] for line in table[1:]] == [["-", "-", "-"]] * 4
 
 
 @pytest.mark.parametrize("jobfile_doc, args, status, message", [

@@ -119,8 +119,10 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path):
     assert store.job(1).name == "old"  # kept
     assert store.pending_tasks("alice") == 1  # counted from the rows
     raw = sqlite3.connect(tmp_path / "v1.db")
-    assert raw.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "2"
+    # upgraded to the current version (2: idempotency_keys, 3: the tasks' preemption count)
+    assert raw.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     assert raw.execute("SELECT count(*) FROM idempotency_keys").fetchone()[0] == 0
+    assert store.tasks(1)[0].preemptions == 0
 
 
 def test_pending_counts_follow_every_transition(tmp_path):

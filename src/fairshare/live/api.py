@@ -77,15 +77,30 @@ class SubmitOut(BaseModel):
     ids: list[int]
 
 
+#: a queue's guarantee or limit: resource -> amount (checked like a config's: resources
+#: known, amounts >= 0, guarantees honourable on the nodes up now)
+Amounts = dict[Annotated[str, Field(max_length=MAX_NAME_CHARS)], float]
+
+
 class QueueAdd(_Strict):
     path: str = Field(max_length=MAX_NAME_CHARS)
     weight: float = Field(1.0, gt=0, le=MAX_WEIGHT)
     order: Literal["fair", "fifo"] = "fair"
+    guarantee: Amounts | None = Field(None, description="at least this much while it has demand")
+    limit: Amounts | None = Field(None, description="never more than this")
+
+
+class QueueBoundsIn(_Strict):
+    guarantee: Amounts | None = Field(None, description="replaces the queue's guarantee; null or {} removes it")
+    limit: Amounts | None = Field(None, description="replaces the queue's limit; null or {} removes it")
 
 
 class QueueChangeIn(_Strict):
     weights: dict[str, Annotated[float, Field(gt=0, le=MAX_WEIGHT)]] = Field(default_factory=dict)
     add: list[QueueAdd] = Field(default_factory=list)
+    bounds: dict[str, QueueBoundsIn] = Field(default_factory=dict,
+                                             description="queue path -> new guarantee and/or limit "
+                                                         "(an omitted one is kept)")
 
 
 class ErrorItem(BaseModel):
@@ -123,6 +138,7 @@ class TaskOut(BaseModel):
     finished_at: float | None
     exit_code: int | None
     message: str | None
+    preemptions: int = Field(0, description="attempts stopped by fair-share preemption (counted in attempts)")
 
 
 class JobDetailOut(JobOut):
@@ -137,6 +153,12 @@ class QueueOut(BaseModel):
     fair_dominant_share: float
     running_tasks: int
     pending_tasks: int
+    guarantee: dict[str, float] = Field(default_factory=dict)
+    limit: dict[str, float] = Field(default_factory=dict)
+    fair_share: dict[str, float] = Field(default_factory=dict,
+                                         description="the allocation behind fair_dominant_share, per resource")
+    time_below_fair_share: float | None = Field(None, description="seconds below its fair share by more than the "
+                                                                  "preemption tolerance; null: preemption off")
 
 
 class NodeOut(BaseModel):
@@ -156,6 +178,7 @@ class StatusOut(BaseModel):
     pending_tasks: int
     running_tasks: int
     decisions_total: int
+    preemptions_total: int | None = Field(None, description="attempts preempted; null: preemption off")
     nodes: list[NodeOut]
 
 
@@ -406,12 +429,14 @@ def create_app(service: LiveService) -> FastAPI:
 
     @app.get("/v1/queues", response_model=dict[str, QueueOut], tags=["queues"])
     def get_queues(caller: Caller) -> dict:
-        """Each queue's weight, current and fair dominant share, running and pending tasks."""
+        """Each queue's weight, current and fair dominant share, running and pending tasks, guarantee,
+        limit, fair share and time below it (docs/live.md)."""
         return service.queues()
 
     @app.put("/v1/queues", response_model=dict[str, QueueOut], tags=["queues"])
     def put_queues(body: QueueChangeIn, caller: Caller) -> dict:
-        """Admin only: change weights and add queues at run time (kept across restarts)."""
+        """Admin only: change weights, add queues and set guarantees and limits at run time (kept across
+        restarts)."""
         change = body.model_dump(exclude_unset=True, mode="json")
         problems = request_problems(change)  # NUL or lone surrogates in a queue path
         if problems:

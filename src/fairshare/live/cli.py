@@ -112,6 +112,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         make_policy(args.policy).online(config.resources, config.tree(), (1.0,) * len(config.resources),
                                         nodes=config.nodes)
+        if config.preemption is not None:  # (preemption needs the policy's fair shares)
+            from fairshare.engine.preemption import Preemptor
+
+            Preemptor(config.preemption, make_policy(args.policy), config.resources)
     except PolicyModeError as exc:
         raise ClientError(f"--policy: {exc}") from None
     db_lock = _lock_database(args.db)  # noqa: F841 - held (open) for the life of the process
@@ -331,11 +335,23 @@ def cmd_queues(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(queues, indent=2))
         return EXIT_OK
-    rows = [("QUEUE", "WEIGHT", "CURRENT", "FAIR", "RUNNING", "PENDING")]
+    rows = [("QUEUE", "WEIGHT", "CURRENT", "FAIR", "RUNNING", "PENDING", "GUARANTEE", "LIMIT", "BELOW_FAIR_S")]
     rows += [(path, f"{q['weight']:g}", f"{q['current_dominant_share']:.3f}", f"{q['fair_dominant_share']:.3f}",
-              str(q["running_tasks"]), str(q["pending_tasks"])) for path, q in queues.items()]
+              str(q["running_tasks"]), str(q["pending_tasks"]), _amounts(q.get("guarantee")),
+              _amounts(q.get("limit")), _seconds(q.get("time_below_fair_share")))
+             for path, q in queues.items()]
     _table(rows)
     return EXIT_OK
+
+
+def _amounts(amounts: dict | None) -> str:
+    """``cpu=4,gpu=1``; ``-`` for none (a server of an older version sends no field)."""
+    return ",".join(f"{r}={v:g}" for r, v in amounts.items()) if amounts else "-"
+
+
+def _seconds(value: float | None) -> str:
+    """Seconds below the fair share; ``-`` when preemption is off (null)."""
+    return "-" if value is None else f"{value:.1f}"
 
 
 def _table(rows: list[tuple[str, ...]]) -> None:

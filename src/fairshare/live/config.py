@@ -4,7 +4,11 @@ Both are validated by the scenario loader (``model.loader.parse_scenario``), so 
 to ``POST /v1/jobs`` is checked exactly like a job in a scenario file and its problems
 carry the same paths (``jobs[0].tasks[0].demand.gpu``). What only the live service needs
 is checked here: a ``command`` on every task class, a finite ``count``, demands the
-executor can represent (``DEMAND_RESOLUTION``), and the ``auth`` section.
+executor can represent (``DEMAND_RESOLUTION``), and the ``auth`` section. The config's
+queue ``guarantee``/``limit`` and its ``preemption:`` section are the scenario loader's
+too (same checks, same messages and field paths): the bounds travel beside the queue
+entries (``QueueBounds``) so that job validation (``parse_jobs``) checks jobs against the
+queue tree without re-checking the guarantees against the nodes up at that moment.
 
 ``request_problems`` holds the limits of what one tenant's request may carry (sizes,
 weights, text that is valid Unicode without NUL characters), checked at the edge before
@@ -27,8 +31,9 @@ from fairshare.model.errors import FieldError, ScenarioError
 from fairshare.model.jobs import Job, TaskClass
 from fairshare.model.loader import parse_scenario, read_document
 from fairshare.model.queues import ROOT, QueueTree
+from fairshare.model.scenario import PreemptionConfig
 
-CONFIG_KEYS = {"resources", "cluster", "queues", "auth"}
+CONFIG_KEYS = {"resources", "cluster", "queues", "auth", "preemption"}
 #: one request creates at most this many task rows (a bound on what one call can cost)
 MAX_TASKS_PER_REQUEST = 100_000
 #: Ray keeps resource amounts in fixed point with 4 decimals: a demand above 0 that
@@ -46,6 +51,10 @@ MAX_COMMAND_CHARS = 64 * 1024
 MAX_BODY_BYTES = 8 * 1024 * 1024
 #: the entries of a queue tree: (dotted path, weight, order), parents before children
 QueueEntries = tuple[tuple[str, float, str], ...]
+#: a guarantee or a limit: (resource name, amount) pairs, sorted by name (``QueueNode``'s form)
+BoundPairs = tuple[tuple[str, float], ...]
+#: the queues that have a guarantee or a limit: (path, guarantee, limit), sorted by path
+QueueBounds = tuple[tuple[str, BoundPairs, BoundPairs], ...]
 
 
 @dataclass(frozen=True)
@@ -55,9 +64,27 @@ class LiveConfig:
     queues: QueueEntries
     auth: AuthConfig
     source: str = "<config>"
+    bounds: QueueBounds = ()
+    #: fair-share preemption (the config's ``preemption:`` section); None: off
+    preemption: PreemptionConfig | None = None
 
     def tree(self) -> QueueTree:
-        return QueueTree.build(self.queues)
+        return build_tree(self.queues, self.bounds)
+
+
+def build_tree(entries: QueueEntries, bounds: QueueBounds = ()) -> QueueTree:
+    """The queue tree of these entries, with the guarantees and limits of ``bounds``."""
+    return QueueTree.build(entries, "fair", bounds_mapping(bounds))
+
+
+def bounds_mapping(bounds: QueueBounds) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
+    """``QueueTree.build``'s form of the bounds: path -> (guarantee, limit) mappings."""
+    return {path: (dict(g), dict(lim)) for path, g, lim in bounds}
+
+
+def tree_bounds(tree: QueueTree) -> QueueBounds:
+    """The bounds a queue tree carries, as ``QueueBounds``."""
+    return tuple(sorted((n.path, n.guarantee, n.limit) for n in tree if n.path != ROOT and (n.guarantee or n.limit)))
 
 
 def load_config(path: str | Path) -> LiveConfig:
@@ -71,7 +98,7 @@ def parse_config(data: Any, source: str = "<config>") -> LiveConfig:
     for key in data:
         if key not in CONFIG_KEYS:
             errors.append(FieldError(str(key), f"unknown key (allowed: {', '.join(sorted(CONFIG_KEYS))})"))
-    doc = {k: data[k] for k in ("resources", "cluster", "queues") if k in data}
+    doc = {k: data[k] for k in ("resources", "cluster", "queues", "preemption") if k in data}
     doc["jobs"] = []
     try:
         scenario = parse_scenario(doc, source)
@@ -88,7 +115,8 @@ def parse_config(data: Any, source: str = "<config>") -> LiveConfig:
         raise ScenarioError(FieldError("cluster", "the live service needs discrete `nodes`, not one pooled "
                                                   "`capacity` (tasks run on real nodes)"), source)
     entries = tuple((n.path, n.weight, n.order) for n in scenario.queues if n.path != ROOT)
-    return LiveConfig(scenario.resources, scenario.cluster.nodes, entries, auth, source)
+    return LiveConfig(scenario.resources, scenario.cluster.nodes, entries, auth, source,
+                      tree_bounds(scenario.queues), scenario.preemption)
 
 
 def queue_doc(entries: QueueEntries) -> list[dict]:

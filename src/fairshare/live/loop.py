@@ -22,6 +22,21 @@ each launch, which takes the job's next pending row of that class. An executor e
 therefore names its row directly, and the store, the scheduler and the executor agree
 on every task's id.
 
+Guarantees and limits: the scheduler's queue tree carries the config's (and the admin's)
+bounds, and the scheduler enforces them itself (``engine.bounds``).
+
+Fair-share preemption (the config's ``preemption:`` section): the engine's ``Preemptor``
+runs after each decision round. A victim's row goes back to its job's pending rows the
+moment it is planned (``_LivePreemptor``: the same round may start it again, and its
+task id is its row), the store records the attempt as preempted before the round's
+launches are committed as running (``Store.preempt_tasks``: back to pending, never
+finished, ``--max-attempts`` untouched), and the engine then kills it through the
+executor. The executor still reports the killed attempt's end; that report is fenced
+(``_fenced``: the next report of the row is the killed attempt's, as executors report
+each start exactly once and in start order) so it cannot end the row's next attempt.
+Rounds happen at events; a starved queue's wait ending is one too: ``wake_due`` tells
+the service when ``Engine.wake_at`` has passed, and the pass then applies a ``Wake``.
+
 Failures: a task whose command exits non-zero is re-queued until it has failed
 ``max_attempts`` times, then it is ``failed`` (the scheduler counts it as done, so its
 job can finish). A task lost with its node, or failed by Ray itself (the node went away,
@@ -37,16 +52,18 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from fairshare.engine.events import Event, ExecutorEvent, JobArrived, JobCancelled, NodeAdded, NodeLost, TaskFinished
+from fairshare.engine.events import (Event, ExecutorEvent, JobArrived, JobCancelled, NodeAdded, NodeLost,
+                                     TaskFinished, Wake)
 from fairshare.engine.executor import Executor
-from fairshare.engine.scheduler import Launch, Scheduler
+from fairshare.engine.preemption import Preemption, Preemptor
+from fairshare.engine.scheduler import Launch, RunningTask, Scheduler
 from fairshare.engine.step import Engine
 from fairshare.live.commands import CommandBook
-from fairshare.live.config import QueueEntries, SubmittedJob
+from fairshare.live.config import QueueBounds, QueueEntries, SubmittedJob, build_tree
 from fairshare.live.store import Store
 from fairshare.model.cluster import Node
 from fairshare.model.jobs import Job
-from fairshare.model.queues import QueueTree
+from fairshare.model.scenario import PreemptionConfig
 from fairshare.policies import Policy
 
 log = logging.getLogger(__name__)
@@ -86,13 +103,38 @@ class _GuardedStarts:
         return self.inner.poll()
 
 
+class _LivePreemptor(Preemptor):
+    """The engine's ``Preemptor``, telling the loop about each victim as soon as it is
+    planned: ``Engine.dispatch`` stops every planned victim (``Scheduler.preempt``) and
+    may start its job's tasks again in the same round, taking their ids from the loop's
+    pending rows, so the victim's row must be back among them by then."""
+
+    def __init__(self, config: PreemptionConfig, policy: Policy, resources: tuple[str, ...],
+                 on_victim: Callable[[RunningTask], None]):
+        super().__init__(config, policy, resources)
+        self.on_victim = on_victim
+
+    def round(self, sch, now: float, *, plan_now: bool = True) -> list[Preemption]:
+        planned = super().round(sch, now, plan_now=plan_now)
+        for p in planned:
+            for task_id in p.victims:
+                self.on_victim(sch.tasks[task_id])
+        return planned
+
+    def tree_changed(self) -> None:
+        """A new scheduler with another queue tree: the fair shares are recomputed at the
+        next round (the cache key, ``Scheduler.demand_version``, is the new scheduler's)."""
+        self._key = None
+
+
 class SchedulingLoop:
     """The engine, the jobs it admitted and the store writes of each pass. Only the
     scheduling thread calls it (the service holds its lock around every pass)."""
 
     def __init__(self, store: Store, executor: Executor, commands: CommandBook, *, resources: tuple[str, ...],
                  policy: Policy, placement: str, entries: QueueEntries, nodes: tuple[Node, ...],
-                 max_attempts: int, wall_clock: Callable[[], float], record_rounds: bool = False):
+                 max_attempts: int, wall_clock: Callable[[], float], record_rounds: bool = False,
+                 bounds: QueueBounds = (), preemption: PreemptionConfig | None = None):
         self.store = store
         self.commands = commands
         self.resources = resources
@@ -101,6 +143,7 @@ class SchedulingLoop:
         self.max_attempts = max_attempts
         self.wall_clock = wall_clock
         self.entries = entries
+        self.bounds = bounds
         self.deferred: list[ExecutorEvent] = []  # failures of starts, applied next pass
         self.executor = _GuardedStarts(executor, self.deferred)
         self.jobs: dict[int, _JobInfo] = {}
@@ -109,8 +152,15 @@ class SchedulingLoop:
         #: with ``record_rounds``: every pass that did something, as ``(now, events applied)``
         #: (``engine.step.run_rounds`` replays them)
         self.rounds: list[tuple[float, list[Event]]] | None = [] if record_rounds else None
-        # raises PolicyModeError for offline policies
-        self.engine = Engine(self._new_scheduler(nodes), self.executor)
+        #: task row id -> reports still to come from attempts killed by preemption
+        self._fenced: dict[int, int] = {}
+        self.preempted_total = 0  # attempts stopped by preemption in this process
+        self._woken_for: float | None = None  # the ``wake_at`` a Wake was applied for
+        # raises PolicyModeError for offline policies (and, with preemption, for policies
+        # without a static allocation: no fair shares to preempt for)
+        self.preemptor = None if preemption is None else \
+            _LivePreemptor(preemption, policy, resources, self._victim_planned)
+        self.engine = Engine(self._new_scheduler(nodes), self.executor, self.preemptor)
 
     @property
     def scheduler(self) -> Scheduler:
@@ -124,6 +174,11 @@ class SchedulingLoop:
         wall = self.wall_clock()
         applied = self._apply_events(events, now, wall)
         applied += self._apply_inbox(inbox, now, wall)
+        if self.wake_due(now):
+            self._woken_for = self.engine.wake_at()
+            wake = Wake()
+            self.engine.apply(wake, now)
+            applied.append(wake)
         t = time.perf_counter()
         launches = self.engine.decide(now, lambda ls: self._commit(ls, wall))
         elapsed = time.perf_counter() - t
@@ -131,7 +186,33 @@ class SchedulingLoop:
             self.rounds.append((now, applied))
         return launches, elapsed
 
+    def next_wake(self) -> float | None:
+        """When a starved queue's wait for preemption ends (``Engine.wake_at``), unless a
+        round was already held for that deadline: a queue still starved after it, with
+        nothing to preempt, waits for the next event (as in the simulator, one round per
+        deadline)."""
+        wake = self.engine.wake_at()
+        return None if wake is None or wake == self._woken_for else wake
+
+    def wake_due(self, now: float) -> bool:
+        """``next_wake`` has come."""
+        wake = self.next_wake()
+        return wake is not None and now >= wake
+
+    def _victim_planned(self, task: RunningTask) -> None:
+        """A task chosen for preemption: its row is pending again (first of its class),
+        and the report of the attempt about to be killed is fenced."""
+        self.jobs[int(task.job)].pending_rows[task.class_index].appendleft(task.task_id)
+        self._fenced[task.task_id] = self._fenced.get(task.task_id, 0) + 1
+
     def _commit(self, launches: list[Launch], wall: float) -> None:
+        preempted = [(task.task_id, f"preempted for job {p.job} on {p.node}")
+                     for p in self.engine.last_preempted for task in p.victims]
+        if preempted:  # (before the launches: a victim may start again in this round)
+            self.store.preempt_tasks(preempted, wall)
+            self.preempted_total += len(preempted)
+            log.info("preempted %d task(s) for %s", len(preempted),
+                     ", ".join(sorted({f"job {p.job}" for p in self.engine.last_preempted})))
         if launches:  # committed before anything runs
             self.store.mark_running([(la.task_id, la.node) for la in launches], wall)
 
@@ -146,6 +227,13 @@ class SchedulingLoop:
         touched: set[int] = set()
         engine = self.engine
         for ev in events:
+            if isinstance(ev, TaskFinished) and self._fenced.get(ev.task_id):
+                # the end of an attempt killed by preemption (module docstring), not of
+                # the row's current attempt
+                self._fenced[ev.task_id] -= 1
+                if not self._fenced[ev.task_id]:
+                    del self._fenced[ev.task_id]
+                continue
             if isinstance(ev, TaskFinished):
                 task = self.scheduler.tasks.get(ev.task_id)
                 if task is None:
@@ -218,8 +306,10 @@ class SchedulingLoop:
                     applied.append(cancel)
                     self._check_finished(payload, wall)
             elif kind == "queues":
-                entries, done = payload
-                self._rebuild(entries, now)
+                # (entries, done) or (entries, done, bounds): a tree without new bounds
+                # keeps the current ones
+                entries, done, *bounds = payload
+                self._rebuild(entries, now, bounds[0] if bounds else self.bounds)
                 done.set()
         return applied
 
@@ -240,11 +330,13 @@ class SchedulingLoop:
             self.commands.forget(str(job_id))
 
     # --- queue-tree changes ---------------------------------------------------------------------
-    def _rebuild(self, entries: QueueEntries, now: float) -> None:
+    def _rebuild(self, entries: QueueEntries, now: float, bounds: QueueBounds = ()) -> None:
         """A new queue tree: a new scheduler holding the same jobs and running tasks (each
-        adopted with its own id, in launch order)."""
+        adopted with its own id, in launch order). The preemptor is kept (its starvation
+        timers and time below fair share go on)."""
         old = self.scheduler
         self.entries = entries
+        self.bounds = bounds
         new = self._new_scheduler(tuple(st.node for st in old.pool.states))
         for st in old.pool.states:
             if not st.alive:
@@ -264,11 +356,13 @@ class SchedulingLoop:
             if rt.cancelled:
                 new.cancel(name, now)
         self.decisions_before += old.decisions
-        self.engine = Engine(new, self.executor)
+        if self.preemptor is not None:
+            self.preemptor.tree_changed()
+        self.engine = Engine(new, self.executor, self.preemptor)
         self.engine.mark_undecided()
 
     def _new_scheduler(self, nodes: tuple[Node, ...]) -> Scheduler:
-        return Scheduler(self.resources, nodes, QueueTree.build(self.entries), self.policy,
+        return Scheduler(self.resources, nodes, build_tree(self.entries, self.bounds), self.policy,
                          placement=self.placement, task_ids=self._next_row)
 
 

@@ -209,6 +209,11 @@ def render(snapshot: DecisionLatencySnapshot, status: Mapping[str, Any]) -> str:
     page.sample(f"{name}_sum", snapshot.latency_sum_s)
     page.sample(f"{name}_count", snapshot.decisions_total)
 
+    page.family("fairshare_preemptions_total", "counter",
+                "Task attempts stopped by fair-share preemption since the service started "
+                "(0 when preemption is off).")
+    page.sample("fairshare_preemptions_total", _number(status.get("preemptions_total") or 0))
+
     queues: Mapping[str, Mapping[str, Any]] = status.get("queues") or {}
     queue_paths = sorted(queues)
 

@@ -4,6 +4,19 @@
 with ``validate=True`` (every problem raises ``ScenarioError`` with its field path), and
 the service replays the stored changes through it at start, so a restarted service has
 the tree the previous one ended with.
+
+A change document (JSON, stored as sent)::
+
+    {"weights": {path: weight},
+     "add": [{"path": ..., "weight": 1, "order": "fair", "guarantee": {...}, "limit": {...}}],
+     "bounds": {path: {"guarantee": {...} | null, "limit": {...} | null}}}
+
+``guarantee`` and ``limit`` are checked as in a config or scenario file (amounts: the
+loader's ``amounts``; resources known and every guarantee honourable:
+``queues.bound_claims_problems`` against the service's capacity). Under ``bounds`` a
+listed ``guarantee`` or ``limit`` replaces the queue's (null or {} removes it), an omitted
+one is kept. Documents of older versions (``weights`` and ``add`` of path, weight, order)
+mean what they meant.
 """
 
 from __future__ import annotations
@@ -11,24 +24,44 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from fairshare.live.config import QueueEntries
+from collections.abc import Sequence
+
+from fairshare.live.config import BoundPairs, QueueBounds, QueueEntries, build_tree
 from fairshare.model.errors import FieldError, ScenarioError
 from fairshare.model.loader import ORDERS
-from fairshare.model.queues import ROOT
+from fairshare.model.loader_fields import Collector, amounts
+from fairshare.model.queues import ROOT, bound_claims_problems
+
+CHANGE_KEYS = ("add", "bounds", "weights")
+ADD_KEYS = ("guarantee", "limit", "order", "path", "weight")
+BOUND_KEYS = ("guarantee", "limit")
 
 
 def apply_queue_changes(entries: QueueEntries, changes: list[Any], *, validate: bool = False) -> QueueEntries:
-    """The queue entries after admin changes (``LiveService.update_queues``); with ``validate`` every
-    problem raises ``ScenarioError`` with its field path."""
+    """The queue entries after admin changes, bounds aside (``apply_queue_tree_changes``)."""
+    return apply_queue_tree_changes(entries, (), changes, validate=validate)[0]
+
+
+def apply_queue_tree_changes(entries: QueueEntries, bounds: QueueBounds, changes: list[Any], *,
+                             validate: bool = False, resources: Sequence[str] | None = None,
+                             capacity: Sequence[float] | None = None) -> tuple[QueueEntries, QueueBounds]:
+    """The queue entries and bounds after admin changes (``LiveService.update_queues``);
+    with ``validate`` every problem raises ``ScenarioError`` with its field path. Given
+    ``resources`` and ``capacity``, the resulting bounds are checked against them
+    (``bound_claims_problems``); a stored change replayed at start is not (it was checked
+    when it was made, and nodes come and go)."""
     errors: list[FieldError] = []
     out = [list(e) for e in entries]
+    bound_of: dict[str, list[BoundPairs]] = {path: [g, lim] for path, g, lim in bounds}
+    #: queue path -> where this change set its bounds (for the claims' field paths)
+    where: dict[str, str] = {}
     for change in changes:
         if not isinstance(change, dict):
-            errors.append(FieldError("", "must be an object with `weights` and/or `add`"))
+            errors.append(FieldError("", "must be an object with `weights`, `add` and/or `bounds`"))
             continue
         for key in change:
-            if key not in ("weights", "add"):
-                errors.append(FieldError(str(key), "unknown key (allowed: add, weights)"))
+            if key not in CHANGE_KEYS:
+                errors.append(FieldError(str(key), f"unknown key (allowed: {', '.join(CHANGE_KEYS)})"))
         add = change.get("add", [])
         if not isinstance(add, list):
             errors.append(FieldError("add", "must be a list of {path, weight, order}"))
@@ -39,8 +72,8 @@ def apply_queue_changes(entries: QueueEntries, changes: list[Any], *, validate: 
                 errors.append(FieldError(p, "must be an object with path, weight, order"))
                 continue
             for key in q:
-                if key not in ("path", "weight", "order"):
-                    errors.append(FieldError(f"{p}.{key}", "unknown key (allowed: order, path, weight)"))
+                if key not in ADD_KEYS:
+                    errors.append(FieldError(f"{p}.{key}", f"unknown key (allowed: {', '.join(ADD_KEYS)})"))
             path = q.get("path")
             paths = {e[0] for e in out}
             if not isinstance(path, str) or not path or any(not part for part in path.split(".")):
@@ -62,6 +95,13 @@ def apply_queue_changes(entries: QueueEntries, changes: list[Any], *, validate: 
             if order not in ORDERS:  # (the scenario loader's orders)
                 errors.append(FieldError(f"{p}.order", f"must be {' or '.join(ORDERS)}, got {order!r}"))
                 continue
+            guarantee, limit = _bound(q.get("guarantee"), f"{p}.guarantee", errors), \
+                _bound(q.get("limit"), f"{p}.limit", errors)
+            if guarantee is None or limit is None:
+                continue
+            if guarantee or limit:
+                bound_of[path] = [guarantee, limit]
+                where[path] = p
             # after its parent's subtree, so parents stay before children
             at = max((k for k, e in enumerate(out) if e[0] == parent or e[0].startswith(parent + ".")),
                      default=len(out) - 1) + 1 if parent != ROOT else len(out)
@@ -81,6 +121,61 @@ def apply_queue_changes(entries: QueueEntries, changes: list[Any], *, validate: 
                 errors.append(FieldError(p, f"must be a positive number, got {weight!r}"))
                 continue
             match[0][1] = float(weight)
+        changed = change.get("bounds", {})
+        if not isinstance(changed, dict):
+            errors.append(FieldError("bounds", "must be an object {queue path: {guarantee, limit}}"))
+            changed = {}
+        paths = {e[0] for e in out}
+        for path, spec in changed.items():
+            p = f"bounds.{path}"
+            if path not in paths:
+                errors.append(FieldError(p, f"unknown queue {path!r}"))
+                continue
+            if not isinstance(spec, dict):
+                errors.append(FieldError(p, "must be an object with guarantee and/or limit"))
+                continue
+            bad = [key for key in spec if key not in BOUND_KEYS]
+            for key in bad:
+                errors.append(FieldError(f"{p}.{key}", f"unknown key (allowed: {', '.join(BOUND_KEYS)})"))
+            current = bound_of.get(path, [(), ()])
+            new = list(current)
+            for k, key in enumerate(BOUND_KEYS):
+                if key in spec:
+                    got = _bound(spec[key], f"{p}.{key}", errors)
+                    if got is not None:
+                        new[k] = got
+            if bad or new == current:
+                continue
+            if new[0] or new[1]:
+                bound_of[path] = new
+            else:
+                bound_of.pop(path, None)
+            where[path] = p
+    new_entries = tuple((e[0], e[1], e[2]) for e in out)
+    new_bounds: QueueBounds = tuple(sorted((path, g, lim) for path, (g, lim) in bound_of.items()
+                                           if path in {e[0] for e in out}))
+    if resources is not None and capacity is not None and new_bounds and not errors:
+        tree = build_tree(new_entries, new_bounds)
+        for queue, field, reason in bound_claims_problems(tree, resources, capacity):
+            if queue != ROOT:
+                errors.append(FieldError(f"{where.get(queue, f'bounds.{queue}')}.{field}", reason))
+                continue
+            # the top-level guarantees exceed the cluster: name the guarantees of that
+            # resource this change set
+            resource = field.split(".", 1)[1]
+            named = [f"{at}.{field}" for q, at in where.items() if resource in dict(bound_of.get(q, [()])[0])]
+            errors.extend(FieldError(name, reason) for name in named or ["bounds"])
     if errors and validate:
         raise ScenarioError(errors, "request")
-    return tuple((e[0], e[1], e[2]) for e in out)
+    return new_entries, new_bounds
+
+
+def _bound(raw: Any, path: str, errors: list[FieldError]) -> BoundPairs | None:
+    """A ``guarantee`` or ``limit`` (resource -> amount >= 0; null: none), checked by the
+    scenario loader's ``amounts`` (same messages); None when it has problems."""
+    if raw is None:
+        return ()
+    col = Collector()
+    got = amounts(col, raw, path, lambda _name: None)
+    errors.extend(col.errors)
+    return None if got is None else tuple(sorted(got.items()))

@@ -191,15 +191,28 @@ class RayExecutor:
         return events + finished
 
     def kill(self, task_id: int) -> None:
+        """Cancel the task's Ray task, forcefully, and report its end at once (the next
+        ``poll``), forgetting its object ref: the task id may be started again before
+        Ray resolves the cancelled ref (a preempted task whose id is its store row), and
+        that late resolution must not be taken for the new start's end. A task that has
+        already ended is left to ``poll`` (its real end is reported)."""
         with self._lock:
             ref = self._by_task.get(task_id)
-        if ref is not None:
-            try:
-                # force: the worker process is killed, and with it the command (its
-                # parent-death signal); a polite cancel does not reach a blocked subprocess
-                self.ray.cancel(ref, force=True)
-            except Exception as exc:  # noqa: BLE001 - the task may be finishing right now
-                log.debug("cancel of task %s: %s", task_id, exc)
+        if ref is None:
+            return
+        ready, _ = self.ray.wait([ref], num_returns=1, timeout=0, fetch_local=False)
+        if ready:
+            return
+        with self._lock:
+            self._by_task.pop(task_id, None)
+            self._refs.pop(ref, None)
+        try:
+            # force: the worker process is killed, and with it the command (its
+            # parent-death signal); a polite cancel does not reach a blocked subprocess
+            self.ray.cancel(ref, force=True)
+        except Exception as exc:  # noqa: BLE001 - the task may be finishing right now
+            log.debug("cancel of task %s: %s", task_id, exc)
+        self._pending_events.append(TaskFinished(task_id, ok=False, reason="cancelled"))
 
     def running(self) -> int:
         with self._lock:

@@ -33,7 +33,7 @@ from fairshare.live.auth import Principal
 from fairshare.live.commands import CommandBook
 from fairshare.live.config import LiveConfig, QueueEntries, SubmittedJob, parse_jobs, request_problems
 from fairshare.live.loop import SchedulingLoop
-from fairshare.live.queues import apply_queue_changes
+from fairshare.live.queues import apply_queue_tree_changes
 from fairshare.live.store import IdempotencyConflict, PendingCapExceeded, Store, Submission, job_state
 from fairshare.live.views import HISTORY_EVERY_S, FairShares, History, status_doc
 from fairshare.model.cluster import Node
@@ -63,9 +63,10 @@ class LiveService:
     def __init__(self, config: LiveConfig, store: Store, executor: Executor, *, policy: str = "hdrf",
                  placement: str = "first-fit", max_attempts: int = 3, record_rounds: bool = False,
                  idle_wait_s: float = 0.02, wall_clock: Callable[[], float] = time.time,
-                 commands: CommandBook | None = None):
+                 commands: CommandBook | None = None, clock: Callable[[], float] = time.monotonic):
         """``commands``: where the executor looks up what each task runs (the same book
-        must be given to the executor; ``fairshare serve`` builds it)."""
+        must be given to the executor; ``fairshare serve`` builds it). ``clock``: the
+        monotonic clock of ``now`` (tests move it by hand)."""
         from fairshare.live.metrics import Metrics
 
         self.config = config
@@ -80,17 +81,21 @@ class LiveService:
         self.metrics = Metrics()
         self.resources = config.resources
         self.auth = config.auth
-        self._t0 = time.monotonic()
+        self.clock = clock
+        self._t0 = clock()
         self._lock = threading.RLock()  # the engine's state
         self._wake = threading.Condition()
         self._inbox: deque[tuple[str, Any]] = deque()
         self._nodes: tuple[Node, ...] = tuple(executor.nodes())
-        # raises PolicyModeError for offline policies
+        # the config's tree with the admin's changes since (kept in the store)
+        entries, bounds = apply_queue_tree_changes(config.queues, config.bounds, store.queue_changes())
+        # raises PolicyModeError for offline policies (and with preemption, for policies
+        # without fair shares)
         self.loop = SchedulingLoop(store, executor, commands if commands is not None else CommandBook(),
                                    resources=self.resources, policy=self.policy, placement=placement,
-                                   entries=apply_queue_changes(config.queues, store.queue_changes()),
-                                   nodes=self._nodes, max_attempts=max_attempts, wall_clock=wall_clock,
-                                   record_rounds=record_rounds)
+                                   entries=entries, bounds=bounds, nodes=self._nodes, max_attempts=max_attempts,
+                                   wall_clock=wall_clock, record_rounds=record_rounds,
+                                   preemption=config.preemption)
         self.fair = FairShares(self.policy)
         self.history_samples = History()
         self._thread: threading.Thread | None = None
@@ -125,7 +130,7 @@ class LiveService:
 
     def now(self) -> float:
         """The scheduler's clock: seconds since this service started."""
-        return time.monotonic() - self._t0
+        return self.clock() - self._t0
 
     def recover(self) -> None:
         """Reload accepted jobs and task states from the store (module docstring)."""
@@ -259,23 +264,28 @@ class LiveService:
         out["spec"] = row.spec
         out["tasks"] = [{"id": t.id, "class": t.class_name, "state": t.state, "node": t.node,
                          "attempts": t.attempts, "started_at": t.started_at, "finished_at": t.finished_at,
-                         "exit_code": t.exit_code, "message": t.message} for t in tasks]
+                         "exit_code": t.exit_code, "message": t.message, "preemptions": t.preemptions}
+                        for t in tasks]
         return out
 
     def update_queues(self, principal: Principal, change: Any) -> dict:
-        """Admin: ``{"weights": {path: w}, "add": [{"path", "weight", "order"}]}``."""
+        """Admin: ``{"weights": {path: w}, "add": [{"path", "weight", "order", "guarantee",
+        "limit"}], "bounds": {path: {"guarantee", "limit"}}}`` (``live.queues``). The
+        guarantees must fit in the capacity of the nodes up now."""
         if not principal.admin:
             raise LiveError(403, FieldError("Authorization", "only the admin token may change the queue tree"))
         with self._lock:
-            entries = self._entries
+            entries, bounds = self._entries, self.loop.bounds
+            capacity = self.scheduler.pool.total_capacity
         try:
-            new_entries = apply_queue_changes(entries, [change], validate=True)
+            new_entries, new_bounds = apply_queue_tree_changes(entries, bounds, [change], validate=True,
+                                                               resources=self.resources, capacity=capacity)
         except ScenarioError as exc:
             raise LiveError(422, exc.errors) from None
         self.store.add_queue_change(change, self.wall_clock())
         done = threading.Event()
         with self._wake:
-            self._inbox.append(("queues", (new_entries, done)))
+            self._inbox.append(("queues", (new_entries, done, new_bounds)))
             self._wake.notify_all()
         done.wait(timeout=10)
         return self.queues()
@@ -286,9 +296,16 @@ class LiveService:
     def status(self) -> dict:
         with self._lock:
             engine = self.loop.engine
+            preemptor = self.loop.preemptor
+            time_below = None
+            if preemptor is not None:
+                preemptor.close(self.now())  # (the time since the last round counts too)
+                time_below = dict(preemptor.time_below)
             return status_doc(engine.snapshot(), engine.scheduler, self.fair.shares, policy=self.policy_name,
                               wall=self.wall_clock(),
-                              decisions_total=self.loop.decisions_before + engine.scheduler.decisions)
+                              decisions_total=self.loop.decisions_before + engine.scheduler.decisions,
+                              fair_allocations=self.fair.allocations, time_below=time_below,
+                              preemptions_total=None if preemptor is None else self.loop.preempted_total)
 
     def history(self) -> list[dict]:
         with self._lock:
@@ -300,12 +317,23 @@ class LiveService:
             while not self._stop.is_set():
                 worked = self.step()
                 if not worked:
+                    wait_s = self._idle_wait()  # (takes the engine's lock: not inside _wake)
                     with self._wake:
                         if not self._inbox and not self._stop.is_set():
-                            self._wake.wait(self.idle_wait_s)
+                            self._wake.wait(wait_s)
         except BaseException as exc:  # noqa: BLE001 - recorded for /healthz; the process stays up
             log.exception("the scheduling loop stopped")
             self.loop_error = exc
+
+    def _idle_wait(self) -> float:
+        """Seconds to wait for work when a pass found none: ``idle_wait_s`` (the executor
+        is polled that often), and no later than a starved queue's preemption deadline
+        (``Engine.wake_at``, on this service's clock), which no event announces."""
+        with self._lock:
+            wake = self.loop.next_wake()
+        if wake is None:
+            return self.idle_wait_s
+        return max(0.0, min(self.idle_wait_s, wake - self.now()))
 
     def step(self) -> bool:
         """One pass (``live.loop``); returns whether anything happened."""
@@ -313,7 +341,9 @@ class LiveService:
         with self._wake:
             inbox = list(self._inbox)
             self._inbox.clear()
-        if not events and not inbox and not self.loop.deferred and not self._views_due():
+        with self._lock:
+            wake_due = self.loop.wake_due(self.now())
+        if not events and not inbox and not self.loop.deferred and not wake_due and not self._views_due():
             return False
         with self._lock:
             now = self.now()
@@ -328,7 +358,7 @@ class LiveService:
         return self.history_samples.due(self.now(), bool(self.scheduler.tasks))
 
     def _refresh_views(self, now: float) -> None:
-        self.fair.refresh(self.scheduler, self._entries, now)
+        self.fair.refresh(self.scheduler, (self._entries, self.loop.bounds), now)
         if now - self.history_samples.at >= HISTORY_EVERY_S:
             self.history_samples.record(self.status(), now)
 

@@ -16,10 +16,13 @@ The rules that make a restart safe (``LiveService.recover``):
   process; the service decides whether it is adopted or re-queued (docs/live.md).
 
 Task states: ``pending`` -> ``running`` -> ``succeeded`` | ``failed`` (attempts used up) |
-``pending`` again (its node died, or it failed with attempts left); ``pending`` or
-``running`` -> ``cancelled``. The schema is versioned in ``meta.schema_version``; a
-database of version 1 is upgraded in place (version 2 adds ``idempotency_keys``), any
-other version is refused rather than guessed at.
+``pending`` again (its node died, it failed with attempts left, or it was preempted);
+``pending`` or ``running`` -> ``cancelled``. A preempted attempt is never finished: the
+task goes back to ``pending`` with its ``preemptions`` count up by one and a
+``preempted`` event (``preempt_tasks``); its ``attempts`` counts every start, preempted
+ones included. The schema is versioned in ``meta.schema_version``; older databases are
+upgraded in place (version 2 adds ``idempotency_keys``, version 3 ``tasks.preemptions``),
+any other version is refused rather than guessed at.
 
 Submissions go through one writer thread (``submit``): it takes every submission
 waiting, commits them all in one transaction and only then answers each one, so many
@@ -46,7 +49,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: a batch of the writer stops growing at this many task rows (one transaction's size)
 MAX_BATCH_TASKS = 100_000
 TASK_STATES = ("pending", "running", "succeeded", "failed", "cancelled")
@@ -107,6 +110,11 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
 """
 #: what upgrades a database of version 1 (every table of 1 is unchanged in 2)
 _V1_TO_V2 = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS idempotency_keys"):]
+#: what upgrades a database of version 2 (the tasks' preemption count; old rows: 0)
+_V2_TO_V3 = "ALTER TABLE tasks ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0;"
+_UPGRADES = {"1": _V1_TO_V2 + _V2_TO_V3, "2": _V2_TO_V3}
+#: a new database: the tables of version 2, upgraded (one way to every version's tables)
+_SCHEMA_CURRENT = _SCHEMA + _V2_TO_V3
 
 
 class StoreError(RuntimeError):
@@ -179,6 +187,7 @@ class TaskRow:
     finished_at: float | None
     exit_code: int | None
     message: str | None
+    preemptions: int = 0
 
 
 class Store:
@@ -225,8 +234,8 @@ class Store:
                     "SELECT name FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
                 if row is not None:
                     got = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-                    if got is not None and got[0] == "1":
-                        self._db.executescript(f"BEGIN IMMEDIATE; {_V1_TO_V2} UPDATE meta SET value="
+                    if got is not None and got[0] in _UPGRADES:
+                        self._db.executescript(f"BEGIN IMMEDIATE; {_UPGRADES[got[0]]} UPDATE meta SET value="
                                                f"'{SCHEMA_VERSION}' WHERE key='schema_version'; COMMIT;")
                         return
                     if got is None or int(got[0]) != SCHEMA_VERSION:
@@ -237,7 +246,7 @@ class Store:
                 if others:
                     raise StoreError(f"{self.path}: not a fairshare database (it has other tables)")
                 # one script, one transaction: a crash half-way leaves no half-made schema
-                self._db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} INSERT INTO meta(key, value) "
+                self._db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA_CURRENT} INSERT INTO meta(key, value) "
                                        f"VALUES('schema_version', '{SCHEMA_VERSION}'); COMMIT;")
             except sqlite3.DatabaseError as exc:
                 raise StoreError(f"{self.path}: {exc}") from None
@@ -529,6 +538,23 @@ class Store:
                            (state, exit_code, message, finished, task_id))
                 db.execute("INSERT INTO events(time, kind, task_id, detail) VALUES(?, ?, ?, ?)",
                            (now, "requeued" if state == "pending" else state, task_id, message))
+        self._committed(deltas)
+
+    def preempt_tasks(self, preempted: Sequence[tuple[int, str]], now: float) -> None:
+        """``(task row id, message)``: running tasks stopped by fair-share preemption go
+        back to ``pending``, one transaction. The attempt is not finished (no exit code,
+        no end time); ``preemptions`` + 1 and a ``preempted`` event record it."""
+        deltas: dict[str, int] = {}
+        with self._tx() as db:
+            for task_id, message in preempted:
+                back = db.execute("UPDATE tasks SET state='pending', preemptions=preemptions+1, message=?, "
+                                  "exit_code=NULL, finished_at=NULL WHERE id=? AND state='running' "
+                                  "RETURNING job_id", (message, task_id)).fetchone()
+                if back is not None:
+                    tenant = self._tenant(db, back[0])
+                    deltas[tenant] = deltas.get(tenant, 0) + 1
+                db.execute("INSERT INTO events(time, kind, task_id, detail) VALUES(?, 'preempted', ?, ?)",
+                           (now, task_id, message))
         self._committed(deltas)
 
     def requeue_running(self, now: float) -> list[int]:

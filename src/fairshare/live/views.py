@@ -30,16 +30,27 @@ FAIR_SHARE_EVERY_S = 0.5
 
 
 def status_doc(snapshot: Snapshot, scheduler: Scheduler, fair: dict[str, float], *, policy: str,
-               wall: float, decisions_total: int) -> dict:
-    """The ``/v1/status`` document."""
+               wall: float, decisions_total: int, fair_allocations: dict[str, tuple[float, ...]] | None = None,
+               time_below: dict[str, float] | None = None, preemptions_total: int | None = None) -> dict:
+    """The ``/v1/status`` document. Per queue: its ``guarantee`` and ``limit`` (resource ->
+    amount, {} when none), its ``fair_share`` (the allocation behind
+    ``fair_dominant_share``, resource -> amount) and ``time_below_fair_share`` (seconds,
+    from the preemptor; None when preemption is off). ``preemptions_total``: attempts
+    preempted since the start (None when preemption is off)."""
     resources = scheduler.resources
     capacity = snapshot.capacity
     tree = scheduler.queues
+    fair_allocations = fair_allocations or {}
+    zero = (0.0,) * len(resources)
     queues = {}
     for path, q in snapshot.queues.items():
-        queues[path] = {"weight": tree[path].weight, "current_dominant_share": q.dominant_share,
+        node = tree[path]
+        queues[path] = {"weight": node.weight, "current_dominant_share": q.dominant_share,
                         "fair_dominant_share": fair.get(path, 0.0),
-                        "running_tasks": q.running, "pending_tasks": snapshot.pending_queues[path]}
+                        "running_tasks": q.running, "pending_tasks": snapshot.pending_queues[path],
+                        "guarantee": dict(node.guarantee), "limit": dict(node.limit),
+                        "fair_share": dict(zip(resources, fair_allocations.get(path, zero))),
+                        "time_below_fair_share": None if time_below is None else time_below.get(path, 0.0)}
     nodes = [{"name": n.name, "alive": n.alive, "capacity": dict(zip(resources, n.capacity)),
               "used": dict(zip(resources, n.used))} for n in snapshot.nodes]
     cluster = snapshot.cluster
@@ -53,6 +64,7 @@ def status_doc(snapshot: Snapshot, scheduler: Scheduler, fair: dict[str, float],
         "pending_tasks": snapshot.pending,
         "running_tasks": cluster.running,
         "decisions_total": decisions_total,
+        "preemptions_total": preemptions_total,
         "nodes": nodes,
     }
 
@@ -66,6 +78,8 @@ class FairShares:
     def __init__(self, policy: Policy):
         self.policy = policy
         self.shares: dict[str, float] = {}
+        #: the allocation behind each share (queue path -> amount per resource)
+        self.allocations: dict[str, tuple[float, ...]] = {}
         self.key: tuple | None = None
         self.at = -math.inf  # when last computed (service clock)
 
@@ -78,13 +92,14 @@ class FairShares:
                               for name, rt in scheduler.jobs.items() if rt.finished_at is None and not rt.cancelled))
         key = (active, scheduler.pool.total_capacity, entries)
         if key != self.key and now - self.at >= FAIR_SHARE_EVERY_S:
-            self.shares = self._compute(scheduler, active)
+            self.shares, self.allocations = self._compute(scheduler, active)
             self.key = key
             self.at = now
 
-    def _compute(self, sch: Scheduler, active: tuple[tuple[str, tuple[int, ...]], ...]) -> dict[str, float]:
+    def _compute(self, sch: Scheduler, active: tuple[tuple[str, tuple[int, ...]], ...]
+                 ) -> tuple[dict[str, float], dict[str, tuple[float, ...]]]:
         if not active:
-            return {}
+            return {}, {}
         capacity = sch.pool.total_capacity
         nodes = tuple(st.node for st in sch.pool.states if st.alive)
         jobs = []
@@ -98,8 +113,10 @@ class FairShares:
             alloc = self.policy.allocate(scenario, respect_counts=True)
         except Exception as exc:  # noqa: BLE001 - a view must not stop scheduling
             log.warning("fair shares not computed: %s", exc)
-            return {}
-        return {path: qa.dominant_share for path, qa in alloc.queues.items() if path != ROOT}
+            return {}, {}
+        queues = {path: qa for path, qa in alloc.queues.items() if path != ROOT}
+        return ({path: qa.dominant_share for path, qa in queues.items()},
+                {path: tuple(qa.allocation) for path, qa in queues.items()})
 
 
 class History:
