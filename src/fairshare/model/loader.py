@@ -7,7 +7,7 @@ The core below assumes a valid :class:`Scenario` and only asserts invariants.
 This module reads the file (YAML or JSON, duplicate keys refused) and runs the sections
 in order, each in its own module: ``loader_cluster`` (``resources:``, ``cluster:``,
 devices), ``loader_queues``, ``loader_jobs`` (jobs, task classes, durations,
-constraints), ``loader_events``; ``loader_fields`` holds the error collector and value
+constraints), ``loader_events``, ``loader_preemption``; ``loader_fields`` holds the error collector and value
 checks they share. The cross-field checks that need several sections (a resource not in
 ``resources:``, a demand no node can hold) run here once every section has been read.
 """
@@ -27,15 +27,15 @@ from fairshare.model.loader_events import ADDED_NODE_KEYS, EVENT_KEYS, EVENT_KIN
 from fairshare.model.loader_fields import Collector, show
 from fairshare.model.loader_jobs import DURATION_KINDS, JOB_KEYS, TASK_KEYS, JobSpec, build_jobs, parse_jobs
 from fairshare.model.loader_queues import ORDERS, QUEUE_KEYS, build_tree, parse_queues
-from fairshare.model.scenario import PREEMPTION_RULES, PreemptionConfig, Scenario
+from fairshare.model.loader_preemption import PREEMPTION_KEYS, parse_preemption
+from fairshare.model.scenario import Scenario
 
 TOP_KEYS = {"resources", "cluster", "queues", "jobs", "events", "preemption"}
-PREEMPTION_KEYS = {"after", "tolerance", "max_per_round", "rule"}
 # (each section's keys live with its parser; re-exported here, where the converters
 # look them up: ``traces.base.loader_accepts``)
 __all__ = ["ADDED_NODE_KEYS", "CLUSTER_KEYS", "DURATION_KINDS", "EVENT_KEYS", "EVENT_KINDS", "JOB_KEYS",
-           "NODE_KEYS", "ORDERS", "QUEUE_KEYS", "TASK_KEYS", "TOP_KEYS", "load_scenario", "parse_scenario",
-           "parse_text", "read_document"]
+           "NODE_KEYS", "ORDERS", "PREEMPTION_KEYS", "QUEUE_KEYS", "TASK_KEYS", "TOP_KEYS", "load_scenario",
+           "parse_scenario", "parse_text", "read_document"]
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -189,33 +189,6 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     return Scenario(resources, Cluster(capacity, nodes, pooled, resources, devices), tree, tuple(jobs), source,
                     events, preemption)
 
-
-def parse_preemption(col: Collector, raw: Any) -> PreemptionConfig | None:
-    """``preemption:`` (optional): ``after`` seconds >= 0, ``tolerance`` in [0, 1),
-    ``max_per_round`` a whole number >= 1, ``rule`` ``loop-free`` or ``naive``; each
-    defaults to :class:`PreemptionConfig`'s. ``preemption: {}`` turns it on with the
-    defaults."""
-    if raw is None:
-        return None
-    if not isinstance(raw, Mapping):
-        col.add("preemption", f"must be a mapping like {{after: 30}}, got {show(raw)}")
-        return None
-    col.unknown_keys(raw, PREEMPTION_KEYS, "preemption")
-    default = PreemptionConfig()
-    after = col.number(raw.get("after", default.after), "preemption.after", minimum=0.0)
-    tolerance = col.number(raw.get("tolerance", default.tolerance), "preemption.tolerance", minimum=0.0)
-    if tolerance is not None and tolerance >= 1:
-        col.add("preemption.tolerance", f"must be < 1 (a dominant share), got {tolerance:g}")
-        tolerance = None
-    most = col.number(raw.get("max_per_round", default.max_per_round), "preemption.max_per_round",
-                      positive=True, integer=True)
-    rule = raw.get("rule", default.rule)
-    if rule not in PREEMPTION_RULES:
-        col.add("preemption.rule", f"must be one of {', '.join(PREEMPTION_RULES)}, got {show(rule)}")
-        rule = None
-    if None in (after, tolerance, most, rule):
-        return None
-    return PreemptionConfig(after, tolerance, int(most), rule)
 
 
 def _all_amounts(cluster: ClusterSpec, job_specs: list[JobSpec]) -> Iterator[tuple[str, Mapping[str, float]]]:
