@@ -173,3 +173,30 @@ def test_status_has_the_dashboard_fields(tmp_path):
     assert st["nodes"][1]["used"]["mic"] == 1
     assert svc.history() and set(svc.history()[-1]) == {"time", "utilization", "queues"}
     assert svc.metrics.snapshot().decisions_total == 1
+
+
+class RefusingExecutor(ManualExecutor):
+    """Refuses every start, as Ray does for a demand it cannot represent."""
+
+    def start(self, launch, now):
+        raise ValueError("Resource quantities < 0.0001 are not allowed")
+
+
+def test_a_start_the_executor_refuses_uses_an_attempt_and_ends_failed(tmp_path):
+    config = make_config()
+    commands = CommandBook()
+    ex = RefusingExecutor(config.nodes, commands)
+    svc = LiveService(config, Store(tmp_path / "fs.db"), ex, policy="drf", commands=commands)
+    svc.recover()
+    (a,) = svc.submit(ALICE, {"jobs": [job("a", "ads", 1, {"cpu": 1})]})
+    passes = 0
+    while svc.get_job(a, None)["state"] not in ("failed", "succeeded") and passes < 20:
+        svc.step()
+        passes += 1
+    detail = svc.get_job(a, None)
+    # max_attempts = 3 refused starts, then failed with the reason: no endless retries
+    assert detail["state"] == "failed", (passes, detail)
+    (task,) = detail["tasks"]
+    assert task["state"] == "failed" and task["attempts"] == 3
+    assert "start refused by the executor" in task["message"] and "0.0001" in task["message"]
+    assert passes <= 8  # (each refused start comes back at the next pass)

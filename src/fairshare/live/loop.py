@@ -37,11 +37,11 @@ each start exactly once and in start order) so it cannot end the row's next atte
 Rounds happen at events; a starved queue's wait ending is one too: ``wake_due`` tells
 the service when ``Engine.wake_at`` has passed, and the pass then applies a ``Wake``.
 
-Failures: a task whose command exits non-zero is re-queued until it has failed
-``max_attempts`` times, then it is ``failed`` (the scheduler counts it as done, so its
-job can finish). A task lost with its node, or failed by Ray itself (the node went away,
-the pin could not be honoured, the start was refused) is re-queued without using an
-attempt.
+Failures: a task whose command exits non-zero, or whose start the executor refuses, is
+re-queued until it has failed ``max_attempts`` times, then it is ``failed`` with the
+last reason (the scheduler counts it as done, so its job can finish). A task lost with
+its node, or failed by Ray itself once running (the node went away, the pin could not be
+honoured) is re-queued without using an attempt.
 """
 
 from __future__ import annotations
@@ -77,10 +77,16 @@ class _JobInfo:
     pending_rows: list[deque] = field(default_factory=list)  # per class: pending task row ids
 
 
+#: the reason of a start the executor refused: it uses an attempt (a start refused again
+#: and again, e.g. a demand the executor cannot represent, ends as failed after
+#: ``max_attempts`` instead of spinning)
+START_REFUSED = "start refused by the executor"
+
+
 class _GuardedStarts:
     """The executor as the engine sees it: a start the runtime refuses becomes a failed
-    ``TaskFinished`` for the next pass instead of an exception in the middle of the
-    launches (the others still start)."""
+    ``TaskFinished`` for the next pass (``START_REFUSED``: it counts as an attempt)
+    instead of an exception in the middle of the launches (the others still start)."""
 
     def __init__(self, executor: Executor, deferred: list[ExecutorEvent]):
         self.inner = executor
@@ -94,7 +100,7 @@ class _GuardedStarts:
             self.inner.start(launch, now)
         except Exception as exc:  # noqa: BLE001 - the runtime refused: re-queue, keep scheduling
             log.warning("task %d could not be started on %s: %r", launch.task_id, launch.node, exc)
-            self.deferred.append(TaskFinished(launch.task_id, ok=False, reason=f"ray: start failed: {exc!r}"))
+            self.deferred.append(TaskFinished(launch.task_id, ok=False, reason=f"{START_REFUSED}: {exc!r}"))
 
     def kill(self, task_id: int) -> None:
         self.inner.kill(task_id)
