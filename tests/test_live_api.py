@@ -373,3 +373,43 @@ def test_a_retry_that_no_longer_validates_still_gets_the_first_answer(api):
     # ... but the retry of the accepted one gets its answer again
     again = client.post("/v1/jobs", json=body, headers={**H(ALICE), "Idempotency-Key": "k"})
     assert (again.status_code, again.json()) == (201, first.json())
+
+
+# --- pagination ------------------------------------------------------------------------------------
+def test_job_tasks_and_job_lists_come_in_pages(api):
+    client, _, _ = api
+    got = submit(client, ALICE, job("big", "ads", 25, {"cpu": 1}), job("b2", "ads", 1, {"cpu": 1}),
+                 job("b3", "ads", 1, {"cpu": 1}))
+    big, b2, b3 = got.json()["ids"]
+    # 25 tasks in pages of 10: 10 + 10 + 5, each page's cursor its last task id
+    seen, cursor, pages = [], None, 0
+    while True:
+        params = {"tasks_limit": 10} | ({} if cursor is None else {"tasks_after": cursor})
+        doc = client.get(f"/v1/jobs/{big}", params=params, headers=H(ALICE)).json()
+        pages += 1
+        seen += [t["id"] for t in doc["tasks"]]
+        assert doc["tasks_total"] == 25  # the counts cover every task, whatever the page
+        cursor = doc["tasks_next"]
+        if cursor is None:
+            break
+        assert cursor == doc["tasks"][-1]["id"]
+    assert pages == 3 and len(seen) == len(set(seen)) == 25 and seen == sorted(seen)
+    # the default page holds them all here (1,000), with no next page
+    doc = client.get(f"/v1/jobs/{big}", headers=H(ALICE)).json()
+    assert len(doc["tasks"]) == 25 and doc["tasks_next"] is None
+    # job lists: limit and after (the previous page's last id)
+    first = client.get("/v1/jobs", params={"limit": 2}, headers=H(ALICE)).json()
+    rest = client.get("/v1/jobs", params={"after": first[-1]["id"]}, headers=H(ALICE)).json()
+    assert [j["id"] for j in first] == [big, b2] and [j["id"] for j in rest] == [b3]
+    assert len(client.get("/v1/jobs", headers=H(ALICE)).json()) == 3  # no limit: every job, as before
+
+
+@pytest.mark.parametrize("path, params, field", [
+    ("/v1/jobs", {"limit": 0}, "limit"), ("/v1/jobs", {"limit": 10_001}, "limit"), ("/v1/jobs", {"after": -1}, "after"),
+    ("/v1/jobs/1", {"tasks_limit": 0}, "tasks_limit"), ("/v1/jobs/1", {"tasks_after": "x"}, "tasks_after"),
+])
+def test_bad_page_parameters_are_422_naming_them(api, path, params, field):
+    client, _, _ = api
+    submit(client, ALICE, job("a", "ads", 1, {"cpu": 1}))
+    r = client.get(path, params=params, headers=H(ALICE))
+    assert r.status_code == 422 and field in r.text

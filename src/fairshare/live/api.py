@@ -25,7 +25,7 @@ import re
 import time
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Path, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -34,7 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fairshare.live.auth import AuthError, Principal, SubmitRateLimiter
 from fairshare.live.config import MAX_BODY_BYTES, MAX_COMMAND_CHARS, MAX_NAME_CHARS, MAX_WEIGHT, request_problems
-from fairshare.live.service import LiveError, LiveService, submission_refusal
+from fairshare.live.service import MAX_PAGE, TASKS_PAGE, LiveError, LiveService, submission_refusal
 from fairshare.model.errors import FieldError
 
 log = logging.getLogger(__name__)
@@ -145,6 +145,8 @@ class JobDetailOut(JobOut):
     weight: float
     spec: dict[str, Any]
     tasks: list[TaskOut]
+    #: the cursor of the next page of tasks (``?tasks_after=``); null on the last page
+    tasks_next: int | None = None
 
 
 class QueueOut(BaseModel):
@@ -414,13 +416,19 @@ def create_app(service: LiveService) -> FastAPI:
     app.openapi = openapi  # type: ignore[method-assign]
 
     @app.get("/v1/jobs", response_model=list[JobOut], tags=["jobs"])
-    def list_jobs(caller: Caller) -> list[dict]:
-        """Your jobs (the admin: every job), oldest first."""
-        return service.list_jobs(None if caller.admin else caller.name)
+    def list_jobs(caller: Caller, limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
+                  after: Annotated[int | None, Query(ge=0)] = None) -> list[dict]:
+        """Your jobs (the admin: every job), oldest first; with ``limit`` a page of at most
+        that many, after the job id ``after`` (the last id of the previous page)."""
+        return service.list_jobs(None if caller.admin else caller.name, after=after, limit=limit)
 
     @app.get("/v1/jobs/{job_id}", response_model=JobDetailOut, tags=["jobs"], response_model_by_alias=True)
-    def get_job(job_id: JobId, caller: Caller) -> dict:
-        return service.get_job(job_id, None if caller.admin else caller.name)
+    def get_job(job_id: JobId, caller: Caller,
+                tasks_limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = TASKS_PAGE,
+                tasks_after: Annotated[int | None, Query(ge=0)] = None) -> dict:
+        """The job and one page of its tasks (``tasks_next``: the next page's cursor)."""
+        return service.get_job(job_id, None if caller.admin else caller.name, tasks_after=tasks_after,
+                               tasks_limit=tasks_limit)
 
     @app.post("/v1/jobs/{job_id}/cancel", response_model=JobDetailOut, tags=["jobs"], response_model_by_alias=True)
     def cancel_job(job_id: JobId, caller: Caller) -> dict:

@@ -54,6 +54,12 @@ class LiveError(Exception):
         super().__init__("; ".join(str(e) for e in self.errors))
 
 
+#: tasks per page of ``GET /v1/jobs/{id}`` unless the request asks for another size (a
+#: job of 100,000 tasks is not one 14 MB response)
+TASKS_PAGE = 1000
+#: the largest page a request may ask for (jobs or tasks)
+MAX_PAGE = 10_000
+
 #: Retry-After (seconds) of a submission refused for the tenant's pending-task cap: a
 #: hint only, the cap frees up as the tenant's tasks start
 PENDING_CAP_RETRY_AFTER_S = 10
@@ -246,26 +252,32 @@ class LiveService:
                 self._wake.notify_all()
         return self.get_job(job_id, None if principal.admin else principal.name)
 
-    def list_jobs(self, tenant: str | None) -> list[dict]:
-        rows = self.store.jobs(tenant)
+    def list_jobs(self, tenant: str | None, *, after: int | None = None, limit: int | None = None) -> list[dict]:
+        """The jobs by id; a page of at most ``limit`` with ids above ``after`` when given."""
+        rows = self.store.jobs(tenant, after=after, limit=limit)
         counts = self.store.task_counts(r.id for r in rows)
         return [_job_summary(r, counts.get(r.id, {})) for r in rows]
 
-    def get_job(self, job_id: int, tenant: str | None) -> dict:
+    def get_job(self, job_id: int, tenant: str | None, *, tasks_after: int | None = None,
+                tasks_limit: int = TASKS_PAGE) -> dict:
+        """The job with one page of its tasks (at most ``tasks_limit``, ids above
+        ``tasks_after``) and ``tasks_next``, the cursor of the next page (None: last page).
+        The counts cover every task, whatever the page (one grouped query, not a scan)."""
         row = self.store.job(job_id)
         if row is None or (tenant is not None and row.tenant != tenant):
             raise LiveError(404, FieldError("id", f"no job {job_id}"))
-        tasks = self.store.tasks(job_id)
-        counts: dict[str, int] = {}
-        for t in tasks:
-            counts[t.state] = counts.get(t.state, 0) + 1
+        counts = self.store.task_counts([job_id]).get(job_id, {})
+        page = self.store.tasks(job_id, after=tasks_after, limit=tasks_limit + 1)
+        more = len(page) > tasks_limit
+        page = page[:tasks_limit]
         out = _job_summary(row, counts)
         out["weight"] = row.weight
         out["spec"] = row.spec
         out["tasks"] = [{"id": t.id, "class": t.class_name, "state": t.state, "node": t.node,
                          "attempts": t.attempts, "started_at": t.started_at, "finished_at": t.finished_at,
                          "exit_code": t.exit_code, "message": t.message, "preemptions": t.preemptions}
-                        for t in tasks]
+                        for t in page]
+        out["tasks_next"] = page[-1].id if more else None
         return out
 
     def update_queues(self, principal: Principal, change: Any) -> dict:

@@ -455,7 +455,10 @@ class Store:
             row = db.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
         return _job(row) if row else None
 
-    def jobs(self, tenant: str | None = None, *, unfinished_only: bool = False) -> list[JobRow]:
+    def jobs(self, tenant: str | None = None, *, unfinished_only: bool = False, after: int | None = None,
+             limit: int | None = None) -> list[JobRow]:
+        """Jobs by id; ``after``/``limit``: the page of at most ``limit`` jobs with ids above
+        ``after`` (a cursor: the last id of the previous page)."""
         sql, args = "SELECT * FROM jobs", []
         where = []
         if tenant is not None:
@@ -463,10 +466,17 @@ class Store:
             args.append(tenant)
         if unfinished_only:
             where.append("finished_at IS NULL")
+        if after is not None:
+            where.append("id>?")
+            args.append(after)
         if where:
             sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
         with self._reading() as db:
-            rows = db.execute(sql + " ORDER BY id", args).fetchall()
+            rows = db.execute(sql, args).fetchall()
         return [_job(r) for r in rows]
 
     def task_counts(self, job_ids: Iterable[int] | None = None) -> dict[int, dict[str, int]]:
@@ -485,7 +495,9 @@ class Store:
                 out.setdefault(job_id, {})[state] = n
         return out
 
-    def tasks(self, job_id: int | None = None, *, state: str | None = None) -> list[TaskRow]:
+    def tasks(self, job_id: int | None = None, *, state: str | None = None, after: int | None = None,
+              limit: int | None = None) -> list[TaskRow]:
+        """Tasks by id; ``after``/``limit`` page them like :meth:`jobs`."""
         sql, args, where = "SELECT * FROM tasks", [], []
         if job_id is not None:
             where.append("job_id=?")
@@ -493,10 +505,17 @@ class Store:
         if state is not None:
             where.append("state=?")
             args.append(state)
+        if after is not None:
+            where.append("id>?")
+            args.append(after)
         if where:
             sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
         with self._reading() as db:
-            rows = db.execute(sql + " ORDER BY id", args).fetchall()
+            rows = db.execute(sql, args).fetchall()
         return [TaskRow(**dict(r)) for r in rows]
 
     # --- transitions (the scheduling loop) ---------------------------------------------------
