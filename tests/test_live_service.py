@@ -200,3 +200,19 @@ def test_a_start_the_executor_refuses_uses_an_attempt_and_ends_failed(tmp_path):
     assert task["state"] == "failed" and task["attempts"] == 3
     assert "start refused by the executor" in task["message"] and "0.0001" in task["message"]
     assert passes <= 8  # (each refused start comes back at the next pass)
+
+
+def test_a_finished_job_leaves_the_loops_memory(tmp_path):
+    svc, ex = service(tmp_path)
+    (a,) = svc.submit(ALICE, {"jobs": [job("a", "ads", 2, {"cpu": 1})]})
+    (b,) = svc.submit(BOB, {"jobs": [job("b", "dev", 2, {"cpu": 1})]})
+    svc.step()
+    assert set(svc.loop.jobs) == {a, b}
+    for task_id in [t for t, la in ex.running.items() if la.job == str(a)]:
+        ex.finish(task_id)
+    svc.step()
+    assert set(svc.loop.jobs) == {b}  # a's rows, commands and pending lists are gone
+    assert svc.get_job(a, None)["state"] == "succeeded"  # (the store still has it)
+    svc.cancel(ADMIN, a)  # a cancel of a finished job changes nothing
+    svc.step()
+    assert svc.get_job(a, None)["state"] == "succeeded"

@@ -305,7 +305,8 @@ class SchedulingLoop:
             elif kind == "cancel":
                 name = str(payload)
                 if name in self.scheduler.jobs:
-                    for dq in self.jobs[payload].pending_rows:
+                    info = self.jobs.get(payload)  # (None: it finished meanwhile)
+                    for dq in info.pending_rows if info is not None else ():
                         dq.clear()
                     cancel = JobCancelled(name)
                     self.engine.apply(cancel, now)  # kills the running tasks
@@ -334,6 +335,7 @@ class SchedulingLoop:
         if rt is not None and rt.finished_at is not None:
             self.store.set_job_finished(job_id, wall)
             self.commands.forget(str(job_id))
+            self.jobs.pop(job_id, None)  # (a finished job lives on in the store only)
 
     # --- queue-tree changes ---------------------------------------------------------------------
     def _rebuild(self, entries: QueueEntries, now: float, bounds: QueueBounds = ()) -> None:
