@@ -65,13 +65,15 @@ Fairness = Callable[[Sequence[float], Sequence[float] | None], float]
 class _View(SaturatedView):
     """What depends on the saturated set: schedulable counts, override, heaps."""
 
-    def __init__(self, saturated: frozenset[int], n: int):
+    def __init__(self, saturated: frozenset[int], n: int, queues: int):
         super().__init__(saturated)
         self.unblocked = [0] * n  # unblocked (schedulable) jobs in the subtree
         self.share = [0.0] * n  # fairness after Alg. 2 line 9
         self.version = [0] * n
-        self.pick_heap: list[list] = [[] for _ in range(n)]  # demanding children
-        self.pool_heap: list[list] = [[] for _ in range(n)]  # schedulable children, by fairness
+        # heaps only for the queues (indices below ``queues``: jobs are never parents), so
+        # building a view does not allocate a list per job ever seen
+        self.pick_heap: list[list] = [[] for _ in range(queues)]  # demanding children
+        self.pool_heap: list[list] = [[] for _ in range(queues)]  # schedulable children, by fairness
 
 
 class DFFSorter(TreeExclusion, OnlineSorter):
@@ -103,14 +105,16 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.raw: list[float] = []
         self.running: list[int] = []
         self.live: list[int] = []  # demanding jobs in the subtree
-        self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key)), self._rebuild,
-                                                 self._replay, lambda: len(self.key))
+        self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.queue_count),
+                                                 self._rebuild, self._replay, lambda: len(self.key))
         self.dirty = True  # FR (and so every fairness) must be recomputed before deciding
         self._init_excluded()
         self._add_node(ROOT, -1, 1.0, False, False)
         for node in queues:
             if node.path != ROOT:
                 self._add_node(node.path, self.index[node.parent], node.weight, False, node.order == "fifo")
+        # queues take indices 0 .. queue_count - 1; jobs come after, and are never parents
+        self.queue_count = len(self.key)
 
     def _add_node(self, key: str, parent: int, weight: float, is_job: bool, fifo: bool) -> int:
         idx = len(self.key)
@@ -224,7 +228,9 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self._touch(idx)
 
     def _children(self) -> list[list[int]]:
-        children: list[list[int]] = [[] for _ in self.key]
+        """The present children of each queue (only queues have children: O(present nodes),
+        not O(every job ever seen))."""
+        children: list[list[int]] = [[] for _ in range(self.queue_count)]
         for c in self.alive_nodes:
             if c:
                 children[self.parent[c]].append(c)
