@@ -57,8 +57,20 @@ from fairshare.policies.online import OnlineSorter, Runnable
 
 #: DFF Alg. 1 (``dff.update_fr``): (capacity, root, children, weight, jobs, ancestors) -> FR per node
 UpdateFR = Callable[..., dict]
+#: DFF Alg. 1's step for one child (``dff.child_fr``): (parent FR, weight, totals, needs) -> FR
+ChildFR = Callable[[Sequence[float], float, Sequence[float], Sequence], Vector]
 #: DFF Def. 2 (``dff.fairness``): (usage, FR) -> fairness
 Fairness = Callable[[Sequence[float], Sequence[float] | None], float]
+
+#: sums of multiples of 2**-16 below 2**36 are exact in a float (53-bit mantissa), so
+#: running sums of such values equal sums from scratch in any order
+_EXACT_LIMIT = 2.0 ** 36
+
+
+def _exactly_summable(x: float) -> bool:
+    """``x`` is a non-negative multiple of 2**-16 below :data:`_EXACT_LIMIT`."""
+    x = float(x)
+    return 0.0 <= x < _EXACT_LIMIT and (x * 65536.0).is_integer()
 
 
 
@@ -75,14 +87,21 @@ class _View(SaturatedView):
         self.pick_heap: list[list] = [[] for _ in range(queues)]  # demanding children
         self.pool_heap: list[list] = [[] for _ in range(queues)]  # schedulable children, by fairness
 
+    def grow(self) -> None:
+        """A job node was appended to the sorter's table."""
+        self.unblocked.append(0)
+        self.share.append(0.0)
+        self.version.append(0)
+
 
 class DFFSorter(TreeExclusion, OnlineSorter):
     def __init__(self, resources: int, queues: QueueTree, capacity: Vector, *, update_fr: UpdateFR,
-                 fairness: Fairness):
+                 child_fr: ChildFR, fairness: Fairness):
         super().__init__(resources, queues, capacity)
-        # the policy's formulas (``dff.update_fr``, ``dff.fairness``), shared with the
-        # static allocation and the reference sorter's rule
+        # the policy's formulas (``dff.update_fr``, ``dff.child_fr``, ``dff.fairness``),
+        # shared with the static allocation and the reference sorter's rule
         self.compute_fr = update_fr
+        self.child_fr = child_fr
         self.raw_fairness = fairness
         # node table; queues first (pre-order, so a parent precedes its children and
         # siblings keep file order), jobs appended as they arrive. Sorting siblings by
@@ -105,6 +124,20 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.raw: list[float] = []
         self.running: list[int] = []
         self.live: list[int] = []  # demanding jobs in the subtree
+        # Alg. 1's inputs, kept as counts so an arrival or departure updates them along its
+        # path: present jobs in the subtree (a node has an FR iff > 0), per resource the
+        # present jobs below needing it, and per queue the weight of its present children
+        # needing it (Alg. 1's denominator)
+        self.present: list[int] = []
+        self.need_count: list[list[int]] = []
+        self.total: list[list[float]] = []
+        self.queue_kids: list[list[int]] = []  # sub-queues of each queue (FR's top-down pass)
+        self.used: list[dict[int, None]] = []  # each queue's jobs with non-zero usage
+        # True while every weight and demand seen is exactly summable, so running sums equal
+        # the reference's sums from scratch: arrivals and departures are then incremental
+        # (module docstring). Once False, they rebuild from scratch, as before.
+        self.exact = True
+        self.usage_bound = [0.0] * resources  # every allocation added, never subtracted
         self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.queue_count),
                                                  self._rebuild, self._replay, lambda: len(self.key))
         self.dirty = True  # FR (and so every fairness) must be recomputed before deciding
@@ -112,7 +145,9 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self._add_node(ROOT, -1, 1.0, False, False)
         for node in queues:
             if node.path != ROOT:
-                self._add_node(node.path, self.index[node.parent], node.weight, False, node.order == "fifo")
+                idx = self._add_node(node.path, self.index[node.parent], node.weight, False, node.order == "fifo")
+                self.queue_kids[self.parent[idx]].append(idx)
+                self.exact = self.exact and _exactly_summable(node.weight)
         # queues take indices 0 .. queue_count - 1; jobs come after, and are never parents
         self.queue_count = len(self.key)
 
@@ -140,6 +175,13 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.raw.append(0.0)
         self.running.append(0)
         self.live.append(0)
+        self.present.append(0)
+        self.need_count.append([0] * self.m)
+        self.total.append([] if is_job else [0.0] * self.m)
+        self.queue_kids.append([])
+        self.used.append({})
+        for view in self.views:
+            view.grow()
         self._grow_excluded()
         return idx
 
@@ -148,16 +190,32 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         super().add_job(name, queue, weight, demand)
         idx = self._add_node(name, self.index[queue], weight, True, False)
         self._walk_counts(idx, d_live=1)
-        self._invalidate()  # Alg. 3 line 10: UpdateFR when a job is submitted...
+        if self.exact and not (_exactly_summable(weight) and all(_exactly_summable(d) for d in demand)):
+            self.exact = False
+        if not self.exact:
+            self._invalidate()  # Alg. 3 line 10: UpdateFR when a job is submitted...
+            return
+        top = self._count_presence(idx, 1)
+        if not self.dirty:
+            self._update_fr(idx, top)
 
     def remove_job(self, name):
         idx = self.index.pop(name)
         self._walk_counts(idx, d_live=-self.live[idx], d_running=-self.running[idx])
-        super().remove_job(name)  # its usage leaves the sums at the rebuild
+        top = self._count_presence(idx, -1) if self.exact else 0
+        super().remove_job(name)
         self.alive[idx] = False  # tombstone: never reused; its heap entries go stale
         del self.alive_nodes[idx]
         self.job_kids[self.parent[idx]].remove(idx)
-        self._invalidate()  # ... or finishes
+        self.used[self.parent[idx]].pop(idx, None)
+        if not self.exact:
+            self._invalidate()  # ... or finishes (its usage leaves the sums at the rebuild)
+            return
+        if self.dirty:
+            return
+        if any(self.usage[idx]):  # exact: the sums lose it as a rebuild would
+            self._add_usage(idx, [-u for u in self.usage[idx]])
+        self._update_fr(idx, top)
 
     def set_capacity(self, capacity):
         if tuple(capacity) != self.capacity:
@@ -165,6 +223,11 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             self._invalidate()  # FR_root = R
 
     def allocated(self, name, demand, now=0.0):
+        if self.exact:
+            for r, d in enumerate(demand):
+                self.usage_bound[r] += d
+            if not all(_exactly_summable(d) and u < _EXACT_LIMIT for d, u in zip(demand, self.usage_bound)):
+                self._leave_exact()
         job = self.jobs[name]
         before = list(job.usage)
         super().allocated(name, demand, now)
@@ -219,13 +282,124 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def _leaf_changed(self, idx: int, before: list[float], d_running: int) -> None:
         after = self.jobs[self.key[idx]].usage
         self.usage[idx] = list(after)
+        if any(after):
+            self.used[self.parent[idx]][idx] = None
+        else:
+            self.used[self.parent[idx]].pop(idx, None)
         self._walk_counts(idx, d_running=d_running)
         self.views.tick()
         if self.dirty:  # shares are rebuilt from scratch before the next decision
             return
-        self.raw[idx] = self.raw_fairness(self.usage[idx], self.fr[idx])
+        self.raw[idx] = self.raw_fairness(self.usage[idx], self._job_fr(idx))
         self._add_usage(idx, [a - b for a, b in zip(after, before)])
         self._touch(idx)
+
+    def _job_fr(self, idx: int) -> Vector | None:
+        """A job's Fair Resource. Kept exact, it is computed from its queue's FR and totals
+        (an arrival changes every sibling's FR: only the ones whose fairness depends on it
+        are recomputed, ``_update_fr``); otherwise the last rebuild's."""
+        if not self.exact:
+            return self.fr[idx]
+        p = self.parent[idx]
+        return self.child_fr(self.fr[p], self.weight[idx], self.total[p], self.need_count[idx])
+
+    def _leave_exact(self) -> None:
+        """A value that sums inexactly came in (an allocation): from now on arrivals and
+        departures rebuild from scratch, as the running sums may drift from the
+        reference's. Until then the state is what a rebuild would give, so the job FRs are
+        stored as a rebuild stores them and decisions go on unchanged."""
+        if not self.dirty:
+            for v in self.alive_nodes:
+                if self.is_job[v]:
+                    self.fr[v] = self._job_fr(v)
+        self.exact = False
+
+    def _count_presence(self, idx: int, sign: int) -> int:
+        """Job ``idx`` arrives (``sign`` 1) or leaves (-1): update the present and needing
+        counts along its path and the totals (Alg. 1's denominators) that change. Returns
+        the highest node whose total changed, or whose child appeared or vanished: only
+        the FRs below it change (the root when nothing did, a no-op pass)."""
+        m, parent, present, need_count, total = self.m, self.parent, self.present, self.need_count, self.total
+        flags = [d > 0 for d in self.jobs[self.key[idx]].demand]
+        top = 0
+        c = idx
+        while c >= 0:
+            counts = need_count[c]
+            was_present = present[c] > 0
+            was = [was_present and counts[r] > 0 for r in range(m)]
+            present[c] += sign
+            for r in range(m):
+                if flags[r]:
+                    counts[r] += sign
+            p = parent[c]
+            if p < 0:
+                break
+            now_present = present[c] > 0
+            changed = was_present != now_present
+            w = self.weight[c]
+            for r in range(m):
+                now = now_present and counts[r] > 0
+                if now != was[r]:
+                    total[p][r] += w if now else -w
+                    changed = True
+                    if not total[p][r] < _EXACT_LIMIT:
+                        self.exact = False
+            if changed:
+                top = p
+            c = p
+        if not self.exact:
+            self._invalidate()
+        return top
+
+    def _update_fr(self, idx: int, top: int) -> None:
+        """After job ``idx`` arrived or left (counts and usage sums updated): Alg. 1's FR
+        top-down below ``top``, with the same formula and, the totals being exact, the same
+        floats as :func:`dff.update_fr` from scratch; then the raw fairness of every queue
+        whose FR changed and of every job with usage below a queue whose FR or total
+        changed (a job without usage has fairness 0 whatever its FR), and the views
+        re-keyed from those nodes. Exact for the reasons in docs/performance.md."""
+        if self.dirty:
+            return
+        parent, fr, raw, usage, fairness = self.parent, self.fr, self.raw, self.usage, self.raw_fairness
+        on_path = set()  # the path from the job's queue up to top: their totals may have changed
+        v = parent[idx]
+        while v >= 0:
+            on_path.add(v)
+            if v == top:
+                break
+            v = parent[v]
+        touched = [idx]
+        rekey = list(on_path)  # queues whose jobs' FRs may have changed
+        stack = [top]
+        while stack:
+            p = stack.pop()
+            pf, tot = fr[p], self.total[p]
+            for c in self.queue_kids[p]:
+                f = self.child_fr(pf, self.weight[c], tot, self.need_count[c]) \
+                    if self.present[c] > 0 and pf is not None else None
+                if f != fr[c]:
+                    fr[c] = f
+                    rekey.append(c)
+                    share = fairness(usage[c], f)
+                    if share != raw[c]:
+                        raw[c] = share
+                        touched.append(c)
+                    stack.append(c)
+                elif c in on_path:
+                    stack.append(c)
+        for q in rekey:
+            for j in self.used[q]:
+                share = fairness(usage[j], self._job_fr(j))
+                if share != raw[j]:
+                    raw[j] = share
+                    touched.append(j)
+        self.views.tick()
+        if len(touched) * 4 > len(self.alive_nodes):
+            self.views.clear()  # cheaper from scratch
+            self.views.select(self.saturated)
+            return
+        for v in touched:
+            self._touch(v)
 
     def _children(self) -> list[list[int]]:
         """The present children of each queue (only queues have children: O(present nodes),
@@ -280,11 +454,14 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self._sync_leaf(self.views.current, idx)
         self.views.record(idx)
 
-    def _replay(self, view: _View, leaves) -> None:
-        for idx in leaves:
+    def _replay(self, view: _View, nodes) -> None:
+        for idx in nodes:
             self._sync_leaf(view, idx)
 
     def _sync_leaf(self, view: _View, idx: int) -> None:
+        if not self.is_job[idx]:  # a queue whose raw fairness changed (an FR update)
+            self._changed(view, idx)
+            return
         was = view.unblocked[idx]
         now = 0 if self._leaf_blocked(view, idx) else 1
         view.unblocked[idx] = now
@@ -332,8 +509,8 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             heapq.heapify(view.pool_heap[p])
 
     def _changed(self, view: _View, idx: int, *, d_unblocked: int = 0) -> None:
-        """Re-key leaf ``idx`` and its ancestors in ``view`` (shared state already updated)."""
-        view.share[idx] = self.raw[idx]
+        """Re-key node ``idx`` and its ancestors in ``view`` (shared state already updated)."""
+        view.share[idx] = self._fairness(view, idx) if idx and not self.is_job[idx] else self.raw[idx]
         v = idx
         while True:
             p = self.parent[v]
