@@ -137,7 +137,9 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         # the reference's sums from scratch: arrivals and departures are then incremental
         # (module docstring). Once False, they rebuild from scratch, as before.
         self.exact = True
-        self.usage_bound = [0.0] * resources  # every allocation added, never subtracted
+        # queues whose usage is a running sum (a task started or finished below them) since
+        # it was last summed from scratch: an arrival or departure re-sums just these
+        self.drifted: dict[int, None] = {}
         self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.queue_count),
                                                  self._rebuild, self._replay, lambda: len(self.key))
         self.dirty = True  # FR (and so every fairness) must be recomputed before deciding
@@ -190,7 +192,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         super().add_job(name, queue, weight, demand)
         idx = self._add_node(name, self.index[queue], weight, True, False)
         self._walk_counts(idx, d_live=1)
-        if self.exact and not (_exactly_summable(weight) and all(_exactly_summable(d) for d in demand)):
+        if self.exact and not _exactly_summable(weight):  # (its demand only gives its needs)
             self.exact = False
         if not self.exact:
             self._invalidate()  # Alg. 3 line 10: UpdateFR when a job is submitted...
@@ -211,10 +213,6 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         if not self.exact:
             self._invalidate()  # ... or finishes (its usage leaves the sums at the rebuild)
             return
-        if self.dirty:
-            return
-        if any(self.usage[idx]):  # exact: the sums lose it as a rebuild would
-            self._add_usage(idx, [-u for u in self.usage[idx]])
         self._update_fr(idx, top)
 
     def set_capacity(self, capacity):
@@ -223,11 +221,6 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             self._invalidate()  # FR_root = R
 
     def allocated(self, name, demand, now=0.0):
-        if self.exact:
-            for r, d in enumerate(demand):
-                self.usage_bound[r] += d
-            if not all(_exactly_summable(d) and u < _EXACT_LIMIT for d, u in zip(demand, self.usage_bound)):
-                self._leave_exact()
         job = self.jobs[name]
         before = list(job.usage)
         super().allocated(name, demand, now)
@@ -270,8 +263,10 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def _add_usage(self, idx: int, delta: list[float]) -> None:
         """Add ``delta`` to the ancestors' summed usage and refresh their raw fairness."""
         parent, usage, raw, fr, fairness = self.parent, self.usage, self.raw, self.fr, self.raw_fairness
+        drifted = self.drifted
         p = parent[idx]
         while p >= 0:
+            drifted[p] = None
             u = usage[p]
             for r, d in enumerate(delta):
                 if d:
@@ -302,17 +297,6 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             return self.fr[idx]
         p = self.parent[idx]
         return self.child_fr(self.fr[p], self.weight[idx], self.total[p], self.need_count[idx])
-
-    def _leave_exact(self) -> None:
-        """A value that sums inexactly came in (an allocation): from now on arrivals and
-        departures rebuild from scratch, as the running sums may drift from the
-        reference's. Until then the state is what a rebuild would give, so the job FRs are
-        stored as a rebuild stores them and decisions go on unchanged."""
-        if not self.dirty:
-            for v in self.alive_nodes:
-                if self.is_job[v]:
-                    self.fr[v] = self._job_fr(v)
-        self.exact = False
 
     def _count_presence(self, idx: int, sign: int) -> int:
         """Job ``idx`` arrives (``sign`` 1) or leaves (-1): update the present and needing
@@ -352,24 +336,32 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         return top
 
     def _update_fr(self, idx: int, top: int) -> None:
-        """After job ``idx`` arrived or left (counts and usage sums updated): Alg. 1's FR
-        top-down below ``top``, with the same formula and, the totals being exact, the same
-        floats as :func:`dff.update_fr` from scratch; then the raw fairness of every queue
-        whose FR changed and of every job with usage below a queue whose FR or total
-        changed (a job without usage has fairness 0 whatever its FR), and the views
-        re-keyed from those nodes. Exact for the reasons in docs/performance.md."""
+        """After job ``idx`` arrived or left (counts and totals updated), bring everything
+        to what a rebuild from scratch (:meth:`_refresh`) would give, touching only what
+        can differ from it: Alg. 1's FR top-down below ``top`` (the same formula, and the
+        totals being exact, the same floats as :func:`dff.update_fr`); the usage of the
+        queues whose running sums drifted, or whose children changed, summed from scratch
+        in the rebuild's order; the raw fairness of those queues and of every job with
+        usage below a queue whose FR or total changed (a job without usage has fairness 0
+        whatever its FR); then the views re-keyed from the nodes whose fairness changed.
+        Why this is exact: docs/performance.md."""
         if self.dirty:
             return
-        parent, fr, raw, usage, fairness = self.parent, self.fr, self.raw, self.usage, self.raw_fairness
+        m, parent, fr, raw, usage, fairness = self.m, self.parent, self.fr, self.raw, self.usage, self.raw_fairness
         on_path = set()  # the path from the job's queue up to top: their totals may have changed
         v = parent[idx]
         while v >= 0:
             on_path.add(v)
+            self.drifted[v] = None  # its children changed: re-summed below
             if v == top:
                 break
             v = parent[v]
-        touched = [idx]
+        v = parent[top]
+        while v >= 0:  # (above top only the children's usage can have changed)
+            self.drifted[v] = None
+            v = parent[v]
         rekey = list(on_path)  # queues whose jobs' FRs may have changed
+        queues = dict.fromkeys(on_path)  # queues whose raw fairness may have changed
         stack = [top]
         while stack:
             p = stack.pop()
@@ -380,13 +372,32 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                 if f != fr[c]:
                     fr[c] = f
                     rekey.append(c)
-                    share = fairness(usage[c], f)
-                    if share != raw[c]:
-                        raw[c] = share
-                        touched.append(c)
+                    queues[c] = None
                     stack.append(c)
                 elif c in on_path:
                     stack.append(c)
+        # the rebuild's sums: children in index order (sub-queues, then jobs by arrival),
+        # children before parents (a sub-queue's index is above its parent's)
+        for q in sorted(self.drifted, reverse=True):
+            sum_ = [0.0] * m
+            for c in self.queue_kids[q]:
+                uc = usage[c]
+                for r in range(m):
+                    sum_[r] += uc[r]
+            for c in self.job_kids[q]:
+                uc = usage[c]
+                for r in range(m):
+                    sum_[r] += uc[r]
+            usage[q] = sum_
+            queues[q] = None
+        self.drifted.clear()
+        touched = [idx]
+        for q in queues:
+            share = fairness(usage[q], fr[q])
+            if share != raw[q]:
+                raw[q] = share
+                if q:
+                    touched.append(q)
         for q in rekey:
             for j in self.used[q]:
                 share = fairness(usage[j], self._job_fr(j))
@@ -442,6 +453,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                 self.usage[v] = total
             self.raw[v] = fairness(self.usage[v], self.fr[v])
         self.dirty = False
+        self.drifted.clear()
         self.views.clear()
         self.views.select(self.saturated)
 
