@@ -140,6 +140,12 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         # queues whose usage is a running sum (a task started or finished below them) since
         # it was last summed from scratch: an arrival or departure re-sums just these
         self.drifted: dict[int, None] = {}
+        # arrivals and departures since the last decision, as (job, top): like a rebuild,
+        # their update waits for the next decision (``_catch_up``), and so do the leaves
+        # that change meanwhile (``stale_leaves``)
+        self.stale = False
+        self.pending: list[tuple[int, int]] = []
+        self.stale_leaves: dict[int, None] = {}
         self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.queue_count),
                                                  self._rebuild, self._replay, lambda: len(self.key))
         self.dirty = True  # FR (and so every fairness) must be recomputed before deciding
@@ -197,9 +203,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         if not self.exact:
             self._invalidate()  # Alg. 3 line 10: UpdateFR when a job is submitted...
             return
-        top = self._count_presence(idx, 1)
-        if not self.dirty:
-            self._update_fr(idx, top)
+        self._defer(idx, self._count_presence(idx, 1))
 
     def remove_job(self, name):
         idx = self.index.pop(name)
@@ -213,7 +217,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         if not self.exact:
             self._invalidate()  # ... or finishes (its usage leaves the sums at the rebuild)
             return
-        self._update_fr(idx, top)
+        self._defer(idx, top)
 
     def set_capacity(self, capacity):
         if tuple(capacity) != self.capacity:
@@ -240,18 +244,37 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         idx = self.index[name]
         self._walk_counts(idx, d_live=1 if demanding else -1)
         self.views.tick()
-        if not self.dirty:
+        if self.stale:
+            self.stale_leaves[idx] = None
+        elif not self.dirty:
             self._touch(idx)
 
     def set_saturated(self, resources):
         super().set_saturated(frozenset(resources))
-        if not self.dirty:
+        if not self.dirty and not self.stale:
             self.views.select(self.saturated)
 
     # --- shared state ---------------------------------------------------------------------------
     def _invalidate(self) -> None:
         self.dirty = True
+        self.stale = False
+        self.pending.clear()
+        self.stale_leaves.clear()
         self.views.clear()
+
+    def _defer(self, idx: int, top: int) -> None:
+        """Job ``idx`` arrived or left (counts and totals updated; FR changes below
+        ``top``): Alg. 3 lines 10-11's UpdateFR, done at the next decision as the rebuild
+        it replaces was, so the usage sums are from scratch at the same moment."""
+        if not self.dirty:
+            self.stale = True
+            self.pending.append((idx, top))
+
+    def _decide_ready(self) -> None:
+        if self.dirty:
+            self._refresh()
+        elif self.stale:
+            self._catch_up()
 
     def _walk_counts(self, idx: int, *, d_live: int = 0, d_running: int = 0) -> None:
         v = idx
@@ -285,6 +308,13 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.views.tick()
         if self.dirty:  # shares are rebuilt from scratch before the next decision
             return
+        if self.stale:  # as if dirty: its queues are summed from scratch at the catch-up
+            self.stale_leaves[idx] = None
+            p = self.parent[idx]
+            while p >= 0:
+                self.drifted[p] = None
+                p = self.parent[p]
+            return
         self.raw[idx] = self.raw_fairness(self.usage[idx], self._job_fr(idx))
         self._add_usage(idx, [a - b for a, b in zip(after, before)])
         self._touch(idx)
@@ -292,7 +322,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def _job_fr(self, idx: int) -> Vector | None:
         """A job's Fair Resource. Kept exact, it is computed from its queue's FR and totals
         (an arrival changes every sibling's FR: only the ones whose fairness depends on it
-        are recomputed, ``_update_fr``); otherwise the last rebuild's."""
+        are recomputed, ``_catch_up``); otherwise the last rebuild's."""
         if not self.exact:
             return self.fr[idx]
         p = self.parent[idx]
@@ -335,47 +365,55 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             self._invalidate()
         return top
 
-    def _update_fr(self, idx: int, top: int) -> None:
-        """After job ``idx`` arrived or left (counts and totals updated), bring everything
-        to what a rebuild from scratch (:meth:`_refresh`) would give, touching only what
-        can differ from it: Alg. 1's FR top-down below ``top`` (the same formula, and the
-        totals being exact, the same floats as :func:`dff.update_fr`); the usage of the
-        queues whose running sums drifted, or whose children changed, summed from scratch
-        in the rebuild's order; the raw fairness of those queues and of every job with
-        usage below a queue whose FR or total changed (a job without usage has fairness 0
-        whatever its FR); then the views re-keyed from the nodes whose fairness changed.
-        Why this is exact: docs/performance.md."""
-        if self.dirty:
-            return
+    def _catch_up(self) -> None:
+        """The arrivals and departures since the last decision (counts and totals updated),
+        brought to what a rebuild from scratch (:meth:`_refresh`) would give, touching only
+        what can differ from it: Alg. 1's FR top-down below each one's ``top`` (the same
+        formula, and the totals being exact, the same floats as :func:`dff.update_fr`);
+        the usage of the queues whose running sums drifted, or whose children changed,
+        summed from scratch in the rebuild's order; the raw fairness of those queues, of
+        the jobs whose usage changed meanwhile and of every job with usage below a queue
+        whose FR or total changed (a job without usage has fairness 0 whatever its FR);
+        then the views re-keyed from the nodes whose fairness changed. Why this is exact:
+        docs/performance.md."""
         m, parent, fr, raw, usage, fairness = self.m, self.parent, self.fr, self.raw, self.usage, self.raw_fairness
-        on_path = set()  # the path from the job's queue up to top: their totals may have changed
-        v = parent[idx]
-        while v >= 0:
-            on_path.add(v)
-            self.drifted[v] = None  # its children changed: re-summed below
-            if v == top:
-                break
-            v = parent[v]
-        v = parent[top]
-        while v >= 0:  # (above top only the children's usage can have changed)
-            self.drifted[v] = None
-            v = parent[v]
-        rekey = list(on_path)  # queues whose jobs' FRs may have changed
-        queues = dict.fromkeys(on_path)  # queues whose raw fairness may have changed
-        stack = [top]
-        while stack:
-            p = stack.pop()
-            pf, tot = fr[p], self.total[p]
-            for c in self.queue_kids[p]:
-                f = self.child_fr(pf, self.weight[c], tot, self.need_count[c]) \
-                    if self.present[c] > 0 and pf is not None else None
-                if f != fr[c]:
-                    fr[c] = f
-                    rekey.append(c)
-                    queues[c] = None
-                    stack.append(c)
-                elif c in on_path:
-                    stack.append(c)
+        rekey: dict[int, None] = {}  # queues whose jobs' FRs may have changed
+        queues: dict[int, None] = {}  # queues whose raw fairness may have changed
+
+        def depth(v: int) -> int:
+            d = 0
+            while v > 0:
+                v, d = parent[v], d + 1
+            return d
+
+        # highest top first, so a parent's FR is final before its children's are computed
+        for idx, top in sorted(self.pending, key=lambda pending: depth(pending[1])):
+            on_path = set()  # the path from the job's queue up to top: their totals may have changed
+            v = parent[idx]
+            while v >= 0:
+                on_path.add(v)
+                if v == top:
+                    break
+                v = parent[v]
+            v = parent[idx]
+            while v >= 0:  # its queues' children changed: re-summed below
+                self.drifted[v] = None
+                v = parent[v]
+            rekey.update(dict.fromkeys(on_path))
+            stack = [top]
+            while stack:
+                p = stack.pop()
+                pf, tot = fr[p], self.total[p]
+                for c in self.queue_kids[p]:
+                    f = self.child_fr(pf, self.weight[c], tot, self.need_count[c]) \
+                        if self.present[c] > 0 and pf is not None else None
+                    if f != fr[c]:
+                        fr[c] = f
+                        rekey[c] = None
+                        queues[c] = None
+                        stack.append(c)
+                    elif c in on_path:
+                        stack.append(c)
         # the rebuild's sums: children in index order (sub-queues, then jobs by arrival),
         # children before parents (a sub-queue's index is above its parent's)
         for q in sorted(self.drifted, reverse=True):
@@ -391,7 +429,14 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             usage[q] = sum_
             queues[q] = None
         self.drifted.clear()
-        touched = [idx]
+        touched = [idx for idx, _ in self.pending]
+        for j in self.stale_leaves:
+            touched.append(j)
+            if self.alive[j]:
+                raw[j] = fairness(usage[j], self._job_fr(j))
+        self.pending.clear()
+        self.stale_leaves.clear()
+        self.stale = False
         for q in queues:
             share = fairness(usage[q], fr[q])
             if share != raw[q]:
@@ -409,6 +454,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             self.views.clear()  # cheaper from scratch
             self.views.select(self.saturated)
             return
+        self.views.select(self.saturated)  # (set_saturated waited too)
         for v in touched:
             self._touch(v)
 
@@ -560,16 +606,14 @@ class DFFSorter(TreeExclusion, OnlineSorter):
 
     # --- decisions ------------------------------------------------------------------------------
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
-        if self.dirty:
-            self._refresh()
+        self._decide_ready()
         view = self.views.current
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
                             fifo_jobs=self._fifo_jobs, version=view.version, present=self.alive,
                             runnable=runnable, excluded=self._excluded_counts())
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
-        if self.dirty:
-            self._refresh()
+        self._decide_ready()
         share, running, position = self.views.current.share, self.running, self.position
 
         def node_key(v: int) -> tuple:  # as in the pick heaps (_push)
@@ -582,7 +626,6 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         return self.job_kids[v] if v and self.fifo[v] else None
 
     def shares(self) -> dict[str, float]:
-        if self.dirty:
-            self._refresh()
+        self._decide_ready()
         view = self.views.current
         return {self.key[v]: view.share[v] for v in self.alive_nodes if v}
