@@ -5,23 +5,32 @@ Wang et al., IEICE 2016, Alg. 1-3, computed incrementally. Alg. 3 calls ``Update
 finish touches only the job's path. Decisions are identical to
 :class:`~fairshare.policies.machinery.reference.ReferenceSorter` with ``dff.DFFRule``
 (tests/test_online_parity.py holds them equal on random workloads). Fair Resource (Alg. 1)
-and fairness (Def. 2) are the policy's own functions (``dff.update_fr``, ``dff.fairness``),
-handed to the sorter by ``DFF.online``: one formula for the static allocation, the
-reference and this sorter.
+and fairness (Def. 2) are the policy's own functions (``dff.update_fr``, ``dff.child_fr``,
+``dff.fairness``), handed to the sorter by ``DFF.online``: one formula for the static
+allocation, the reference and this sorter.
 
 What each node keeps, and what changes it:
 
 * ``usage[v]`` (Alg. 2 line 7, ``U_i = sum U_k``): a leaf's usage is its job's; a queue's
-  is the plain sum of its children's, kept as running sums updated along the changed path.
-  Integer or dyadic demands keep these sums exact; other demands can drift by a few ulps
-  between rebuilds (every arrival or departure rebuilds them from scratch, in the
-  reference's order, so they are then bit-identical to it).
+  is the plain sum of its children's, kept as running sums updated along the changed path
+  between arrivals and departures. At the first decision after an arrival or departure
+  the queues whose sums ran (``drifted``), or whose children changed, are summed again
+  from scratch in the reference's order, so every queue's sum is then bit-identical to a
+  rebuild's; the others already are (nothing below them changed since their last sum).
 * ``fr[v]`` (Def. 1, Alg. 1 UpdateFR) and ``raw[v] = max_r U_r / FR_r`` (Def. 2, Eq. 6,
   over resources with ``FR_r > 0``). FR depends only on which jobs are present, their
-  needs and weights, and the capacity, so it is recomputed only when a job arrives or
-  leaves or the capacity changes (Alg. 3 lines 10-11). That recomputation is O(nodes x
-  resources): every node's FR, usage and fairness, and the current view's heaps, are
-  rebuilt. It is done lazily, at the next decision, so a burst of arrivals pays once.
+  needs and weights, and the capacity (Alg. 3 lines 10-11). Alg. 1's inputs are kept as
+  counts (present jobs below each node, and per resource those needing it) and per-queue
+  totals (the weight of the children needing each resource), updated along the job's
+  path on arrival and departure. At the next decision (``_catch_up``) FR is recomputed
+  top-down only below the highest node whose total changed, with ``dff.child_fr``, the
+  step ``dff.update_fr`` uses: the same floats, because with integer or dyadic weights the
+  totals are exact in any order. A job's FR is not stored but computed from its queue's
+  when needed; an arrival changes every sibling's FR, but a job with no usage has fairness
+  0 whatever its FR, so only the siblings with usage (``used``) are re-evaluated. A weight
+  that does not sum exactly turns this off (``exact``): then every arrival or departure
+  rebuilds everything from scratch (``_refresh``, O(nodes x resources)), as the capacity
+  changing always does; rebuilds are lazy, so a burst of arrivals pays once.
 * Alg. 2 line 9, the override: a queue's fairness is ``raw``, unless ``raw > 1`` and its
   lowest *schedulable* child (demanding and not needing a saturated resource, i.e. with
   an unblocked job below it) is lower, in which case it takes that child's fairness. The
@@ -31,9 +40,10 @@ Only the override depends on the saturated set (leaf fairness does not: DFF has 
 resources). Like the H-DRF sorter (``hdrf_online.py``), the sorter keeps one *view* per
 recently seen saturated set (schedulable counts, override, heaps) and decides with the
 current one: on a full cluster the set flips on almost every event. Events update the
-current view at once; the others record the changed leaves and replay those walks when
-their set comes back. A view is dropped when FR changes (its shares are all stale) and
-rebuilt when its set comes back.
+current view at once; the others record the changed nodes and replay those walks when
+their set comes back. An arrival or departure re-keys the nodes whose fairness changed
+(the job, queues, siblings with usage) the same way; a view is dropped only on a rebuild,
+or when more than a quarter of the nodes changed.
 
 The descent (Alg. 3 lines 1-5) takes, at each node, the lowest demanding child by the
 tie rule (``machinery/ties.py``: fairness, running tasks in the subtree, position) that
