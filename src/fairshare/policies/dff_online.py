@@ -73,7 +73,7 @@ ChildFR = Callable[[Sequence[float], float, Sequence[float], Sequence], Vector]
 Fairness = Callable[[Sequence[float], Sequence[float] | None], float]
 
 #: sums of multiples of 2**-16 below 2**36 are exact in a float (53-bit mantissa), so
-#: running sums of such values equal sums from scratch in any order
+#: running sums of such weights equal sums from scratch in any order
 _EXACT_LIMIT = 2.0 ** 36
 
 
@@ -143,9 +143,9 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.total: list[list[float]] = []
         self.queue_kids: list[list[int]] = []  # sub-queues of each queue (FR's top-down pass)
         self.used: list[dict[int, None]] = []  # each queue's jobs with non-zero usage
-        # True while every weight and demand seen is exactly summable, so running sums equal
-        # the reference's sums from scratch: arrivals and departures are then incremental
-        # (module docstring). Once False, they rebuild from scratch, as before.
+        # True while every weight seen is exactly summable, so the totals kept by adding and
+        # subtracting equal ``update_fr``'s sums in any order: arrivals and departures are
+        # then incremental (module docstring). Once False, they rebuild from scratch.
         self.exact = True
         # queues whose usage is a running sum (a task started or finished below them) since
         # it was last summed from scratch: an arrival or departure re-sums just these
