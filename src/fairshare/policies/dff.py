@@ -77,11 +77,18 @@ def update_fr(capacity: Vector, root: K, children: Mapping[K, Sequence[K]] | Seq
         total = [sum(weight[k] for k in live if needs[k][r]) for r in range(m)]
         parent_fr = fr[v]
         for c in live:
-            w, flags = weight[c], needs[c]
-            fr[c] = tuple(parent_fr[r] * w / total[r] if flags[r] else 0.0 for r in range(m))
+            fr[c] = child_fr(parent_fr, weight[c], total, needs[c])
             if c not in leaves:
                 stack.append(c)
     return fr
+
+
+def child_fr(parent_fr: Sequence[float], weight: float, total: Sequence[float], needs: Sequence) -> Vector:
+    """Alg. 1's step for one child: ``FR_parent,r * w / total_r`` of each resource it
+    needs (``needs[r]`` true), 0 of the others; ``total_r`` is the weight of the siblings
+    that need r. :func:`update_fr` and the incremental sorter both use it, so they compute
+    the same floats from the same totals."""
+    return tuple(parent_fr[r] * weight / total[r] if needs[r] else 0.0 for r in range(len(parent_fr)))
 
 
 def fairness(usage: Sequence[float], fr: Sequence[float] | None) -> float:
@@ -168,4 +175,5 @@ class DFF(FillingPolicy):
     def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
         """Dynamic DFF, Alg. 1-3, incremental (``policies/dff_online.py``), with this
         module's Fair Resource and fairness."""
-        return DFFSorter(len(resources), queues, capacity, update_fr=update_fr, fairness=fairness)
+        return DFFSorter(len(resources), queues, capacity, update_fr=update_fr, child_fr=child_fr,
+                         fairness=fairness)

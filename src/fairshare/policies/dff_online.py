@@ -5,23 +5,32 @@ Wang et al., IEICE 2016, Alg. 1-3, computed incrementally. Alg. 3 calls ``Update
 finish touches only the job's path. Decisions are identical to
 :class:`~fairshare.policies.machinery.reference.ReferenceSorter` with ``dff.DFFRule``
 (tests/test_online_parity.py holds them equal on random workloads). Fair Resource (Alg. 1)
-and fairness (Def. 2) are the policy's own functions (``dff.update_fr``, ``dff.fairness``),
-handed to the sorter by ``DFF.online``: one formula for the static allocation, the
-reference and this sorter.
+and fairness (Def. 2) are the policy's own functions (``dff.update_fr``, ``dff.child_fr``,
+``dff.fairness``), handed to the sorter by ``DFF.online``: one formula for the static
+allocation, the reference and this sorter.
 
 What each node keeps, and what changes it:
 
 * ``usage[v]`` (Alg. 2 line 7, ``U_i = sum U_k``): a leaf's usage is its job's; a queue's
-  is the plain sum of its children's, kept as running sums updated along the changed path.
-  Integer or dyadic demands keep these sums exact; other demands can drift by a few ulps
-  between rebuilds (every arrival or departure rebuilds them from scratch, in the
-  reference's order, so they are then bit-identical to it).
+  is the plain sum of its children's, kept as running sums updated along the changed path
+  between arrivals and departures. At the first decision after an arrival or departure
+  the queues whose sums ran (``drifted``), or whose children changed, are summed again
+  from scratch in the reference's order, so every queue's sum is then bit-identical to a
+  rebuild's; the others already are (nothing below them changed since their last sum).
 * ``fr[v]`` (Def. 1, Alg. 1 UpdateFR) and ``raw[v] = max_r U_r / FR_r`` (Def. 2, Eq. 6,
   over resources with ``FR_r > 0``). FR depends only on which jobs are present, their
-  needs and weights, and the capacity, so it is recomputed only when a job arrives or
-  leaves or the capacity changes (Alg. 3 lines 10-11). That recomputation is O(nodes x
-  resources): every node's FR, usage and fairness, and the current view's heaps, are
-  rebuilt. It is done lazily, at the next decision, so a burst of arrivals pays once.
+  needs and weights, and the capacity (Alg. 3 lines 10-11). Alg. 1's inputs are kept as
+  counts (present jobs below each node, and per resource those needing it) and per-queue
+  totals (the weight of the children needing each resource), updated along the job's
+  path on arrival and departure. At the next decision (``_catch_up``) FR is recomputed
+  top-down only below the highest node whose total changed, with ``dff.child_fr``, the
+  step ``dff.update_fr`` uses: the same floats, because with integer or dyadic weights the
+  totals are exact in any order. A job's FR is not stored but computed from its queue's
+  when needed; an arrival changes every sibling's FR, but a job with no usage has fairness
+  0 whatever its FR, so only the siblings with usage (``used``) are re-evaluated. A weight
+  that does not sum exactly turns this off (``exact``): then every arrival or departure
+  rebuilds everything from scratch (``_refresh``, O(nodes x resources)), as the capacity
+  changing always does; rebuilds are lazy, so a burst of arrivals pays once.
 * Alg. 2 line 9, the override: a queue's fairness is ``raw``, unless ``raw > 1`` and its
   lowest *schedulable* child (demanding and not needing a saturated resource, i.e. with
   an unblocked job below it) is lower, in which case it takes that child's fairness. The
@@ -31,9 +40,10 @@ Only the override depends on the saturated set (leaf fairness does not: DFF has 
 resources). Like the H-DRF sorter (``hdrf_online.py``), the sorter keeps one *view* per
 recently seen saturated set (schedulable counts, override, heaps) and decides with the
 current one: on a full cluster the set flips on almost every event. Events update the
-current view at once; the others record the changed leaves and replay those walks when
-their set comes back. A view is dropped when FR changes (its shares are all stale) and
-rebuilt when its set comes back.
+current view at once; the others record the changed nodes and replay those walks when
+their set comes back. An arrival or departure re-keys the nodes whose fairness changed
+(the job, queues, siblings with usage) the same way; a view is dropped only on a rebuild,
+or when more than a quarter of the nodes changed.
 
 The descent (Alg. 3 lines 1-5) takes, at each node, the lowest demanding child by the
 tie rule (``machinery/ties.py``: fairness, running tasks in the subtree, position) that
@@ -57,30 +67,51 @@ from fairshare.policies.online import OnlineSorter, Runnable
 
 #: DFF Alg. 1 (``dff.update_fr``): (capacity, root, children, weight, jobs, ancestors) -> FR per node
 UpdateFR = Callable[..., dict]
+#: DFF Alg. 1's step for one child (``dff.child_fr``): (parent FR, weight, totals, needs) -> FR
+ChildFR = Callable[[Sequence[float], float, Sequence[float], Sequence], Vector]
 #: DFF Def. 2 (``dff.fairness``): (usage, FR) -> fairness
 Fairness = Callable[[Sequence[float], Sequence[float] | None], float]
+
+#: sums of multiples of 2**-16 below 2**36 are exact in a float (53-bit mantissa), so
+#: running sums of such weights equal sums from scratch in any order
+_EXACT_LIMIT = 2.0 ** 36
+
+
+def _exactly_summable(x: float) -> bool:
+    """``x`` is a non-negative multiple of 2**-16 below :data:`_EXACT_LIMIT`."""
+    x = float(x)
+    return 0.0 <= x < _EXACT_LIMIT and (x * 65536.0).is_integer()
 
 
 
 class _View(SaturatedView):
     """What depends on the saturated set: schedulable counts, override, heaps."""
 
-    def __init__(self, saturated: frozenset[int], n: int):
+    def __init__(self, saturated: frozenset[int], n: int, queues: int):
         super().__init__(saturated)
         self.unblocked = [0] * n  # unblocked (schedulable) jobs in the subtree
         self.share = [0.0] * n  # fairness after Alg. 2 line 9
         self.version = [0] * n
-        self.pick_heap: list[list] = [[] for _ in range(n)]  # demanding children
-        self.pool_heap: list[list] = [[] for _ in range(n)]  # schedulable children, by fairness
+        # heaps only for the queues (indices below ``queues``: jobs are never parents), so
+        # building a view does not allocate a list per job ever seen
+        self.pick_heap: list[list] = [[] for _ in range(queues)]  # demanding children
+        self.pool_heap: list[list] = [[] for _ in range(queues)]  # schedulable children, by fairness
+
+    def grow(self) -> None:
+        """A job node was appended to the sorter's table."""
+        self.unblocked.append(0)
+        self.share.append(0.0)
+        self.version.append(0)
 
 
 class DFFSorter(TreeExclusion, OnlineSorter):
     def __init__(self, resources: int, queues: QueueTree, capacity: Vector, *, update_fr: UpdateFR,
-                 fairness: Fairness):
+                 child_fr: ChildFR, fairness: Fairness):
         super().__init__(resources, queues, capacity)
-        # the policy's formulas (``dff.update_fr``, ``dff.fairness``), shared with the
-        # static allocation and the reference sorter's rule
+        # the policy's formulas (``dff.update_fr``, ``dff.child_fr``, ``dff.fairness``),
+        # shared with the static allocation and the reference sorter's rule
         self.compute_fr = update_fr
+        self.child_fr = child_fr
         self.raw_fairness = fairness
         # node table; queues first (pre-order, so a parent precedes its children and
         # siblings keep file order), jobs appended as they arrive. Sorting siblings by
@@ -103,14 +134,40 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.raw: list[float] = []
         self.running: list[int] = []
         self.live: list[int] = []  # demanding jobs in the subtree
-        self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key)), self._rebuild,
-                                                 self._replay, lambda: len(self.key))
+        # Alg. 1's inputs, kept as counts so an arrival or departure updates them along its
+        # path: present jobs in the subtree (a node has an FR iff > 0), per resource the
+        # present jobs below needing it, and per queue the weight of its present children
+        # needing it (Alg. 1's denominator)
+        self.present: list[int] = []
+        self.need_count: list[list[int]] = []
+        self.total: list[list[float]] = []
+        self.queue_kids: list[list[int]] = []  # sub-queues of each queue (FR's top-down pass)
+        self.used: list[dict[int, None]] = []  # each queue's jobs with non-zero usage
+        # True while every weight seen is exactly summable, so the totals kept by adding and
+        # subtracting equal ``update_fr``'s sums in any order: arrivals and departures are
+        # then incremental (module docstring). Once False, they rebuild from scratch.
+        self.exact = True
+        # queues whose usage is a running sum (a task started or finished below them) since
+        # it was last summed from scratch: an arrival or departure re-sums just these
+        self.drifted: dict[int, None] = {}
+        # arrivals and departures since the last decision, as (job, top): like a rebuild,
+        # their update waits for the next decision (``_catch_up``), and so do the leaves
+        # that change meanwhile (``stale_leaves``)
+        self.stale = False
+        self.pending: list[tuple[int, int]] = []
+        self.stale_leaves: dict[int, None] = {}
+        self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.queue_count),
+                                                 self._rebuild, self._replay, lambda: len(self.key))
         self.dirty = True  # FR (and so every fairness) must be recomputed before deciding
         self._init_excluded()
         self._add_node(ROOT, -1, 1.0, False, False)
         for node in queues:
             if node.path != ROOT:
-                self._add_node(node.path, self.index[node.parent], node.weight, False, node.order == "fifo")
+                idx = self._add_node(node.path, self.index[node.parent], node.weight, False, node.order == "fifo")
+                self.queue_kids[self.parent[idx]].append(idx)
+                self.exact = self.exact and _exactly_summable(node.weight)
+        # queues take indices 0 .. queue_count - 1; jobs come after, and are never parents
+        self.queue_count = len(self.key)
 
     def _add_node(self, key: str, parent: int, weight: float, is_job: bool, fifo: bool) -> int:
         idx = len(self.key)
@@ -136,6 +193,13 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.raw.append(0.0)
         self.running.append(0)
         self.live.append(0)
+        self.present.append(0)
+        self.need_count.append([0] * self.m)
+        self.total.append([] if is_job else [0.0] * self.m)
+        self.queue_kids.append([])
+        self.used.append({})
+        for view in self.views:
+            view.grow()
         self._grow_excluded()
         return idx
 
@@ -144,16 +208,26 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         super().add_job(name, queue, weight, demand)
         idx = self._add_node(name, self.index[queue], weight, True, False)
         self._walk_counts(idx, d_live=1)
-        self._invalidate()  # Alg. 3 line 10: UpdateFR when a job is submitted...
+        if self.exact and not _exactly_summable(weight):  # (its demand only gives its needs)
+            self.exact = False
+        if not self.exact:
+            self._invalidate()  # Alg. 3 line 10: UpdateFR when a job is submitted...
+            return
+        self._defer(idx, self._count_presence(idx, 1))
 
     def remove_job(self, name):
         idx = self.index.pop(name)
         self._walk_counts(idx, d_live=-self.live[idx], d_running=-self.running[idx])
-        super().remove_job(name)  # its usage leaves the sums at the rebuild
+        top = self._count_presence(idx, -1) if self.exact else 0
+        super().remove_job(name)
         self.alive[idx] = False  # tombstone: never reused; its heap entries go stale
         del self.alive_nodes[idx]
         self.job_kids[self.parent[idx]].remove(idx)
-        self._invalidate()  # ... or finishes
+        self.used[self.parent[idx]].pop(idx, None)
+        if not self.exact:
+            self._invalidate()  # ... or finishes (its usage leaves the sums at the rebuild)
+            return
+        self._defer(idx, top)
 
     def set_capacity(self, capacity):
         if tuple(capacity) != self.capacity:
@@ -180,18 +254,37 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         idx = self.index[name]
         self._walk_counts(idx, d_live=1 if demanding else -1)
         self.views.tick()
-        if not self.dirty:
+        if self.stale:
+            self.stale_leaves[idx] = None
+        elif not self.dirty:
             self._touch(idx)
 
     def set_saturated(self, resources):
         super().set_saturated(frozenset(resources))
-        if not self.dirty:
+        if not self.dirty and not self.stale:
             self.views.select(self.saturated)
 
     # --- shared state ---------------------------------------------------------------------------
     def _invalidate(self) -> None:
         self.dirty = True
+        self.stale = False
+        self.pending.clear()
+        self.stale_leaves.clear()
         self.views.clear()
+
+    def _defer(self, idx: int, top: int) -> None:
+        """Job ``idx`` arrived or left (counts and totals updated; FR changes below
+        ``top``): Alg. 3 lines 10-11's UpdateFR, done at the next decision as the rebuild
+        it replaces was, so the usage sums are from scratch at the same moment."""
+        if not self.dirty:
+            self.stale = True
+            self.pending.append((idx, top))
+
+    def _decide_ready(self) -> None:
+        if self.dirty:
+            self._refresh()
+        elif self.stale:
+            self._catch_up()
 
     def _walk_counts(self, idx: int, *, d_live: int = 0, d_running: int = 0) -> None:
         v = idx
@@ -203,8 +296,10 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def _add_usage(self, idx: int, delta: list[float]) -> None:
         """Add ``delta`` to the ancestors' summed usage and refresh their raw fairness."""
         parent, usage, raw, fr, fairness = self.parent, self.usage, self.raw, self.fr, self.raw_fairness
+        drifted = self.drifted
         p = parent[idx]
         while p >= 0:
+            drifted[p] = None
             u = usage[p]
             for r, d in enumerate(delta):
                 if d:
@@ -215,16 +310,168 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def _leaf_changed(self, idx: int, before: list[float], d_running: int) -> None:
         after = self.jobs[self.key[idx]].usage
         self.usage[idx] = list(after)
+        if any(after):
+            self.used[self.parent[idx]][idx] = None
+        else:
+            self.used[self.parent[idx]].pop(idx, None)
         self._walk_counts(idx, d_running=d_running)
         self.views.tick()
         if self.dirty:  # shares are rebuilt from scratch before the next decision
             return
-        self.raw[idx] = self.raw_fairness(self.usage[idx], self.fr[idx])
+        if self.stale:  # as if dirty: its queues are summed from scratch at the catch-up
+            self.stale_leaves[idx] = None
+            p = self.parent[idx]
+            while p >= 0:
+                self.drifted[p] = None
+                p = self.parent[p]
+            return
+        self.raw[idx] = self.raw_fairness(self.usage[idx], self._job_fr(idx))
         self._add_usage(idx, [a - b for a, b in zip(after, before)])
         self._touch(idx)
 
+    def _job_fr(self, idx: int) -> Vector | None:
+        """A job's Fair Resource. Kept exact, it is computed from its queue's FR and totals
+        (an arrival changes every sibling's FR: only the ones whose fairness depends on it
+        are recomputed, ``_catch_up``); otherwise the last rebuild's."""
+        if not self.exact:
+            return self.fr[idx]
+        p = self.parent[idx]
+        return self.child_fr(self.fr[p], self.weight[idx], self.total[p], self.need_count[idx])
+
+    def _count_presence(self, idx: int, sign: int) -> int:
+        """Job ``idx`` arrives (``sign`` 1) or leaves (-1): update the present and needing
+        counts along its path and the totals (Alg. 1's denominators) that change. Returns
+        the highest node whose total changed, or whose child appeared or vanished: only
+        the FRs below it change (the root when nothing did, a no-op pass)."""
+        m, parent, present, need_count, total = self.m, self.parent, self.present, self.need_count, self.total
+        flags = [d > 0 for d in self.jobs[self.key[idx]].demand]
+        top = 0
+        c = idx
+        while c >= 0:
+            counts = need_count[c]
+            was_present = present[c] > 0
+            was = [was_present and counts[r] > 0 for r in range(m)]
+            present[c] += sign
+            for r in range(m):
+                if flags[r]:
+                    counts[r] += sign
+            p = parent[c]
+            if p < 0:
+                break
+            now_present = present[c] > 0
+            changed = was_present != now_present
+            w = self.weight[c]
+            for r in range(m):
+                now = now_present and counts[r] > 0
+                if now != was[r]:
+                    total[p][r] += w if now else -w
+                    changed = True
+                    if not total[p][r] < _EXACT_LIMIT:
+                        self.exact = False
+            if changed:
+                top = p
+            c = p
+        if not self.exact:
+            self._invalidate()
+        return top
+
+    def _catch_up(self) -> None:
+        """The arrivals and departures since the last decision (counts and totals updated),
+        brought to what a rebuild from scratch (:meth:`_refresh`) would give, touching only
+        what can differ from it: Alg. 1's FR top-down below each one's ``top`` (the same
+        formula, and the totals being exact, the same floats as :func:`dff.update_fr`);
+        the usage of the queues whose running sums drifted, or whose children changed,
+        summed from scratch in the rebuild's order; the raw fairness of those queues, of
+        the jobs whose usage changed meanwhile and of every job with usage below a queue
+        whose FR or total changed (a job without usage has fairness 0 whatever its FR);
+        then the views re-keyed from the nodes whose fairness changed. Why this is exact:
+        docs/performance.md."""
+        m, parent, fr, raw, usage, fairness = self.m, self.parent, self.fr, self.raw, self.usage, self.raw_fairness
+        rekey: dict[int, None] = {}  # queues whose jobs' FRs may have changed
+        queues: dict[int, None] = {}  # queues whose raw fairness may have changed
+
+        def depth(v: int) -> int:
+            d = 0
+            while v > 0:
+                v, d = parent[v], d + 1
+            return d
+
+        # highest top first, so a parent's FR is final before its children's are computed
+        for idx, top in sorted(self.pending, key=lambda pending: depth(pending[1])):
+            on_path = set()  # the path from the job's queue up to top: their totals may have changed
+            v = parent[idx]
+            while v >= 0:
+                on_path.add(v)
+                if v == top:
+                    break
+                v = parent[v]
+            v = parent[idx]
+            while v >= 0:  # its queues' children changed: re-summed below
+                self.drifted[v] = None
+                v = parent[v]
+            rekey.update(dict.fromkeys(on_path))
+            stack = [top]
+            while stack:
+                p = stack.pop()
+                pf, tot = fr[p], self.total[p]
+                for c in self.queue_kids[p]:
+                    f = self.child_fr(pf, self.weight[c], tot, self.need_count[c]) \
+                        if self.present[c] > 0 and pf is not None else None
+                    if f != fr[c]:
+                        fr[c] = f
+                        rekey[c] = None
+                        queues[c] = None
+                        stack.append(c)
+                    elif c in on_path:
+                        stack.append(c)
+        # the rebuild's sums: children in index order (sub-queues, then jobs by arrival),
+        # children before parents (a sub-queue's index is above its parent's)
+        for q in sorted(self.drifted, reverse=True):
+            sum_ = [0.0] * m
+            for c in self.queue_kids[q]:
+                uc = usage[c]
+                for r in range(m):
+                    sum_[r] += uc[r]
+            for c in self.job_kids[q]:
+                uc = usage[c]
+                for r in range(m):
+                    sum_[r] += uc[r]
+            usage[q] = sum_
+            queues[q] = None
+        self.drifted.clear()
+        touched = [idx for idx, _ in self.pending]
+        for j in self.stale_leaves:
+            touched.append(j)
+            if self.alive[j]:
+                raw[j] = fairness(usage[j], self._job_fr(j))
+        self.pending.clear()
+        self.stale_leaves.clear()
+        self.stale = False
+        for q in queues:
+            share = fairness(usage[q], fr[q])
+            if share != raw[q]:
+                raw[q] = share
+                if q:
+                    touched.append(q)
+        for q in rekey:
+            for j in self.used[q]:
+                share = fairness(usage[j], self._job_fr(j))
+                if share != raw[j]:
+                    raw[j] = share
+                    touched.append(j)
+        self.views.tick()
+        if len(touched) * 4 > len(self.alive_nodes):
+            self.views.clear()  # cheaper from scratch
+            self.views.select(self.saturated)
+            return
+        self.views.select(self.saturated)  # (set_saturated waited too)
+        for v in touched:
+            self._touch(v)
+
     def _children(self) -> list[list[int]]:
-        children: list[list[int]] = [[] for _ in self.key]
+        """The present children of each queue (only queues have children: O(present nodes),
+        not O(every job ever seen))."""
+        children: list[list[int]] = [[] for _ in range(self.queue_count)]
         for c in self.alive_nodes:
             if c:
                 children[self.parent[c]].append(c)
@@ -262,6 +509,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                 self.usage[v] = total
             self.raw[v] = fairness(self.usage[v], self.fr[v])
         self.dirty = False
+        self.drifted.clear()
         self.views.clear()
         self.views.select(self.saturated)
 
@@ -274,11 +522,14 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self._sync_leaf(self.views.current, idx)
         self.views.record(idx)
 
-    def _replay(self, view: _View, leaves) -> None:
-        for idx in leaves:
+    def _replay(self, view: _View, nodes) -> None:
+        for idx in nodes:
             self._sync_leaf(view, idx)
 
     def _sync_leaf(self, view: _View, idx: int) -> None:
+        if not self.is_job[idx]:  # a queue whose raw fairness changed (an FR update)
+            self._changed(view, idx)
+            return
         was = view.unblocked[idx]
         now = 0 if self._leaf_blocked(view, idx) else 1
         view.unblocked[idx] = now
@@ -326,8 +577,8 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             heapq.heapify(view.pool_heap[p])
 
     def _changed(self, view: _View, idx: int, *, d_unblocked: int = 0) -> None:
-        """Re-key leaf ``idx`` and its ancestors in ``view`` (shared state already updated)."""
-        view.share[idx] = self.raw[idx]
+        """Re-key node ``idx`` and its ancestors in ``view`` (shared state already updated)."""
+        view.share[idx] = self._fairness(view, idx) if idx and not self.is_job[idx] else self.raw[idx]
         v = idx
         while True:
             p = self.parent[v]
@@ -365,16 +616,14 @@ class DFFSorter(TreeExclusion, OnlineSorter):
 
     # --- decisions ------------------------------------------------------------------------------
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
-        if self.dirty:
-            self._refresh()
+        self._decide_ready()
         view = self.views.current
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
                             fifo_jobs=self._fifo_jobs, version=view.version, present=self.alive,
                             runnable=runnable, excluded=self._excluded_counts())
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
-        if self.dirty:
-            self._refresh()
+        self._decide_ready()
         share, running, position = self.views.current.share, self.running, self.position
 
         def node_key(v: int) -> tuple:  # as in the pick heaps (_push)
@@ -387,7 +636,6 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         return self.job_kids[v] if v and self.fifo[v] else None
 
     def shares(self) -> dict[str, float]:
-        if self.dirty:
-            self._refresh()
+        self._decide_ready()
         view = self.views.current
         return {self.key[v]: view.share[v] for v in self.alive_nodes if v}
