@@ -459,25 +459,10 @@ class Store:
              limit: int | None = None) -> list[JobRow]:
         """Jobs by id; ``after``/``limit``: the page of at most ``limit`` jobs with ids above
         ``after`` (a cursor: the last id of the previous page)."""
-        sql, args = "SELECT * FROM jobs", []
-        where = []
-        if tenant is not None:
-            where.append("tenant=?")
-            args.append(tenant)
+        filters = [("tenant=?", tenant)] if tenant is not None else []
         if unfinished_only:
-            where.append("finished_at IS NULL")
-        if after is not None:
-            where.append("id>?")
-            args.append(after)
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY id"
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
-        with self._reading() as db:
-            rows = db.execute(sql, args).fetchall()
-        return [_job(r) for r in rows]
+            filters.append(("finished_at IS NULL", None))
+        return [_job(r) for r in self._page("jobs", filters, after, limit)]
 
     def task_counts(self, job_ids: Iterable[int] | None = None) -> dict[int, dict[str, int]]:
         """job id -> task state -> number of tasks."""
@@ -498,25 +483,23 @@ class Store:
     def tasks(self, job_id: int | None = None, *, state: str | None = None, after: int | None = None,
               limit: int | None = None) -> list[TaskRow]:
         """Tasks by id; ``after``/``limit`` page them like :meth:`jobs`."""
-        sql, args, where = "SELECT * FROM tasks", [], []
-        if job_id is not None:
-            where.append("job_id=?")
-            args.append(job_id)
-        if state is not None:
-            where.append("state=?")
-            args.append(state)
+        filters = [(cond, value) for cond, value in (("job_id=?", job_id), ("state=?", state)) if value is not None]
+        return [TaskRow(**dict(r)) for r in self._page("tasks", filters, after, limit)]
+
+    def _page(self, table: str, filters: list[tuple[str, Any]], after: int | None, limit: int | None) -> list:
+        """``SELECT * FROM table`` under ``filters`` (condition, its ``?`` value or None for
+        a condition without one), ordered by id, from after ``after``, at most ``limit``."""
+        where = [cond for cond, _value in filters]
+        args: list[Any] = [value for cond, value in filters if "?" in cond]
         if after is not None:
             where.append("id>?")
             args.append(after)
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY id"
+        sql = f"SELECT * FROM {table}" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
         with self._reading() as db:
-            rows = db.execute(sql, args).fetchall()
-        return [TaskRow(**dict(r)) for r in rows]
+            return db.execute(sql, args).fetchall()
 
     # --- transitions (the scheduling loop) ---------------------------------------------------
     def mark_running(self, starts: Sequence[tuple[int, str]], now: float) -> None:
