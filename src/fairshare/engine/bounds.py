@@ -42,6 +42,9 @@ class QueueBounds:
             self.usage[node.path] = [0.0] * self.m
             self.limit[node.path] = tuple((r, x) for r, x in enumerate(node.limit_vector(resources)) if x < math.inf)
             self.guarantee[node.path] = tuple((r, x) for r, x in enumerate(node.guarantee_vector(resources)) if x > 0)
+        #: any queue has a guarantee (asked once per decision: computed once, the tree's
+        #: bounds do not change under a ledger)
+        self.has_guarantees = any(self.guarantee.values())
         # queue path -> the bounded queues at or above it, nearest first
         self._chain: dict[str, tuple[str, ...]] = {
             path: tuple(p for p in queues.ancestors(path) if p in self.usage) for path in [ROOT, *queues.paths]}
@@ -92,7 +95,3 @@ class QueueBounds:
             if uses and within:
                 return True
         return False
-
-    @property
-    def has_guarantees(self) -> bool:
-        return any(self.guarantee.values())
