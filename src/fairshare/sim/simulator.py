@@ -149,11 +149,12 @@ class Simulator:
                 return pool.oversubscription(pool.index_of[node])
 
             stretch = node_oversubscription
+        self._jobs = {j.name: j for j in scenario.jobs}
         # work kept by checkpoints of preempted tasks, per (job, class), for the next start
         self.credits: dict[tuple[str, int], list[float]] = {}
         self.executor = SimulatedExecutor(scenario.cluster.nodes, self.events,
                                           DurationSampler(scenario.jobs, self.rng),
-                                          {j.name: j for j in scenario.jobs}, lambda: self.now, stretch,
+                                          self._jobs, lambda: self.now, stretch,
                                           credits=self.credits)
         config = options.preemption or scenario.preemption
         preemptor = None
@@ -272,7 +273,7 @@ class Simulator:
         m = self.scenario.m
         for p in instant.preempted:
             for task in p.victims:
-                job = self.scheduler.jobs[task.job].job
+                job = self._jobs[task.job]  # (the scenario's job: no engine internals read)
                 elapsed = max(0.0, t - task.started_at)
                 every = job.classes[task.class_index].checkpoint
                 kept = math.floor(elapsed / every) * every if every else 0.0
