@@ -36,6 +36,9 @@ CASES = [
     ("cpu", {}),
     ("cpu", {"resource": "mem"}),
     ("fifo", {}),
+    ("collapsed", {}),
+    ("slots", {}),
+    ("slots", {"slots": 1}),
 ]
 
 

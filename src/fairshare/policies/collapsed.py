@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from fairshare.model.queues import share_guarantees
 from fairshare.policies.drf import drf_share
+from fairshare.policies.machinery.flat import FlatSorter
 from fairshare.policies.machinery.progressive import FillingPolicy
 from fairshare.policies.machinery.reference import ShareRule
 from fairshare.policies.machinery.tree import flat_tree
@@ -29,9 +30,9 @@ def collapsed_weights(queues, jobs) -> dict[str, float]:
 
 
 class CollapsedRule(ShareRule):
-    """Online (served by the reference sorter, see ``machinery/flat.py``): DRF's share with
-    each job's weight its collapsed weight among the jobs demanding at that decision; a
-    job that is not demanding keeps its own weight (it is never picked)."""
+    """The per-decision reference: DRF's share with each job's weight its collapsed weight
+    among the jobs demanding at that decision; a job that is not demanding keeps its own
+    weight (it is never picked)."""
 
     flat = True
 
@@ -40,6 +41,47 @@ class CollapsedRule(ShareRule):
 
     def leaf_share(self, sorter, job, state):
         return drf_share(job.usage, sorter.capacity, self.weights.get(job.name, job.weight))
+
+
+class CollapsedSorter(FlatSorter):
+    """Online collapsed hierarchy, incremental: weighted DRF's lazy heap
+    (``machinery/flat.py``) with each job's weight its collapsed weight.
+
+    The weights depend only on which jobs demand (H-DRF Sec. 3.2: "each time jobs are
+    added, removed, or change their demand-status, the weights are recalculated"), so
+    they are recomputed on exactly those events, O(jobs + queues) each, and only the jobs
+    whose weight moved are re-keyed; a task start or finish re-keys one job, as in DRF.
+    The reference recomputes them per decision. Both call :func:`collapsed_weights` on
+    the demanding jobs in arrival order, so each weight is the same float and the
+    decisions are identical (tests/test_online_parity.py)."""
+
+    def __init__(self, resources: int, queues, capacity):
+        super().__init__(drf_share, resources, queues, capacity)
+        self.weights: dict[str, float] = {}
+
+    def _weight(self, job) -> float:
+        return self.weights.get(job.name, job.weight)
+
+    def _reweigh(self) -> None:
+        old, self.weights = self.weights, collapsed_weights(self.queues,
+                                                            (j for j in self.jobs.values() if j.demanding))
+        for name, job in self.jobs.items():
+            if self.weights.get(name, job.weight) != old.get(name, job.weight):
+                self._rekey(name)
+
+    def add_job(self, name, queue, weight, demand):
+        super().add_job(name, queue, weight, demand)
+        self._reweigh()
+
+    def remove_job(self, name):
+        super().remove_job(name)
+        self.weights.pop(name, None)
+        self._reweigh()
+
+    def set_demanding(self, name, demanding):
+        if self.jobs[name].demanding != demanding:
+            super().set_demanding(name, demanding)
+            self._reweigh()
 
 
 class Collapsed(FillingPolicy):
@@ -56,3 +98,7 @@ class Collapsed(FillingPolicy):
 
     def share_rule(self, resources, *, slots_total=1):
         return CollapsedRule()
+
+    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
+        """Weighted DRF over the collapsed weights, incremental (:class:`CollapsedSorter`)."""
+        return CollapsedSorter(len(resources), queues, capacity)

@@ -5,9 +5,11 @@ started or finished, demand status, capacity, saturated resources) and asks
 :meth:`OnlineSorter.pick` for the next job among those whose next task can run now. The
 sorter never reads a clock or draws random numbers: ``now`` is passed in.
 
-A policy's sorter comes from ``Policy.online``: its incremental sorter where it has one
-(``hdrf_online``, ``dff_online``, ``machinery/flat.py``, ``timefair``), else the
-per-decision ``machinery.reference.ReferenceSorter`` with the policy's own share rule.
+A policy's sorter comes from ``Policy.online``: its incremental sorter (``hdrf_online``,
+``dff_online``, ``machinery/flat.py``, ``collapsed``, ``slots``, ``timefair``; every
+registered online policy has one), else the per-decision
+``machinery.reference.ReferenceSorter`` with the policy's own share rule (the default
+for a new policy, and what every incremental sorter is tested against).
 The shared machinery of the sorters (descent, tie rule, saturated-set views) is in
 ``policies/machinery/``.
 """

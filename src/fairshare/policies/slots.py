@@ -12,6 +12,8 @@ with no static allocation; it has its own module, ``policies/timefair.py``.)
 from __future__ import annotations
 
 from fairshare.policies.base import Policy, PolicyModeError, PolicyOption
+from fairshare.policies.hdrf import hdrf_share
+from fairshare.policies.hdrf_online import HDRFSorter
 from fairshare.policies.machinery.reference import ShareRule
 
 
@@ -39,6 +41,40 @@ class SlotsRule(ShareRule):
         return state.running[key] / self.slots_total / sorter.queues[key].weight
 
 
+_ONE_SLOT = (1.0,)
+
+
+class SlotsSorter(HDRFSorter):
+    """Online slot fair sharing, incremental: the slot rule is naive H-DRF (no rescaling,
+    blocked nodes count) on one resource, *slots*, of which every task takes one and the
+    cluster has ``slots_total``: a node's share ``max_r U_r / R_r / w`` is then its running
+    tasks over the slots over its weight, :class:`SlotsRule`'s formula with the same
+    operations in the same order, so the tree sorter of ``hdrf_online`` decides exactly
+    as the reference (tests/test_online_parity.py), updating one path per start or finish
+    instead of every node per decision. Real demands, capacities and saturated resources
+    do not enter the slot rule (the reference's ``slots_total`` is fixed when the
+    scheduler is built, and so is this one's)."""
+
+    def __init__(self, queues, slots_total: int):
+        super().__init__(1, queues, (float(max(1, slots_total)),), share=hdrf_share, rescale=False,
+                         ignore_blocked=False)
+
+    def add_job(self, name, queue, weight, demand):
+        super().add_job(name, queue, weight, _ONE_SLOT)
+
+    def allocated(self, name, demand, now=0.0):
+        super().allocated(name, _ONE_SLOT, now)
+
+    def released(self, name, demand, now=0.0):
+        super().released(name, _ONE_SLOT, now)
+
+    def set_capacity(self, capacity):
+        """Slots do not follow the resources (see the class doc)."""
+
+    def set_saturated(self, resources):
+        """No resource saturates in the slot rule."""
+
+
 class Slots(_OnlineOnly):
     name = "slots"
     citation = "Ghodsi et al. NSDI'11 Sec. 7.2; Bhattacharya et al. SoCC'13 Sec. 5.3 (hierarchical slot fair sharing)"
@@ -57,3 +93,7 @@ class Slots(_OnlineOnly):
 
     def share_rule(self, resources, *, slots_total=1):
         return SlotsRule(slots_total)
+
+    def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
+        """Hierarchical slot max-min, incremental (:class:`SlotsSorter`)."""
+        return SlotsSorter(queues, slots_total)

@@ -13,10 +13,8 @@ share rounded to ``DIGITS`` digits, running tasks, arrival), the first runnable 
 heap is lazy (an entry is valid while its version is the job's current one) and
 compacted when stale entries pile up.
 
-``collapsed`` is not served here: its weights are the product along the path of ``w /
-sum(w of demanding siblings)``, so one job becoming (non-)demanding changes the weight,
-hence the share, of every job in the sibling subtrees: O(n) per change, no better than
-the reference, which it keeps.
+``collapsed`` (``policies/collapsed.py``) subclasses :class:`FlatSorter` with weights
+that change when the set of demanding jobs does (:meth:`FlatSorter._weight`).
 """
 
 from __future__ import annotations
@@ -89,9 +87,13 @@ class FlatSorter(OnlineSorter):
                 self._rekey(name)
 
     # --- shares ---------------------------------------------------------------------------------
+    def _weight(self, job) -> float:
+        """The weight the share divides by: the job's own (collapsed: its leaf weight)."""
+        return job.weight
+
     def _rekey(self, name: str) -> None:
         job = self.jobs[name]
-        share = self.job_share(job.usage, self.capacity, job.weight)
+        share = self.job_share(job.usage, self.capacity, self._weight(job))
         self.share[name] = share
         self.version[name] += 1
         if job.demanding:

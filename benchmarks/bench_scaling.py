@@ -1,0 +1,237 @@
+"""Scaling curves of every online policy: decisions/s and events/s from 100 to 10,000 jobs
+and nodes, and how the cost per decision grows (issue 13, item 3).
+
+Workload: ``generate.hierarchy_scenario`` (the workload of ``bench_decisions.py``) with
+``n`` jobs in a 3-level hierarchy (fan-out 4: 64 leaf queues) on ``n`` nodes of 64 units of
+each of 4 resources, each job its own task shape (up to 625 distinct shapes) and an
+unbounded number of tasks. For each policy and each ``n``, in a fresh process:
+
+* **fill**: ``schedule(0)`` on the empty cluster; every launch is a decision
+  (about 72 per node);
+* **steady**: the saturated steady state: finish one running task (the oldest), then
+  ``schedule(now)`` re-fills the freed room. An *event* is one completion with the
+  re-fill it triggers; events/s counts them, decisions/s counts the launches. It runs
+  ``--events`` completions or until ``--budget`` CPU seconds, whichever comes first.
+
+Times are this process's CPU time (``time.process_time``), which other processes on a
+shared machine disturb far less than wall time.
+
+Growth: between consecutive sizes the cost per decision ``t(n)`` is fitted as ``n^k``
+(``k = log(t2/t1) / log(n2/n1)``), and over all sizes by least squares on log-log. ``k``
+near 0 means the cost per decision does not grow with the size (constant or log n: a
+log n cost gives k of about 0.1-0.2 over this range, since log 10,000 / log 100 = 2);
+``k`` near 1 means linear in n.
+
+Run one point::
+
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_scaling.py --policy hdrf --size 1000
+
+all points (one process each, JSON lines appended to the output)::
+
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_scaling.py --all --out benchmarks/scaling_runs.jsonl
+
+and the table and plot from them::
+
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_scaling.py --report benchmarks/scaling_runs.jsonl \\
+        --plot docs/img/scaling.svg
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+from generate import hierarchy_scenario  # noqa: E402
+
+from fairshare.engine import Scheduler  # noqa: E402
+from fairshare.policies import REGISTRY, PolicyModeError, make_policy  # noqa: E402
+
+SIZES = (100, 300, 1000, 3000, 10000)
+CLOCK = time.process_time
+
+
+def online_policies() -> list[str]:
+    """The registry's policies that have an online mode (``ceei`` and ``slowdown`` have
+    none: building a scheduler with them raises ``PolicyModeError``)."""
+    sc = hierarchy_scenario(jobs=4, levels=1, nodes=1, seed=0)
+    out = []
+    for name in REGISTRY:
+        try:
+            Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy(name))
+        except PolicyModeError:
+            continue
+        out.append(name)
+    return out
+
+
+def measure(policy: str, size: int, events: int, budget: float) -> dict:
+    sc = hierarchy_scenario(jobs=size, levels=3, fanout=4, nodes=size, seed=0)
+    t0 = CLOCK()
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy(policy))
+    for job in sc.jobs:
+        sched.submit(job, 0.0)
+    t_build = CLOCK() - t0
+
+    t0 = CLOCK()
+    fill = len(sched.schedule(0.0))
+    t_fill = CLOCK() - t0
+
+    done = decisions = 0
+    t0 = CLOCK()
+    while done < events and sched.tasks:
+        task_id = next(iter(sched.tasks))  # the oldest running task (insertion order)
+        sched.finish(task_id, float(done + 1))
+        decisions += len(sched.schedule(float(done + 1)))
+        done += 1
+        if done % 50 == 0 and CLOCK() - t0 > budget:
+            break
+    t_steady = CLOCK() - t0
+    return {
+        "policy": policy, "size": size, "jobs": len(sc.jobs), "nodes": len(sc.cluster.nodes),
+        "build_s": round(t_build, 4),
+        "fill_decisions": fill, "fill_s": round(t_fill, 4),
+        "steady_events": done, "steady_decisions": decisions, "steady_s": round(t_steady, 4),
+        "load_avg": round(os.getloadavg()[0], 2),
+    }
+
+
+def run_all(args) -> int:
+    policies = args.policies.split(",") if args.policies else online_policies()
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(SIZES)
+    for size in sizes:
+        for policy in policies:
+            cmd = [sys.executable, __file__, "--policy", policy, "--size", str(size),
+                   "--events", str(args.events), "--budget", str(args.budget)]
+            print(f"{policy} n={size} ...", file=sys.stderr, flush=True)
+            try:
+                out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=False)
+            except subprocess.TimeoutExpired:
+                line = json.dumps({"policy": policy, "size": size, "error": f"timeout after {args.timeout} s"})
+            else:
+                if out.returncode != 0:
+                    line = json.dumps({"policy": policy, "size": size,
+                                       "error": (out.stderr.strip().splitlines() or ["?"])[-1][:300]})
+                else:
+                    line = out.stdout.strip().splitlines()[-1]
+            print(line, flush=True)
+            if args.out:
+                with open(args.out, "a") as f:
+                    f.write(line + "\n")
+    return 0
+
+
+def slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of log y on log x."""
+    xs = [math.log(x) for x, _ in points]
+    ys = [math.log(y) for _, y in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else float("nan")
+
+
+def growth_words(k: float) -> str:
+    if k != k:
+        return "?"
+    if k < 0.25:
+        return "flat (constant to log n)"
+    if k < 0.6:
+        return "sublinear"
+    if k < 1.2:
+        return "about linear"
+    return "superlinear"
+
+
+def report(path: pathlib.Path, plot: pathlib.Path | None) -> int:
+    runs: dict[tuple[str, int], dict] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            runs[(r["policy"], r["size"])] = r  # the last run of a point wins
+    policies = list(dict.fromkeys(p for p, _ in runs))
+    sizes = sorted({s for _, s in runs})
+    print("| policy | " + " | ".join(f"n={s:,}" for s in sizes) + " | k fill | k steady | steady cost growth |")
+    print("|---|" + "---:|" * len(sizes) + "---:|---:|---|")
+    curves = {}
+    for p in policies:
+        cells, fill_pts, steady_pts = [], [], []
+        for s in sizes:
+            r = runs.get((p, s))
+            if r is None:
+                cells.append("not run")
+            elif "error" in r:
+                cells.append(r["error"][:40])
+            else:
+                fr = r["fill_decisions"] / r["fill_s"] if r["fill_s"] else float("nan")
+                sr = r["steady_decisions"] / r["steady_s"] if r["steady_s"] else float("nan")
+                er = r["steady_events"] / r["steady_s"] if r["steady_s"] else float("nan")
+                cells.append(f"{fr:,.0f} / {sr:,.0f} / {er:,.0f}")
+                if r["fill_decisions"]:
+                    fill_pts.append((s, r["fill_s"] / r["fill_decisions"]))
+                if r["steady_decisions"]:
+                    steady_pts.append((s, r["steady_s"] / r["steady_decisions"]))
+        kf = slope(fill_pts) if len(fill_pts) > 1 else float("nan")
+        ks = slope(steady_pts) if len(steady_pts) > 1 else float("nan")
+        curves[p] = (fill_pts, steady_pts)
+        print(f"| `{p}` | " + " | ".join(cells) + f" | {kf:.2f} | {ks:.2f} | {growth_words(ks)} |")
+    print("\ncells: fill decisions/s / steady decisions/s / steady events/s (CPU time); "
+          "k: cost per decision ~ n^k (least squares over the sizes run)")
+    if plot is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
+        for ax, idx, title in ((axes[0], 0, "fill (empty cluster)"), (axes[1], 1, "saturated steady state")):
+            for p, pts in curves.items():
+                series = pts[idx]
+                if series:
+                    ax.plot([s for s, _ in series], [1.0 / t for _, t in series], marker="o", label=p)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("jobs = nodes (n)")
+            ax.set_title(title)
+            ax.grid(True, which="both", alpha=0.3)
+        axes[0].set_ylabel("decisions per CPU second")
+        axes[1].legend(fontsize=8, ncol=2)
+        fig.suptitle("Online decisions/s vs size (3-level hierarchy, 4 resources; benchmarks/bench_scaling.py)")
+        fig.tight_layout()
+        fig.savefig(plot)
+        print(f"wrote {plot}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--policy", help="one point: this policy")
+    ap.add_argument("--size", type=int, help="one point: jobs = nodes = this")
+    ap.add_argument("--events", type=int, default=2000, help="steady-state completions (default 2000)")
+    ap.add_argument("--budget", type=float, default=5.0, help="steady-state CPU seconds at most (default 5)")
+    ap.add_argument("--all", action="store_true", help="every online policy at every size, a process each")
+    ap.add_argument("--policies", help="with --all: comma-separated policies (default: every online one)")
+    ap.add_argument("--sizes", help="with --all: comma-separated sizes (default 100,300,1000,3000,10000)")
+    ap.add_argument("--timeout", type=float, default=900, help="with --all: seconds per point (default 900)")
+    ap.add_argument("--out", type=pathlib.Path, help="with --all: append the JSON lines here")
+    ap.add_argument("--report", type=pathlib.Path, metavar="RUNS.jsonl", help="table (and --plot) from runs")
+    ap.add_argument("--plot", type=pathlib.Path, help="with --report: write the plot here")
+    args = ap.parse_args(argv)
+    if args.report:
+        return report(args.report, args.plot)
+    if args.all:
+        return run_all(args)
+    if not args.policy or not args.size:
+        ap.error("give --policy and --size (one point), --all, or --report")
+    print(json.dumps(measure(args.policy, args.size, args.events, args.budget)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
