@@ -29,7 +29,6 @@ from fairshare.model.queues import QueueTree
 from fairshare.model.resources import packing_score
 from fairshare.policies import make_policy
 from fairshare.policies.base import PolicyModeError
-from fairshare.policies.machinery.reference import ReferenceSorter
 from fairshare.policies.timefair import DEFAULT_RELAX, DEFAULT_WINDOW_S, TimeFair, TimeFairSorter, tasks_alone
 
 FLAT = QueueTree.build([])
@@ -384,9 +383,10 @@ def test_scheduler_passes_node_capacities_to_the_sorter():
     sched.submit(Job("A", "", 1.0, 0.0, (TaskClass("t", (30.0,), 1),)), 0.0)
     assert [launch.job for launch in sched.schedule(0.0)] == ["A"]
     assert sched.sorter.slowdowns() == {"A": 0.5}
-    # other policies ignore the node list (the reference sorter still works)
-    ref = Scheduler(("units",), (Node("a", (50.0,)),), FLAT, make_policy("collapsed"))
-    assert isinstance(ref.sorter, ReferenceSorter)
+    # other policies accept the node list and ignore it
+    other = Scheduler(("units",), (Node("a", (50.0,)), Node("b", (50.0,))), FLAT, make_policy("collapsed"))
+    other.submit(Job("A", "", 1.0, 0.0, (TaskClass("t", (30.0,), 2),)), 0.0)
+    assert [launch.job for launch in other.schedule(0.0)] == ["A", "A"]
 
 
 def test_weights_scale_the_slowdown():

@@ -385,21 +385,26 @@ class TimeFairSorter(OnlineSorter):
                 break
         if start is None:
             return None
-        c_star = rows[start][0]
+        c_star, first = rows[start][0], rows[start][2]
         bound = (1.0 + self.relax) * c_star + tol
-        best_key, best = None, None
-        free = self._free()
+        free, capacity, jobs = self._free(), self.capacity, self.jobs
+        keyed = []
         for c, order, name in rows[start:]:
             if c > bound:
                 break  # rows are sorted by C: nobody further is in S(t, p)
-            job = self.jobs[name]
-            if not job.demanding or (name != rows[start][2] and not runnable(name)):
-                continue
-            # largest packing score; ties: smaller C, then earlier arrival
-            key = (packing_score(job.demand, free, self.capacity), -c, -order)
-            if best_key is None or key > best_key:
-                best_key, best = key, name
-        return best
+            job = jobs[name]
+            if job.demanding:
+                # largest packing score; ties: smaller C, then earlier arrival
+                keyed.append((packing_score(job.demand, free, capacity), -c, -order, name))
+        # The best runnable member of S: asking ``runnable`` (the engine's placement
+        # search, the costly part) in key order, best first, stops at the answer instead
+        # of asking every member; the keys are distinct (arrival order is), so the
+        # answer is the one a full scan would keep. ``first`` is known to be runnable.
+        keyed.sort(reverse=True)
+        for *_key, name in keyed:
+            if name == first or runnable(name):
+                return name
+        return first  # (not reached: ``first`` is demanding and in S, so it is in ``keyed``)
 
 
 class TimeFair(Policy):
