@@ -72,7 +72,7 @@ def online_policies() -> list[str]:
     return out
 
 
-def measure(policy: str, size: int, events: int, budget: float) -> dict:
+def measure(policy: str, size: int, events: int, budget: float, fill_budget: float) -> dict:
     sc = hierarchy_scenario(jobs=size, levels=3, fanout=4, nodes=size, seed=0)
     t0 = CLOCK()
     sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy(policy))
@@ -80,13 +80,27 @@ def measure(policy: str, size: int, events: int, budget: float) -> dict:
         sched.submit(job, 0.0)
     t_build = CLOCK() - t0
 
+    # the fill stops when it has used ``fill_budget`` CPU seconds (the sorter then answers
+    # "nothing"): its rate is over the decisions made, and the steady state, which needs
+    # the full cluster, is not measured
+    sorter, stopped = sched.sorter, False
+    pick, pick_among = sorter.pick, sorter.pick_among
     t0 = CLOCK()
+
+    def over() -> bool:
+        nonlocal stopped
+        stopped = stopped or CLOCK() - t0 > fill_budget
+        return stopped
+
+    sorter.pick = lambda runnable, now=0.0: None if over() else pick(runnable, now)
+    sorter.pick_among = lambda names, runnable, now=0.0: None if over() else pick_among(names, runnable, now)
     fill = len(sched.schedule(0.0))
     t_fill = CLOCK() - t0
+    sorter.pick, sorter.pick_among = pick, pick_among
 
     done = decisions = 0
     t0 = CLOCK()
-    while done < events and sched.tasks:
+    while not stopped and done < events and sched.tasks:
         task_id = next(iter(sched.tasks))  # the oldest running task (insertion order)
         sched.finish(task_id, float(done + 1))
         decisions += len(sched.schedule(float(done + 1)))
@@ -97,7 +111,7 @@ def measure(policy: str, size: int, events: int, budget: float) -> dict:
     return {
         "policy": policy, "size": size, "jobs": len(sc.jobs), "nodes": len(sc.cluster.nodes),
         "build_s": round(t_build, 4),
-        "fill_decisions": fill, "fill_s": round(t_fill, 4),
+        "fill_decisions": fill, "fill_s": round(t_fill, 4), "fill_complete": not stopped,
         "steady_events": done, "steady_decisions": decisions, "steady_s": round(t_steady, 4),
         "load_avg": round(os.getloadavg()[0], 2),
     }
@@ -109,7 +123,7 @@ def run_all(args) -> int:
     for size in sizes:
         for policy in policies:
             cmd = [sys.executable, __file__, "--policy", policy, "--size", str(size),
-                   "--events", str(args.events), "--budget", str(args.budget)]
+                   "--events", str(args.events), "--budget", str(args.budget), "--fill-budget", str(args.fill_budget)]
             print(f"{policy} n={size} ...", file=sys.stderr, flush=True)
             try:
                 out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=False)
@@ -170,18 +184,22 @@ def report(path: pathlib.Path, plot: pathlib.Path | None) -> int:
                 cells.append(r["error"][:40])
             else:
                 fr = r["fill_decisions"] / r["fill_s"] if r["fill_s"] else float("nan")
-                sr = r["steady_decisions"] / r["steady_s"] if r["steady_s"] else float("nan")
-                er = r["steady_events"] / r["steady_s"] if r["steady_s"] else float("nan")
-                cells.append(f"{fr:,.0f} / {sr:,.0f} / {er:,.0f}")
+                if r.get("fill_complete", True):
+                    sr = r["steady_decisions"] / r["steady_s"] if r["steady_s"] else float("nan")
+                    er = r["steady_events"] / r["steady_s"] if r["steady_s"] else float("nan")
+                    cells.append(f"{fr:,.0f} / {sr:,.0f} / {er:,.0f}")
+                else:
+                    cells.append(f"{fr:,.0f}* / - / -")
                 if r["fill_decisions"]:
                     fill_pts.append((s, r["fill_s"] / r["fill_decisions"]))
-                if r["steady_decisions"]:
+                if r["steady_decisions"] and r.get("fill_complete", True):
                     steady_pts.append((s, r["steady_s"] / r["steady_decisions"]))
         kf = slope(fill_pts) if len(fill_pts) > 1 else float("nan")
         ks = slope(steady_pts) if len(steady_pts) > 1 else float("nan")
         curves[p] = (fill_pts, steady_pts)
         print(f"| `{p}` | " + " | ".join(cells) + f" | {kf:.2f} | {ks:.2f} | {growth_words(ks)} |")
-    print("\ncells: fill decisions/s / steady decisions/s / steady events/s (CPU time); "
+    print("\ncells: fill decisions/s / steady decisions/s / steady events/s (CPU time); *: the fill was "
+          "stopped at its CPU budget (rate over the decisions made; no steady state); "
           "k: cost per decision ~ n^k (least squares over the sizes run)")
     if plot is not None:
         import matplotlib
@@ -215,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, help="one point: jobs = nodes = this")
     ap.add_argument("--events", type=int, default=2000, help="steady-state completions (default 2000)")
     ap.add_argument("--budget", type=float, default=5.0, help="steady-state CPU seconds at most (default 5)")
+    ap.add_argument("--fill-budget", type=float, default=120.0,
+                    help="stop the fill after this many CPU seconds (default 120; no steady state then)")
     ap.add_argument("--all", action="store_true", help="every online policy at every size, a process each")
     ap.add_argument("--policies", help="with --all: comma-separated policies (default: every online one)")
     ap.add_argument("--sizes", help="with --all: comma-separated sizes (default 100,300,1000,3000,10000)")
@@ -229,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_all(args)
     if not args.policy or not args.size:
         ap.error("give --policy and --size (one point), --all, or --report")
-    print(json.dumps(measure(args.policy, args.size, args.events, args.budget)))
+    print(json.dumps(measure(args.policy, args.size, args.events, args.budget, args.fill_budget)))
     return 0
 
 

@@ -180,6 +180,8 @@ class TimeFairSorter(OnlineSorter):
         self._used = [0.0] * self.m  # what the sorter has seen allocated, cluster-wide
         self._version = 0  # bumped when the set of present users changes
         self._sorted: tuple[float, int, list[tuple[float, int, str]], float] | None = None
+        # jobs the engine found unable to run in this ``schedule`` call (``exclude``)
+        self._excluded: set[str] = set()
 
     # --- N_i ------------------------------------------------------------------------------
     def _tasks_alone(self, demand: Vector) -> int | float:
@@ -375,12 +377,21 @@ class TimeFairSorter(OnlineSorter):
         """The cluster's free amounts (never below 0), for ``packing_score``."""
         return [max(0.0, cap - used) for cap, used in zip(self.capacity, self._used)]
 
+    def exclude(self, name: str) -> None:
+        """Not runnable for the rest of this ``schedule`` call: not scored nor asked again
+        (the engine's guarantee, ``OnlineSorter.exclude``; the same picks)."""
+        self._excluded.add(name)
+
+    def reset_excluded(self) -> None:
+        self._excluded.clear()
+
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
         self._advance(now)
         rows, tol = self._order()
+        excluded = self._excluded
         start = None
         for k, (c, _order, name) in enumerate(rows):
-            if self.jobs[name].demanding and runnable(name):
+            if name not in excluded and self.jobs[name].demanding and runnable(name):
                 start = k
                 break
         if start is None:
@@ -393,7 +404,7 @@ class TimeFairSorter(OnlineSorter):
             if c > bound:
                 break  # rows are sorted by C: nobody further is in S(t, p)
             job = jobs[name]
-            if job.demanding:
+            if job.demanding and name not in excluded:
                 # largest packing score; ties: smaller C, then earlier arrival
                 keyed.append((packing_score(job.demand, free, capacity), -c, -order, name))
         # The best runnable member of S: asking ``runnable`` (the engine's placement
