@@ -40,10 +40,6 @@ from fairshare.model.queues import QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.base import Policy
 
-#: the sorter chooses among an explicit list of candidate jobs (``pick_among``) when the
-#: jobs whose next task may fit number at most this (and are a small part of the demanding
-#: jobs, see ``schedule``); beyond, its own descent is cheaper
-_PICK_AMONG_MAX = 48
 #: after a quiet point, the freed nodes are scanned for fitting shapes only if at most
 #: this many were freed; beyond, ``schedule`` asks the sorter as usual
 _FREED_SCAN_MAX = 16
@@ -165,7 +161,8 @@ class Scheduler:
         self._quiet_mark: int | None = None
         self._filed = 0  # jobs in _shape_jobs
         # the candidate path's limits (-1 turns it off: the plain path, for comparisons)
-        self.pick_among_max = _PICK_AMONG_MAX
+        self.pick_among_max = self.sorter.among_max
+        self._among_cost = self.sorter.among_cost
         self.freed_scan_max = _FREED_SCAN_MAX
         self.decisions = 0
 
@@ -322,7 +319,7 @@ class Scheduler:
         anywhere), only the nodes freed since can hold anything, and only the shapes that
         fit on them, plus shapes that appeared since, can run: a short list, found by one
         vectorized scan per freed node (:meth:`_candidate_shapes`). When the jobs whose
-        next task has one of those shapes are few (``_PICK_AMONG_MAX``, and few enough
+        next task has one of those shapes are few (the sorter's ``among_max``, and few enough
         that comparing them beats the descent), the sorter chooses among just them
         (``pick_among``: the job its ``pick`` would return, as every other job is not
         runnable), instead of descending past the many jobs that fit nowhere. On a full
@@ -429,9 +426,10 @@ class Scheduler:
             among = None
             if shapes is not None:
                 n = sum(len(self._shape_jobs.get(key, ())) for key in shapes)
-                # comparing n paths costs about n x depth; the descent passes about
-                # (demanding jobs / n) that cannot run before it meets one that can
-                if n <= self.pick_among_max and n * n <= 2 * self._filed:
+                # comparing n candidates costs about n x the sorter's among_cost; the
+                # descent passes about (demanding jobs / n) that cannot run before it
+                # meets one that can (OnlineSorter.among_cost)
+                if n <= self.pick_among_max and n * n * self._among_cost <= self._filed:
                     among = [name for key in shapes for name in self._shape_jobs.get(key, ())]
             name = None
             if bounds is not None and bounds.has_guarantees:

@@ -40,6 +40,16 @@ class OnlineJob:
 class OnlineSorter:
     """Interface + shared bookkeeping; subclasses implement :meth:`pick`."""
 
+    #: When the engine knows the few jobs that can run (``Scheduler.schedule``'s candidate
+    #: list), it asks :meth:`pick_among` instead of :meth:`pick` if the c candidates are
+    #: at most ``among_max`` and ``c * c * among_cost <= demanding jobs``: ``among_cost``
+    #: is what comparing one candidate costs relative to passing one job that cannot run
+    #: in :meth:`pick` (which passes about demanding / c of them). The defaults fit the
+    #: tree sorters (comparing a candidate means building its path of heap keys); the
+    #: flat sorters compare a key each and set their own. Either way the pick is the same.
+    among_max: int = 48
+    among_cost: float = 0.5
+
     def __init__(self, resources: int, queues: QueueTree, capacity: Vector):
         self.m = resources
         self.queues = queues
