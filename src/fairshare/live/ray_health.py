@@ -207,12 +207,9 @@ class NodeProber:
                 return
         if node.answered_at is not None and node.waiting_since is None and now - node.answered_at < self.interval_s:
             return
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
         try:
-            node.ref = self._remote.options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
-                runtime_env=PROBE_RUNTIME_ENV).remote()
+            node.ref = self._remote.options(scheduling_strategy=self._pin(node.node_id),
+                                            runtime_env=PROBE_RUNTIME_ENV).remote()
         except Exception as exc:  # noqa: BLE001 - Ray refused the submission: try at the next update
             log.info("node %s: probe not sent: %s", node.name, exc)
             node.ref = None
@@ -221,6 +218,13 @@ class NodeProber:
         if node.waiting_since is None:
             node.waiting_since = now
         self.probes_sent += 1
+
+    @staticmethod
+    def _pin(node_id: str):
+        """Run there or nowhere: a probe answered by another node would prove nothing."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        return NodeAffinitySchedulingStrategy(node_id, soft=False)
 
     def _drop_probe(self, node: _Node) -> None:
         if node.ref is None:
