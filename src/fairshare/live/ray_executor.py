@@ -278,8 +278,9 @@ class RayExecutor:
                     refs.append(ref)
         for ref in refs:
             try:
-                # force: the worker, and with it the command, is killed if it can still
-                # be reached (the owner asks the worker directly, not the hung raylet)
+                # force: the worker, and with it the command, is killed; the cancel goes
+                # through the node's raylet, so a hung raylet passes it on only when it
+                # answers again (the command may have ended by then: its result is fenced)
                 self.ray.cancel(ref, force=True)
             except Exception as exc:  # noqa: BLE001 - the task may be ending right now, or its node gone
                 log.debug("cancel of a task on lost node %s: %s", name, exc)
