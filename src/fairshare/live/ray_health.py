@@ -10,10 +10,10 @@ answer notices: a tiny task pinned to the node (``NodeAffinitySchedulingStrategy
 ``interval_s``, in a runtime environment of its own (``PROBE_RUNTIME_ENV``): Ray keeps
 workers per runtime environment, so the probe's worker is never handed to a task and
 stays warm between probes. Without it a probe often needs a new worker, and a node
-starts its workers one at a time (as many at once as it has Ray CPUs): with 8 tasks
-starting on a loaded 2-core machine a plain probe waited 2.7 s to 4+ s, the own-
-environment one 0.05 s (measured on this machine, load average 7.9: /tmp experiment,
-see docs/live.md, Node health). The probe's reference is checked without blocking (``ray.wait(timeout=0)``) whenever the executor
+starts its workers one at a time (as many at once as it has Ray CPUs): sent right after
+8 tasks, a plain probe waited 4.4 to 8.1 s on this loaded 2-core machine, the
+own-environment one 0.01 to 0.03 s (``benchmarks/bench_probe.py``; docs/live.md, Node
+health). The probe's reference is checked without blocking (``ray.wait(timeout=0)``) whenever the executor
 looks at its nodes, so probing never holds up the scheduling loop.
 
 The rule: a node is **unhealthy** when a probe has been waiting ``timeout_s`` seconds (since
