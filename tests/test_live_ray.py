@@ -6,6 +6,9 @@ connection per process). Requests go through the HTTP API (FastAPI's test client
   GPU tasks on the nodes that have them;
 - parity: the decisions the service made on Ray equal a fresh ``Scheduler`` replaying
   the same arrivals and completions in the order Ray delivered them;
+- a node whose raylet hangs (SIGSTOP) is taken out after the node timeout, its tasks run
+  once more elsewhere without the old attempts' results being counted, and it comes back
+  after SIGCONT;
 - a node that dies mid-run has its tasks re-queued and completed elsewhere (last: it
   changes the cluster).
 
