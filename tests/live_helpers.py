@@ -125,6 +125,11 @@ class RecordingExecutor:
     def poll(self) -> list[ExecutorEvent]:
         return self.inner.poll()
 
+    def health(self) -> dict | None:
+        """The inner executor's view of its runtime (``/healthz``), if it has one."""
+        health = getattr(self.inner, "health", None)
+        return None if health is None else health()
+
 
 class NullExecutor:
     """Runs nothing (a replay only wants the decisions)."""

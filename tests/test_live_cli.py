@@ -46,6 +46,8 @@ def pooled():
     (config_doc(), ["--policy", "nope"], "--policy: unknown policy 'nope'"),
     (config_doc(), ["--policy", "ceei"], "--policy: "),
     (config_doc(), ["--port", "70000"], "--port: must be 0..65535"),
+    (config_doc(), ["--node-timeout", "0"], "--node-timeout: must be a positive number of seconds, got 0.0"),
+    (config_doc(), ["--node-timeout", "nan"], "--node-timeout: must be a positive number of seconds, got nan"),
     (None, [], "file not found"),
 ])
 def test_serve_refuses_bad_input_with_status_2(tmp_path, capsys, doc, extra, message):

@@ -6,6 +6,9 @@ connection per process). Requests go through the HTTP API (FastAPI's test client
   GPU tasks on the nodes that have them;
 - parity: the decisions the service made on Ray equal a fresh ``Scheduler`` replaying
   the same arrivals and completions in the order Ray delivered them;
+- a node whose raylet hangs (SIGSTOP) is taken out after the node timeout, its tasks run
+  once more elsewhere without the old attempts' results being counted, and it comes back
+  after SIGCONT;
 - a node that dies mid-run has its tasks re-queued and completed elsewhere (last: it
   changes the cluster).
 
@@ -220,6 +223,127 @@ def test_serve_attaches_to_an_existing_cluster_and_discovers_its_nodes(cluster, 
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+def test_a_hung_node_is_taken_out_its_tasks_rerun_once_and_it_comes_back(live, tmp_path):
+    """A raylet stopped with SIGSTOP: Ray still lists the node alive and its running
+    commands go on (a worker answers its owner without the raylet), but the node answers
+    no probe, so after the node timeout it leaves scheduling and its tasks run elsewhere;
+    the old attempts' results are never counted. After SIGCONT it answers and is back."""
+    import os
+    import signal
+
+    from test_live_metrics import samples
+
+    svc, client, executor = live
+    timeout_s = 4.0
+    RUN_S = 12  # long enough to be still running when the node is found out
+    executor.prober.timeout_s = timeout_s  # (the module's cluster keeps serve's default otherwise)
+    log_file = tmp_path / "runs.log"
+
+    def answering():
+        # every node has answered its probes lately: the probes' workers are up (between
+        # tests nothing polls the executor, and Ray stops idle workers)
+        return all(n["state"] == "alive" and n["last_answer_s"] is not None and n["last_answer_s"] < 2
+                   for n in svc.health()[1]["ray"]["node_states"])
+
+    wait_for(answering, 60, "every node to answer its probes")
+    # each command logs its start and its end with the node and the wall time
+    stamp = 'echo "$1 $FAIRSHARE_TASK_ID $FAIRSHARE_NODE $(date +%s.%N)" >> ' + str(log_file)
+    command = f"sh -c '{stamp}' - start; sleep {RUN_S}; sh -c '{stamp}' - end"
+    r = client.post("/v1/jobs", json={"jobs": [job("h", "ads", 8, {"cpu": 1}, command=command, shell=True)]},
+                    headers=H(ALICE))
+    assert r.status_code == 201, r.text
+    (job_id,) = r.json()["ids"]
+
+    def on_mic():
+        tasks = client.get(f"/v1/jobs/{job_id}", headers=H(ALICE)).json()["tasks"]
+        return [t["id"] for t in tasks if t["state"] == "running" and t["node"] == "mic-node"]
+
+    victims = wait_for(on_mic, 60, "tasks running on mic-node")
+
+    def settled():
+        # all 8 commands started (their Ray workers are up: a probe that waits for a worker
+        # to start on a loaded machine is slow, not unanswered) and every node answering
+        started = log_file.read_text().count("start") if log_file.exists() else 0
+        nodes = svc.health()[1]["ray"]["node_states"]
+        return started == 8 and all(n["state"] == "alive" and n["last_answer_s"] is not None
+                                    and n["waiting_s"] is None for n in nodes)
+
+    wait_for(settled, 60, "the tasks to run and every node to answer its probes")
+    assert svc.health()[1]["status"] == "ok"
+    assert on_mic() == victims
+    raylet = executor.raylet_pid("mic-node")
+    os.kill(raylet, signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    try:
+        def mic_out():
+            return [n["alive"] for n in svc.status()["nodes"] if n["name"] == "mic-node"] == [False]
+
+        # the timeout, plus up to one node poll (1 s) and one probe interval (1 s) before
+        # the late probe is sent and seen, plus slack for a loaded machine
+        wait_for(mic_out, timeout_s + 10, "mic-node to be taken out")
+        detected_s = time.monotonic() - stopped_at
+        assert detected_s >= timeout_s  # not before its probe was overdue
+        # Ray itself has not noticed
+        assert [n["Alive"] for n in ray.nodes() if "fs_node_mic-node" in n.get("Resources", {})] == [True]
+        health = client.get("/healthz")
+        assert health.status_code == 200
+        doc = health.json()
+        assert doc["status"] == "degraded" and "mic-node" in doc["detail"], doc
+        assert {n["name"]: n["state"] for n in doc["ray"]["node_states"]}["mic-node"] == "unhealthy"
+        assert doc["ray"]["reachable"] and doc["ray"]["nodes"]["unhealthy"] == 1
+        page = samples(client.get("/metrics", headers=H(ADMIN)).text)
+        assert page[("fairshare_node_health", (("node", "mic-node"), ("state", "unhealthy")))] == 1
+        assert page[("fairshare_node_health", (("node", "mic-node"), ("state", "alive")))] == 0
+        assert page[("fairshare_tasks_requeued_total", (("reason", "node_lost"),))] >= len(victims)
+        # the node stays frozen while its tasks run again elsewhere and the job finishes
+        wait_for(lambda: all_done(client), 120, "the job to finish without mic-node")
+    finally:
+        os.kill(raylet, signal.SIGCONT)
+        executor.prober.timeout_s = 10.0
+    detail = client.get(f"/v1/jobs/{job_id}", headers=H(ALICE)).json()
+    assert detail["state"] == "succeeded" and detail["tasks_succeeded"] == 8, detail
+    by_id = {t["id"]: t for t in detail["tasks"]}
+    for task_id in victims:
+        assert by_id[task_id]["node"] in ("cpu-node", "gpu-node")  # re-run elsewhere
+        assert by_id[task_id]["attempts"] >= 2
+    # a success is the end of the attempt it is recorded for: each took its RUN_S (an old
+    # attempt's late result taken for the new attempt would end it at once)
+    for t in detail["tasks"]:
+        assert t["finished_at"] - t["started_at"] >= RUN_S - 0.5, t
+    # never more commands at once on a node than its CPUs: nothing ended early in the
+    # scheduler's books while its command still ran
+    runs: dict[tuple[str, str], list[float]] = {}
+    for line in log_file.read_text().splitlines():
+        what, task_id, node, at = line.split()
+        runs.setdefault((task_id, node), []).append(float(at))
+    cpus = {"cpu-node": 4, "mic-node": 2, "gpu-node": 2}
+    for node, limit in cpus.items():
+        edges = sorted(e for (_, n), (start, *end) in runs.items() if n == node
+                       for e in [(start, 1)] + [(x, -1) for x in end[:1]])
+        level = peak = 0
+        for _, step in edges:
+            level += step
+            peak = max(peak, level)
+        assert peak <= limit, (node, peak)
+    # every task succeeded off mic-node exactly once in the log too
+    assert sorted(task_id for (task_id, node), times in runs.items() if node != "mic-node" and len(times) == 2
+                  and int(task_id) in victims) == sorted(str(v) for v in victims)
+
+    # SIGCONT: the node answers again and comes back, empty, and takes new work
+    def mic_back():
+        return [n["alive"] for n in svc.status()["nodes"] if n["name"] == "mic-node"] == [True]
+
+    wait_for(mic_back, 30, "mic-node to come back")
+    assert client.get("/healthz").json()["status"] == "ok"
+    r = client.post("/v1/jobs", json={"jobs": [job("m2", "ads", 1, {"cpu": 1, "mic": 1},
+                                                   command="test \"$FAIRSHARE_NODE\" = mic-node", shell=True)]},
+                    headers=H(ALICE))
+    (mic_job,) = r.json()["ids"]
+    wait_for(lambda: client.get(f"/v1/jobs/{mic_job}", headers=H(ALICE)).json()["state"] == "succeeded", 60,
+             "a MIC task on the returned node")
+    assert replayed(svc) == launched(svc)
+
 
 def test_dead_node_tasks_are_requeued_and_completed_elsewhere(live):
     svc, client, executor = live

@@ -190,9 +190,36 @@ class HistoryOut(BaseModel):
     queues: dict[str, float]
 
 
+class NodeHealthOut(BaseModel):
+    name: str
+    state: Literal["alive", "unhealthy", "dead"] = Field(
+        description="alive: answers its probes; unhealthy: Ray lists it alive but it has not answered for the "
+                    "node timeout (out of scheduling, its tasks re-queued); dead: Ray lists it dead or no longer")
+    last_answer_s: float | None = Field(None, description="seconds since its last probe answer; null: none yet")
+    waiting_s: float | None = Field(None, description="how long its unanswered probe has waited; null: none out")
+
+
+class NodeCountsOut(BaseModel):
+    alive: int
+    unhealthy: int
+    dead: int
+
+
+class RayHealthOut(BaseModel):
+    reachable: bool = Field(description="Ray listed its nodes within the node timeout")
+    last_contact_s: float | None = Field(None, description="seconds since Ray last listed its nodes")
+    error: str | None = Field(None, description="why the last listing failed; null: it did not")
+    node_timeout_s: float
+    nodes: NodeCountsOut
+    node_states: list[NodeHealthOut]
+
+
 class HealthOut(BaseModel):
-    status: Literal["ok", "degraded"]
+    status: Literal["ok", "degraded", "unavailable"] = Field(
+        description="ok; degraded (200): a node stopped answering or died; unavailable (503): the scheduling loop "
+                    "stopped or Ray is unreachable")
     detail: str
+    ray: RayHealthOut | None = Field(None, description="Ray's state; null when the executor is not Ray")
 
 
 class _AsciiJSON(JSONResponse):
@@ -353,12 +380,14 @@ def create_app(service: LiveService) -> FastAPI:
         log.exception("internal error")
         return _errors(500, [FieldError("", f"internal error: {type(exc).__name__}")])
 
-    @app.get("/healthz", response_model=HealthOut, tags=["service"])
-    def healthz() -> dict:
-        """Liveness without a token: ``degraded`` when the scheduling loop has stopped."""
-        if service.loop_error is not None:
-            return {"status": "degraded", "detail": f"scheduling loop stopped: {service.loop_error!r}"}
-        return {"status": "ok", "detail": f"policy {service.policy_name}"}
+    @app.get("/healthz", response_model=HealthOut, tags=["service"],
+             responses={503: {"model": HealthOut, "description": "the scheduling loop stopped or Ray is unreachable"}})
+    def healthz() -> Response:
+        """Health without a token: ``ok``; ``degraded`` (200) when a Ray node stopped
+        answering or died; ``unavailable`` (503) when the scheduling loop stopped or Ray
+        cannot be reached. ``ray`` gives Ray's state and each node's."""
+        code, doc = service.health()
+        return _AsciiJSON(HealthOut.model_validate(doc).model_dump(), status_code=code)
 
     @app.post("/v1/jobs", status_code=201, response_model=SubmitOut, tags=["jobs"], responses=_TOO_MANY,
               openapi_extra=_SUBMIT_OPENAPI)

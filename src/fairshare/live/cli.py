@@ -62,6 +62,10 @@ def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
                        help="which node a task goes to (default first-fit)")
     serve.add_argument("--max-attempts", type=positive_int, default=3, metavar="N",
                        help="runs of a task whose command fails before it is marked failed (default 3)")
+    serve.add_argument("--node-timeout", type=float, default=None, metavar="SECONDS",
+                       help="a Ray node that does not answer a probe (a tiny task pinned to it) for this long is "
+                            "taken out of scheduling and its tasks re-queued, as if it had died; it comes back "
+                            "when it answers again (default 10; see docs/live.md, Node health)")
 
     def client(p: argparse.ArgumentParser) -> None:
         p.add_argument("--server", default=os.environ.get(SERVER_ENV), metavar="URL",
@@ -97,6 +101,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not (0 <= args.port <= 65535):
         raise ClientError(f"--port: must be 0..65535, got {args.port}")
+    from fairshare.live.ray_health import DEFAULT_NODE_TIMEOUT_S
+
+    node_timeout = DEFAULT_NODE_TIMEOUT_S if args.node_timeout is None else args.node_timeout
+    if not (0 < node_timeout < float("inf")):
+        raise ClientError(f"--node-timeout: must be a positive number of seconds, got {args.node_timeout}")
     if args.policy not in REGISTRY:
         raise ClientError(f"--policy: unknown policy {args.policy!r}; known: {', '.join(REGISTRY)}")
     try:
@@ -136,7 +145,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ClientError(f"--port: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     port = sock.getsockname()[1]
     commands = CommandBook()  # what each task runs: filled by the service, read by the executor
-    executor = RayExecutor(config.resources, config.nodes, commands=commands, address=args.ray_address)
+    executor = RayExecutor(config.resources, config.nodes, commands=commands, address=args.ray_address,
+                           node_timeout_s=node_timeout)
     service = None
     try:
         service = LiveService(config, store, executor, policy=args.policy, placement=args.placement,

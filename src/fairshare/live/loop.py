@@ -82,6 +82,12 @@ class _JobInfo:
 #: ``max_attempts`` instead of spinning)
 START_REFUSED = "start refused by the executor"
 
+#: why a task went back to pending (``SchedulingLoop.requeued``): its node was lost (dead,
+#: or not answering: ``live.ray_health``); the runtime lost it (a Ray error, not an
+#: attempt); its command failed, or its start was refused, with attempts left. (Preempted
+#: attempts are counted apart, ``preempted_total``.)
+REQUEUE_REASONS = ("node_lost", "infrastructure", "failed")
+
 
 class _GuardedStarts:
     """The executor as the engine sees it: a start the runtime refuses becomes a failed
@@ -161,6 +167,9 @@ class SchedulingLoop:
         #: task row id -> reports still to come from attempts killed by preemption
         self._fenced: dict[int, int] = {}
         self.preempted_total = 0  # attempts stopped by preemption in this process
+        self.attempts_total = 0  # task attempts started in this process (``/metrics``)
+        #: tasks put back to pending in this process, by why (``REQUEUE_REASONS``; ``/metrics``)
+        self.requeued: dict[str, int] = dict.fromkeys(REQUEUE_REASONS, 0)
         self._woken_for: float | None = None  # the ``wake_at`` a Wake was applied for
         # raises PolicyModeError for offline policies (and, with preemption, for policies
         # without a static allocation: no fair shares to preempt for)
@@ -221,6 +230,7 @@ class SchedulingLoop:
                      ", ".join(sorted({f"job {p.job}" for p in self.engine.last_preempted})))
         if launches:  # committed before anything runs
             self.store.mark_running([(la.task_id, la.node) for la in launches], wall)
+            self.attempts_total += len(launches)
 
     def _next_row(self, job: str, class_index: int) -> int:
         """The scheduler's task id source: the job's next pending task row of the class."""
@@ -260,6 +270,7 @@ class SchedulingLoop:
                     mine = TaskFinished(row_id, False, ev.reason)
                     info.pending_rows[task.class_index].appendleft(row_id)
                     outcomes.append((row_id, "pending", _exit_code(ev.reason), ev.reason))
+                    self.requeued["infrastructure" if infrastructure else "failed"] += 1
                 else:
                     # attempts used up: the scheduler counts the task as done (so the job
                     # can finish); the store says failed
@@ -282,6 +293,7 @@ class SchedulingLoop:
                     else:
                         self.jobs[job_id].pending_rows[class_index].appendleft(row_id)
                         outcomes.append((row_id, "pending", None, f"node {ev.name} lost"))
+                        self.requeued["node_lost"] += 1
                     touched.add(job_id)
                 log.warning("node %s lost: %d task(s) re-queued", ev.name, len(done.tasks))
             elif isinstance(ev, NodeAdded):

@@ -8,6 +8,9 @@ Two sources feed one page in the Prometheus text exposition format (version 0.0.
 - ``service.status()`` (the same snapshot ``GET /v1/status`` returns) gives the gauges:
   dominant shares per queue (current and fair), pending and running tasks, utilization
   and capacity per resource, nodes up.
+- ``service.counters()``: task attempts started, tasks re-queued by reason, starts of a
+  service on the database; ``service.health()``: Ray reachable, each node's health
+  (``live.ray_health``).
 
 The page is written by hand (no client library) because it is a few dozen lines of a
 stable, documented format; the tests parse it back with ``prometheus_client``'s own
@@ -189,8 +192,16 @@ def _number(value: Any) -> float | int:
     return math.nan
 
 
-def render(snapshot: DecisionLatencySnapshot, status: Mapping[str, Any]) -> str:
-    """The ``/metrics`` page for one decision snapshot and one ``service.status()``.
+#: the states of ``fairshare_node_health`` (``live.ray_health.STATES``; not imported:
+#: this module needs no Ray)
+NODE_STATES = ("alive", "unhealthy", "dead")
+
+
+def render(snapshot: DecisionLatencySnapshot, status: Mapping[str, Any],
+           counters: Mapping[str, Any] | None = None, health: Mapping[str, Any] | None = None) -> str:
+    """The ``/metrics`` page for one decision snapshot, one ``service.status()``, the
+    service's ``counters()`` and the ``ray`` part of its ``health()`` (the families of
+    a missing one are left out; None for ``health`` also when the executor is not Ray).
 
     Families and samples come in a fixed order (labels sorted) so two scrapes of the
     same state are byte-identical.
@@ -261,6 +272,41 @@ def render(snapshot: DecisionLatencySnapshot, status: Mapping[str, Any]) -> str:
     for node in sorted(nodes, key=lambda n: str(n.get("name", ""))):
         page.sample("fairshare_node_up", 1 if node.get("alive") else 0, [("node", str(node.get("name", "")))])
 
+    if counters is not None:
+        page.family("fairshare_task_attempts_total", "counter",
+                    "Task attempts started by this service process (every start, re-runs included).")
+        page.sample("fairshare_task_attempts_total", _number(counters.get("task_attempts_total")))
+        requeued: Mapping[str, Any] = counters.get("tasks_requeued_total") or {}
+        page.family("fairshare_tasks_requeued_total", "counter",
+                    "Tasks put back to pending by this service process, by reason: node_lost (its node died "
+                    "or stopped answering), infrastructure (Ray lost it), failed (its command failed or its "
+                    "start was refused, with attempts left).")
+        for reason in sorted(requeued):
+            page.sample("fairshare_tasks_requeued_total", _number(requeued[reason]), [("reason", reason)])
+        page.family("fairshare_service_starts_total", "counter",
+                    "Starts of a service on this database, this one included (restarts: this minus one).")
+        page.sample("fairshare_service_starts_total", _number(counters.get("service_starts_total")))
+
+    if health is not None:
+        page.family("fairshare_ray_reachable", "gauge",
+                    "1 when Ray listed its nodes within the node timeout, else 0.")
+        page.sample("fairshare_ray_reachable", 1 if health.get("reachable") else 0)
+        states: Sequence[Mapping[str, Any]] = sorted(health.get("node_states") or [],
+                                                     key=lambda n: str(n.get("name", "")))
+        page.family("fairshare_node_health", "gauge",
+                    "1 for the node's health state, 0 for the others: alive (answers its probes), unhealthy "
+                    "(listed alive by Ray, no answer for the node timeout: out of scheduling), dead (Ray lists "
+                    "it dead).")
+        for node in states:
+            for state in NODE_STATES:
+                page.sample("fairshare_node_health", 1 if node.get("state") == state else 0,
+                            [("node", str(node.get("name", ""))), ("state", state)])
+        page.family("fairshare_node_last_answer_seconds", "gauge",
+                    "Seconds since the node last answered a probe (NaN: never, or dead).")
+        for node in states:
+            page.sample("fairshare_node_last_answer_seconds", _number(node.get("last_answer_s")),
+                        [("node", str(node.get("name", "")))])
+
     return page.text()
 
 
@@ -297,7 +343,9 @@ def install(app: Any, service: Any, *, authorize: Callable[[Any], Any] | None = 
     )
     def get_metrics(request: Request) -> Response:
         check(request)
-        page = render(service.metrics.snapshot(), service.status())
+        counters = service.counters() if hasattr(service, "counters") else None
+        health = service.health()[1].get("ray") if hasattr(service, "health") else None
+        page = render(service.metrics.snapshot(), service.status(), counters, health)
         return Response(content=page, media_type=CONTENT_TYPE)
 
 

@@ -27,6 +27,12 @@ A task runs as a Ray task pinned to its node with
 fails at once (``TaskUnschedulableError``); a demand no node can hold would wait forever
 in Ray, which is why the service checks feasibility itself before accepting a job.
 ``max_retries=0``: fairshare, not Ray, decides where a failed task runs again.
+
+Node health (``live.ray_health``): every node is probed; one that does not answer for
+``node_timeout_s`` is reported lost although Ray still lists it alive, and comes back as
+added when it answers again. Whenever a node is reported lost, for any reason, its tasks'
+Ray tasks are cancelled and forgotten (``_fence_node``): the engine re-queues them, and a
+late result of an old attempt must not be taken for the next attempt of the same task id.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import time
 from fairshare.engine.events import ExecutorEvent, NodeAdded, NodeLost, TaskFinished
 from fairshare.engine.scheduler import Launch
 from fairshare.live.commands import CommandBook, TaskSpec
+from fairshare.live.ray_health import DEFAULT_NODE_TIMEOUT_S, DEFAULT_PROBE_INTERVAL_S, NodeProber
 from fairshare.model.cluster import Node
 
 log = logging.getLogger(__name__)
@@ -93,7 +100,8 @@ class RayExecutor:
     task runs is looked up in ``commands`` (shared with the service)."""
 
     def __init__(self, resources: tuple[str, ...], nodes: tuple[Node, ...] = (), *, commands: CommandBook,
-                 address: str | None = None, node_poll_s: float = 1.0, object_store_mb: int = 100):
+                 address: str | None = None, node_poll_s: float = 1.0, object_store_mb: int = 100,
+                 node_timeout_s: float = DEFAULT_NODE_TIMEOUT_S, probe_interval_s: float = DEFAULT_PROBE_INTERVAL_S):
         import ray
 
         self.ray = ray
@@ -131,6 +139,8 @@ class RayExecutor:
         self._lock = threading.Lock()
         self._refs: dict[object, int] = {}  # object ref -> task id
         self._by_task: dict[int, object] = {}
+        self._node_of: dict[int, str] = {}  # task id -> the node it was started on (``_fence_node``)
+        self.prober = NodeProber(ray, timeout_s=node_timeout_s, interval_s=probe_interval_s)
         self._pending_events: list[ExecutorEvent] = []
         self._last_node_poll = 0.0
         self.commands = commands
@@ -140,6 +150,11 @@ class RayExecutor:
             self._nodes[name] = (node_id, node)
         if not self._nodes:
             raise RuntimeError("the Ray cluster has no alive node")
+        # the node health hook: the first probes now, before tasks compete with them for workers
+        self.prober.update({name: node_id for name, (node_id, _) in self._nodes.items()})
+        silent = self.prober.wait_for_answers(timeout_s=60)
+        if silent:
+            log.warning("node(s) %s have not answered a first health probe yet", ", ".join(silent))
 
     # --- the seam -----------------------------------------------------------------------------
     def nodes(self) -> tuple[Node, ...]:
@@ -159,6 +174,7 @@ class RayExecutor:
         with self._lock:
             self._refs[ref] = launch.task_id
             self._by_task[launch.task_id] = ref
+            self._node_of[launch.task_id] = launch.node
 
     def poll(self) -> list[ExecutorEvent]:
         events, self._pending_events = self._pending_events, []
@@ -170,8 +186,11 @@ class RayExecutor:
             ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=True)
             for ref in ready:
                 with self._lock:
-                    task_id = self._refs.pop(ref)
+                    task_id = self._refs.pop(ref, None)
+                    if task_id is None:  # fenced meanwhile (its node was lost): not reported
+                        continue
                     self._by_task.pop(task_id, None)
+                    self._node_of.pop(task_id, None)
                 try:
                     code, output = self.ray.get(ref)
                     reason = "" if code == 0 else f"exit status {code}: {output.strip()[-500:]}"
@@ -185,7 +204,8 @@ class RayExecutor:
         # a node death surfaces first as failed tasks: look at the nodes now, so the node
         # is removed before its tasks are re-queued (and not placed on it again)
         now = time.monotonic()
-        if infrastructure_failure or now - self._last_node_poll >= self.node_poll_s:
+        # (the node health hook: a node that stopped or started answering again is looked at now)
+        if self.prober.tick(now) or infrastructure_failure or now - self._last_node_poll >= self.node_poll_s:
             self._last_node_poll = now
             events.extend(self._node_changes())
         return events + finished
@@ -206,6 +226,7 @@ class RayExecutor:
         with self._lock:
             self._by_task.pop(task_id, None)
             self._refs.pop(ref, None)
+            self._node_of.pop(task_id, None)
         try:
             # force: the worker process is killed, and with it the command (its
             # parent-death signal); a polite cancel does not reach a blocked subprocess
@@ -232,7 +253,40 @@ class RayExecutor:
         assert self.cluster is not None, "only a local cluster's nodes can be removed"
         self.cluster.remove_node(self._ray_nodes.pop(name), allow_graceful=False)
 
+    def health(self) -> dict:
+        """Ray's state for ``/healthz`` and ``/metrics`` (``NodeProber.health``)."""
+        return self.prober.health()
+
+    def raylet_pid(self, name: str) -> int:
+        """The process id of one virtual node's raylet (the hung-node test stops it)."""
+        assert self.cluster is not None, "only a local cluster's raylets are known"
+        return self._ray_nodes[name].all_processes["raylet"][0].process.pid
+
     # --- helpers ---------------------------------------------------------------------------------
+    def _fence_node(self, name: str) -> None:
+        """The node is reported lost: cancel its tasks' Ray tasks and forget their refs, so
+        their results, if they still come, are never reported (the engine re-queues the
+        tasks, whose ids the next attempts reuse)."""
+        with self._lock:
+            fenced = [task_id for task_id, node in self._node_of.items() if node == name]
+            refs = []
+            for task_id in fenced:
+                del self._node_of[task_id]
+                ref = self._by_task.pop(task_id, None)
+                if ref is not None:
+                    self._refs.pop(ref, None)
+                    refs.append(ref)
+        for ref in refs:
+            try:
+                # force: the worker, and with it the command, is killed; the cancel goes
+                # through the node's raylet, so a hung raylet passes it on only when it
+                # answers again (the command may have ended by then: its result is fenced)
+                self.ray.cancel(ref, force=True)
+            except Exception as exc:  # noqa: BLE001 - the task may be ending right now, or its node gone
+                log.debug("cancel of a task on lost node %s: %s", name, exc)
+        if fenced:
+            log.info("node %s lost: %d Ray task(s) cancelled and fenced", name, len(fenced))
+
     def _resource_mapping(self) -> dict[str, tuple[str, float]]:
         return resource_mapping(self.resources, self.ray.nodes())
 
@@ -244,14 +298,19 @@ class RayExecutor:
 
     def _node_changes(self) -> list[ExecutorEvent]:
         try:
-            seen = {name: (node_id, node) for name, node_id, node in self._discover()}
+            listed = self._discover()
         except Exception as exc:  # noqa: BLE001 - the GCS may be briefly unreachable; try again later
             log.warning("cannot list Ray nodes: %s", exc)
+            self.prober.listing_failed(exc)
             return []
+        # the node health hook: a node that stopped answering counts as gone (ray_health)
+        unhealthy = self.prober.update({name: node_id for name, node_id, _ in listed})
+        seen = {name: (node_id, node) for name, node_id, node in listed if name not in unhealthy}
         events: list[ExecutorEvent] = []
         for name in sorted(self._nodes):
             if name not in seen or seen[name][0] != self._nodes[name][0]:
                 del self._nodes[name]
+                self._fence_node(name)
                 events.append(NodeLost(name))
         for name in sorted(seen):
             if name not in self._nodes:

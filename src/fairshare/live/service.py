@@ -107,6 +107,7 @@ class LiveService:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.loop_error: BaseException | None = None
+        self.starts = 0  # starts of a service on this database, this one included (``start``)
 
     @property
     def scheduler(self) -> Scheduler:
@@ -123,6 +124,7 @@ class LiveService:
 
     # --- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
+        self.starts = self.store.record_start()
         self.recover()
         self._thread = threading.Thread(target=self._run, name="fairshare-scheduler", daemon=True)
         self._thread.start()
@@ -318,6 +320,38 @@ class LiveService:
                               decisions_total=self.loop.decisions_before + engine.scheduler.decisions,
                               fair_allocations=self.fair.allocations, time_below=time_below,
                               preemptions_total=None if preemptor is None else self.loop.preempted_total)
+
+    def health(self) -> tuple[int, dict]:
+        """``GET /healthz``: (HTTP status, document). ``status`` is ``ok``; ``degraded``
+        (200) when a node stopped answering or died; ``unavailable`` (503) when the
+        scheduling loop stopped or Ray cannot be reached (its nodes not listed within the
+        node timeout). ``ray``: the executor's view of Ray (``NodeProber.health``), when
+        the executor has one (None otherwise)."""
+        probe = getattr(self.executor, "health", None)
+        ray_state = probe() if probe is not None else None
+        if self.loop_error is not None:
+            status, detail = "unavailable", f"scheduling loop stopped: {self.loop_error!r}"
+        elif ray_state is not None and not ray_state["reachable"]:
+            contact = ray_state["last_contact_s"]
+            status = "unavailable"
+            detail = (f"Ray unreachable: its nodes were last listed "
+                      f"{'never' if contact is None else f'{contact:.1f} s ago'}"
+                      f"{'' if not ray_state['error'] else ' (' + ray_state['error'] + ')'}")
+        elif ray_state is not None and (ray_state["nodes"]["unhealthy"] or ray_state["nodes"]["dead"]):
+            status = "degraded"
+            detail = "; ".join(f"{state} node(s): " + ", ".join(n["name"] for n in ray_state["node_states"]
+                                                               if n["state"] == state)
+                               for state in ("unhealthy", "dead") if ray_state["nodes"][state])
+        else:
+            status, detail = "ok", f"policy {self.policy_name}"
+        return (503 if status == "unavailable" else 200), {"status": status, "detail": detail, "ray": ray_state}
+
+    def counters(self) -> dict:
+        """Counters of ``/metrics`` beyond the decisions: task attempts started and tasks
+        re-queued (by reason) by this process, and starts of a service on this database."""
+        with self._lock:
+            return {"task_attempts_total": self.loop.attempts_total, "tasks_requeued_total": dict(self.loop.requeued),
+                    "service_starts_total": self.starts}
 
     def history(self) -> list[dict]:
         with self._lock:

@@ -571,6 +571,15 @@ class Store:
             self._recount()
         return ids
 
+    def record_start(self) -> int:
+        """One more start of a service on this database; returns how many there have been
+        (``/metrics``: ``fairshare_service_starts_total``). Kept in ``meta`` (key
+        ``service_starts``): no schema change, an older database counts from here on."""
+        with self._tx() as db:
+            db.execute("INSERT INTO meta(key, value) VALUES('service_starts', '1') ON CONFLICT(key) "
+                       "DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)")
+            return int(db.execute("SELECT value FROM meta WHERE key='service_starts'").fetchone()[0])
+
     def cancel_job(self, job_id: int, now: float) -> None:
         with self._tx() as db:
             db.execute("UPDATE jobs SET cancelled=1 WHERE id=?", (job_id,))
