@@ -213,6 +213,17 @@ class UsageLedger:
         return Snapshot(capacity, jobs, queues, self._usage(self._cluster, capacity), nodes, pending_jobs,
                         pending_queues, sum(pending_jobs.values()), times)
 
+    def totals(self) -> tuple[Vector, dict[str, Usage], Usage]:
+        """The capacity, every queue's usage and the cluster's: ``snapshot`` without its
+        per-job, per-node and pending parts, whose cost grows with the jobs in the system
+        (what a periodic utilization sample needs; rolls up what changed first, as
+        ``snapshot`` does)."""
+        got = self._roll_up()
+        self._unreported = got if self._unreported is None else _merge(self._unreported, got)
+        capacity = self.scheduler.pool.total_capacity
+        return (capacity, {path: self._usage(self._queues[path], capacity) for path in self._paths},
+                self._usage(self._cluster, capacity))
+
     @staticmethod
     def _usage(state: list, capacity: Vector) -> Usage:
         # ``clean`` inlined: this runs for every changed queue at every simulated instant

@@ -183,6 +183,10 @@ class Engine:
     def snapshot(self) -> Snapshot:
         return self.ledger.snapshot()
 
+    def totals(self):
+        """Capacity, queue and cluster usage (``UsageLedger.totals``)."""
+        return self.ledger.totals()
+
 
 def run_rounds(engine: Engine, rounds: Iterable[tuple[float, list[Event]]]) -> list[Launch]:
     """Replay: one ``step`` per recorded ``(now, events)``; every launch in order. The
