@@ -80,7 +80,10 @@ def start_serve(tmp: Path, port: int, server_src: str | None = None, limits: boo
         doc["auth"]["limits"] = dict(BENCH_LIMITS)
     (tmp / "cluster.yaml").write_text(yaml.safe_dump(doc))
     # this tree's sources unless told otherwise (the subprocess runs in tmp: no relative path)
-    env = {**os.environ, "PYTHONPATH": str(Path(server_src).resolve()) if server_src else str(ROOT / "src")}
+    # (DIR[:DIR...]: e.g. a source tree and a --target directory of packages it needs)
+    path = os.pathsep.join(str(Path(p).resolve()) for p in server_src.split(os.pathsep)) if server_src else \
+        str(ROOT / "src")
+    env = {**os.environ, "PYTHONPATH": path}
     if ray:
         argv = [sys.executable, "-m", "fairshare", "serve", "--config", str(tmp / "cluster.yaml"),
                 "--db", str(tmp / "fs.db"), "--port", str(port), "--policy", "hdrf"]
@@ -301,8 +304,9 @@ def main() -> None:
                         help="tasks in each submitted job (default 1; 0: jobs that end at once, no backlog)")
     parser.add_argument("--no-ray", action="store_true",
                         help="serve on an executor without Ray (submission benchmark only)")
-    parser.add_argument("--server-src", default=None, metavar="DIR",
-                        help="run serve with PYTHONPATH=DIR (another source tree, e.g. the code before a change)")
+    parser.add_argument("--server-src", default=None, metavar="DIR[:DIR...]",
+                        help="run serve with PYTHONPATH=DIR (another source tree, e.g. the code before a change, "
+                             "and directories of packages it needs)")
     parser.add_argument("--base-config", action="store_true",
                         help="no per-tenant limits in the config (for a serve that does not know them)")
     args = parser.parse_args()
