@@ -31,7 +31,6 @@ The numbers:
    ``--no-ray``: the same service and HTTP server in a subprocess, on the executor seam
    without Ray (``live_helpers.ManualExecutor``: tasks start and never finish), so the
    Ray cluster's own processes take no CPU from the measurement.
-
 5. **tasks/s against Ray's bare rate** (``--only rate``): first Ray alone, on a local
    cluster of the same three nodes and resources as serve's (``fs_<resource>`` custom
    resources, ``fs_node_<name>`` marks): ``--tasks`` trivial tasks (each runs ``true``
@@ -432,6 +431,8 @@ def serve_without_ray(tmp: Path, port: int) -> None:
     service.start()
     if hasattr(cli, "tune_gc"):  # as this tree's serve does
         cli.tune_gc()
+    if hasattr(cli, "tune_switching"):
+        cli.tune_switching()
     # the socket as this tree's serve makes it (before the TCP_NODELAY fix: create_server)
     listen = getattr(cli, "listen_socket", None)
     sock = listen("127.0.0.1", port) if listen else socket.create_server(("127.0.0.1", port))
