@@ -2,7 +2,7 @@
 HTTP API, on a local Ray cluster (``fairshare serve`` as a subprocess, 3 virtual nodes
 with 8 CPUs in all, the test config of tests/live_helpers.py).
 
-Three numbers:
+The numbers:
 
 1. **submit-to-start latency** on an idle cluster, one 1-task job at a time (N=20):
    ``dispatch``: the job's ``submitted_at`` to its task's ``started_at`` (both stamped by
@@ -31,8 +31,27 @@ Three numbers:
    ``--no-ray``: the same service and HTTP server in a subprocess, on the executor seam
    without Ray (``live_helpers.ManualExecutor``: tasks start and never finish), so the
    Ray cluster's own processes take no CPU from the measurement.
+5. **tasks/s against Ray's bare rate** (``--only rate``): first Ray alone, on a local
+   cluster of the same three nodes and resources as serve's (``fs_<resource>`` custom
+   resources, ``fs_node_<name>`` marks): ``--tasks`` trivial tasks (each runs ``true``
+   in a subprocess; again with serve's own task body, ``ray_executor._run_command``,
+   where this tree has it), pinned to the nodes in
+   proportion to their CPUs with ``NodeAffinitySchedulingStrategy``, each reserving
+   ``cpu: 1`` through the same options serve uses (``ray_executor.ray_options``),
+   submitted at once with ``.remote()`` and waited for with ``ray.get``: tasks/s end to
+   end, cold (first run: Ray starts the worker processes) and warm (second run); then
+   in a closed loop (one task per CPU in flight, the next one submitted as soon as one
+   is seen done, with ``ray.wait``: what a scheduler deciding at each end can get). Then
+   serve (its own cluster of the same shape) runs the same number of ``true`` tasks
+   (two jobs of ``cpu: 1`` tasks, 8 CPUs: 8 at a time), twice: tasks/s from the first
+   submission to the last job's end. Reported: the rates and the ratios serve / Ray
+   (warm, and closed loop), from the same run; ``--rounds N`` repeats the pair.
 
-Usage: ``python benchmarks/bench_live.py [--tasks N] [--samples N] [--only submit]
+With ``--only submit``, the serve process's CPU time (user + system, all its threads,
+from ``/proc``) over the 32-client phase is reported per submission too: what a
+submission costs the service, which the machine's load changes less than the rates.
+
+Usage: ``python benchmarks/bench_live.py [--tasks N] [--samples N] [--only submit|rate] [--rounds N]
 [--clients 32] [--per-client 200] [--tasks-per-job 1] [--no-ray] [--server-src DIR] [--base-config]``.
 """
 
@@ -80,7 +99,10 @@ def start_serve(tmp: Path, port: int, server_src: str | None = None, limits: boo
         doc["auth"]["limits"] = dict(BENCH_LIMITS)
     (tmp / "cluster.yaml").write_text(yaml.safe_dump(doc))
     # this tree's sources unless told otherwise (the subprocess runs in tmp: no relative path)
-    env = {**os.environ, "PYTHONPATH": str(Path(server_src).resolve()) if server_src else str(ROOT / "src")}
+    # (DIR[:DIR...]: e.g. a source tree and a --target directory of packages it needs)
+    path = os.pathsep.join(str(Path(p).resolve()) for p in server_src.split(os.pathsep)) if server_src else \
+        str(ROOT / "src")
+    env = {**os.environ, "PYTHONPATH": path}
     if ray:
         argv = [sys.executable, "-m", "fairshare", "serve", "--config", str(tmp / "cluster.yaml"),
                 "--db", str(tmp / "fs.db"), "--port", str(port), "--policy", "hdrf"]
@@ -110,13 +132,18 @@ def stop(proc: subprocess.Popen) -> None:
         pass
 
 
-def wait_done(port: int, job_id: int, timeout_s: float = 120) -> dict:
+def wait_done(port: int, job_id: int, timeout_s: float = 120, every_s: float = 0.01, detail: bool = True) -> dict:
+    """The job once it has ended; ``detail=False``: its summary (``GET /v1/jobs`` for that
+    one id, no task list: a cheap poll for a job of many tasks)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        detail = http(port, "GET", f"/v1/jobs/{job_id}", ADMIN)
-        if detail["state"] in ("succeeded", "failed", "cancelled"):
-            return detail
-        time.sleep(0.01)
+        if detail:
+            got = http(port, "GET", f"/v1/jobs/{job_id}", ADMIN)
+        else:
+            (got,) = http(port, "GET", f"/v1/jobs?after={job_id - 1}&limit=1", ADMIN)
+        if got["state"] in ("succeeded", "failed", "cancelled"):
+            return got
+        time.sleep(every_s)
     raise SystemExit(f"job {job_id} did not finish")
 
 
@@ -144,14 +171,16 @@ def latency(port: int, tmp: Path, samples: int) -> dict:
             (("dispatch", dispatch), ("process", process), ("client", client))}
 
 
-def throughput(port: int, tasks: int) -> dict:
+def throughput(port: int, tasks: int, every_s: float = 0.01) -> dict:
+    """``tasks`` ``true`` tasks in two jobs through serve: decisions/s from the first
+    submission to the last job's end (seen by polling every ``every_s``)."""
     before = http(port, "GET", "/v1/status", ADMIN)["decisions_total"]
     t0 = time.monotonic()
     half = tasks // 2
     (a,) = http(port, "POST", "/v1/jobs", ALICE, {"jobs": [job("ta", "ads", half, {"cpu": 1}, ["true"])]})["ids"]
     (b,) = http(port, "POST", "/v1/jobs", BOB, {"jobs": [job("tb", "dev", tasks - half, {"cpu": 1}, ["true"])]})["ids"]
-    wait_done(port, a, 600)
-    wait_done(port, b, 600)
+    wait_done(port, a, 600, every_s, detail=False)
+    wait_done(port, b, 600, every_s, detail=False)
     elapsed = time.monotonic() - t0
     after = http(port, "GET", "/v1/status", ADMIN)["decisions_total"]
     return {"tasks": tasks, "decisions": after - before, "seconds": elapsed, "decisions_per_s": (after - before) / elapsed}
@@ -214,8 +243,21 @@ async def _submitter(port: int, token: str, queue: str, prefix: str, count: int,
         writer.close()
 
 
-def submissions(port: int, clients: int, per_client: int, tasks_per_job: int = 1) -> dict:
-    """Submissions/s and latency of ``clients`` keep-alive connections (module doc, 4)."""
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (all its threads; Linux /proc)."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def submissions(port: int, clients: int, per_client: int, tasks_per_job: int = 1, pid: int | None = None) -> dict:
+    """Submissions/s and latency of ``clients`` keep-alive connections (module doc, 4);
+    with the server's ``pid``, its CPU time per submission."""
+    cpu0 = cpu_seconds(pid)
     latencies: list[float] = []
     statuses: dict[int, int] = {}
     ids: list[int] = []
@@ -228,8 +270,11 @@ def submissions(port: int, clients: int, per_client: int, tasks_per_job: int = 1
         return time.perf_counter() - t0
 
     elapsed = asyncio.run(run())
+    cpu1 = cpu_seconds(pid)
     listed = {j["id"] for j in http(port, "GET", "/v1/jobs", ADMIN)}
-    return {"clients": clients, "submissions": len(latencies), "seconds": round(elapsed, 2),
+    cpu = {} if cpu0 is None or cpu1 is None else \
+        {"server_cpu_ms_per_submission": round(1000 * (cpu1 - cpu0) / max(1, len(latencies)), 3)}
+    return {"clients": clients, "submissions": len(latencies), "seconds": round(elapsed, 2), **cpu,
             "submissions_per_s": round(len(latencies) / elapsed, 1),
             "p50_ms": round(1000 * pct(latencies, 0.50), 2), "p99_ms": round(1000 * pct(latencies, 0.99), 2),
             "max_ms": round(1000 * max(latencies), 2), "statuses": statuses,
@@ -237,7 +282,8 @@ def submissions(port: int, clients: int, per_client: int, tasks_per_job: int = 1
             "duplicate_ids": len(ids) - len(set(ids))}
 
 
-def submission_benchmark(port: int, clients: int, per_client: int, tasks_per_job: int = 1) -> None:
+def submission_benchmark(port: int, clients: int, per_client: int, tasks_per_job: int = 1,
+                         pid: int | None = None) -> None:
     # fill every CPU with a long task, so the submitted tasks stay pending (the loop still
     # admits each arrival and tries to place it)
     (blocker,) = http(port, "POST", "/v1/jobs", ADMIN,
@@ -248,9 +294,123 @@ def submission_benchmark(port: int, clients: int, per_client: int, tasks_per_job
     print(f"uptime: {os.getloadavg()}")
     print(f"submissions, 1 client: {json.dumps(submissions(port, 1, per_client, tasks_per_job))}")
     print(f"uptime: {os.getloadavg()}")
-    print(f"submissions, {clients} clients: {json.dumps(submissions(port, clients, per_client, tasks_per_job))}")
+    print(f"submissions, {clients} clients: "
+          f"{json.dumps(submissions(port, clients, per_client, tasks_per_job, pid))}")
     print(f"uptime: {os.getloadavg()}")
     http(port, "POST", f"/v1/jobs/{blocker}/cancel", ADMIN)
+
+
+def _run_true(argv: list[str]) -> int:
+    """A bare Ray task's body: the command in a subprocess, nothing else."""
+    return subprocess.run(argv, capture_output=True).returncode
+
+
+def _run_as_serve(argv: list[str]) -> int:
+    """A bare Ray task whose body is serve's own (``ray_executor._run_command``: the
+    environment copied, output captured, the parent-death signal set before exec)."""
+    from fairshare.live import ray_executor
+
+    return ray_executor._run_command(argv, False, {}, None)[0]
+
+
+def ray_bare_rate(tasks: int, body=_run_true) -> dict:
+    """Ray's own end-to-end rate for ``tasks`` trivial pinned tasks (module doc, 5): a
+    local cluster shaped like serve's, the tasks submitted at once, cold then warm, then
+    in a closed loop; each task runs ``body``."""
+    import ray
+    from ray.cluster_utils import Cluster
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from fairshare.live.ray_executor import discover_nodes, ray_options, resource_mapping
+
+    config = make_config()
+    resources = config.resources
+
+    def node_args(node) -> dict:  # as serve's local cluster advertises a configured node
+        res = {f"fs_{r}": float(c) for r, c in zip(resources, node.capacity) if c > 0}
+        res[f"fs_node_{node.name}"] = 1.0
+        return {"num_cpus": 1, "resources": res, "object_store_memory": 100 * 2 ** 20}
+
+    cluster = Cluster(initialize_head=True, head_node_args=node_args(config.nodes[0]))
+    try:
+        for node in config.nodes[1:]:
+            cluster.add_node(**node_args(node))
+        ray.init(address=cluster.address, log_to_driver=False, logging_level=30)  # (logging.WARNING)
+        cluster.wait_for_nodes()
+        mapping = resource_mapping(resources, ray.nodes())
+        found = discover_nodes(ray.nodes(), resources, mapping, {n.name: n for n in config.nodes})
+        demand = tuple(1.0 if r == "cpu" else 0.0 for r in resources)
+        # every task reserves cpu: 1 on its node; the nodes get tasks in proportion to
+        # their CPUs, so all 8 are busy until the end
+        cpu = resources.index("cpu")
+        slots = [node_id for _name, node_id, node in found for _ in range(int(node.capacity[cpu]))]
+        remote = ray.remote(num_cpus=0, max_retries=0)(body)
+        options = [dict(ray_options(resources, mapping, demand),
+                        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False))
+                   for node_id in slots]
+        ray.get(remote.remote(["true"]))  # (Ray's serialization set up, as serve's trial task does)
+        out = {}
+        for run in ("cold", "warm"):
+            t0 = time.monotonic()
+            refs = [remote.options(**options[k % len(options)]).remote(["true"]) for k in range(tasks)]
+            codes = ray.get(refs, timeout=600)
+            elapsed = time.monotonic() - t0
+            assert codes == [0] * tasks, "a bare task failed"
+            out[run] = {"tasks": tasks, "seconds": round(elapsed, 3), "tasks_per_s": round(tasks / elapsed, 1)}
+        # closed loop, as a scheduler that starts a task when one ends: one task per CPU
+        # in flight, the next submitted (on the freed CPU's node) as soon as one is seen done
+        t0 = time.monotonic()
+        slot_of = {}
+        for k in range(min(tasks, len(options))):
+            slot_of[remote.options(**options[k]).remote(["true"])] = k
+        started = len(slot_of)
+        while slot_of:
+            done, _ = ray.wait(list(slot_of), num_returns=1, timeout=600)
+            for ref in done:
+                slot = slot_of.pop(ref)
+                assert ray.get(ref) == 0, "a bare task failed"
+                if started < tasks:
+                    slot_of[remote.options(**options[slot]).remote(["true"])] = slot
+                    started += 1
+        elapsed = time.monotonic() - t0
+        out["closed_loop"] = {"tasks": tasks, "seconds": round(elapsed, 3), "tasks_per_s": round(tasks / elapsed, 1)}
+        return out
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def rate_benchmark(tasks: int, rounds: int, server_src: str | None, limits: bool) -> None:
+    """Ray's bare rate, then serve's, ``rounds`` times (module doc, 5)."""
+    from fairshare.live import ray_executor
+
+    # (serve's task body, where this tree's executor runs commands in plain Ray tasks)
+    as_serve = hasattr(ray_executor, "_run_command")
+    for k in range(rounds):
+        print(f"uptime: {os.getloadavg()}")
+        bare = ray_bare_rate(tasks)
+        print(f"round {k + 1}: Ray alone, {tasks} pinned trivial tasks: {json.dumps(bare)}")
+        if as_serve:
+            print(f"uptime: {os.getloadavg()}")
+            bare_serve_body = ray_bare_rate(tasks, _run_as_serve)
+            print(f"round {k + 1}: Ray alone, the same tasks with serve's task body: {json.dumps(bare_serve_body)}")
+        print(f"uptime: {os.getloadavg()}")
+        with tempfile.TemporaryDirectory() as d:
+            port = free_port()
+            proc = start_serve(Path(d), port, server_src, limits=limits)
+            try:
+                served = {run: throughput(port, tasks, every_s=0.05) for run in ("cold", "warm")}
+            finally:
+                stop(proc)
+        print(f"round {k + 1}: serve, {tasks} tasks of `true`: {json.dumps(served)}")
+        rate = served["warm"]["decisions_per_s"]
+        ratios = {"warm_all_at_once": rate / bare["warm"]["tasks_per_s"],
+                  "closed_loop": rate / bare["closed_loop"]["tasks_per_s"]}
+        if as_serve:
+            ratios["serve_body_warm_all_at_once"] = rate / bare_serve_body["warm"]["tasks_per_s"]
+            ratios["serve_body_closed_loop"] = rate / bare_serve_body["closed_loop"]["tasks_per_s"]
+        print(f"round {k + 1}: serve / Ray alone: {json.dumps({n: round(r, 2) for n, r in ratios.items()})}; "
+              f"uptime: {os.getloadavg()}")
 
 
 def serve_without_ray(tmp: Path, port: int) -> None:
@@ -271,6 +431,8 @@ def serve_without_ray(tmp: Path, port: int) -> None:
     service.start()
     if hasattr(cli, "tune_gc"):  # as this tree's serve does
         cli.tune_gc()
+    if hasattr(cli, "tune_switching"):
+        cli.tune_switching()
     # the socket as this tree's serve makes it (before the TCP_NODELAY fix: create_server)
     listen = getattr(cli, "listen_socket", None)
     sock = listen("127.0.0.1", port) if listen else socket.create_server(("127.0.0.1", port))
@@ -293,19 +455,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=400, help="backlog for the end-to-end rate (default 400)")
     parser.add_argument("--samples", type=int, default=20, help="latency samples (default 20)")
-    parser.add_argument("--only", choices=("submit",), default=None,
-                        help="run only the submission benchmark (4 in the module doc)")
+    parser.add_argument("--only", choices=("submit", "rate"), default=None,
+                        help="run only the submission benchmark (4 in the module doc) or only serve's "
+                             "tasks/s against Ray's bare rate (5)")
+    parser.add_argument("--rounds", type=int, default=1, help="--only rate: pairs of runs (default 1)")
     parser.add_argument("--clients", type=int, default=32, help="keep-alive connections submitting (default 32)")
     parser.add_argument("--per-client", type=int, default=200, help="submissions per connection (default 200)")
     parser.add_argument("--tasks-per-job", type=int, default=1,
                         help="tasks in each submitted job (default 1; 0: jobs that end at once, no backlog)")
     parser.add_argument("--no-ray", action="store_true",
                         help="serve on an executor without Ray (submission benchmark only)")
-    parser.add_argument("--server-src", default=None, metavar="DIR",
-                        help="run serve with PYTHONPATH=DIR (another source tree, e.g. the code before a change)")
+    parser.add_argument("--server-src", default=None, metavar="DIR[:DIR...]",
+                        help="run serve with PYTHONPATH=DIR (another source tree, e.g. the code before a change, "
+                             "and directories of packages it needs)")
     parser.add_argument("--base-config", action="store_true",
                         help="no per-tenant limits in the config (for a serve that does not know them)")
     args = parser.parse_args()
+    if args.only == "rate":
+        rate_benchmark(args.tasks, args.rounds, args.server_src, not args.base_config)
+        return
     if args.only is None:
         print(f"service only (no Ray, no HTTP): {json.dumps(service_only(4000))}")
     with tempfile.TemporaryDirectory() as d:
@@ -319,7 +487,7 @@ def main() -> None:
               f"{time.monotonic() - t0:.1f} s")
         try:
             if args.only == "submit":
-                submission_benchmark(port, args.clients, args.per_client, args.tasks_per_job)
+                submission_benchmark(port, args.clients, args.per_client, args.tasks_per_job, proc.pid)
                 return
             lat = latency(port, tmp, args.samples)
             for name, v in lat.items():

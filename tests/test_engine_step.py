@@ -160,6 +160,19 @@ def test_a_snapshot_does_not_hide_changes_from_the_next_report():
     assert [j.name for j in moved.jobs] == ["X"] and moved.queues["a.x"].running == 1
 
 
+def test_totals_match_the_snapshot_and_for_changes_false_keeps_nothing_for_the_report():
+    jobs = [job("X", {"cpu": 1, "memory": 2}, "a.x", count=2), job("B", {"cpu": 1, "memory": 1}, "b", count=9)]
+    sc, engine, _ = build(jobs)
+    engine.step(0.0, [JobArrived(j) for j in sc.jobs])
+    engine.changes()
+    engine.step(1.0, [TaskFinished(0)])
+    capacity, queues, cluster = engine.totals(for_changes=False)  # rolls the completion up, keeps no report
+    snap = engine.snapshot(for_changes=False)
+    assert (capacity, queues, cluster) == (snap.capacity, snap.queues, snap.cluster)
+    assert queues["a.x"].running == 1  # X: one of its two tasks ended
+    assert engine.changes().jobs == []  # (a runtime that asks for changes keeps the default)
+
+
 def test_the_simulated_executor_ends_a_killed_task_at_once():
     sc = scenario(jobs=[job("J", {"cpu": 4}, "a.x", count=3)], queues=QUEUES, nodes=NODES)
     events = EventQueue()

@@ -11,7 +11,7 @@ import pytest
 
 from live_helpers import ADMIN, ALICE, BOB, ManualExecutor, config_doc, job, make_config, sha
 from fairshare.live.auth import Principal, parse_auth, token_hash
-from fairshare.live.config import parse_config
+from fairshare.live.config import MAX_BODY_BYTES, parse_config
 from fairshare.live.service import LiveService
 from fairshare.live.store import Store
 from fairshare.model.errors import ScenarioError
@@ -20,7 +20,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from fairshare.live.api import create_app  # noqa: E402
+from fairshare.live.api import SubmitRoute, create_app  # noqa: E402
 
 
 def H(token: str) -> dict:
@@ -413,3 +413,33 @@ def test_bad_page_parameters_are_422_naming_them(api, path, params, field):
     submit(client, ALICE, job("a", "ads", 1, {"cpu": 1}))
     r = client.get(path, params=params, headers=H(ALICE))
     assert r.status_code == 422 and field in r.text
+
+
+# --- the submission route's middleware ------------------------------------------------------------
+def test_submit_middleware_answers_as_the_fastapi_route_does(api):
+    """``POST /v1/jobs`` is answered by ``api.SubmitRoute`` ahead of FastAPI's layers; a
+    request with a ``root_path`` goes through FastAPI's own route instead. Both give the
+    same status, headers of note and body for accepted, refused and malformed requests."""
+    client, svc, _ = api
+    assert any(m.cls is SubmitRoute for m in client.app.user_middleware)
+    via_route = TestClient(client.app, raise_server_exceptions=False, root_path="/behind-a-proxy")
+    ok = {"jobs": [job("a", "ads", 1, {"cpu": 1})]}
+    cases = [
+        ({"json": ok, "headers": H(ALICE)}, 201),
+        ({"json": ok, "headers": {}}, 401),
+        ({"content": b"{not json", "headers": H(ALICE)}, 400),
+        ({"json": {"jobs": [job("a", "dev", 1, {"cpu": 1})]}, "headers": H(ALICE)}, 403),
+        ({"json": {"jobs": [job("a", "ads", 1, {"cpu": 99})]}, "headers": H(ALICE)}, 422),
+        ({"json": {"jobs": []}, "headers": H(ALICE)}, 422),
+        ({"json": ok, "headers": {**H(ALICE), "Idempotency-Key": "no spaces allowed"}}, 422),
+        ({"content": b"x" * (MAX_BODY_BYTES + 1), "headers": H(ALICE)}, 413),
+    ]
+    for kwargs, status in cases:
+        got = [c.post("/v1/jobs", **kwargs) for c in (client, via_route)]
+        assert [r.status_code for r in got] == [status, status], kwargs
+        assert got[0].headers["content-type"] == got[1].headers["content-type"]
+        if status == 201:
+            assert [len(r.json()["ids"]) for r in got] == [1, 1]
+        else:
+            assert got[0].json() == got[1].json()
+    assert len(svc.list_jobs(None)) == 2  # one accepted job through each path, nothing else stored

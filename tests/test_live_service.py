@@ -216,3 +216,40 @@ def test_a_finished_job_leaves_the_loops_memory(tmp_path):
     svc.cancel(ADMIN, a)  # a cancel of a finished job changes nothing
     svc.step()
     assert svc.get_job(a, None)["state"] == "succeeded"
+
+
+def test_fair_shares_are_computed_when_read_and_throttled_by_their_cost(tmp_path):
+    """The fair-share view costs the policy's allocation of every job: passes only mark
+    it stale, a read computes it, and after a computation that took ``cost`` seconds the
+    next one waits ``max(FAIR_SHARE_EVERY_S, FAIR_SHARE_COST_FACTOR * cost)``."""
+    from fairshare.live.views import FAIR_SHARE_COST_FACTOR, FAIR_SHARE_EVERY_S
+
+    now = [0.0]
+    config = make_config()
+    commands = CommandBook()
+    ex = ManualExecutor(config.nodes, commands)
+    svc = LiveService(config, Store(tmp_path / "fs.db"), ex, policy="hdrf", commands=commands,
+                      clock=lambda: now[0])
+    svc.recover()
+    svc.submit(ALICE, {"jobs": [job("a", "ads", 10, {"cpu": 1})]})
+    svc.step()
+    assert svc.fair.at == float("-inf")  # passes ran, nobody read: nothing computed
+    assert svc.queues()["ads"]["fair_dominant_share"] == pytest.approx(1.0)  # alone: the whole cluster
+    computed_at = svc.fair.at
+    assert computed_at == 0.0
+
+    svc.submit(BOB, {"jobs": [job("b", "dev", 10, {"cpu": 1})]})
+    svc.step()
+    svc.fair.cost = 0.2  # as if the last computation had taken 0.2 s: wait 2 s, not 0.5 s
+    wait = max(FAIR_SHARE_EVERY_S, FAIR_SHARE_COST_FACTOR * svc.fair.cost)
+    assert wait == pytest.approx(2.0)
+    now[0] = wait - 0.01
+    assert svc.queues()["ads"]["fair_dominant_share"] == pytest.approx(1.0)  # the last value, within the wait
+    assert svc.fair.at == computed_at
+    now[0] = wait
+    assert svc.queues()["ads"]["fair_dominant_share"] == pytest.approx(0.5)  # bob's job counted now
+    assert svc.fair.at == wait
+    svc.step()  # nothing changed since: a read computes nothing more
+    now[0] = 10 * wait
+    svc.queues()
+    assert svc.fair.at == wait

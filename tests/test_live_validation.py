@@ -318,3 +318,45 @@ def test_a_demand_that_is_not_finite_is_422(api, amount):
     assert r.status_code == 422, r.text
     assert fields(r) == ["jobs[0].tasks[0].demand.cpu"]
     assert nothing_stored(client)
+
+
+# --- the jobs-only loader the service validates submissions with ----------------------------
+_CLUSTER = {"nodes": [{"name": "a", "capacity": {"cpu": 4, "memory": 8}, "attributes": {"zone": "x"}},
+                      {"name": "b", "capacity": {"cpu": 2, "memory": 8, "gpu": 1}, "attributes": {"zone": "y"}}]}
+_QUEUES = [{"name": "ads", "children": [{"name": "prod"}]}, {"name": "dev"}]
+_JOB_LISTS = [
+    [job("ok", "ads.prod", 3, {"cpu": 1, "memory": 2}), job("gpu", "dev", 1, {"cpu": 1, "gpu": 1})],
+    [{"tasks": [{"demand": {"cpu": 1}, "count": 2, "class": "c1"}, {"demand": {"gpu": 0.5}, "count": 1}]}],
+    [job("pinned", "dev", 1, {"cpu": 1}, constraints={"zone": ["y"]})],
+    [job("nowhere", "dev", 1, {"cpu": 1}, constraints={"zone": "z"})],
+    [job("big", "dev", 1, {"cpu": 5})],
+    [job("unknown-res", "dev", 1, {"cpu": 1, "tpu": 1})],
+    [job("no-such-queue", "ops", 1, {"cpu": 1})],
+    [job("neg", "dev", -1, {"cpu": -1})],
+    [job("twice", "dev", 1, {"cpu": 1}), job("twice", "dev", 1, {"cpu": 1})],
+    [{"name": "w", "queue": "dev", "weight": 0, "tasks": [{"demand": {"cpu": 1}, "count": 1}]}],
+    [{"name": "no-tasks", "queue": "dev"}, "not a job", {"name": "extra", "tasks": [], "colour": "red"}],
+    [{"name": 7, "queue": ["dev"], "tasks": [{"demand": "cpu", "count": "x", "duration": {"kind": "?"}}]}],
+]
+
+
+@pytest.mark.parametrize("jobs", _JOB_LISTS, ids=range(len(_JOB_LISTS)))
+def test_parse_jobs_on_matches_the_whole_scenario_parse(jobs):
+    """``parse_jobs_on`` (what each submission is checked with) builds the jobs, or finds
+    the problems, that ``parse_scenario`` finds in a whole document of the same cluster,
+    queues and jobs."""
+    from fairshare.model.loader import parse_jobs_on, parse_scenario
+
+    resources = ("cpu", "memory", "gpu")
+    doc = {"resources": list(resources), "cluster": _CLUSTER, "queues": _QUEUES, "jobs": jobs}
+    try:
+        whole = parse_scenario(doc, "s")
+        expected = ("ok", whole.jobs)
+    except ScenarioError as exc:
+        expected = ("refused", sorted((e.path, e.reason) for e in exc.errors))
+    base = parse_scenario({**doc, "jobs": []}, "s")
+    try:
+        got = ("ok", parse_jobs_on(jobs, resources, base.cluster.nodes, set(base.queues.paths), "s"))
+    except ScenarioError as exc:
+        got = ("refused", sorted((e.path, e.reason) for e in exc.errors))
+    assert got == expected

@@ -178,11 +178,12 @@ class UsageLedger:
         cluster = usage_of(self._cluster, capacity) if cluster_dirty else None
         return Changes(capacity, capacity_changed, jobs_out, queues, cluster)
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, *, for_changes: bool = True) -> Snapshot:
         """Every job, queue and node now (rolls up what changed first; ``changes`` still
-        reports it)."""
-        got = self._roll_up()
-        self._unreported = got if self._unreported is None else _merge(self._unreported, got)
+        reports it, unless ``for_changes`` is False: a runtime that never calls ``changes``
+        (the live service) need not keep what it would report, which grows with every job
+        that ever ran)."""
+        self._keep(self._roll_up(), for_changes)
         sch = self.scheduler
         capacity = sch.pool.total_capacity
         jobs = {}
@@ -212,6 +213,21 @@ class UsageLedger:
                            tuple(node_used.get(i, (0.0,) * self.m))) for i, st in enumerate(pool.states)]
         return Snapshot(capacity, jobs, queues, self._usage(self._cluster, capacity), nodes, pending_jobs,
                         pending_queues, sum(pending_jobs.values()), times)
+
+    def totals(self, *, for_changes: bool = True) -> tuple[Vector, dict[str, Usage], Usage]:
+        """The capacity, every queue's usage and the cluster's: ``snapshot`` without its
+        per-job, per-node and pending parts, whose cost grows with the jobs in the system
+        (what a periodic utilization sample needs; rolls up what changed first, as
+        ``snapshot`` does, ``for_changes`` included)."""
+        self._keep(self._roll_up(), for_changes)
+        capacity = self.scheduler.pool.total_capacity
+        return (capacity, {path: self._usage(self._queues[path], capacity) for path in self._paths},
+                self._usage(self._cluster, capacity))
+
+    def _keep(self, got: Changes, for_changes: bool) -> None:
+        """What a roll-up outside ``changes`` found, kept for the next ``changes``."""
+        if for_changes:
+            self._unreported = got if self._unreported is None else _merge(self._unreported, got)
 
     @staticmethod
     def _usage(state: list, capacity: Vector) -> Usage:

@@ -180,8 +180,12 @@ class Engine:
         """What moved since the last call (``engine.snapshot``)."""
         return self.ledger.changes()
 
-    def snapshot(self) -> Snapshot:
-        return self.ledger.snapshot()
+    def snapshot(self, *, for_changes: bool = True) -> Snapshot:
+        return self.ledger.snapshot(for_changes=for_changes)
+
+    def totals(self, *, for_changes: bool = True):
+        """Capacity, queue and cluster usage (``UsageLedger.totals``)."""
+        return self.ledger.totals(for_changes=for_changes)
 
 
 def run_rounds(engine: Engine, rounds: Iterable[tuple[float, list[Event]]]) -> list[Launch]:

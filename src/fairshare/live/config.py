@@ -1,8 +1,10 @@
 """The live service's inputs: the CLUSTER.yaml config and submitted job documents.
 
-Both are validated by the scenario loader (``model.loader.parse_scenario``), so a job sent
-to ``POST /v1/jobs`` is checked exactly like a job in a scenario file and its problems
-carry the same paths (``jobs[0].tasks[0].demand.gpu``). What only the live service needs
+Both are validated by the scenario loader (``model.loader.parse_scenario``; a request's
+jobs by ``model.loader.parse_jobs_on``, the same checks against the service's own nodes
+and queues, which are not parsed again), so a job sent to ``POST /v1/jobs`` is checked
+exactly like a job in a scenario file and its problems carry the same paths
+(``jobs[0].tasks[0].demand.gpu``). What only the live service needs
 is checked here: a ``command`` on every task class, a finite ``count``, demands the
 executor can represent (``DEMAND_RESOLUTION``), and the ``auth`` section. The config's
 queue ``guarantee``/``limit`` and its ``preemption:`` section are the scenario loader's
@@ -29,7 +31,7 @@ from fairshare.live.auth import AuthConfig, parse_auth
 from fairshare.model.cluster import Node
 from fairshare.model.errors import FieldError, ScenarioError
 from fairshare.model.jobs import Job, TaskClass
-from fairshare.model.loader import parse_scenario, read_document
+from fairshare.model.loader import parse_jobs_on, parse_scenario, read_document
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.scenario import PreemptionConfig
 
@@ -205,18 +207,16 @@ def parse_jobs(data: Any, resources: tuple[str, ...], nodes: tuple[Node, ...], q
                 and tc.get("count") > 0)
     if total > MAX_TASKS_PER_REQUEST:
         errors.append(FieldError("jobs", f"at most {MAX_TASKS_PER_REQUEST} tasks per request, got {total}"))
-    doc = {"resources": list(resources),
-           "cluster": {"nodes": [node_doc(n, resources) for n in nodes]},
-           "queues": queue_doc(queues), "jobs": list(jobs)}
     try:
-        scenario = parse_scenario(doc, source)
+        # (the nodes and queues are the service's own: only the jobs need checking)
+        parsed = parse_jobs_on(jobs, resources, nodes, {path for path, _w, _o in queues}, source)
     except ScenarioError as exc:
         errors.extend(e for e in exc.errors if e not in errors)
         raise ScenarioError(_sorted(errors), source) from None
     if errors:
         raise ScenarioError(_sorted(errors), source)
     out = []
-    for job, raw, cmds in zip(scenario.jobs, jobs, commands):
+    for job, raw, cmds in zip(parsed, jobs, commands):
         out.append(SubmittedJob(job.name, job.queue, job.weight, job.classes,
                                 tuple(cmds), dict(raw)))
     return out

@@ -3,10 +3,10 @@ engine.
 
 ``LiveService`` owns the SQLite store, the inbox and the views; the scheduling thread
 runs ``SchedulingLoop.run_pass`` (``live.loop``: executor events, then the inbox, then one
-engine decision, launches committed to the store before they start) and refreshes the
-views (``live.views``). The scheduling thread is the only one that touches the engine;
+engine decision, launches committed to the store before they start) and samples the
+history (``live.views``). The scheduling thread is the only one that changes the engine;
 API threads validate and commit submissions, put them in the inbox and wake the loop;
-they read the engine's state only under ``_lock``.
+they read the engine's state (and refresh the fair-share view) only under ``_lock``.
 
 Restart (``recover``): every task the store says is ``running`` is re-queued, not
 adopted: its Ray task was owned by the previous service process, and Ray ends a task
@@ -315,7 +315,12 @@ class LiveService:
             if preemptor is not None:
                 preemptor.close(self.now())  # (the time since the last round counts too)
                 time_below = dict(preemptor.time_below)
-            return status_doc(engine.snapshot(), engine.scheduler, self.fair.shares, policy=self.policy_name,
+            # computed for a reader, not by every pass: the policy's allocation of every
+            # job in the system holds the interpreter lock for a while (a quarter of a
+            # second at 6,400 jobs), and a service that nobody watches need not pay it
+            self.fair.refresh(engine.scheduler, self.now())
+            # (for_changes=False: the service never asks the engine for its changes)
+            return status_doc(engine.snapshot(for_changes=False), engine.scheduler, self.fair.shares, policy=self.policy_name,
                               wall=self.wall_clock(),
                               decisions_total=self.loop.decisions_before + engine.scheduler.decisions,
                               fair_allocations=self.fair.allocations, time_below=time_below,
@@ -389,13 +394,16 @@ class LiveService:
             self._inbox.clear()
         with self._lock:
             wake_due = self.loop.wake_due(self.now())
-        if not events and not inbox and not self.loop.deferred and not wake_due and not self._views_due():
+        changes = bool(events or inbox or self.loop.deferred)
+        if not changes and not wake_due and not self._views_due():
             return False
         with self._lock:
             now = self.now()
             launches, elapsed = self.loop.run_pass(events, inbox, now)
             for _ in launches:
                 self.metrics.observe_decision(elapsed / len(launches))
+            if changes:  # (what the fair shares depend on can only change through these)
+                self.fair.invalidate()
             self._refresh_views(now)
         return bool(events or inbox or launches)
 
@@ -404,9 +412,8 @@ class LiveService:
         return self.history_samples.due(self.now(), bool(self.scheduler.tasks))
 
     def _refresh_views(self, now: float) -> None:
-        self.fair.refresh(self.scheduler, (self._entries, self.loop.bounds), now)
         if now - self.history_samples.at >= HISTORY_EVERY_S:
-            self.history_samples.record(self.status(), now)
+            self.history_samples.record(self.loop.engine, self.wall_clock(), now)
 
 
 def body_fingerprint(body: Any) -> str:

@@ -483,7 +483,12 @@ class Store:
     def tasks(self, job_id: int | None = None, *, state: str | None = None, after: int | None = None,
               limit: int | None = None) -> list[TaskRow]:
         """Tasks by id; ``after``/``limit`` page them like :meth:`jobs`."""
-        filters = [(cond, value) for cond, value in (("job_id=?", job_id), ("state=?", state)) if value is not None]
+        # with a job, its index (tasks_by_job) is the one to use: a job has few tasks, a
+        # state may have every task of the system. SQLite's planner, without statistics,
+        # would take tasks_by_state for ``state=?`` (one look-up per admitted job scanning
+        # every pending task); ``+state`` keeps it from using that index here.
+        state_cond = "+state=?" if job_id is not None else "state=?"
+        filters = [(cond, value) for cond, value in (("job_id=?", job_id), (state_cond, state)) if value is not None]
         return [TaskRow(**dict(r)) for r in self._page("tasks", filters, after, limit)]
 
     def _page(self, table: str, filters: list[tuple[str, Any]], after: int | None, limit: int | None) -> list:
