@@ -33,7 +33,8 @@ Three numbers:
    Ray cluster's own processes take no CPU from the measurement.
 
 Usage: ``python benchmarks/bench_live.py [--tasks N] [--samples N] [--only submit]
-[--clients 32] [--per-client 200] [--tasks-per-job 1] [--no-ray] [--server-src DIR] [--base-config]``.
+[--clients 32] [--per-client 200] [--tasks-per-job 1] [--no-ray] [--server-src DIR] [--base-config]``;
+``--only tasks``: 1 and 2 only.
 """
 
 from __future__ import annotations
@@ -293,8 +294,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=400, help="backlog for the end-to-end rate (default 400)")
     parser.add_argument("--samples", type=int, default=20, help="latency samples (default 20)")
-    parser.add_argument("--only", choices=("submit",), default=None,
-                        help="run only the submission benchmark (4 in the module doc)")
+    parser.add_argument("--only", choices=("submit", "tasks"), default=None,
+                        help="run only the submission benchmark (4 in the module doc), or only the task "
+                             "numbers through Ray (1 and 2)")
     parser.add_argument("--clients", type=int, default=32, help="keep-alive connections submitting (default 32)")
     parser.add_argument("--per-client", type=int, default=200, help="submissions per connection (default 200)")
     parser.add_argument("--tasks-per-job", type=int, default=1,
@@ -329,6 +331,8 @@ def main() -> None:
             # node (cold); the second reuses them (warm, the steady state of a busy service)
             print(f"end to end through Ray, cold workers: {json.dumps(throughput(port, args.tasks))}")
             print(f"end to end through Ray, warm workers: {json.dumps(throughput(port, args.tasks))}")
+            if args.only == "tasks":
+                return
             submission_benchmark(port, args.clients, args.per_client, args.tasks_per_job)
         finally:
             stop(proc)

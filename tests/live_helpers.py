@@ -125,6 +125,10 @@ class RecordingExecutor:
     def poll(self) -> list[ExecutorEvent]:
         return self.inner.poll()
 
+    def __getattr__(self, name: str):
+        """The inner executor's optional methods (``recover``, ``acknowledge``)."""
+        return getattr(self.inner, name)
+
 
 class NullExecutor:
     """Runs nothing (a replay only wants the decisions)."""

@@ -60,6 +60,7 @@ from fairshare.engine.scheduler import Launch, RunningTask, Scheduler
 from fairshare.engine.step import Engine
 from fairshare.live.commands import CommandBook
 from fairshare.live.config import QueueBounds, QueueEntries, SubmittedJob, build_tree
+from fairshare.live.crashpoints import crash_point
 from fairshare.live.store import Store
 from fairshare.model.cluster import Node
 from fairshare.model.jobs import Job
@@ -107,6 +108,11 @@ class _GuardedStarts:
 
     def poll(self) -> list[ExecutorEvent]:
         return self.inner.poll()
+
+    def acknowledge(self, ends: list[tuple[int, int]]) -> None:
+        acknowledge = getattr(self.inner, "acknowledge", None)
+        if acknowledge is not None and ends:
+            acknowledge(ends)
 
 
 class _LivePreemptor(Preemptor):
@@ -162,6 +168,9 @@ class SchedulingLoop:
         self._fenced: dict[int, int] = {}
         self.preempted_total = 0  # attempts stopped by preemption in this process
         self._woken_for: float | None = None  # the ``wake_at`` a Wake was applied for
+        #: task id -> (job id, class index, node, attempt) of running tasks adopted at a
+        #: restart, waiting for their job's arrival (``expect_adoption``)
+        self._adopting: dict[int, tuple[int, int, str, int]] = {}
         # raises PolicyModeError for offline policies (and, with preemption, for policies
         # without a static allocation: no fair shares to preempt for)
         self.preemptor = None if preemption is None else \
@@ -210,8 +219,11 @@ class SchedulingLoop:
         and the report of the attempt about to be killed is fenced."""
         self.jobs[int(task.job)].pending_rows[task.class_index].appendleft(task.task_id)
         self._fenced[task.task_id] = self._fenced.get(task.task_id, 0) + 1
+        self.commands.attempts.pop(task.task_id, None)  # (its end, by attempt, is not the row's)
 
     def _commit(self, launches: list[Launch], wall: float) -> None:
+        if launches:
+            crash_point("decided")
         preempted = [(task.task_id, f"preempted for job {p.job} on {p.node}")
                      for p in self.engine.last_preempted for task in p.victims]
         if preempted:  # (before the launches: a victim may start again in this round)
@@ -219,8 +231,15 @@ class SchedulingLoop:
             self.preempted_total += len(preempted)
             log.info("preempted %d task(s) for %s", len(preempted),
                      ", ".join(sorted({f"job {p.job}" for p in self.engine.last_preempted})))
-        if launches:  # committed before anything runs
-            self.store.mark_running([(la.task_id, la.node) for la in launches], wall)
+        if launches:  # committed before anything runs; the attempt numbers go with the starts
+            self.commands.attempts.update(self.store.mark_running([(la.task_id, la.node) for la in launches], wall))
+
+    def expect_adoption(self, adopted: dict[int, tuple[int, int, str, int]]) -> None:
+        """At a restart, before the jobs come through the inbox: task id -> (job id, class
+        index, node, attempt) of tasks still running on the executor (adopted, not
+        re-queued). Each is adopted when its job arrives; an end reported before that
+        waits for it (``_apply_events``)."""
+        self._adopting.update(adopted)
 
     def _next_row(self, job: str, class_index: int) -> int:
         """The scheduler's task id source: the job's next pending task row of the class."""
@@ -232,8 +251,22 @@ class SchedulingLoop:
         outcomes: list[tuple[int, str, int | None, str]] = []
         touched: set[int] = set()
         engine = self.engine
+        acks: list[tuple[int, int]] = []  # (task id, attempt) of ends dealt with: the executor may forget them
         for ev in events:
-            if isinstance(ev, TaskFinished) and self._fenced.get(ev.task_id):
+            if isinstance(ev, TaskFinished) and ev.task_id in self._adopting:
+                self.deferred.append(ev)  # its job has not arrived yet (a restart's first pass)
+                continue
+            if isinstance(ev, TaskFinished) and ev.attempt is not None:
+                acks.append((ev.task_id, ev.attempt))
+                if self.commands.attempts.get(ev.task_id) != ev.attempt:
+                    # the end of an attempt that is not the row's current one: killed by
+                    # preemption (the report its fence waits for) or superseded
+                    if self._fenced.get(ev.task_id):
+                        self._fenced[ev.task_id] -= 1
+                        if not self._fenced[ev.task_id]:
+                            del self._fenced[ev.task_id]
+                    continue
+            elif isinstance(ev, TaskFinished) and self._fenced.get(ev.task_id):
                 # the end of an attempt killed by preemption (module docstring), not of
                 # the row's current attempt
                 self._fenced[ev.task_id] -= 1
@@ -245,6 +278,7 @@ class SchedulingLoop:
                 if task is None:
                     continue  # lost with its node already, or reported twice
                 row_id, job_id = ev.task_id, int(task.job)
+                self.commands.attempts.pop(row_id, None)
                 info = self.jobs[job_id]
                 cancelled = self.scheduler.jobs[task.job].cancelled
                 infrastructure = ev.reason.startswith("ray:") or ev.reason.startswith("node ")
@@ -265,6 +299,8 @@ class SchedulingLoop:
                     # can finish); the store says failed
                     mine = TaskFinished(row_id, True)
                     outcomes.append((row_id, "failed", _exit_code(ev.reason), ev.reason))
+                if ev.attempt is not None:  # (recorded only if the row still runs that attempt)
+                    outcomes[-1] = (*outcomes[-1], ev.attempt)
                 engine.apply(mine, now)
                 applied.append(mine)
                 touched.add(job_id)
@@ -277,6 +313,7 @@ class SchedulingLoop:
                 applied.append(ev)
                 for row_id in done.tasks:
                     job_id, class_index = running[row_id]
+                    self.commands.attempts.pop(row_id, None)
                     if self.scheduler.jobs[str(job_id)].cancelled:
                         outcomes.append((row_id, "cancelled", None, f"node {ev.name} lost"))
                     else:
@@ -289,6 +326,9 @@ class SchedulingLoop:
                     applied.append(ev)
         if outcomes:
             self.store.finish_tasks(outcomes, wall)
+        if acks:
+            crash_point("recorded")
+            self.executor.acknowledge(acks)
         for job_id in touched:
             self._check_finished(job_id, wall)
         return applied
@@ -301,6 +341,7 @@ class SchedulingLoop:
                 arrival = self._admit(job_id, tenant, submitted, now)
                 self.engine.apply(arrival, now)
                 applied.append(arrival)
+                self._adopt(job_id, now)
                 self._check_finished(job_id, wall)
             elif kind == "cancel":
                 name = str(payload)
@@ -325,10 +366,24 @@ class SchedulingLoop:
         pending = [deque() for _ in submitted.classes]
         for t in self.store.tasks(job_id, state="pending"):
             pending[t.class_index].append(t.id)
-        classes = tuple(replace(c, count=len(pending[k])) for k, c in enumerate(submitted.classes))
+        # tasks adopted at a restart count as the class's tasks too (``_adopt`` starts them)
+        adopted = [0] * len(submitted.classes)
+        for a_job, class_index, _node, _attempt in self._adopting.values():
+            if a_job == job_id:
+                adopted[class_index] += 1
+        classes = tuple(replace(c, count=len(pending[k]) + adopted[k]) for k, c in enumerate(submitted.classes))
         self.jobs[job_id] = _JobInfo(job_id, tenant, submitted, pending)
         self.commands.register(str(job_id), tenant, submitted.commands)
         return JobArrived(Job(str(job_id), submitted.queue, submitted.weight, now, classes))
+
+    def _adopt(self, job_id: int, now: float) -> None:
+        """The job's tasks adopted at a restart (``expect_adoption``) run again in the
+        scheduler, on their nodes, with their ids and attempts (not decisions)."""
+        mine = sorted(t for t, a in self._adopting.items() if a[0] == job_id)
+        for task_id in mine:
+            _job, class_index, node, attempt = self._adopting.pop(task_id)
+            self.scheduler.adopt(str(job_id), class_index, node, now, task_id)
+            self.commands.attempts[task_id] = attempt
 
     def _check_finished(self, job_id: int, wall: float) -> None:
         rt = self.scheduler.jobs.get(str(job_id))
