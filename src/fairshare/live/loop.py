@@ -168,9 +168,10 @@ class SchedulingLoop:
         self._fenced: dict[int, int] = {}
         self.preempted_total = 0  # attempts stopped by preemption in this process
         self._woken_for: float | None = None  # the ``wake_at`` a Wake was applied for
-        #: task id -> (job id, class index, node, attempt) of running tasks adopted at a
-        #: restart, waiting for their job's arrival (``expect_adoption``)
-        self._adopting: dict[int, tuple[int, int, str, int]] = {}
+        #: job id -> task id -> (class index, node, attempt) of running tasks adopted at a
+        #: restart, waiting for their job's arrival (``expect_adoption``), and their ids
+        self._adopting: dict[int, dict[int, tuple[int, str, int]]] = {}
+        self._adopting_ids: set[int] = set()
         # raises PolicyModeError for offline policies (and, with preemption, for policies
         # without a static allocation: no fair shares to preempt for)
         self.preemptor = None if preemption is None else \
@@ -239,7 +240,9 @@ class SchedulingLoop:
         index, node, attempt) of tasks still running on the executor (adopted, not
         re-queued). Each is adopted when its job arrives; an end reported before that
         waits for it (``_apply_events``)."""
-        self._adopting.update(adopted)
+        for task_id, (job_id, class_index, node, attempt) in adopted.items():
+            self._adopting.setdefault(job_id, {})[task_id] = (class_index, node, attempt)
+            self._adopting_ids.add(task_id)
 
     def _next_row(self, job: str, class_index: int) -> int:
         """The scheduler's task id source: the job's next pending task row of the class."""
@@ -253,7 +256,7 @@ class SchedulingLoop:
         engine = self.engine
         acks: list[tuple[int, int]] = []  # (task id, attempt) of ends dealt with: the executor may forget them
         for ev in events:
-            if isinstance(ev, TaskFinished) and ev.task_id in self._adopting:
+            if isinstance(ev, TaskFinished) and ev.task_id in self._adopting_ids:
                 self.deferred.append(ev)  # its job has not arrived yet (a restart's first pass)
                 continue
             if isinstance(ev, TaskFinished) and ev.attempt is not None:
@@ -305,6 +308,13 @@ class SchedulingLoop:
                 applied.append(mine)
                 touched.add(job_id)
             elif isinstance(ev, NodeLost):
+                # adopted tasks on the node whose job has not arrived yet: pending again in
+                # the store now, so the job's arrival (``_admit``) reads them as pending
+                for tasks in self._adopting.values():
+                    for row_id in [t for t, (_k, node, _a) in tasks.items() if node == ev.name]:
+                        del tasks[row_id]
+                        self._adopting_ids.discard(row_id)
+                        outcomes.append((row_id, "pending", None, f"node {ev.name} lost"))
                 # (the tasks' classes, read before the scheduler forgets them)
                 running = {t.task_id: (int(t.job), t.class_index) for t in self.scheduler.tasks.values()}
                 done = engine.apply(ev, now)
@@ -368,9 +378,8 @@ class SchedulingLoop:
             pending[t.class_index].append(t.id)
         # tasks adopted at a restart count as the class's tasks too (``_adopt`` starts them)
         adopted = [0] * len(submitted.classes)
-        for a_job, class_index, _node, _attempt in self._adopting.values():
-            if a_job == job_id:
-                adopted[class_index] += 1
+        for class_index, _node, _attempt in self._adopting.get(job_id, {}).values():
+            adopted[class_index] += 1
         classes = tuple(replace(c, count=len(pending[k]) + adopted[k]) for k, c in enumerate(submitted.classes))
         self.jobs[job_id] = _JobInfo(job_id, tenant, submitted, pending)
         self.commands.register(str(job_id), tenant, submitted.commands)
@@ -379,9 +388,8 @@ class SchedulingLoop:
     def _adopt(self, job_id: int, now: float) -> None:
         """The job's tasks adopted at a restart (``expect_adoption``) run again in the
         scheduler, on their nodes, with their ids and attempts (not decisions)."""
-        mine = sorted(t for t, a in self._adopting.items() if a[0] == job_id)
-        for task_id in mine:
-            _job, class_index, node, attempt = self._adopting.pop(task_id)
+        for task_id, (class_index, node, attempt) in sorted(self._adopting.pop(job_id, {}).items()):
+            self._adopting_ids.discard(task_id)
             self.scheduler.adopt(str(job_id), class_index, node, now, task_id)
             self.commands.attempts[task_id] = attempt
 
