@@ -62,6 +62,8 @@ GIB = float(2 ** 30)
 NAMESPACE = "fairshare"
 #: how long an agent's ``reports`` call waits for an end before returning empty
 REPORT_WAIT_S = 1.0
+#: how long to wait before asking an unreachable agent for its reports again
+REPORT_RETRY_S = 0.5
 #: calls an agent serves at once (``run``, ``kill`` and a ``reports`` long poll overlap)
 AGENT_CONCURRENCY = 64
 
@@ -118,8 +120,9 @@ class RayExecutor:
         self.incarnation = 0
         self._agents: dict[str, object] = {}  # node name -> its agent's handle
         self._running: dict[int, tuple[int, str]] = {}  # task id -> (attempt, node)
-        self._starts: dict[object, tuple[int, int, str]] = {}  # run() ref -> (task id, attempt, node)
+        self._starts: dict[object, tuple[int, int, str, tuple]] = {}  # run() ref -> (task, attempt, node, args)
         self._reports: dict[object, str] = {}  # outstanding reports() ref -> node
+        self._retry_reports: dict[str, float] = {}  # node -> when to call reports() again (agent unreachable)
         self._after_seq: dict[str, int] = {}  # node -> newest end seen from its agent
         self._acks: dict[str, list[tuple[int, int]]] = {}  # node -> recorded ends to acknowledge
         self._reported: dict[tuple[int, int], str] = {}  # (task, attempt) handed to the loop -> node
@@ -141,6 +144,7 @@ class RayExecutor:
         self._running.clear()
         self._starts.clear()
         self._reports.clear()
+        self._retry_reports.clear()
         self._reported.clear()
         self._killed.clear()
         self._after_seq.clear()
@@ -212,11 +216,11 @@ class RayExecutor:
         agent = self._agent(launch.node)
         if fresh:
             self._poll_reports(launch.node)
-        ref = agent.run.remote(launch.task_id, spec.attempt, self.incarnation, list(spec.argv), spec.shell,
-                               dict(spec.env), spec.cwd)
+        args = (launch.task_id, spec.attempt, self.incarnation, list(spec.argv), spec.shell, dict(spec.env), spec.cwd)
+        ref = agent.run.remote(*args)
         with self._lock:
             self._running[launch.task_id] = (spec.attempt, launch.node)
-            self._starts[ref] = (launch.task_id, spec.attempt, launch.node)
+            self._starts[ref] = (launch.task_id, spec.attempt, launch.node, args)
         crash_point("handed")
 
     def poll(self) -> list[ExecutorEvent]:
@@ -227,9 +231,17 @@ class RayExecutor:
         ready = self.ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=True)[0] if refs else []
         for ref in ready:
             if ref in self._starts:
-                task_id, attempt, node = self._starts.pop(ref)
+                task_id, attempt, node, args = self._starts.pop(ref)
                 try:
                     answer, detail = self.ray.get(ref)
+                except self.ray.exceptions.ActorUnavailableError as exc:
+                    # unreachable for now (it may or may not have run the call): ``run`` of a
+                    # (task, attempt) is idempotent, so ask again
+                    if self._running.get(task_id) == (attempt, node) and node in self._agents:
+                        log.warning("task %d: the agent of %s is unreachable (%s); starting again",
+                                    task_id, node, _first_line(exc))
+                        self._starts[self._agents[node].run.remote(*args)] = (task_id, attempt, node, args)
+                    continue
                 except self.ray.exceptions.RayError as exc:
                     # the agent is gone; its reports call fails too, and ends its tasks
                     log.warning("task %d: the agent of %s did not take it: %s", task_id, node, _first_line(exc))
@@ -248,6 +260,14 @@ class RayExecutor:
             node = self._reports.pop(ref)
             try:
                 newest, ends = self.ray.get(ref)
+            except self.ray.exceptions.ActorUnavailableError as exc:
+                # not known dead (a busy or briefly unreachable agent): its commands may run
+                # on, so its tasks are not failed (they would run twice); ask again soon. A
+                # dead node is removed through the node list (``NodeLost``)
+                log.warning("the agent of node %s is unreachable: %s", node, _first_line(exc))
+                self._retry_reports[node] = time.monotonic() + REPORT_RETRY_S
+                infrastructure_failure = True
+                continue
             except self.ray.exceptions.RayError as exc:
                 infrastructure_failure = True
                 finished.extend(self._agent_lost(node, exc))
@@ -270,9 +290,14 @@ class RayExecutor:
                     self._acks.setdefault(node, []).append(key)
             if node in self._agents:
                 self._poll_reports(node)
+        now = time.monotonic()
+        for node, when in list(self._retry_reports.items()):
+            if now >= when:
+                del self._retry_reports[node]
+                if node in self._agents:
+                    self._poll_reports(node)
         # a node death surfaces first as failed tasks: look at the nodes now, so the node
         # is removed before its tasks are re-queued (and not placed on it again)
-        now = time.monotonic()
         if infrastructure_failure or now - self._last_node_poll >= self.node_poll_s:
             self._last_node_poll = now
             events.extend(self._node_changes())
@@ -306,13 +331,16 @@ class RayExecutor:
 
     def shutdown(self) -> None:
         """Local mode: stop the cluster (its nodes, agents and commands). Attach mode: the
-        agents that run nothing are killed; the others, with their commands, stay for the
-        next serve on this database to adopt."""
+        agents that hold nothing (no command running, no end the database has not
+        recorded) are killed; the others stay, with their commands and ends, for the next
+        serve on this database to adopt."""
         try:
             if self.cluster is None:
                 for name, agent in list(self._agents.items()):
-                    try:
-                        if self.ray.get(agent.running.remote(), timeout=10) == 0:
+                    try:  # (the acknowledgements not sent yet first)
+                        self.ray.get(agent.reports.remote(self.incarnation, self._acks.pop(name, []), 0, 0.0),
+                                     timeout=10)
+                        if not self.ray.get(agent.hello.remote(self.incarnation), timeout=10)["runs"]:
                             self.ray.kill(agent)
                     except Exception as exc:  # noqa: BLE001 - best effort
                         log.debug("agent of %s: %s", name, exc)
@@ -377,6 +405,7 @@ class RayExecutor:
         self._agents.pop(name, None)
         self._after_seq.pop(name, None)
         self._acks.pop(name, None)
+        self._retry_reports.pop(name, None)
         for ref in [r for r, n in self._reports.items() if n == name]:
             del self._reports[ref]
         for task_id in [t for t, (_a, n) in self._running.items() if n == name]:

@@ -44,7 +44,9 @@ NODE_MARK = "fs_node_"
 PREFIX = "fs_"
 STATE_VERSION = 1
 START_TIMEOUT_S = 180.0
-STOP_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 10.0
+#: the line that opens each start's part of a node's log
+START_MARK = "=== fairshare: ray start of node"
 
 
 def node_resources(resources: tuple[str, ...], node: Node) -> dict[str, float]:
@@ -69,21 +71,26 @@ class LocalCluster:
 
     # --- life cycle -----------------------------------------------------------------------------
     def stop(self) -> None:
-        """Stop every node this cluster started (workers first, the head last), SIGTERM
-        then SIGKILL after ``STOP_TIMEOUT_S``; forget the state file."""
+        """Stop every node this cluster started (workers first, the head last) and forget
+        the state file. SIGKILL to each node's process group: on SIGTERM Ray 2.60 first
+        drains the node for up to 30 s, waiting for actors that never end here (the
+        node agents), and a local cluster has nothing to flush that a kill would lose."""
         if not self.nodes:
             return
         names = [n for n in self.nodes if n != self.head] + [self.head]
         # a pid read back from the state file is signalled only while it is still a
         # ``ray start --block`` (not a pid the system gave to another process since)
         names = [n for n in names if n in self._procs or alive(self.nodes[n])]
+        log.info("stopping the local Ray cluster at %s (nodes %s)", self.address, ", ".join(names))
+        t0 = time.monotonic()
         for name in names:
-            _signal_group(self.nodes[name], signal.SIGTERM)
+            _signal_group(self.nodes[name], signal.SIGKILL)
         deadline = time.monotonic() + STOP_TIMEOUT_S
         for name in names:
             if not self._wait_gone(name, deadline):
-                _signal_group(self.nodes[name], signal.SIGKILL)
-                self._wait_gone(name, time.monotonic() + 5)
+                log.warning("local Ray node %s (pid %d) still there %g s after SIGKILL", name, self.nodes[name],
+                            STOP_TIMEOUT_S)
+        log.info("stopped the local Ray cluster in %.1f s", time.monotonic() - t0)
         self.nodes.clear()
         if self.state_file is not None:
             try:
@@ -191,18 +198,17 @@ def start_or_attach(resources: tuple[str, ...], nodes: tuple[Node, ...], *, stat
 
 
 def _start_workers(cluster: LocalCluster, nodes: list[Node], resources, object_store_mb: int) -> None:
-    procs = []
-    for node in nodes:  # (started together: each takes seconds)
+    # one after the other: started together on a busy 2-core machine, a node's raylet
+    # could miss the 30 s ``ray start`` gives it to register with the head
+    for node in nodes:
         proc = _ray_start([f"--address={cluster.address}"], node, resources, object_store_mb, cluster.log_dir)
         cluster._procs[node.name] = proc
         cluster.nodes[node.name] = proc.pid
-        procs.append((node, proc))
-    for node, proc in procs:
         try:
             _wait_started(proc, node.name, cluster.log_dir)
         except RuntimeError as exc:
             # once more: ``ray start`` gives up when its raylet has not registered with the
-            # head within 30 s, which nodes starting together on a busy machine can miss
+            # head within 30 s, which a node can miss on a busy machine
             if proc.poll() is None:
                 raise
             log.warning("%s; starting it again", str(exc).splitlines()[0])
@@ -217,7 +223,9 @@ def _ray_start(args: list[str], node: Node, resources, object_store_mb: int, log
             "--block", *args, "--num-cpus=1", f"--resources={json.dumps(node_resources(resources, node))}",
             f"--object-store-memory={object_store_mb * 2 ** 20}", f"--dashboard-agent-listen-port={free_port()}",
             "--disable-usage-stats"]
-    with open(log_dir / f"{node.name}.log", "w") as out:
+    with open(log_dir / f"{node.name}.log", "a") as out:  # (a retry's log follows the failed start's)
+        out.write(f"{START_MARK} {node.name} at {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        out.flush()
         # a session of its own: serve's death (or its process group's) does not reach it
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -228,7 +236,7 @@ def _wait_started(proc: subprocess.Popen, name: str, log_dir: Path) -> None:
     path = log_dir / f"{name}.log"
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
-        text = path.read_text(errors="replace")
+        text = path.read_text(errors="replace").rpartition(START_MARK)[2]  # this start's lines
         if "Ray runtime started" in text and "--block" in text.split("Ray runtime started", 1)[1]:
             return
         if proc.poll() is not None:
