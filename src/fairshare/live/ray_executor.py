@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 import uuid
 
@@ -115,7 +114,6 @@ class RayExecutor:
             time.sleep(0.2)
         if not self._nodes:
             raise RuntimeError("the Ray cluster has no alive node")
-        self._lock = threading.Lock()
         self.service_id = uuid.uuid4().hex[:12]  # until ``recover`` gives the database's
         self.incarnation = 0
         self._agents: dict[str, object] = {}  # node name -> its agent's handle
@@ -126,7 +124,6 @@ class RayExecutor:
         self._after_seq: dict[str, int] = {}  # node -> newest end seen from its agent
         self._acks: dict[str, list[tuple[int, int]]] = {}  # node -> recorded ends to acknowledge
         self._reported: dict[tuple[int, int], str] = {}  # (task, attempt) handed to the loop -> node
-        self._killed: set[tuple[int, int]] = set()  # reported as cancelled before the agent's end came
         self._pending_events: list[ExecutorEvent] = []
         self._last_node_poll = 0.0
 
@@ -146,7 +143,6 @@ class RayExecutor:
         self._reports.clear()
         self._retry_reports.clear()
         self._reported.clear()
-        self._killed.clear()
         self._after_seq.clear()
         hellos = {}
         for name in list(self._nodes):
@@ -218,9 +214,8 @@ class RayExecutor:
             self._poll_reports(launch.node)
         args = (launch.task_id, spec.attempt, self.incarnation, list(spec.argv), spec.shell, dict(spec.env), spec.cwd)
         ref = agent.run.remote(*args)
-        with self._lock:
-            self._running[launch.task_id] = (spec.attempt, launch.node)
-            self._starts[ref] = (launch.task_id, spec.attempt, launch.node, args)
+        self._running[launch.task_id] = (spec.attempt, launch.node)
+        self._starts[ref] = (launch.task_id, spec.attempt, launch.node, args)
         crash_point("handed")
 
     def poll(self) -> list[ExecutorEvent]:
@@ -286,7 +281,6 @@ class RayExecutor:
                     finished.append(TaskFinished(task_id, ok=code == 0, reason=reason, attempt=attempt))
                     crash_point("finished")
                 else:  # killed and reported already, or not this serve's: nothing to record
-                    self._killed.discard(key)
                     self._acks.setdefault(node, []).append(key)
             if node in self._agents:
                 self._poll_reports(node)
@@ -323,7 +317,6 @@ class RayExecutor:
         agent = self._agents.get(node)
         if agent is not None:
             agent.kill.remote(task_id, attempt, self.incarnation)
-        self._killed.add((task_id, attempt))
         self._pending_events.append(TaskFinished(task_id, ok=False, reason="cancelled", attempt=attempt))
 
     def running(self) -> int:

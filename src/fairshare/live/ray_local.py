@@ -6,11 +6,11 @@ serve re-attaches to it.
 Why ``ray start --block`` in a session of its own rather than ``ray.cluster_utils.
 Cluster``: ``Cluster`` makes the Ray processes children of serve that share its fate
 (Ray's reaper / parent-death signal), and gives a later process no handle to stop them.
-A ``ray start --block`` process is the parent of its node's Ray processes (GCS, raylet,
-workers; they die with it: Ray's kernel fate-sharing), and it stops them cleanly on
-SIGTERM; its process group holds exactly that node's processes. So stopping a node is
-one signal to one recorded process group, never ``ray stop`` (which stops every Ray
-process of the machine, other users' included).
+A ``ray start --block`` process is the parent of its node's Ray processes (GCS, raylet;
+they die with it: Ray's kernel fate-sharing), and its session (``setsid``) holds exactly
+that node's processes, workers included. So stopping a node is a signal to the
+processes of one recorded session, never ``ray stop`` (which stops every Ray process of
+the machine, other users' included).
 
 What was started is recorded in a state file next to the database (``<db>.ray.json``):
 the GCS address, the fingerprint of the nodes' Ray arguments and the pid of each node's
@@ -59,7 +59,7 @@ def node_resources(resources: tuple[str, ...], node: Node) -> dict[str, float]:
 @dataclass
 class LocalCluster:
     """A running local cluster: ``address`` (``host:port`` of its GCS) and, per node
-    name, the pid of its ``ray start --block`` process (its process group's leader)."""
+    name, the pid of its ``ray start --block`` process (its session's leader)."""
 
     address: str
     nodes: dict[str, int]
@@ -72,7 +72,7 @@ class LocalCluster:
     # --- life cycle -----------------------------------------------------------------------------
     def stop(self) -> None:
         """Stop every node this cluster started (workers first, the head last) and forget
-        the state file. SIGKILL to each node's process group: on SIGTERM Ray 2.60 first
+        the state file. SIGKILL to each node's processes (its session): on SIGTERM Ray 2.60 first
         drains the node for up to 30 s, waiting for actors that never end here (the
         node agents), and a local cluster has nothing to flush that a kill would lose."""
         if not self.nodes:
@@ -84,7 +84,7 @@ class LocalCluster:
         log.info("stopping the local Ray cluster at %s (nodes %s)", self.address, ", ".join(names))
         t0 = time.monotonic()
         for name in names:
-            _signal_group(self.nodes[name], signal.SIGKILL)
+            _signal_session(self.nodes[name], signal.SIGKILL)
         deadline = time.monotonic() + STOP_TIMEOUT_S
         for name in names:
             if not self._wait_gone(name, deadline):
@@ -99,10 +99,10 @@ class LocalCluster:
                 pass
 
     def kill_node(self, name: str) -> None:
-        """SIGKILL one node's process group (the dead-node test): its raylet, its workers
+        """SIGKILL every process of one node (the dead-node test): its raylet, its workers
         and its node agent die; commands the agent started die by their parent-death signal."""
         pid = self.nodes.pop(name)
-        _signal_group(pid, signal.SIGKILL)
+        _signal_session(pid, signal.SIGKILL)
         self._wait_gone(name, time.monotonic() + 10, pid)
         self._save()
 
@@ -262,11 +262,25 @@ def alive(pid: int | None, port: str | None = None) -> bool:
     return b"start" in argv and b"--block" in argv and (port is None or f"--port={port}".encode() in argv)
 
 
-def _signal_group(pid: int, sig: int) -> None:
+def _signal_session(pid: int, sig: int) -> None:
+    """``sig`` to every process of the session ``pid`` leads (a node's ``ray start``
+    made it: the node's GCS, raylet, agents and workers, which Ray puts in process groups
+    of their own, so a group signal would miss them). Commands started by the node
+    agents are in sessions of their own: they die with their agent (parent-death signal)."""
     try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == pid:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                session = int(f.read().rsplit(")", 1)[1].split()[3])
+            if session == pid:
+                os.kill(int(entry), sig)
+        except (OSError, ValueError, IndexError):  # gone meanwhile, or not ours
+            continue
 
 
 def free_port() -> int:
