@@ -11,9 +11,10 @@ Three numbers:
    worker (the command writes its clock), what a user waits for;
    ``client``: the client's POST sent to that process start.
 2. **end-to-end decisions/s**: a backlog of short tasks (``true``) drained through Ray,
-   8 at a time: ``decisions_total`` over the wall time, twice: with cold Ray workers
-   (Ray starts a worker process per concurrent task and node) and then warm. Ray's task
-   start rate bounds it.
+   8 at a time: ``decisions_total`` over the wall time, twice ("cold" and "warm": with a
+   Ray task per task, as before the node agents, the first backlog waited for Ray to
+   start a worker process per concurrent task and node; with the agents the two differ
+   little).
 3. **service-only decisions/s**: the same service loop (store, scheduler, policy) on a
    no-op executor that finishes every task at once, in process, without HTTP or Ray:
    what fairshare itself costs per decision (the SQLite commits included).

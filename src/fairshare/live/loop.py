@@ -32,16 +32,28 @@ task id is its row), the store records the attempt as preempted before the round
 launches are committed as running (``Store.preempt_tasks``: back to pending, never
 finished, ``--max-attempts`` untouched), and the engine then kills it through the
 executor. The executor still reports the killed attempt's end; that report is fenced
-(``_fenced``: the next report of the row is the killed attempt's, as executors report
-each start exactly once and in start order) so it cannot end the row's next attempt.
+so it cannot end the row's next attempt: by its attempt number when the executor names
+it (``TaskFinished.attempt``; ``RayExecutor`` does), else by ``_fenced`` (the next
+report of the row is the killed attempt's, as executors report each start exactly once
+and in start order).
+
+Attempts: ``Store.mark_running`` numbers each start (the row's ``attempts``); the number
+goes to the executor with the start (``CommandBook.attempts``), and an end that names
+another attempt than the row's current one is dropped (a late or repeated report). The
+ends the pass dealt with are then acknowledged to the executor (``acknowledge``, after
+the store's commit): ``RayExecutor``'s node agents keep an end until then.
+
+Adoption at a restart (``expect_adoption``): the tasks the executor still runs are
+adopted when their job arrives through the inbox (``Scheduler.adopt``, with their ids
+and attempts: not decisions); an end reported before that waits one pass.
 Rounds happen at events; a starved queue's wait ending is one too: ``wake_due`` tells
 the service when ``Engine.wake_at`` has passed, and the pass then applies a ``Wake``.
 
 Failures: a task whose command exits non-zero, or whose start the executor refuses, is
 re-queued until it has failed ``max_attempts`` times, then it is ``failed`` with the
 last reason (the scheduler counts it as done, so its job can finish). A task lost with
-its node, or failed by Ray itself once running (the node went away, the pin could not be
-honoured) is re-queued without using an attempt.
+its node, or failed by Ray itself once running (the node or its agent went away) is
+re-queued without using an attempt.
 """
 
 from __future__ import annotations
