@@ -53,7 +53,7 @@ pytest.importorskip("ray", reason="the live extra (ray) is not installed")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 from fairshare.live.crashpoints import POINTS  # noqa: E402
-from fairshare.live.ray_local import alive  # noqa: E402
+from fairshare.live.ray_local import alive, load  # noqa: E402
 
 REQUESTS, TASKS_PER_REQUEST = 3, 4
 #: which pass through each point kills serve: late enough that some work is done and
@@ -73,10 +73,8 @@ def workdir(tmp_path_factory):
     (root / "cluster.yaml").write_text(yaml.safe_dump(doc))
     yield root
     state = root / "fs.db.ray.json"
-    if state.exists():  # (a clean stop removes it)
-        for pid in json.loads(state.read_text())["nodes"].values():
-            if alive(pid):
-                os.killpg(pid, signal.SIGTERM)
+    if state.exists():  # (a clean stop removes it; not there when the last point ran)
+        load(state).stop()
 
 
 def start_serve(root: Path, log_name: str, crash_at: str | None = None) -> tuple[subprocess.Popen, int]:

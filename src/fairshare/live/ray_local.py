@@ -133,6 +133,14 @@ class LocalCluster:
         os.replace(tmp, self.state_file)
 
 
+def load(state_file: str | Path) -> LocalCluster:
+    """The cluster a state file records (``OSError``, ``ValueError`` ...: unreadable)."""
+    path = Path(state_file)
+    doc = json.loads(path.read_text())
+    return LocalCluster(doc["address"], {str(k): int(v) for k, v in doc["nodes"].items()}, str(doc["fingerprint"]),
+                        path, path.with_name(path.name.replace(".json", "") + "-logs"))
+
+
 def fingerprint(resources: tuple[str, ...], nodes: tuple[Node, ...], object_store_mb: int) -> str:
     import ray
 
@@ -154,9 +162,7 @@ def start_or_attach(resources: tuple[str, ...], nodes: tuple[Node, ...], *, stat
     log_dir.mkdir(exist_ok=True)
     if path is not None and path.exists():
         try:
-            doc = json.loads(path.read_text())
-            old = LocalCluster(doc["address"], {str(k): int(v) for k, v in doc["nodes"].items()},
-                               str(doc["fingerprint"]), path, log_dir)
+            old = load(path)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             log.warning("%s: unreadable (%s); starting a new local Ray cluster", path, exc)
             old = None
