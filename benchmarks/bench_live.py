@@ -11,9 +11,10 @@ The numbers:
    worker (the command writes its clock), what a user waits for;
    ``client``: the client's POST sent to that process start.
 2. **end-to-end decisions/s**: a backlog of short tasks (``true``) drained through Ray,
-   8 at a time: ``decisions_total`` over the wall time, twice: with cold Ray workers
-   (Ray starts a worker process per concurrent task and node) and then warm. Ray's task
-   start rate bounds it.
+   8 at a time: ``decisions_total`` over the wall time, twice ("cold" and "warm": with a
+   Ray task per task, as before the node agents, the first backlog waited for Ray to
+   start a worker process per concurrent task and node; with the agents the two differ
+   little).
 3. **service-only decisions/s**: the same service loop (store, scheduler, policy) on a
    no-op executor that finishes every task at once, in process, without HTTP or Ray:
    what fairshare itself costs per decision (the SQLite commits included).
@@ -51,8 +52,9 @@ With ``--only submit``, the serve process's CPU time (user + system, all its thr
 from ``/proc``) over the 32-client phase is reported per submission too: what a
 submission costs the service, which the machine's load changes less than the rates.
 
-Usage: ``python benchmarks/bench_live.py [--tasks N] [--samples N] [--only submit|rate] [--rounds N]
+Usage: ``python benchmarks/bench_live.py [--tasks N] [--samples N] [--only submit|rate|tasks] [--rounds N]
 [--clients 32] [--per-client 200] [--tasks-per-job 1] [--no-ray] [--server-src DIR] [--base-config]``.
+``--only tasks``: 1 and 2 only.
 """
 
 from __future__ import annotations
@@ -455,9 +457,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=400, help="backlog for the end-to-end rate (default 400)")
     parser.add_argument("--samples", type=int, default=20, help="latency samples (default 20)")
-    parser.add_argument("--only", choices=("submit", "rate"), default=None,
-                        help="run only the submission benchmark (4 in the module doc) or only serve's "
-                             "tasks/s against Ray's bare rate (5)")
+    parser.add_argument("--only", choices=("submit", "rate", "tasks"), default=None,
+                        help="run only the submission benchmark (4 in the module doc), only serve's "
+                             "tasks/s against Ray's bare rate (5), or only the task numbers through Ray (1 and 2)")
     parser.add_argument("--rounds", type=int, default=1, help="--only rate: pairs of runs (default 1)")
     parser.add_argument("--clients", type=int, default=32, help="keep-alive connections submitting (default 32)")
     parser.add_argument("--per-client", type=int, default=200, help="submissions per connection (default 200)")
@@ -497,6 +499,8 @@ def main() -> None:
             # node (cold); the second reuses them (warm, the steady state of a busy service)
             print(f"end to end through Ray, cold workers: {json.dumps(throughput(port, args.tasks))}")
             print(f"end to end through Ray, warm workers: {json.dumps(throughput(port, args.tasks))}")
+            if args.only == "tasks":
+                return
             submission_benchmark(port, args.clients, args.per_client, args.tasks_per_job)
         finally:
             stop(proc)

@@ -125,10 +125,9 @@ class RecordingExecutor:
     def poll(self) -> list[ExecutorEvent]:
         return self.inner.poll()
 
-    def health(self) -> dict | None:
-        """The inner executor's view of its runtime (``/healthz``), if it has one."""
-        health = getattr(self.inner, "health", None)
-        return None if health is None else health()
+    def __getattr__(self, name: str):
+        """The inner executor's optional methods (``recover``, ``acknowledge``)."""
+        return getattr(self.inner, name)
 
 
 class NullExecutor:

@@ -272,7 +272,7 @@ def test_healthz_without_ray_and_with_a_stopped_loop(tmp_path):
 def test_metrics_count_attempts_requeues_and_starts_and_show_node_health(tmp_path):
     doc = ray_doc(unhealthy=("mic-node",), dead=("gpu-node",))
     service, client = client_for(tmp_path, doc)
-    service.store.record_start()  # a previous service on this database
+    service.store.begin_incarnation()  # a previous service on this database
     service.start()
     service.stop()  # (the test drives the passes itself)
     alice = service.auth.authenticate(ALICE)
@@ -310,7 +310,12 @@ def test_render_leaves_out_what_it_is_not_given():
 
 
 def test_service_starts_are_counted_across_reopenings(tmp_path):
+    # the start count is the incarnation (the fencing token), kept in the database
+    service_ids = set()
     for expected in (1, 2, 3):
         store = Store(tmp_path / "fs.db")
-        assert store.record_start() == expected
+        service_id, incarnation = store.begin_incarnation()
+        assert incarnation == expected
+        service_ids.add(service_id)
         store.close()
+    assert len(service_ids) == 1  # one service id per database: it names the node agents

@@ -181,7 +181,7 @@ def test_serve_attaches_to_an_existing_cluster_and_discovers_its_nodes(cluster, 
 
     import yaml
 
-    from live_helpers import config_doc, free_port
+    from live_helpers import config_doc, free_port, repo_root
 
     _, executor, _ = cluster
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(config_doc()))
@@ -189,7 +189,10 @@ def test_serve_attaches_to_an_existing_cluster_and_discovers_its_nodes(cluster, 
     proc = subprocess.Popen([sys.executable, "-m", "fairshare", "serve", "--config", str(tmp_path / "cluster.yaml"),
                              "--db", str(tmp_path / "fs.db"), "--port", str(port),
                              "--ray-address", executor.cluster.address],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            # this tree's sources, whatever fairshare the interpreter has installed
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                [str(repo_root() / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])})
 
     def call(method, path, token, body=None):
         data = json.dumps(body).encode() if body is not None else None
@@ -345,6 +348,58 @@ def test_a_hung_node_is_taken_out_its_tasks_rerun_once_and_it_comes_back(live, t
     assert replayed(svc) == launched(svc)
 
 
+def test_recover_adopts_the_attempts_the_store_names_and_kills_the_others(cluster, tmp_path):
+    """``RayExecutor.recover`` as a restarted serve calls it, on the module's cluster: the
+    node agents (detached actors) still hold two running commands of a "previous serve";
+    the "database" names only one of them as running: that one is adopted and keeps
+    running, the other is killed; a start of the previous incarnation is refused."""
+    import os
+
+    from fairshare.engine.scheduler import Launch
+    from fairshare.live.config import TaskCommand
+    from fairshare.live.node_agent import FENCED
+
+    _, executor, commands = cluster
+    service_id = f"recover-test-{os.getpid()}"
+    pids = tmp_path / "pids"
+    commands.register("900", "alice", (TaskCommand(("sh", "-c", f'echo "$FAIRSHARE_TASK_ID $$" >> {pids}; '
+                                                                 f'exec sleep 60')),))
+    executor.recover(service_id, 1, {})
+    for task_id in (1, 2):
+        commands.attempts[task_id] = 1
+        executor.start(Launch(task_id, "900", "main", 0, "cpu-node", (1.0, 0.0, 0.0, 0.0)), 0.0)
+    wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 4, 60, "both commands to start")
+    pid_of = dict(map(int, line.split()) for line in pids.read_text().splitlines())
+
+    def alive(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    try:
+        # the restart: a new incarnation; the store says only task 1 (attempt 1) runs
+        assert executor.recover(service_id, 2, {1: (1, "cpu-node"), 3: (1, "cpu-node")}) == {1}
+        wait_for(lambda: not alive(pid_of[2]), 30, "the unknown attempt to be killed")
+        assert alive(pid_of[1])  # adopted: still running, not started again
+        assert len(pids.read_text().splitlines()) == 2
+        # a start sent by the previous incarnation (in flight at its death) is refused
+        agent = executor._agents["cpu-node"]
+        assert ray.get(agent.run.remote(4, 1, 1, ["true"], False, {}, None))[0] == FENCED
+        executor.kill(1)  # (cancel: the adopted command is the one killed)
+        wait_for(lambda: not alive(pid_of[1]), 30, "the adopted command to be killed")
+        events = wait_for(executor.poll, 10, "the cancelled end")
+        assert [(e.task_id, e.ok, e.attempt) for e in events] == [(1, False, 1)]
+    finally:
+        for pid in pid_of.values():
+            if alive(pid):
+                os.kill(pid, 9)
+        for agent in executor._agents.values():
+            ray.kill(agent)
+        executor._agents.clear()
+
+
 def test_dead_node_tasks_are_requeued_and_completed_elsewhere(live):
     svc, client, executor = live
     # 8 tasks of 1 CPU fill the 8 CPUs; each runs 3 s and then records where it ran
@@ -366,8 +421,13 @@ def test_dead_node_tasks_are_requeued_and_completed_elsewhere(live):
     for task_id in victims:
         assert by_id[task_id]["node"] in ("cpu-node", "gpu-node")  # re-run elsewhere
         assert by_id[task_id]["attempts"] >= 2
-    status = svc.status()
+    # Ray declares the node dead after its health checks fail (seconds); its agent's
+    # death, seen at once, already re-queued the tasks
+    status = wait_for(lambda: (st := svc.status()) and not any(n["alive"] for n in st["nodes"]
+                                                               if n["name"] == "mic-node") and st,
+                      60, "Ray to declare mic-node dead")
     assert [n["alive"] for n in status["nodes"] if n["name"] == "mic-node"] == [False]
     assert status["capacity"]["cpu"] == 6  # 4 + 2: mic-node's 2 CPUs are gone
     assert replayed(svc) == launched(svc)
+
 

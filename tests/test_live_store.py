@@ -217,3 +217,62 @@ def test_a_submission_given_up_before_the_writer_takes_it_is_not_stored(tmp_path
     kept = store.submit(Submission("alice", [("kept", "ads", 1.0, SPEC, [("main", 1)])], 0.0)).result(timeout=10)
     assert [j.name for j in store.jobs()] == ["kept"] and kept[0] == [store.jobs()[0].id]
     assert store.pending_tasks("alice") == 1
+
+
+# --- schema 4: attempts, fencing, incarnations ---------------------------------------------------------
+
+
+def test_a_version_3_database_is_upgraded_to_4_keeping_its_rows(tmp_path):
+    from fairshare.live import store as store_module
+
+    raw = sqlite3.connect(tmp_path / "v3.db")
+    raw.executescript(store_module._SCHEMA + store_module._V2_TO_V3 +
+                      "INSERT INTO meta(key, value) VALUES('schema_version', '3');"
+                      "INSERT INTO jobs(name, queue, weight, tenant, spec, submitted_at) "
+                      "VALUES('old', 'ads', 1.0, 'alice', '{}', 0.0);"
+                      "INSERT INTO tasks(job_id, class_index, class_name, ordinal, state, attempts) "
+                      "VALUES(1, 0, 'main', 0, 'running', 2);"
+                      "INSERT INTO events(time, kind, task_id) VALUES(1.0, 'started', 1);")
+    raw.close()
+    store = Store(tmp_path / "v3.db")
+    assert [(t.state, t.attempts) for t in store.tasks(1)] == [("running", 2)]
+    assert [(e["kind"], e["attempt"]) for e in store.events()] == [("started", None)]  # old events: no attempt
+    assert store.begin_incarnation()[1] == 1
+    raw = sqlite3.connect(tmp_path / "v3.db")
+    assert raw.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "4" == str(SCHEMA_VERSION)
+
+
+def test_incarnations_count_up_per_start_and_the_service_id_stays(tmp_path):
+    store = Store(tmp_path / "fs.db")
+    sid, first = store.begin_incarnation()
+    assert store.begin_incarnation() == (sid, first + 1)
+    store.close()
+    assert Store(tmp_path / "fs.db").begin_incarnation() == (sid, first + 2)  # durable
+
+
+def test_an_end_is_recorded_for_its_attempt_only(tmp_path):
+    store = Store(tmp_path / "fs.db")
+    (a,) = store.add_jobs([("a", "ads", 1.0, "alice", SPEC, [("main", 1)])], now=0.0)
+    (t,) = (t.id for t in store.tasks(a))
+    assert store.mark_running([(t, "n1")], now=1.0) == {t: 1}
+    assert store.finish_tasks([(t, "pending", 1, "exit status 1", 1)], now=2.0) == [t]  # attempt 1 failed
+    assert store.mark_running([(t, "n2")], now=3.0) == {t: 2}
+    # attempt 1's end reported again (late, or twice): the running attempt 2 is untouched
+    assert store.finish_tasks([(t, "succeeded", 0, "", 1)], now=4.0) == []
+    assert [(r.state, r.node, r.attempts) for r in store.tasks(a)] == [("running", "n2", 2)]
+    assert store.finish_tasks([(t, "succeeded", 0, "", 2)], now=5.0) == [t]
+    # recorded once: a repeat of attempt 2's end changes nothing either
+    assert store.finish_tasks([(t, "failed", 1, "late", 2)], now=6.0) == []
+    assert [(r.state, r.finished_at) for r in store.tasks(a)] == [("succeeded", 5.0)]
+    kinds = [(e["kind"], e["attempt"]) for e in store.events() if e["task_id"] == t]
+    assert kinds == [("started", 1), ("requeued", 1), ("started", 2), ("stale", 1), ("succeeded", 2), ("stale", 2)]
+
+
+def test_requeue_running_keeps_the_adopted_tasks(tmp_path):
+    store = Store(tmp_path / "fs.db")
+    (a,) = store.add_jobs([("a", "ads", 1.0, "alice", SPEC, [("main", 3)])], now=0.0)
+    t1, t2, t3 = (t.id for t in store.tasks(a))
+    store.mark_running([(t1, "n1"), (t2, "n1"), (t3, "n2")], now=1.0)
+    assert store.requeue_running(2.0, keep={t2}) == [t1, t3]
+    assert [r.state for r in store.tasks(a)] == ["pending", "running", "pending"]
+    assert store.pending_tasks("alice") == 2

@@ -33,11 +33,14 @@ class JobCancelled:
 @dataclass(frozen=True, slots=True)
 class TaskFinished:
     """The task ran to its end with success (``ok``) or failed (the command's exit status
-    was not 0, or the executor lost it). A failed task goes back to pending."""
+    was not 0, or the executor lost it). A failed task goes back to pending.
+    ``attempt``: which start of the task ended, when the executor knows (the live
+    service fences off the late end of an older attempt with it); None otherwise."""
 
     task_id: int
     ok: bool = True
     reason: str = ""
+    attempt: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -145,7 +145,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ClientError(f"--port: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     port = sock.getsockname()[1]
     commands = CommandBook()  # what each task runs: filled by the service, read by the executor
+    # a local cluster is recorded next to the database, to re-attach to it after a restart
     executor = RayExecutor(config.resources, config.nodes, commands=commands, address=args.ray_address,
+                           state_file=None if args.ray_address else f"{args.db}.ray.json",
                            node_timeout_s=node_timeout)
     service = None
     try:

@@ -32,16 +32,28 @@ task id is its row), the store records the attempt as preempted before the round
 launches are committed as running (``Store.preempt_tasks``: back to pending, never
 finished, ``--max-attempts`` untouched), and the engine then kills it through the
 executor. The executor still reports the killed attempt's end; that report is fenced
-(``_fenced``: the next report of the row is the killed attempt's, as executors report
-each start exactly once and in start order) so it cannot end the row's next attempt.
+so it cannot end the row's next attempt: by its attempt number when the executor names
+it (``TaskFinished.attempt``; ``RayExecutor`` does), else by ``_fenced`` (the next
+report of the row is the killed attempt's, as executors report each start exactly once
+and in start order).
+
+Attempts: ``Store.mark_running`` numbers each start (the row's ``attempts``); the number
+goes to the executor with the start (``CommandBook.attempts``), and an end that names
+another attempt than the row's current one is dropped (a late or repeated report). The
+ends the pass dealt with are then acknowledged to the executor (``acknowledge``, after
+the store's commit): ``RayExecutor``'s node agents keep an end until then.
+
+Adoption at a restart (``expect_adoption``): the tasks the executor still runs are
+adopted when their job arrives through the inbox (``Scheduler.adopt``, with their ids
+and attempts: not decisions); an end reported before that waits one pass.
 Rounds happen at events; a starved queue's wait ending is one too: ``wake_due`` tells
 the service when ``Engine.wake_at`` has passed, and the pass then applies a ``Wake``.
 
 Failures: a task whose command exits non-zero, or whose start the executor refuses, is
 re-queued until it has failed ``max_attempts`` times, then it is ``failed`` with the
 last reason (the scheduler counts it as done, so its job can finish). A task lost with
-its node, or failed by Ray itself once running (the node went away, the pin could not be
-honoured) is re-queued without using an attempt.
+its node, or failed by Ray itself once running (the node or its agent went away) is
+re-queued without using an attempt.
 """
 
 from __future__ import annotations
@@ -60,6 +72,7 @@ from fairshare.engine.scheduler import Launch, RunningTask, Scheduler
 from fairshare.engine.step import Engine
 from fairshare.live.commands import CommandBook
 from fairshare.live.config import QueueBounds, QueueEntries, SubmittedJob, build_tree
+from fairshare.live.crashpoints import crash_point
 from fairshare.live.store import Store
 from fairshare.model.cluster import Node
 from fairshare.model.jobs import Job
@@ -113,6 +126,11 @@ class _GuardedStarts:
 
     def poll(self) -> list[ExecutorEvent]:
         return self.inner.poll()
+
+    def acknowledge(self, ends: list[tuple[int, int]]) -> None:
+        acknowledge = getattr(self.inner, "acknowledge", None)
+        if acknowledge is not None and ends:
+            acknowledge(ends)
 
 
 class _LivePreemptor(Preemptor):
@@ -171,6 +189,10 @@ class SchedulingLoop:
         #: tasks put back to pending in this process, by why (``REQUEUE_REASONS``; ``/metrics``)
         self.requeued: dict[str, int] = dict.fromkeys(REQUEUE_REASONS, 0)
         self._woken_for: float | None = None  # the ``wake_at`` a Wake was applied for
+        #: job id -> task id -> (class index, node, attempt) of running tasks adopted at a
+        #: restart, waiting for their job's arrival (``expect_adoption``), and their ids
+        self._adopting: dict[int, dict[int, tuple[int, str, int]]] = {}
+        self._adopting_ids: set[int] = set()
         # raises PolicyModeError for offline policies (and, with preemption, for policies
         # without a static allocation: no fair shares to preempt for)
         self.preemptor = None if preemption is None else \
@@ -219,8 +241,11 @@ class SchedulingLoop:
         and the report of the attempt about to be killed is fenced."""
         self.jobs[int(task.job)].pending_rows[task.class_index].appendleft(task.task_id)
         self._fenced[task.task_id] = self._fenced.get(task.task_id, 0) + 1
+        self.commands.attempts.pop(task.task_id, None)  # (its end, by attempt, is not the row's)
 
     def _commit(self, launches: list[Launch], wall: float) -> None:
+        if launches:
+            crash_point("decided")
         preempted = [(task.task_id, f"preempted for job {p.job} on {p.node}")
                      for p in self.engine.last_preempted for task in p.victims]
         if preempted:  # (before the launches: a victim may start again in this round)
@@ -228,9 +253,18 @@ class SchedulingLoop:
             self.preempted_total += len(preempted)
             log.info("preempted %d task(s) for %s", len(preempted),
                      ", ".join(sorted({f"job {p.job}" for p in self.engine.last_preempted})))
-        if launches:  # committed before anything runs
-            self.store.mark_running([(la.task_id, la.node) for la in launches], wall)
+        if launches:  # committed before anything runs; the attempt numbers go with the starts
+            self.commands.attempts.update(self.store.mark_running([(la.task_id, la.node) for la in launches], wall))
             self.attempts_total += len(launches)
+
+    def expect_adoption(self, adopted: dict[int, tuple[int, int, str, int]]) -> None:
+        """At a restart, before the jobs come through the inbox: task id -> (job id, class
+        index, node, attempt) of tasks still running on the executor (adopted, not
+        re-queued). Each is adopted when its job arrives; an end reported before that
+        waits for it (``_apply_events``)."""
+        for task_id, (job_id, class_index, node, attempt) in adopted.items():
+            self._adopting.setdefault(job_id, {})[task_id] = (class_index, node, attempt)
+            self._adopting_ids.add(task_id)
 
     def _next_row(self, job: str, class_index: int) -> int:
         """The scheduler's task id source: the job's next pending task row of the class."""
@@ -242,8 +276,22 @@ class SchedulingLoop:
         outcomes: list[tuple[int, str, int | None, str]] = []
         touched: set[int] = set()
         engine = self.engine
+        acks: list[tuple[int, int]] = []  # (task id, attempt) of ends dealt with: the executor may forget them
         for ev in events:
-            if isinstance(ev, TaskFinished) and self._fenced.get(ev.task_id):
+            if isinstance(ev, TaskFinished) and ev.task_id in self._adopting_ids:
+                self.deferred.append(ev)  # its job has not arrived yet (a restart's first pass)
+                continue
+            if isinstance(ev, TaskFinished) and ev.attempt is not None:
+                acks.append((ev.task_id, ev.attempt))
+                if self.commands.attempts.get(ev.task_id) != ev.attempt:
+                    # the end of an attempt that is not the row's current one: killed by
+                    # preemption (the report its fence waits for) or superseded
+                    if self._fenced.get(ev.task_id):
+                        self._fenced[ev.task_id] -= 1
+                        if not self._fenced[ev.task_id]:
+                            del self._fenced[ev.task_id]
+                    continue
+            elif isinstance(ev, TaskFinished) and self._fenced.get(ev.task_id):
                 # the end of an attempt killed by preemption (module docstring), not of
                 # the row's current attempt
                 self._fenced[ev.task_id] -= 1
@@ -255,6 +303,7 @@ class SchedulingLoop:
                 if task is None:
                     continue  # lost with its node already, or reported twice
                 row_id, job_id = ev.task_id, int(task.job)
+                self.commands.attempts.pop(row_id, None)
                 info = self.jobs[job_id]
                 cancelled = self.scheduler.jobs[task.job].cancelled
                 infrastructure = ev.reason.startswith("ray:") or ev.reason.startswith("node ")
@@ -276,10 +325,19 @@ class SchedulingLoop:
                     # can finish); the store says failed
                     mine = TaskFinished(row_id, True)
                     outcomes.append((row_id, "failed", _exit_code(ev.reason), ev.reason))
+                if ev.attempt is not None:  # (recorded only if the row still runs that attempt)
+                    outcomes[-1] = (*outcomes[-1], ev.attempt)
                 engine.apply(mine, now)
                 applied.append(mine)
                 touched.add(job_id)
             elif isinstance(ev, NodeLost):
+                # adopted tasks on the node whose job has not arrived yet: pending again in
+                # the store now, so the job's arrival (``_admit``) reads them as pending
+                for tasks in self._adopting.values():
+                    for row_id in [t for t, (_k, node, _a) in tasks.items() if node == ev.name]:
+                        del tasks[row_id]
+                        self._adopting_ids.discard(row_id)
+                        outcomes.append((row_id, "pending", None, f"node {ev.name} lost"))
                 # (the tasks' classes, read before the scheduler forgets them)
                 running = {t.task_id: (int(t.job), t.class_index) for t in self.scheduler.tasks.values()}
                 done = engine.apply(ev, now)
@@ -288,6 +346,7 @@ class SchedulingLoop:
                 applied.append(ev)
                 for row_id in done.tasks:
                     job_id, class_index = running[row_id]
+                    self.commands.attempts.pop(row_id, None)
                     if self.scheduler.jobs[str(job_id)].cancelled:
                         outcomes.append((row_id, "cancelled", None, f"node {ev.name} lost"))
                     else:
@@ -301,6 +360,9 @@ class SchedulingLoop:
                     applied.append(ev)
         if outcomes:
             self.store.finish_tasks(outcomes, wall)
+        if acks:
+            crash_point("recorded")
+            self.executor.acknowledge(acks)
         for job_id in touched:
             self._check_finished(job_id, wall)
         return applied
@@ -313,6 +375,7 @@ class SchedulingLoop:
                 arrival = self._admit(job_id, tenant, submitted, now)
                 self.engine.apply(arrival, now)
                 applied.append(arrival)
+                self._adopt(job_id, now)
                 self._check_finished(job_id, wall)
             elif kind == "cancel":
                 name = str(payload)
@@ -337,10 +400,22 @@ class SchedulingLoop:
         pending = [deque() for _ in submitted.classes]
         for t in self.store.tasks(job_id, state="pending"):
             pending[t.class_index].append(t.id)
-        classes = tuple(replace(c, count=len(pending[k])) for k, c in enumerate(submitted.classes))
+        # tasks adopted at a restart count as the class's tasks too (``_adopt`` starts them)
+        adopted = [0] * len(submitted.classes)
+        for class_index, _node, _attempt in self._adopting.get(job_id, {}).values():
+            adopted[class_index] += 1
+        classes = tuple(replace(c, count=len(pending[k]) + adopted[k]) for k, c in enumerate(submitted.classes))
         self.jobs[job_id] = _JobInfo(job_id, tenant, submitted, pending)
         self.commands.register(str(job_id), tenant, submitted.commands)
         return JobArrived(Job(str(job_id), submitted.queue, submitted.weight, now, classes))
+
+    def _adopt(self, job_id: int, now: float) -> None:
+        """The job's tasks adopted at a restart (``expect_adoption``) run again in the
+        scheduler, on their nodes, with their ids and attempts (not decisions)."""
+        for task_id, (class_index, node, attempt) in sorted(self._adopting.pop(job_id, {}).items()):
+            self._adopting_ids.discard(task_id)
+            self.scheduler.adopt(str(job_id), class_index, node, now, task_id)
+            self.commands.attempts[task_id] = attempt
 
     def _check_finished(self, job_id: int, wall: float) -> None:
         rt = self.scheduler.jobs.get(str(job_id))

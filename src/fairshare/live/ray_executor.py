@@ -2,290 +2,396 @@
 
 Two ways to get a cluster:
 
-- **local** (no ``--ray-address``): one Ray node per configured node, started with
-  ``ray.cluster_utils.Cluster`` (each a raylet process on this machine; the first is the
-  head). Each node advertises every fairshare resource ``r`` as the custom Ray resource
-  ``fs_<r>`` with the configured amount, and ``fs_node_<name>: 1`` so its name can be
-  found again. The Ray cluster belongs to the service: it stops with it (and dies with
-  it on ``kill -9``).
+- **local** (no ``--ray-address``): one Ray node per configured node, each started by
+  ``ray start --block`` in a session of its own (``live.ray_local``), so the cluster
+  outlives serve: a ``kill -9`` of serve leaves it, and the tasks it runs, alone, and the
+  restarted serve re-attaches to it (its address and processes are recorded next to the
+  database). A clean stop (SIGTERM, Ctrl-C) stops it. Each node advertises every
+  fairshare resource ``r`` as the custom Ray resource ``fs_<r>`` with the configured
+  amount, and ``fs_node_<name>: 1`` so its name can be found again.
 - **attach** (``--ray-address``): ``ray.init(address=...)``; the nodes and their
   resources are discovered with ``ray.nodes()`` (polled: nodes that leave are lost,
   nodes that join are added). A node's name is its ``fs_node_<name>`` resource when it
   has one, else ``<address>-<first 6 digits of its node id>``.
 
-Resource mapping (what a task reserves in Ray): when the cluster advertises ``fs_<r>``
-(always in local mode), resource ``r`` is reserved as ``fs_<r>``, in the user's own
-unit. Otherwise, on a cluster started without them, ``cpu`` maps to Ray's ``CPU``,
-``gpu`` to ``GPU``, ``memory`` to Ray's ``memory`` (fairshare amounts are GiB there) and
-any other resource (``mic``, ``gpu_a100``) to the custom resource of the same name.
-Custom ``fs_cpu`` instead of Ray's ``CPU`` keeps Ray from sizing its worker pool by
-fractional CPUs (a task asks ``num_cpus=0``): fractional ``num_cpus`` makes Ray start
-many workers and drops throughput.
+Resource mapping (what a task reserves): when the cluster advertises ``fs_<r>`` (always
+in local mode), resource ``r`` is ``fs_<r>``, in the user's own unit. Otherwise, on a
+cluster started without them, ``cpu`` maps to Ray's ``CPU``, ``gpu`` to ``GPU``,
+``memory`` to Ray's ``memory`` (fairshare amounts are GiB there) and any other resource
+(``mic``, ``gpu_a100``) to the custom resource of the same name. fairshare does the
+accounting itself (the scheduler never over-commits a node), so the mapping is used to
+discover capacities, not to reserve them in Ray.
 
-A task runs as a Ray task pinned to its node with
-``NodeAffinitySchedulingStrategy(node_id, soft=False)``. A pin that cannot be honoured
-fails at once (``TaskUnschedulableError``); a demand no node can hold would wait forever
-in Ray, which is why the service checks feasibility itself before accepting a job.
-``max_retries=0``: fairshare, not Ray, decides where a failed task runs again.
+How a task runs: each node has a **node agent** (``live.node_agent``), a detached named
+Ray actor pinned to its node (``NodeAffinitySchedulingStrategy(soft=False)``), named
+``<service id>/<node>`` in the ``fairshare`` namespace (the service id is the
+database's, so two serves on one Ray cluster never share agents). ``start`` is one actor
+call, ``run(task id, attempt, incarnation, command)``; the agent runs the command as a
+subprocess and keeps its result until serve acknowledges it (``acknowledge``, called by
+the loop once the result is in the database). Ends reach serve through one long-poll
+call per agent (``reports``), not one Ray task per task: per task, one actor call and
+one fork, no worker lease. Because the agents are detached, the commands outlive serve:
+after a restart ``recover`` finds the agents by name, adopts the attempts the database
+says are running, and drops (kills) any other, so nothing runs that serve does not know
+about. The agent fences off calls of an older serve incarnation (``live.node_agent``).
 
-Node health (``live.ray_health``): every node is probed; one that does not answer for
-``node_timeout_s`` is reported lost although Ray still lists it alive, and comes back as
-added when it answers again. Whenever a node is reported lost, for any reason, its tasks'
-Ray tasks are cancelled and forgotten (``_fence_node``): the engine re-queues them, and a
-late result of an old attempt must not be taken for the next attempt of the same task id.
+A node whose agent dies (the node died, or the agent was killed) loses its commands
+(their parent-death signal); they are reported as failed by Ray (``ray: ...``), which the
+loop re-queues without using an attempt.
+
+Node health (``live.ray_health``): every node is probed with a tiny task pinned to it,
+which needs the node's raylet to answer; one that does not answer for ``node_timeout_s``
+is reported lost although Ray still lists it alive (a hung raylet: SIGSTOP, a frozen
+machine), and comes back as added, empty, when it answers again. Whenever a node is
+reported lost, for any reason, its tasks are forgotten here (``_forget_node``: their
+ends, if they still come, belong to an attempt the loop no longer runs and are only
+acknowledged) and its agent is told to kill them (an actor call goes to the agent's
+worker directly, so it can arrive even while the raylet is hung).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import os
-import threading
 import time
+import uuid
 
 from fairshare.engine.events import ExecutorEvent, NodeAdded, NodeLost, TaskFinished
 from fairshare.engine.scheduler import Launch
 from fairshare.live.commands import CommandBook, TaskSpec
+from fairshare.live.crashpoints import crash_point
+from fairshare.live.node_agent import FENCED, STALE, STARTED, NodeAgent
 from fairshare.live.ray_health import DEFAULT_NODE_TIMEOUT_S, DEFAULT_PROBE_INTERVAL_S, NodeProber
+from fairshare.live.ray_local import NODE_MARK, PREFIX, start_or_attach
 from fairshare.model.cluster import Node
 
 log = logging.getLogger(__name__)
 
-NODE_MARK = "fs_node_"
-PREFIX = "fs_"
-OUTPUT_TAIL = 2000  # characters of a task's output kept with its record
 GIB = float(2 ** 30)
+NAMESPACE = "fairshare"
+#: how long an agent's ``reports`` call waits for an end before returning empty
+REPORT_WAIT_S = 1.0
+#: how long to wait before asking an unreachable agent for its reports again
+REPORT_RETRY_S = 0.5
+#: calls an agent serves at once (``run``, ``kill`` and a ``reports`` long poll overlap)
+AGENT_CONCURRENCY = 64
 
 
-def _die_with_parent_hook():
-    """A ``preexec_fn`` that makes the command receive SIGKILL when the Ray worker that
-    started it dies (Linux ``prctl(PR_SET_PDEATHSIG)``): a cancelled task (its worker is
-    killed) or a dead service's tasks do not leave their commands running. libc is
-    loaded here, before the fork, so the child only makes one system call."""
-    try:
-        import ctypes
-        import signal
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):  # not Linux: commands may outlive a killed worker
-        return None
-
-    def hook() -> None:
-        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
-
-    return hook
-
-
-def _run_command(argv: list[str], shell: bool, env: dict[str, str], cwd: str | None) -> tuple[int, str]:
-    """Runs inside a Ray worker: the command, without a shell unless asked."""
-    import subprocess
-
-    full_env = dict(os.environ)
-    full_env.update(env)
-    if cwd is not None and not os.path.isdir(cwd):
-        cwd = None
-    args = (argv[0] if len(argv) == 1 else " ".join(argv)) if shell else argv
-    try:
-        proc = subprocess.run(args, shell=shell, env=full_env, cwd=cwd, capture_output=True, text=True,
-                              errors="replace", preexec_fn=_die_with_parent_hook())
-    except (OSError, ValueError, subprocess.SubprocessError) as exc:  # not found, not executable, ...
-        return 127, f"cannot run {argv[0]!r}: {exc}"
-    out = (proc.stdout or "") + (proc.stderr or "")
-    return proc.returncode, out[-OUTPUT_TAIL:]
+def _trial() -> int:
+    return 0
 
 
 class RayExecutor:
-    """Starts tasks on Ray and reports what happened to them through ``poll``. What a
-    task runs is looked up in ``commands`` (shared with the service)."""
+    """Starts tasks through the node agents and reports what happened to them through
+    ``poll``. What a task runs is looked up in ``commands`` (shared with the service)."""
 
     def __init__(self, resources: tuple[str, ...], nodes: tuple[Node, ...] = (), *, commands: CommandBook,
                  address: str | None = None, node_poll_s: float = 1.0, object_store_mb: int = 100,
-                 node_timeout_s: float = DEFAULT_NODE_TIMEOUT_S, probe_interval_s: float = DEFAULT_PROBE_INTERVAL_S):
+                 state_file: str | None = None, node_timeout_s: float = DEFAULT_NODE_TIMEOUT_S,
+                 probe_interval_s: float = DEFAULT_PROBE_INTERVAL_S):
+        """``state_file`` (local mode): where the local cluster is recorded, to re-attach
+        to it after a restart (``fairshare serve`` uses ``<db>.ray.json``); without it the
+        cluster is not found again by another process."""
         import ray
 
         self.ray = ray
         self.resources = tuple(resources)
         self.address = address
         self.node_poll_s = node_poll_s
-        self.cluster = None
+        self.cluster = None  # local mode: the ray_local.LocalCluster
         self._configured = {node.name: node for node in nodes}
-        self._ray_nodes: dict[str, object] = {}  # local mode: name -> ray node handle (for tests)
         if address is None:
             if not nodes:
                 raise ValueError("a local Ray cluster needs the configured nodes")
-            from ray.cluster_utils import Cluster
-
-            def args(node: Node) -> dict:
-                res = {PREFIX + r: float(c) for r, c in zip(self.resources, node.capacity) if c > 0}
-                res[NODE_MARK + node.name] = 1.0
-                return {"num_cpus": 1, "resources": res, "object_store_memory": object_store_mb * 2 ** 20}
-
-            self.cluster = Cluster(initialize_head=True, head_node_args=args(nodes[0]))
-            self._ray_nodes[nodes[0].name] = self.cluster.head_node
-            for node in nodes[1:]:
-                self._ray_nodes[node.name] = self.cluster.add_node(**args(node))
-            ray.init(address=self.cluster.address, log_to_driver=False, logging_level=logging.WARNING)
-            self.cluster.wait_for_nodes()
-        else:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-        self._remote = ray.remote(num_cpus=0, max_retries=0)(_run_command)
+            self.cluster = start_or_attach(self.resources, tuple(nodes), state_file=state_file,
+                                           object_store_mb=object_store_mb)
+            self.address = self.cluster.address
+        ray.init(address=self.address, log_to_driver=False, logging_level=logging.WARNING)
+        self._agent_class = ray.remote(NodeAgent)
         # One task now, from this thread: Ray builds its serialization context (importing
         # pydantic.v1) on the first submission, and doing that first in the scheduling
         # thread while the web server imports pydantic races in the import system.
-        code, output = ray.get(self._remote.remote(["true"], False, {}, None), timeout=120)
-        if code != 0:
-            raise RuntimeError(f"a trial task on the Ray cluster failed: {output}")
-        self._lock = threading.Lock()
-        self._refs: dict[object, int] = {}  # object ref -> task id
-        self._by_task: dict[int, object] = {}
-        self._node_of: dict[int, str] = {}  # task id -> the node it was started on (``_fence_node``)
-        self.prober = NodeProber(ray, timeout_s=node_timeout_s, interval_s=probe_interval_s)
-        self._pending_events: list[ExecutorEvent] = []
-        self._last_node_poll = 0.0
+        if ray.get(ray.remote(num_cpus=0)(_trial).remote(), timeout=180) != 0:
+            raise RuntimeError("a trial task on the Ray cluster failed")
         self.commands = commands
         self.mapping = self._resource_mapping()
         self._nodes: dict[str, tuple[str, Node]] = {}  # name -> (ray node id, node), alive nodes
-        for name, node_id, node in self._discover():
-            self._nodes[name] = (node_id, node)
+        deadline = time.monotonic() + 60
+        while True:
+            for name, node_id, node in self._discover():
+                self._nodes[name] = (node_id, node)
+            if self._nodes.keys() >= self._configured.keys() or address is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         if not self._nodes:
             raise RuntimeError("the Ray cluster has no alive node")
         # the node health hook: the first probes now, before tasks compete with them for workers
+        self.prober = NodeProber(ray, timeout_s=node_timeout_s, interval_s=probe_interval_s)
         self.prober.update({name: node_id for name, (node_id, _) in self._nodes.items()})
         silent = self.prober.wait_for_answers(timeout_s=60)
         if silent:
             log.warning("node(s) %s have not answered a first health probe yet", ", ".join(silent))
+        self.service_id = uuid.uuid4().hex[:12]  # until ``recover`` gives the database's
+        self.incarnation = 0
+        self._agents: dict[str, object] = {}  # node name -> its agent's handle
+        self._running: dict[int, tuple[int, str]] = {}  # task id -> (attempt, node)
+        self._starts: dict[object, tuple[int, int, str, tuple]] = {}  # run() ref -> (task, attempt, node, args)
+        self._reports: dict[object, str] = {}  # outstanding reports() ref -> node
+        self._retry_reports: dict[str, float] = {}  # node -> when to call reports() again (agent unreachable)
+        self._after_seq: dict[str, int] = {}  # node -> newest end seen from its agent
+        self._acks: dict[str, list[tuple[int, int]]] = {}  # node -> recorded ends to acknowledge
+        self._reported: dict[tuple[int, int], str] = {}  # (task, attempt) handed to the loop -> node
+        self._pending_events: list[ExecutorEvent] = []
+        self._last_node_poll = 0.0
+
+    # --- restart: find the agents, adopt what the database says runs -------------------------
+    def recover(self, service_id: str, incarnation: int, running: dict[int, tuple[int, str]]) -> set[int]:
+        """Called once by the service before anything starts. ``running``: task id ->
+        (attempt, node) of the tasks the database says are running. Every alive node's
+        agent is found (or created) and told the new ``incarnation`` (older ones are
+        fenced off from then on); an attempt an agent holds that ``running`` names is
+        adopted (its end, even one that came while serve was down, is reported by
+        ``poll``); any other is dropped (killed if it runs). Returns the adopted task
+        ids; the others of ``running`` are not running anywhere (the caller re-queues them)."""
+        self.service_id, self.incarnation = service_id, incarnation
+        self._agents.clear()
+        self._running.clear()
+        self._starts.clear()
+        self._reports.clear()
+        self._retry_reports.clear()
+        self._reported.clear()
+        self._after_seq.clear()
+        hellos = {}
+        for name in list(self._nodes):
+            try:
+                agent = self._agent(name)
+                hellos[name] = agent.hello.remote(incarnation)
+            except Exception as exc:  # noqa: BLE001 - the node is going away: its tasks are not adopted
+                log.warning("node %s: no agent: %s", name, exc)
+        adopted: set[int] = set()
+        drops = []
+        for name, ref in hellos.items():
+            try:
+                hello = self.ray.get(ref, timeout=120)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("node %s: its agent does not answer: %s", name, exc)
+                self._agents.pop(name, None)
+                continue
+            if hello["fenced"]:
+                raise RuntimeError(f"node {name}: its agent has seen serve incarnation {hello['incarnation']}, "
+                                   f"newer than this one ({incarnation}): another serve uses this database's agents")
+            for task_id, attempt, _inc, _pid, _code, _seq in hello["runs"]:
+                if running.get(task_id, (None, None)) == (attempt, name):
+                    adopted.add(task_id)
+                    self._running[task_id] = (attempt, name)
+                else:
+                    drops.append(self._agents[name].drop.remote(task_id, attempt, incarnation))
+        if drops:
+            self.ray.get(drops, timeout=60)
+        if adopted:
+            log.info("adopted %d running task(s) from the node agents", len(adopted))
+        for name in list(self._agents):
+            self._poll_reports(name)
+        return adopted
+
+    def _agent(self, name: str):
+        """The node's agent, created (detached, pinned to the node) if it does not exist."""
+        agent = self._agents.get(name)
+        if agent is None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            node_id = self._nodes[name][0]
+            agent = self._agent_class.options(
+                name=f"{self.service_id}/{name}", namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+                num_cpus=0, max_concurrency=AGENT_CONCURRENCY, max_restarts=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote(name)
+            self._agents[name] = agent
+            self._after_seq.setdefault(name, 0)
+        return agent
+
+    def _poll_reports(self, name: str) -> None:
+        """Keep one ``reports`` long poll outstanding per agent (carrying the acknowledgements)."""
+        acks = self._acks.pop(name, [])
+        ref = self._agents[name].reports.remote(self.incarnation, acks, self._after_seq.get(name, 0), REPORT_WAIT_S)
+        self._reports[ref] = name
 
     # --- the seam -----------------------------------------------------------------------------
     def nodes(self) -> tuple[Node, ...]:
         return tuple(node for _, node in self._nodes.values())
 
     def start(self, launch: Launch, now: float) -> None:
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
         spec: TaskSpec = self.commands.spec(launch)
-        entry = self._nodes.get(launch.node)
-        if entry is None:  # the node left between the decision and the start
-            self._pending_events.append(TaskFinished(launch.task_id, ok=False, reason=f"node {launch.node} is gone"))
+        if launch.node not in self._nodes:  # the node left between the decision and the start
+            self._pending_events.append(TaskFinished(launch.task_id, ok=False, reason=f"node {launch.node} is gone",
+                                                     attempt=spec.attempt))
             return
-        options = self._ray_options(launch.demand)
-        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(entry[0], soft=False)
-        ref = self._remote.options(**options).remote(list(spec.argv), spec.shell, dict(spec.env), spec.cwd)
-        with self._lock:
-            self._refs[ref] = launch.task_id
-            self._by_task[launch.task_id] = ref
-            self._node_of[launch.task_id] = launch.node
+        fresh = launch.node not in self._agents
+        agent = self._agent(launch.node)
+        if fresh:
+            self._poll_reports(launch.node)
+        args = (launch.task_id, spec.attempt, self.incarnation, list(spec.argv), spec.shell, dict(spec.env), spec.cwd)
+        ref = agent.run.remote(*args)
+        self._running[launch.task_id] = (spec.attempt, launch.node)
+        self._starts[ref] = (launch.task_id, spec.attempt, launch.node, args)
+        crash_point("handed")
 
     def poll(self) -> list[ExecutorEvent]:
         events, self._pending_events = self._pending_events, []
         infrastructure_failure = False
-        with self._lock:
-            refs = list(self._refs)
         finished: list[ExecutorEvent] = []
-        if refs:
-            ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=True)
-            for ref in ready:
-                with self._lock:
-                    task_id = self._refs.pop(ref, None)
-                    if task_id is None:  # fenced meanwhile (its node was lost): not reported
-                        continue
-                    self._by_task.pop(task_id, None)
-                    self._node_of.pop(task_id, None)
+        refs = list(self._starts) + list(self._reports)
+        ready = self.ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=True)[0] if refs else []
+        for ref in ready:
+            if ref in self._starts:
+                task_id, attempt, node, args = self._starts.pop(ref)
                 try:
-                    code, output = self.ray.get(ref)
-                    reason = "" if code == 0 else f"exit status {code}: {output.strip()[-500:]}"
-                    finished.append(TaskFinished(task_id, ok=code == 0, reason=reason))
-                except self.ray.exceptions.TaskCancelledError:
-                    finished.append(TaskFinished(task_id, ok=False, reason="cancelled"))
+                    answer, detail = self.ray.get(ref)
+                except self.ray.exceptions.ActorUnavailableError as exc:
+                    # unreachable for now (it may or may not have run the call): ``run`` of a
+                    # (task, attempt) is idempotent, so ask again
+                    if self._running.get(task_id) == (attempt, node) and node in self._agents:
+                        log.warning("task %d: the agent of %s is unreachable (%s); starting again",
+                                    task_id, node, _first_line(exc))
+                        self._starts[self._agents[node].run.remote(*args)] = (task_id, attempt, node, args)
+                    continue
                 except self.ray.exceptions.RayError as exc:
-                    infrastructure_failure = True
-                    finished.append(TaskFinished(task_id, ok=False,
-                                                 reason=f"ray: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"))
-        # a node death surfaces first as failed tasks: look at the nodes now, so the node
-        # is removed before its tasks are re-queued (and not placed on it again)
+                    # the agent is gone; its reports call fails too, and ends its tasks
+                    log.warning("task %d: the agent of %s did not take it: %s", task_id, node, _first_line(exc))
+                    continue
+                if answer == STARTED:
+                    crash_point("running")
+                elif answer in (FENCED, STALE):
+                    log.error("task %d attempt %d: the agent of %s refused it: %s", task_id, attempt, node, detail)
+                    if self._running.get(task_id) == (attempt, node):
+                        del self._running[task_id]
+                        finished.append(TaskFinished(task_id, ok=False, reason=f"ray: agent refused: {detail}",
+                                                     attempt=attempt))
+                        infrastructure_failure = True
+                # (REFUSED: the command could not start; the agent reports that end itself)
+                continue
+            node = self._reports.pop(ref)
+            try:
+                newest, ends = self.ray.get(ref)
+            except self.ray.exceptions.ActorUnavailableError as exc:
+                # not known dead (a busy or briefly unreachable agent): its commands may run
+                # on, so its tasks are not failed (they would run twice); ask again soon. A
+                # dead node is removed through the node list (``NodeLost``)
+                log.warning("the agent of node %s is unreachable: %s", node, _first_line(exc))
+                self._retry_reports[node] = time.monotonic() + REPORT_RETRY_S
+                infrastructure_failure = True
+                continue
+            except self.ray.exceptions.RayError as exc:
+                infrastructure_failure = True
+                finished.extend(self._agent_lost(node, exc))
+                continue
+            if newest > self.incarnation:
+                log.error("node %s: a newer serve (incarnation %d) uses this agent; this one (%d) stops "
+                          "reading it", node, newest, self.incarnation)
+                continue
+            for task_id, attempt, code, output, seq in ends:
+                self._after_seq[node] = max(self._after_seq.get(node, 0), seq)
+                key = (task_id, attempt)
+                if self._running.get(task_id) == (attempt, node):
+                    del self._running[task_id]
+                    self._reported[key] = node
+                    reason = "" if code == 0 else f"exit status {code}: {output.strip()[-500:]}"
+                    finished.append(TaskFinished(task_id, ok=code == 0, reason=reason, attempt=attempt))
+                    crash_point("finished")
+                else:  # killed and reported already, or not this serve's: nothing to record
+                    self._acks.setdefault(node, []).append(key)
+            if node in self._agents:
+                self._poll_reports(node)
         now = time.monotonic()
-        # (the node health hook: a node that stopped or started answering again is looked at now)
+        for node, when in list(self._retry_reports.items()):
+            if now >= when:
+                del self._retry_reports[node]
+                if node in self._agents:
+                    self._poll_reports(node)
+        # a node death surfaces first as failed tasks: look at the nodes now, so the node
+        # is removed before its tasks are re-queued (and not placed on it again); so does a
+        # node that stopped or started answering its health probes
         if self.prober.tick(now) or infrastructure_failure or now - self._last_node_poll >= self.node_poll_s:
             self._last_node_poll = now
             events.extend(self._node_changes())
         return events + finished
 
+    def acknowledge(self, ends: list[tuple[int, int]]) -> None:
+        """``(task id, attempt)`` whose end the service has recorded: the agents may forget
+        them (sent with the next ``reports`` call)."""
+        for key in ends:
+            node = self._reported.pop(key, None)
+            if node is not None:
+                self._acks.setdefault(node, []).append(key)
+
     def kill(self, task_id: int) -> None:
-        """Cancel the task's Ray task, forcefully, and report its end at once (the next
-        ``poll``), forgetting its object ref: the task id may be started again before
-        Ray resolves the cancelled ref (a preempted task whose id is its store row), and
-        that late resolution must not be taken for the new start's end. A task that has
-        already ended is left to ``poll`` (its real end is reported)."""
-        with self._lock:
-            ref = self._by_task.get(task_id)
-        if ref is None:
+        """Kill the task's command (its process group) and report its end at once (the
+        next ``poll``): the task id may be started again before the agent reports the
+        killed attempt's end, and that late end must not be taken for the new start's
+        (it is recognised by its attempt and dropped)."""
+        entry = self._running.pop(task_id, None)
+        if entry is None:
             return
-        ready, _ = self.ray.wait([ref], num_returns=1, timeout=0, fetch_local=False)
-        if ready:
-            return
-        with self._lock:
-            self._by_task.pop(task_id, None)
-            self._refs.pop(ref, None)
-            self._node_of.pop(task_id, None)
-        try:
-            # force: the worker process is killed, and with it the command (its
-            # parent-death signal); a polite cancel does not reach a blocked subprocess
-            self.ray.cancel(ref, force=True)
-        except Exception as exc:  # noqa: BLE001 - the task may be finishing right now
-            log.debug("cancel of task %s: %s", task_id, exc)
-        self._pending_events.append(TaskFinished(task_id, ok=False, reason="cancelled"))
+        attempt, node = entry
+        agent = self._agents.get(node)
+        if agent is not None:
+            agent.kill.remote(task_id, attempt, self.incarnation)
+        self._pending_events.append(TaskFinished(task_id, ok=False, reason="cancelled", attempt=attempt))
 
     def running(self) -> int:
-        with self._lock:
-            return len(self._refs)
+        return len(self._running)
 
     def shutdown(self) -> None:
+        """Local mode: stop the cluster (its nodes, agents and commands). Attach mode: the
+        agents that hold nothing (no command running, no end the database has not
+        recorded) are killed; the others stay, with their commands and ends, for the next
+        serve on this database to adopt."""
         try:
+            if self.cluster is None:
+                for name, agent in list(self._agents.items()):
+                    try:  # (the acknowledgements not sent yet first)
+                        self.ray.get(agent.reports.remote(self.incarnation, self._acks.pop(name, []), 0, 0.0),
+                                     timeout=10)
+                        if not self.ray.get(agent.hello.remote(self.incarnation), timeout=10)["runs"]:
+                            self.ray.kill(agent)
+                    except Exception as exc:  # noqa: BLE001 - best effort
+                        log.debug("agent of %s: %s", name, exc)
             self.ray.shutdown()
         finally:
             if self.cluster is not None:
-                self.cluster.shutdown()
+                self.cluster.stop()
                 self.cluster = None
 
     # --- test hooks (local mode) -----------------------------------------------------------------
     def remove_node(self, name: str) -> None:
-        """Kill one virtual node's raylet (the dead-node test)."""
+        """Kill one local node's processes (the dead-node test)."""
         assert self.cluster is not None, "only a local cluster's nodes can be removed"
-        self.cluster.remove_node(self._ray_nodes.pop(name), allow_graceful=False)
+        self.cluster.kill_node(name)
+
+    def raylet_pid(self, name: str) -> int:
+        """The process id of one local node's raylet (the hung-node test stops it)."""
+        assert self.cluster is not None, "only a local cluster's raylets are known"
+        return self.cluster.raylet_pid(name)
 
     def health(self) -> dict:
         """Ray's state for ``/healthz`` and ``/metrics`` (``NodeProber.health``)."""
         return self.prober.health()
 
-    def raylet_pid(self, name: str) -> int:
-        """The process id of one virtual node's raylet (the hung-node test stops it)."""
-        assert self.cluster is not None, "only a local cluster's raylets are known"
-        return self._ray_nodes[name].all_processes["raylet"][0].process.pid
-
     # --- helpers ---------------------------------------------------------------------------------
-    def _fence_node(self, name: str) -> None:
-        """The node is reported lost: cancel its tasks' Ray tasks and forget their refs, so
-        their results, if they still come, are never reported (the engine re-queues the
-        tasks, whose ids the next attempts reuse)."""
-        with self._lock:
-            fenced = [task_id for task_id, node in self._node_of.items() if node == name]
-            refs = []
-            for task_id in fenced:
-                del self._node_of[task_id]
-                ref = self._by_task.pop(task_id, None)
-                if ref is not None:
-                    self._refs.pop(ref, None)
-                    refs.append(ref)
-        for ref in refs:
-            try:
-                # force: the worker, and with it the command, is killed; the cancel goes
-                # through the node's raylet, so a hung raylet passes it on only when it
-                # answers again (the command may have ended by then: its result is fenced)
-                self.ray.cancel(ref, force=True)
-            except Exception as exc:  # noqa: BLE001 - the task may be ending right now, or its node gone
-                log.debug("cancel of a task on lost node %s: %s", name, exc)
-        if fenced:
-            log.info("node %s lost: %d Ray task(s) cancelled and fenced", name, len(fenced))
+    def _agent_lost(self, node: str, exc: BaseException) -> list[ExecutorEvent]:
+        """The agent of ``node`` died: so did its commands. Each of its tasks fails as an
+        infrastructure failure (re-queued without using an attempt); a new agent is
+        made at the node's next start, if the node lives."""
+        log.warning("the agent of node %s died: %s", node, _first_line(exc))
+        self._agents.pop(node, None)
+        self._after_seq.pop(node, None)
+        self._acks.pop(node, None)
+        out = []
+        for task_id, (attempt, where) in sorted(self._running.items()):
+            if where == node:
+                del self._running[task_id]
+                out.append(TaskFinished(task_id, ok=False, reason=f"ray: the agent of node {node} died",
+                                        attempt=attempt))
+        return out
 
     def _resource_mapping(self) -> dict[str, tuple[str, float]]:
         return resource_mapping(self.resources, self.ray.nodes())
@@ -310,13 +416,40 @@ class RayExecutor:
         for name in sorted(self._nodes):
             if name not in seen or seen[name][0] != self._nodes[name][0]:
                 del self._nodes[name]
-                self._fence_node(name)
+                self._forget_node(name)
                 events.append(NodeLost(name))
         for name in sorted(seen):
             if name not in self._nodes:
                 self._nodes[name] = seen[name]
                 events.append(NodeAdded(seen[name][1]))
         return events
+
+    def _forget_node(self, name: str) -> None:
+        """A lost node: its agent and its tasks (the loop re-queues them with the node).
+        The agent is told to kill them, fire and forget: a dead node's agent is gone with
+        its commands; a hung node's may still run them, and their ends, if they come,
+        are of attempts no longer running (acknowledged, never recorded)."""
+        agent = self._agents.get(name)
+        if agent is not None:
+            for task_id, (attempt, node) in self._running.items():
+                if node == name:
+                    try:
+                        agent.kill.remote(task_id, attempt, self.incarnation)
+                    except Exception as exc:  # noqa: BLE001 - the agent may be gone already
+                        log.debug("kill of task %d on lost node %s: %s", task_id, name, exc)
+        self._agents.pop(name, None)
+        self._after_seq.pop(name, None)
+        self._acks.pop(name, None)
+        self._retry_reports.pop(name, None)
+        for ref in [r for r, n in self._reports.items() if n == name]:
+            del self._reports[ref]
+        for task_id in [t for t, (_a, n) in self._running.items() if n == name]:
+            del self._running[task_id]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}"
 
 
 # --- the mapping between fairshare and Ray (pure functions of ray.nodes() records) --------------

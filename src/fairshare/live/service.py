@@ -8,11 +8,15 @@ history (``live.views``). The scheduling thread is the only one that changes the
 API threads validate and commit submissions, put them in the inbox and wake the loop;
 they read the engine's state (and refresh the fair-share view) only under ``_lock``.
 
-Restart (``recover``): every task the store says is ``running`` is re-queued, not
-adopted: its Ray task was owned by the previous service process, and Ray ends a task
-when its owner dies (with a local cluster the whole cluster dies with the service).
-Tasks that ``succeeded`` are never run again; the unfinished jobs go through the inbox
-again, with their pending tasks, and arrive at the first pass.
+Restart (``recover``): the service takes a new incarnation from the store (the fencing
+token), then asks the executor to adopt the tasks the store says are ``running``: with
+``RayExecutor`` the commands run under node agents that outlived the previous process,
+so a task whose attempt an agent still holds keeps running (or has its end, reached
+while no service was up, reported now) and is not run again; the agents drop any
+attempt the store does not name. The running tasks no agent holds (their node died, or
+the start never reached it) are re-queued. Tasks that ``succeeded`` are never run
+again; the unfinished jobs go through the inbox again, with their pending tasks and
+their adopted running ones, and arrive at the first pass.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from fairshare.engine.scheduler import Scheduler
 from fairshare.live.auth import Principal
 from fairshare.live.commands import CommandBook
 from fairshare.live.config import LiveConfig, QueueEntries, SubmittedJob, parse_jobs, request_problems
+from fairshare.live.crashpoints import crash_point
 from fairshare.live.loop import SchedulingLoop
 from fairshare.live.queues import apply_queue_tree_changes
 from fairshare.live.store import IdempotencyConflict, PendingCapExceeded, Store, Submission, job_state
@@ -107,7 +112,9 @@ class LiveService:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.loop_error: BaseException | None = None
-        self.starts = 0  # starts of a service on this database, this one included (``start``)
+        # this start's incarnation, from the store (``recover``): the fencing token, and
+        # also how many services have started on this database (``/metrics``)
+        self.incarnation = 0
 
     @property
     def scheduler(self) -> Scheduler:
@@ -124,7 +131,6 @@ class LiveService:
 
     # --- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
-        self.starts = self.store.record_start()
         self.recover()
         self._thread = threading.Thread(target=self._run, name="fairshare-scheduler", daemon=True)
         self._thread.start()
@@ -141,16 +147,16 @@ class LiveService:
         return self.clock() - self._t0
 
     def recover(self) -> None:
-        """Reload accepted jobs and task states from the store (module docstring)."""
+        """Reload accepted jobs and task states from the store; adopt the tasks still
+        running on the executor (module docstring)."""
         wall = self.wall_clock()
-        requeued = self.store.requeue_running(wall)
-        if requeued:
-            log.info("re-queued %d task(s) left running by the previous service", len(requeued))
-        jobs = self.store.jobs(unfinished_only=True)
-        for row in jobs:
+        service_id, self.incarnation = self.store.begin_incarnation()
+        running = {t.id: t for t in self.store.tasks(state="running")}
+        resumable: list[tuple[Any, SubmittedJob]] = []
+        ended: list[Any] = []
+        for row in self.store.jobs(unfinished_only=True):
             if row.cancelled:
-                self.store.cancel_job(row.id, wall)  # its re-queued tasks become cancelled
-                self.store.set_job_finished(row.id, wall)
+                ended.append((row, None))
                 continue
             try:
                 # against every node known (configured or discovered), up or not: a job
@@ -159,12 +165,30 @@ class LiveService:
                 (submitted,) = parse_jobs({"jobs": [row.spec]}, self.resources, known, self._entries,
                                           source=f"job {row.id}")
             except ScenarioError as exc:
+                ended.append((row, exc))
+                continue
+            resumable.append((row, submitted))
+        # only the running tasks of jobs that resume may be adopted; the executor drops
+        # (kills) every other attempt its agents hold
+        resuming = {row.id for row, _ in resumable}
+        candidates = {t.id: (t.attempts, t.node) for t in running.values() if t.job_id in resuming}
+        recover = getattr(self.executor, "recover", None)
+        adopted = recover(service_id, self.incarnation, candidates) if recover is not None else set()
+        requeued = self.store.requeue_running(wall, keep=adopted)
+        if requeued:
+            log.info("re-queued %d task(s) left running by the previous service", len(requeued))
+        for row, exc in ended:
+            if exc is None:
+                self.store.cancel_job(row.id, wall)  # its re-queued tasks become cancelled
+            else:
                 log.error("job %d cannot be resumed: %s", row.id, exc)
                 pend = [t.id for t in self.store.tasks(row.id, state="pending")]
                 self.store.finish_tasks([(t, "failed", None, f"cannot resume: {exc}") for t in pend], wall)
-                self.store.set_job_finished(row.id, wall)
-                continue
-            with self._wake:
+            self.store.set_job_finished(row.id, wall)
+        self.loop.expect_adoption({t: (running[t].job_id, running[t].class_index, running[t].node, running[t].attempts)
+                                   for t in adopted})
+        with self._wake:
+            for row, submitted in resumable:
                 self._inbox.append(("submit", (row.id, row.tenant, submitted)))
 
     # --- API (any thread) ------------------------------------------------------------------------
@@ -212,7 +236,10 @@ class LiveService:
                                                     f"{principal.name!r} may have pending "
                                                     f"(max_pending_tasks {limits.max_pending_tasks})"))
 
+        crash_point("accepting")
+
         def arrived(ids: list[int]) -> None:  # in the writer thread, right after the commit
+            crash_point("stored")
             with self._wake:
                 for job_id, job in zip(ids, jobs):
                     self._inbox.append(("submit", (job_id, principal.name, job)))
@@ -356,7 +383,7 @@ class LiveService:
         re-queued (by reason) by this process, and starts of a service on this database."""
         with self._lock:
             return {"task_attempts_total": self.loop.attempts_total, "tasks_requeued_total": dict(self.loop.requeued),
-                    "service_starts_total": self.starts}
+                    "service_starts_total": self.incarnation}
 
     def history(self) -> list[dict]:
         with self._lock:

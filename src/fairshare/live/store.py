@@ -13,7 +13,12 @@ The rules that make a restart safe (``LiveService.recover``):
   *before* the task is handed to Ray, and ``succeeded`` is committed as soon as its
   completion is seen: a task whose row says ``succeeded`` never runs again;
 - a task whose row says ``running`` when the service starts was started by a previous
-  process; the service decides whether it is adopted or re-queued (docs/live.md).
+  process; the service adopts it when a node agent still holds that attempt, else
+  re-queues it (docs/live.md);
+- an end is recorded for one attempt (``finish_tasks`` with the attempt): the row must
+  still be ``running`` that attempt, so a late report of an older attempt never
+  overwrites a newer one; each start of the service takes a new *incarnation*
+  (``begin_incarnation``), the fencing token the node agents check.
 
 Task states: ``pending`` -> ``running`` -> ``succeeded`` | ``failed`` (attempts used up) |
 ``pending`` again (its node died, it failed with attempts left, or it was preempted);
@@ -21,8 +26,9 @@ Task states: ``pending`` -> ``running`` -> ``succeeded`` | ``failed`` (attempts 
 task goes back to ``pending`` with its ``preemptions`` count up by one and a
 ``preempted`` event (``preempt_tasks``); its ``attempts`` counts every start, preempted
 ones included. The schema is versioned in ``meta.schema_version``; older databases are
-upgraded in place (version 2 adds ``idempotency_keys``, version 3 ``tasks.preemptions``),
-any other version is refused rather than guessed at.
+upgraded in place (version 2 adds ``idempotency_keys``, version 3 ``tasks.preemptions``,
+version 4 ``events.attempt`` and the ``service_id`` and ``incarnation`` meta keys), any
+other version is refused rather than guessed at.
 
 Submissions go through one writer thread (``submit``): it takes every submission
 waiting, commits them all in one transaction and only then answers each one, so many
@@ -49,7 +55,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: a batch of the writer stops growing at this many task rows (one transaction's size)
 MAX_BATCH_TASKS = 100_000
 TASK_STATES = ("pending", "running", "succeeded", "failed", "cancelled")
@@ -112,9 +118,14 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
 _V1_TO_V2 = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS idempotency_keys"):]
 #: what upgrades a database of version 2 (the tasks' preemption count; old rows: 0)
 _V2_TO_V3 = "ALTER TABLE tasks ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0;"
-_UPGRADES = {"1": _V1_TO_V2 + _V2_TO_V3, "2": _V2_TO_V3}
+#: what upgrades a database of version 3: the attempt an event is about (older events:
+#: NULL), and the database's service id and serve incarnation counter (meta keys; a
+#: service id is made at the first start, ``begin_incarnation``)
+_V3_TO_V4 = ("ALTER TABLE events ADD COLUMN attempt INTEGER; "
+             "INSERT OR IGNORE INTO meta(key, value) VALUES('incarnation', '0');")
+_UPGRADES = {"1": _V1_TO_V2 + _V2_TO_V3 + _V3_TO_V4, "2": _V2_TO_V3 + _V3_TO_V4, "3": _V3_TO_V4}
 #: a new database: the tables of version 2, upgraded (one way to every version's tables)
-_SCHEMA_CURRENT = _SCHEMA + _V2_TO_V3
+_SCHEMA_CURRENT = _SCHEMA + _V2_TO_V3 + _V3_TO_V4
 
 
 class StoreError(RuntimeError):
@@ -507,32 +518,46 @@ class Store:
             return db.execute(sql, args).fetchall()
 
     # --- transitions (the scheduling loop) ---------------------------------------------------
-    def mark_running(self, starts: Sequence[tuple[int, str]], now: float) -> None:
-        """``(task row id, node)``: pending -> running, attempts + 1, one transaction."""
+    def mark_running(self, starts: Sequence[tuple[int, str]], now: float) -> dict[int, int]:
+        """``(task row id, node)``: pending -> running, attempts + 1, one transaction.
+        Returns task id -> its attempt number (its new ``attempts``) for each row started."""
         deltas: dict[str, int] = {}
+        attempts: dict[int, int] = {}
         with self._tx() as db:
             for task_id, node in starts:
                 started = db.execute("UPDATE tasks SET state='running', node=?, attempts=attempts+1, started_at=?, "
-                                     "finished_at=NULL WHERE id=? AND state='pending' RETURNING job_id",
+                                     "finished_at=NULL WHERE id=? AND state='pending' RETURNING job_id, attempts",
                                      (node, now, task_id)).fetchone()
                 if started is not None:
                     tenant = self._tenant(db, started[0])
                     deltas[tenant] = deltas.get(tenant, 0) - 1
-                db.execute("INSERT INTO events(time, kind, task_id, node) VALUES(?, 'started', ?, ?)",
-                           (now, task_id, node))
+                    attempts[task_id] = int(started[1])
+                db.execute("INSERT INTO events(time, kind, task_id, node, attempt) VALUES(?, 'started', ?, ?, ?)",
+                           (now, task_id, node, attempts.get(task_id)))
         self._committed(deltas)
+        return attempts
 
-    def finish_tasks(self, outcomes: Sequence[tuple[int, str, int | None, str]], now: float) -> None:
-        """``(task row id, new state, exit code, message)`` for running tasks, one transaction.
-        ``pending`` puts a task back in the queue (keeping its attempt count), unless its
-        job is cancelled: then the task is ``cancelled``."""
+    def finish_tasks(self, outcomes: Sequence[tuple], now: float) -> list[int]:
+        """``(task row id, new state, exit code, message[, attempt])`` for running tasks, one
+        transaction. ``pending`` puts a task back in the queue (keeping its attempt count),
+        unless its job is cancelled: then the task is ``cancelled``. With ``attempt``, the
+        outcome is recorded only if the row is still ``running`` that attempt (fencing: a
+        late end of an older attempt changes nothing; a ``stale`` event records it).
+        Returns the task ids whose outcome was recorded."""
         deltas: dict[str, int] = {}
+        recorded: list[int] = []
         with self._tx() as db:
-            for task_id, state, exit_code, message in outcomes:
+            for task_id, state, exit_code, message, *rest in outcomes:
+                attempt = rest[0] if rest else None
                 if state not in TASK_STATES:
                     raise ValueError(f"unknown task state {state!r}")
-                before = db.execute("SELECT t.state, t.job_id, j.cancelled FROM tasks t JOIN jobs j ON "
+                before = db.execute("SELECT t.state, t.job_id, j.cancelled, t.attempts FROM tasks t JOIN jobs j ON "
                                     "j.id = t.job_id WHERE t.id=?", (task_id,)).fetchone()
+                if attempt is not None and (before is None or before[0] != "running" or before[3] != attempt):
+                    db.execute("INSERT INTO events(time, kind, task_id, detail, attempt) VALUES(?, 'stale', ?, ?, ?)",
+                               (now, task_id, f"{state}: {message}"[:500], attempt))
+                    continue
+                recorded.append(task_id)
                 if state == "pending" and before is not None and before[2]:
                     # the job was cancelled (cancel_job ended its pending tasks) before the
                     # loop saw the cancel: a task coming back must not be pending again
@@ -543,9 +568,10 @@ class Store:
                 finished = None if state == "pending" else now
                 db.execute("UPDATE tasks SET state=?, exit_code=?, message=?, finished_at=? WHERE id=?",
                            (state, exit_code, message, finished, task_id))
-                db.execute("INSERT INTO events(time, kind, task_id, detail) VALUES(?, ?, ?, ?)",
-                           (now, "requeued" if state == "pending" else state, task_id, message))
+                db.execute("INSERT INTO events(time, kind, task_id, detail, attempt) VALUES(?, ?, ?, ?, ?)",
+                           (now, "requeued" if state == "pending" else state, task_id, message, attempt))
         self._committed(deltas)
+        return recorded
 
     def preempt_tasks(self, preempted: Sequence[tuple[int, str]], now: float) -> None:
         """``(task row id, message)``: running tasks stopped by fair-share preemption go
@@ -564,26 +590,34 @@ class Store:
                            (now, task_id, message))
         self._committed(deltas)
 
-    def requeue_running(self, now: float) -> list[int]:
-        """Every task left ``running`` by a previous process goes back to ``pending``."""
+    def begin_incarnation(self) -> tuple[str, int]:
+        """A service starts: ``(service id, incarnation)``. The service id is made once per
+        database (it names the node agents); the incarnation is one more than the last
+        start's, committed before anything runs (the fencing token, module docstring)."""
+        import uuid
+
         with self._tx() as db:
-            ids = [r[0] for r in db.execute("SELECT id FROM tasks WHERE state='running' ORDER BY id")]
-            db.execute("UPDATE tasks SET state='pending', message='re-queued at restart' WHERE state='running'")
+            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('service_id', ?)", (uuid.uuid4().hex[:16],))
+            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('incarnation', '0')")
+            db.execute("UPDATE meta SET value=CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key='incarnation'")
+            meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('service_id', 'incarnation')"))
+        return meta["service_id"], int(meta["incarnation"])
+
+    def requeue_running(self, now: float, keep: Iterable[int] = ()) -> list[int]:
+        """Every task left ``running`` by a previous process goes back to ``pending``, but
+        those in ``keep`` (adopted: still running on a node agent)."""
+        keep = set(keep)
+        with self._tx() as db:
+            ids = [r[0] for r in db.execute("SELECT id FROM tasks WHERE state='running' ORDER BY id")
+                   if r[0] not in keep]
+            db.executemany("UPDATE tasks SET state='pending', message='re-queued at restart' WHERE id=?",
+                           [(task_id,) for task_id in ids])
             for task_id in ids:
                 db.execute("INSERT INTO events(time, kind, task_id, detail) VALUES(?, 'requeued', ?, "
                            "'running when the previous service stopped')", (now, task_id))
         if ids:
             self._recount()
         return ids
-
-    def record_start(self) -> int:
-        """One more start of a service on this database; returns how many there have been
-        (``/metrics``: ``fairshare_service_starts_total``). Kept in ``meta`` (key
-        ``service_starts``): no schema change, an older database counts from here on."""
-        with self._tx() as db:
-            db.execute("INSERT INTO meta(key, value) VALUES('service_starts', '1') ON CONFLICT(key) "
-                       "DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)")
-            return int(db.execute("SELECT value FROM meta WHERE key='service_starts'").fetchone()[0])
 
     def cancel_job(self, job_id: int, now: float) -> None:
         with self._tx() as db:
