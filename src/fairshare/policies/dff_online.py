@@ -91,7 +91,14 @@ class _View(SaturatedView):
         super().__init__(saturated)
         self.unblocked = [0] * n  # unblocked (schedulable) jobs in the subtree
         self.share = [0.0] * n  # fairness after Alg. 2 line 9
-        self.version = [0] * n
+        self.version = [0] * n  # of each node's pool entry
+        self.pick_version = [0] * n  # of its pick entry
+        #: nodes whose pick entry is out of date, renewed before the next descent
+        #: (``DFFSorter._flush_picks``): most decisions on a full cluster compare the
+        #: candidates' paths (``pick_among``) and never read the pick heaps
+        self.repick: dict[int, None] = {}
+        #: the saturated set as a bit mask (``_leaf_blocked``)
+        self.saturated_mask = sum(1 << r for r in saturated)
         # heaps only for the queues (indices below ``queues``: jobs are never parents), so
         # building a view does not allocate a list per job ever seen
         self.pick_heap: list[list] = [[] for _ in range(queues)]  # demanding children
@@ -102,6 +109,7 @@ class _View(SaturatedView):
         self.unblocked.append(0)
         self.share.append(0.0)
         self.version.append(0)
+        self.pick_version.append(0)
 
 
 class DFFSorter(TreeExclusion, OnlineSorter):
@@ -129,6 +137,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.job_kids: list[list[int]] = []  # jobs of each queue, by arrival (fifo scan)
         self.index: dict[str, int] = {}
         self.kids: list[int] = []  # children ever added (positions; heap compaction bound)
+        self.needs: list[int] = []  # a job's resources with demand > 0, as a bit mask
         self.usage: list[list[float]] = []
         self.fr: list[Vector | None] = []
         self.raw: list[float] = []
@@ -188,6 +197,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.position.append(pos)
         self.index[key] = idx
         self.kids.append(0)
+        self.needs.append(0)
         self.usage.append([0.0] * self.m)
         self.fr.append(None)
         self.raw.append(0.0)
@@ -207,6 +217,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def add_job(self, name, queue, weight, demand):
         super().add_job(name, queue, weight, demand)
         idx = self._add_node(name, self.index[queue], weight, True, False)
+        self.needs[idx] = sum(1 << r for r, d in enumerate(self.jobs[name].demand) if d > 0)
         self._walk_counts(idx, d_live=1)
         if self.exact and not _exactly_summable(weight):  # (its demand only gives its needs)
             self.exact = False
@@ -538,8 +549,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def _leaf_blocked(self, view: _View, idx: int) -> bool:
         if not self.live[idx]:
             return True
-        demand = self.jobs[self.key[idx]].demand
-        return any(demand[r] > 0 for r in view.saturated)
+        return bool(self.needs[idx] & view.saturated_mask)  # needs a saturated resource
 
     def _pool_min(self, view: _View, p: int) -> float | None:
         heap = view.pool_heap[p]
@@ -559,22 +569,39 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         return raw
 
     def _push(self, view: _View, p: int, c: int) -> None:
-        view.version[c] += 1
-        ver = view.version[c]
+        """Re-key child ``c`` of ``p``: its pool entry now (the override reads the pool's
+        minimum on the way up), its pick entry before the next descent (``repick``)."""
+        ver = view.version[c] + 1
+        view.version[c] = ver
         if view.unblocked[c] > 0:
             heapq.heappush(view.pool_heap[p], (view.share[c], ver, c))
-        if self.live[c] > 0:
-            heapq.heappush(view.pick_heap[p], (round(view.share[c], DIGITS), self.running[c],
-                                               self.position[c], ver, c))
-        bound = 4 * self.kids[p] + 16
-        if len(view.pick_heap[p]) > bound:
-            view.pick_heap[p] = [e for e in view.pick_heap[p]
-                                 if e[3] == view.version[e[4]] and self.live[e[4]] > 0 and self.alive[e[4]]]
-            heapq.heapify(view.pick_heap[p])
-        if len(view.pool_heap[p]) > bound:
+        view.repick[c] = None
+        if len(view.pool_heap[p]) > 4 * self.kids[p] + 16:
             view.pool_heap[p] = [e for e in view.pool_heap[p]
                                  if e[1] == view.version[e[2]] and view.unblocked[e[2]] > 0 and self.alive[e[2]]]
             heapq.heapify(view.pool_heap[p])
+
+    def _flush_picks(self, view: _View) -> None:
+        """Renew the pick entries of the nodes re-keyed since the last descent in
+        ``view``: a new version (the old entries go stale), and an entry while the node
+        has demanding jobs below. The heaps then order the children by their current
+        keys, as if each change had been pushed at once (the descent reads only the lowest
+        current entries; keys are distinct by position among siblings, so the order of
+        pushes does not matter)."""
+        version, live, alive, parent = view.pick_version, self.live, self.alive, self.parent
+        share, running, position, heaps, kids = view.share, self.running, self.position, view.pick_heap, self.kids
+        heappush = heapq.heappush
+        for c in view.repick:
+            ver = version[c] + 1
+            version[c] = ver
+            if live[c] > 0 and alive[c]:
+                p = parent[c]
+                heap = heaps[p]
+                heappush(heap, (round(share[c], DIGITS), running[c], position[c], ver, c))
+                if len(heap) > 4 * kids[p] + 16:
+                    heaps[p] = [e for e in heap if e[3] == version[e[4]] and live[e[4]] > 0 and alive[e[4]]]
+                    heapq.heapify(heaps[p])
+        view.repick.clear()
 
     def _changed(self, view: _View, idx: int, *, d_unblocked: int = 0) -> None:
         """Re-key node ``idx`` and its ancestors in ``view`` (shared state already updated)."""
@@ -593,6 +620,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def _rebuild(self, view: _View) -> None:
         """A view from scratch, bottom-up: O(nodes x resources)."""
         view.pending.clear()
+        view.repick.clear()  # (every pick entry is made anew below)
         children = self._children()
         for v in reversed(list(self.alive_nodes)):
             if self.is_job[v]:
@@ -603,11 +631,12 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             pool, pick = [], []
             for c in children[v]:
                 view.version[c] += 1
-                ver = view.version[c]
+                view.pick_version[c] += 1
                 if view.unblocked[c] > 0:
-                    pool.append((view.share[c], ver, c))
+                    pool.append((view.share[c], view.version[c], c))
                 if self.live[c] > 0:
-                    pick.append((round(view.share[c], DIGITS), self.running[c], self.position[c], ver, c))
+                    pick.append((round(view.share[c], DIGITS), self.running[c], self.position[c],
+                                 view.pick_version[c], c))
             heapq.heapify(pool)
             heapq.heapify(pick)
             view.pool_heap[v], view.pick_heap[v] = pool, pick
@@ -618,8 +647,10 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
         self._decide_ready()
         view = self.views.current
+        if view.repick:
+            self._flush_picks(view)
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
-                            fifo_jobs=self._fifo_jobs, version=view.version, present=self.alive,
+                            fifo_jobs=self._fifo_jobs, version=view.pick_version, present=self.alive,
                             runnable=runnable, excluded=self._excluded_counts())
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:

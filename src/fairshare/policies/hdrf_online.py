@@ -77,6 +77,12 @@ class _View(SaturatedView):
         self.pick_heap: list[list] = [[] for _ in range(n)]
         self.pool_heap: list[list] = [[] for _ in range(n)]
         self.updates = [0] * n
+        #: nodes whose pick entry is out of date, renewed before the next descent
+        #: (:meth:`HDRFSorter._flush_picks`): most decisions on a full cluster compare the
+        #: candidates' paths (``pick_among``) and never read the pick heaps
+        self.repick: dict[int, None] = {}
+        #: the saturated set as a bit mask (``_leaf_blocked``)
+        self.saturated_mask = sum(1 << r for r in saturated)
 
     def grow(self, m: int) -> None:
         self.usage.append((0.0,) * m)
@@ -116,6 +122,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.live: list[int] = []  # demanding leaves below (1 for a demanding leaf)
         self.kids: list[int] = []
         self.depth: list[int] = []  # the root is at 0
+        self.needs: list[int] = []  # a job's resources with demand > 0, as a bit mask
         self._init_excluded()
         self.max_depth = 0
         self._zero = (0.0,) * resources
@@ -155,6 +162,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.running.append(0)
         self.live.append(0)
         self.kids.append(0)
+        self.needs.append(0)
         for view in self.views:
             view.grow(self.m)
         return idx
@@ -163,6 +171,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     def add_job(self, name, queue, weight, demand):
         super().add_job(name, queue, weight, demand)
         idx = self._add_node(name, self.index[queue], weight, True)
+        self.needs[idx] = sum(1 << r for r, d in enumerate(self.jobs[name].demand) if d > 0)
         if self.parent[idx] in self.fifo_jobs:
             self.fifo_jobs[self.parent[idx]].append(idx)
         self.live[idx] = 1
@@ -251,8 +260,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
             return True
         if not self.ignore_blocked:
             return False
-        job = self.jobs[self.key[idx]]
-        return any(job.demand[r] > 0 for r in view.saturated)
+        return bool(self.needs[idx] & view.saturated_mask)  # needs a saturated resource
 
     def _in_pool(self, view: _View, idx: int) -> bool:
         """Alg. 3's set A: demanding children, and with ignore_blocked non-blocked ones."""
@@ -360,15 +368,32 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         return moved
 
     def _push_pick(self, view: _View, v: int, p: int) -> None:
-        """Renew v's entry in p's pick heap: a new version (its old entries go stale), and
-        an entry while v has demanding jobs below."""
-        ver = view.version[v] + 1
-        view.version[v] = ver
-        if self.live[v] > 0:
-            heap = view.pick_heap[p]
-            heapq.heappush(heap, (round(view.share[v], DIGITS), self.running[v], self.position[v], ver, v))
-            if len(heap) > 4 * self.kids[p] + 16:
-                self._compact_pick(view, p)
+        """v's entry in p's pick heap is out of date: renew it before the next descent
+        (:meth:`_flush_picks`). Deferred because on a full cluster most decisions compare
+        candidates' paths (``pick_among``) and never read the heaps, and a node re-keyed
+        many times between two descents is pushed once."""
+        view.repick[v] = None
+
+    def _flush_picks(self, view: _View) -> None:
+        """Renew the pick entries of the nodes changed since the last descent in ``view``:
+        a new version (the old entries go stale), and an entry while the node has
+        demanding jobs below. The heaps then order the children by their current keys,
+        as if each change had been pushed at once (the descent reads only the lowest
+        current entries; the order of pushes does not matter, keys being distinct by
+        position among siblings)."""
+        version, live, key, parent = view.version, self.live, self.key, self.parent
+        share, running, position, heaps, kids = view.share, self.running, self.position, view.pick_heap, self.kids
+        heappush = heapq.heappush
+        for v in view.repick:
+            ver = version[v] + 1
+            version[v] = ver
+            if live[v] > 0 and key[v]:
+                p = parent[v]
+                heap = heaps[p]
+                heappush(heap, (round(share[v], DIGITS), running[v], position[v], ver, v))
+                if len(heap) > 4 * kids[p] + 16:
+                    self._compact_pick(view, p)
+        view.repick.clear()
 
     def _compact_pick(self, view: _View, p: int) -> None:
         """Drop p's stale pick entries (an entry is stale for good: a node whose share,
@@ -430,6 +455,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     def _rebuild(self, view: _View) -> None:
         """Recompute a view bottom-up: O(nodes x resources)."""
         view.pending.clear()
+        view.repick.clear()  # (every pick entry is made anew below)
         cap = self.capacity
         view.counted = [r for r in range(self.m) if cap[r] > 0 and r not in view.saturated]
         n = len(self.key)
@@ -476,6 +502,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         if self.stop_when_saturated and self.saturated:
             return None  # C.S-Current: nothing while any resource is fully used
         view = self.view
+        if view.repick:
+            self._flush_picks(view)
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
                             fifo_jobs=self.fifo_jobs.get, version=view.version, present=self.key,
                             runnable=runnable,
