@@ -137,6 +137,8 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.job_kids: list[list[int]] = []  # jobs of each queue, by arrival (fifo scan)
         self.index: dict[str, int] = {}
         self.kids: list[int] = []  # children ever added (positions; heap compaction bound)
+        self.depth: list[int] = []  # the root is at 0 (batched replays go deepest first)
+        self.max_depth = 0
         self.needs: list[int] = []  # a job's resources with demand > 0, as a bit mask
         self.usage: list[list[float]] = []
         self.fr: list[Vector | None] = []
@@ -195,6 +197,8 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             if is_job:
                 self.job_kids[parent].append(idx)
         self.position.append(pos)
+        self.depth.append(self.depth[parent] + 1 if parent >= 0 else 0)
+        self.max_depth = max(self.max_depth, self.depth[-1])
         self.index[key] = idx
         self.kids.append(0)
         self.needs.append(0)
@@ -534,8 +538,44 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.views.record(idx)
 
     def _replay(self, view: _View, nodes) -> None:
+        """Bring ``view`` up to date after ``nodes`` changed (jobs whose usage, demand or
+        blocking changed, and queues whose raw fairness changed), each ancestor re-keyed
+        once: first every job's blocked flag and share, its schedulable count along its
+        path and its entry in its queue's pool; then, deepest level first, each changed
+        queue's fairness (Alg. 2 line 9, from its children's final entries) and its entry
+        in its parent's pool. What a view holds is a function of the shared state (no
+        running sums), so this gives what one walk per node would."""
+        if len(nodes) == 1:
+            for idx in nodes:
+                self._sync_leaf(view, idx)
+            return
+        parent, depth, is_job, unblocked, share = self.parent, self.depth, self.is_job, view.unblocked, view.share
+        levels: list[dict[int, None]] = [{} for _ in range(self.max_depth + 1)]
         for idx in nodes:
-            self._sync_leaf(view, idx)
+            if not is_job[idx]:
+                if idx:
+                    levels[depth[idx]][idx] = None
+                else:
+                    share[0] = self.raw[0]  # (as _changed: the root has no override, no parent)
+                continue
+            now = 0 if self._leaf_blocked(view, idx) else 1
+            delta = now - unblocked[idx]
+            unblocked[idx] = now
+            share[idx] = self.raw[idx]
+            p = parent[idx]
+            if delta:
+                a = p
+                while a >= 0:
+                    unblocked[a] += delta
+                    a = parent[a]
+            self._push(view, p, idx)
+            levels[depth[p]][p] = None
+        for d in range(self.max_depth, 0, -1):
+            for q in levels[d]:
+                share[q] = self._fairness(view, q)
+                p = parent[q]
+                self._push(view, p, q)
+                levels[d - 1][p] = None
 
     def _sync_leaf(self, view: _View, idx: int) -> None:
         if not self.is_job[idx]:  # a queue whose raw fairness changed (an FR update)

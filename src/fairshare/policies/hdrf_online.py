@@ -108,6 +108,9 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.rescale = rescale
         self.ignore_blocked = ignore_blocked
         self.stop_when_saturated = stop_when_saturated
+        # _in_pool's rule as a number, for its inlined copy in _repost: 0 no pool (no
+        # rescaling), 1 children with an unblocked demanding job below, 2 with a demanding one
+        self._pool_rule = 0 if not rescale else 1 if ignore_blocked else 2
         # node table (shared by all views); queues first, jobs appended as they arrive
         self.key: list[str] = []
         self.parent: list[int] = []
@@ -289,15 +292,19 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         ancestor once (:meth:`_repost` and :meth:`_recompute`, as the rebuild uses)."""
         key, parent, depth = self.key, self.parent, self.depth
         usage, share, unblocked = view.usage, view.share, view.unblocked
+        leaf_usage, live, needs, weight, node_share = self.leaf_usage, self.live, self.needs, self.weight, self.node_share
+        capacity, counted = self.capacity, view.counted
+        # _leaf_blocked, inlined: not demanding, or (with ignore_blocked) needs a saturated resource
+        blocking = view.saturated_mask if self.ignore_blocked else 0
         batch = len(leaves) != 1
         # per depth: the changed nodes, and whether any child's contribution moved
         levels: list[dict[int, bool]] = [{} for _ in range(self.max_depth + 1)] if batch else []
         for idx in leaves:
-            usage[idx] = self.leaf_usage[idx]
+            u = usage[idx] = leaf_usage[idx]
             now = 0
             if key[idx]:
-                share[idx] = self.node_share(usage[idx], self.capacity, view.counted, self.weight[idx])
-                now = 0 if self._leaf_blocked(view, idx) else 1
+                share[idx] = node_share(u, capacity, counted, weight[idx])
+                now = 1 if live[idx] and not needs[idx] & blocking else 0
             d_unblocked = now - unblocked[idx]
             unblocked[idx] = now
             p = parent[idx]
@@ -332,16 +339,22 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         running count changed), so unless its pool membership changed, only its pick
         entry is renewed. Under the root only the pick heap matters: the root's own usage
         and share are never used (it has no parent), so its sums and pool are not kept."""
+        view.repick[v] = None  # (_push_pick, inlined here and below: this runs per node per event)
         if not p:
-            self._push_pick(view, v, 0)
             return False
         contrib = view.contrib
         in_old, vec_old = contrib[v]
-        in_new = self._in_pool(view, v)
+        # _in_pool and _vector, inlined
+        pool_rule = self._pool_rule
+        in_new = bool(self.key[v]) and (view.unblocked[v] > 0 if pool_rule == 1 else
+                                        pool_rule == 2 and self.live[v] > 0)
         if same and in_new == in_old:
-            self._push_pick(view, v, p)
             return False
-        vec_new = self._vector(view, v, in_new)
+        if in_new:
+            sv = view.share[v]
+            vec_new = tuple([x / sv for x in view.usage[v]]) if sv > 0 else self._zero
+        else:
+            vec_new = view.usage[v]
         moved = in_new != in_old or vec_new != vec_old
         if moved:
             # (a single-class job in the pool keeps U/s fixed as its tasks come and go,
@@ -359,7 +372,6 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
             heapq.heappush(heap, (view.share[v], pool_ver, v))
             if len(heap) > 4 * self.kids[p] + 16:
                 self._compact_pool(view, p)
-        self._push_pick(view, v, p)
         updates = view.updates[p] + 1
         view.updates[p] = updates
         if updates % REBUILD_EVERY == 0:

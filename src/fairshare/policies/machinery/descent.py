@@ -98,8 +98,21 @@ def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: li
     job is a candidate). O(candidates x depth) instead of a walk past every job that
     cannot run."""
     candidates = {index[name]: name for name in names}
-    paths: list[tuple[list[tuple], str]] = []
-    keys: dict[int, tuple] = {}
+    paths: list[tuple[tuple, str]] = []
+    # each node's path of keys from the root, built once per call (candidates share most
+    # of their ancestors)
+    memo: dict[int, tuple] = {0: ()}
+
+    def path_of(v: int) -> tuple:
+        chain = []
+        while v not in memo:
+            chain.append(v)
+            v = parent[v]
+        path = memo[v]
+        for u in reversed(chain):
+            path = memo[u] = path + (node_key(u),)
+        return path
+
     fifo_first: dict[int, int | None] = {}
     for v, name in candidates.items():
         if not live[v]:
@@ -112,17 +125,15 @@ def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: li
                                       if c in candidates and live[c] > 0 and runnable(candidates[c])), None)
             if fifo_first[q] != v:
                 continue
-        path = []
-        while v > 0:
-            k = keys.get(v)
-            if k is None:
-                k = keys[v] = node_key(v)  # (candidates share most of their ancestors)
-            path.append(k)
-            v = parent[v]
-        path.reverse()
-        paths.append((path, name))
+        paths.append((path_of(v), name))
+    if not paths:
+        return None
+    # (usually the lowest is runnable: sort only when it is not)
+    best = min(paths)
+    if runnable(best[1]):
+        return best[1]
     paths.sort()
-    for _path, name in paths:
+    for _path, name in paths[1:]:
         if runnable(name):
             return name
     return None
