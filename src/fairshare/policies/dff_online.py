@@ -40,8 +40,9 @@ Only the override depends on the saturated set (leaf fairness does not: DFF has 
 resources). Like the H-DRF sorter (``hdrf_online.py``), the sorter keeps one *view* per
 recently seen saturated set (schedulable counts, override, heaps) and decides with the
 current one: on a full cluster the set flips on almost every event. Events update the
-current view at once; the others record the changed nodes and replay those walks when
-their set comes back. An arrival or departure re-keys the nodes whose fairness changed
+current view at once; the others record the changed nodes and, when their set comes
+back, replay them in one batch, each changed ancestor re-keyed once (``_replay``; a view
+holds no running sums, so the batch gives what one walk per node would). An arrival or departure re-keys the nodes whose fairness changed
 (the job, queues, siblings with usage) the same way; a view is dropped only on a rebuild,
 or when more than a quarter of the nodes changed.
 
@@ -50,7 +51,9 @@ tie rule (``machinery/ties.py``: fairness, running tasks in the subtree, positio
 has a runnable job below it; in a queue with ``order: fifo`` only its earliest runnable job
 competes with its sub-queues (found by a scan of that queue's jobs, as the reference does).
 Heaps are lazy: an entry is valid while its version is the child's current one; a heap
-holding many stale entries is compacted.
+holding many stale entries is compacted. Pick entries are renewed only before a descent
+(``_View.repick``, ``_flush_picks``): on a full cluster most decisions compare the
+candidates' paths of keys (``pick_among``) and never read the pick heaps.
 """
 
 from __future__ import annotations

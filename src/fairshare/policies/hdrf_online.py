@@ -33,8 +33,20 @@ changed ancestor recomputed once (a rebuild if more than a quarter of the nodes 
 sets costs the leaves that changed meanwhile and their ancestors, and only a set not
 seen recently pays the O(nodes x m) rebuild.
 
+Why the views are per set, and what a returning view costs. Under Alg. 3 a node's usage
+is its pool rescaled to the pool's lowest share, where the pool (children with an
+unblocked demanding job below) and every share (dominant share over the non-saturated
+resources) depend on Y; so each queue's usage under Y is a function of every leaf below
+it *under that Y*, and no per-node quantity computed for one set gives another's. A
+view that comes back therefore replays each leaf changed meanwhile and each of their
+ancestors once (``_propagate``'s batch: on the 1,000-job benchmark about 16 leaves and
+27 queues per catch-up, docs/performance.md "The saturated steady state").
+
 The descent (Alg. 4) takes, at each node, the lowest child by the tie rule (share,
-running tasks in the subtree, position) that has a runnable job below it. In a
+running tasks in the subtree, position) that has a runnable job below it. Pick-heap
+entries are renewed only before a descent (``_View.repick``, ``_flush_picks``): on a full
+cluster most decisions compare the candidates' paths of keys, computed from the shares
+directly, and never read the heaps. In a
 queue with ``order: fifo`` only its earliest runnable job competes with its sub-queues
 (a scan of that queue's jobs, as the reference does). Children whose demanding jobs the
 scheduler has all excluded in this call are passed over (``TreeExclusion``), and
@@ -143,7 +155,11 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
 
     @property
     def view(self) -> _View:
-        return self.views.current
+        """The current view, caught up with the events recorded since it was last used."""
+        current = self.views.current
+        if current.pending:
+            self.views.catch_up(current)
+        return current
 
     # --- node table -----------------------------------------------------------------------
     def _add_node(self, key: str, parent: int, weight: float, is_job: bool) -> int:
@@ -239,13 +255,15 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
                 self._rebuild(view)
 
     def _touch(self, idx: int) -> None:
-        """Leaf ``idx`` changed: bring the current view up to date now; the others only
-        record it and catch up when their saturated set comes back (``views.ViewCache``:
-        :meth:`_propagate` re-derives every node from its children's current
-        contributions, so one batch gives the state one walk per leaf would, up to float
-        sums, and the leaves' common ancestors are not redone per leaf)."""
-        self._propagate(self.views.current, (idx,))
-        self.views.record(idx)
+        """Leaf ``idx`` changed: every view records it, the current one included, and each
+        catches up in one batch before it is next used (``view``, ``views.ViewCache``).
+        On a full cluster the saturated set changes before most decisions, so the current
+        view would rarely decide with an event applied alone; in a batch the leaves'
+        common ancestors are recomputed once. :meth:`_propagate` re-derives every node
+        from its children's current contributions, so one batch gives the state one walk
+        per leaf would, up to float sums."""
+        for view in self.views.views:
+            view.pending[idx] = None
 
     def set_saturated(self, resources):
         current = self.views.current
