@@ -303,6 +303,9 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             self._refresh()
         elif self.stale:
             self._catch_up()
+        current = self.views.current
+        if current.pending:  # the events since it was last used (``_touch``)
+            self.views.catch_up(current)
 
     def _walk_counts(self, idx: int, *, d_live: int = 0, d_running: int = 0) -> None:
         v = idx
@@ -533,12 +536,14 @@ class DFFSorter(TreeExclusion, OnlineSorter):
 
     # --- views ----------------------------------------------------------------------------------
     def _touch(self, idx: int) -> None:
-        """Leaf ``idx`` changed: update the current view now; the others record it and
-        replay just those walks when their saturated set comes back (``views.ViewCache``).
-        Views hold no running sums (usage and raw fairness are shared), so the replay is
-        exact."""
-        self._sync_leaf(self.views.current, idx)
-        self.views.record(idx)
+        """Node ``idx`` changed: every view records it, the current one included, and each
+        catches up in one batch (:meth:`_replay`) before it is next used (``_decide_ready``,
+        ``views.ViewCache``): on a full cluster the saturated set changes before most
+        decisions, so an event applied to the current view at once would be applied
+        alone, while in a batch its ancestors are shared with the other nodes'. Views
+        hold no running sums (usage and raw fairness are shared), so the replay is exact."""
+        for view in self.views.views:
+            view.pending[idx] = None
 
     def _replay(self, view: _View, nodes) -> None:
         """Bring ``view`` up to date after ``nodes`` changed (jobs whose usage, demand or
