@@ -351,18 +351,22 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
                     level[a] = self._repost(view, p, a, same) or level.get(a, False)
 
     def _repost(self, view: _View, v: int, p: int, same: bool = False) -> bool:
-        """Child ``v`` of ``p`` changed: move its contribution in p's running sums and
-        re-key it in p's heaps (a new version; the old entries go stale). Returns whether
+        """Child ``v`` of ``p`` changed: move its contribution in p's running sums, re-key
+        it in p's pool heap (a new version; the old entries go stale) and mark its pick
+        entry for renewal (``repick``). Returns whether
         p's sums moved. ``same``: v's usage and share are as at its last repost (only its
         running count changed), so unless its pool membership changed, only its pick
         entry is renewed. Under the root only the pick heap matters: the root's own usage
         and share are never used (it has no parent), so its sums and pool are not kept."""
-        view.repick[v] = None  # (_push_pick, inlined here and below: this runs per node per event)
+        # v's pick entry is out of date: renewed before the next descent (_flush_picks),
+        # since on a full cluster most decisions compare candidates' paths (pick_among) and
+        # never read the heaps, and a node re-keyed many times meanwhile is pushed once
+        view.repick[v] = None
         if not p:
             return False
         contrib = view.contrib
         in_old, vec_old = contrib[v]
-        # _in_pool and _vector, inlined
+        # _in_pool and _vector, inlined (this runs per node per event)
         pool_rule = self._pool_rule
         in_new = bool(self.key[v]) and (view.unblocked[v] > 0 if pool_rule == 1 else
                                         pool_rule == 2 and self.live[v] > 0)
@@ -396,13 +400,6 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
             self._resum(view, p)
             return True
         return moved
-
-    def _push_pick(self, view: _View, v: int, p: int) -> None:
-        """v's entry in p's pick heap is out of date: renew it before the next descent
-        (:meth:`_flush_picks`). Deferred because on a full cluster most decisions compare
-        candidates' paths (``pick_among``) and never read the heaps, and a node re-keyed
-        many times between two descents is pushed once."""
-        view.repick[v] = None
 
     def _flush_picks(self, view: _View) -> None:
         """Renew the pick entries of the nodes changed since the last descent in ``view``:
