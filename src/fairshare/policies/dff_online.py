@@ -40,8 +40,9 @@ Only the override depends on the saturated set (leaf fairness does not: DFF has 
 resources). Like the H-DRF sorter (``hdrf_online.py``), the sorter keeps one *view* per
 recently seen saturated set (schedulable counts, override, heaps) and decides with the
 current one: on a full cluster the set flips on almost every event. Events update the
-current view at once; the others record the changed nodes and replay those walks when
-their set comes back. An arrival or departure re-keys the nodes whose fairness changed
+current view at once; the others record the changed nodes and, when their set comes
+back, replay them in one batch, each changed ancestor re-keyed once (``_replay``; a view
+holds no running sums, so the batch gives what one walk per node would). An arrival or departure re-keys the nodes whose fairness changed
 (the job, queues, siblings with usage) the same way; a view is dropped only on a rebuild,
 or when more than a quarter of the nodes changed.
 
@@ -50,7 +51,9 @@ tie rule (``machinery/ties.py``: fairness, running tasks in the subtree, positio
 has a runnable job below it; in a queue with ``order: fifo`` only its earliest runnable job
 competes with its sub-queues (found by a scan of that queue's jobs, as the reference does).
 Heaps are lazy: an entry is valid while its version is the child's current one; a heap
-holding many stale entries is compacted.
+holding many stale entries is compacted. Pick entries are renewed only before a descent
+(``_View.repick``, ``_flush_picks``): on a full cluster most decisions compare the
+candidates' paths of keys (``pick_among``) and never read the pick heaps.
 """
 
 from __future__ import annotations
@@ -91,7 +94,14 @@ class _View(SaturatedView):
         super().__init__(saturated)
         self.unblocked = [0] * n  # unblocked (schedulable) jobs in the subtree
         self.share = [0.0] * n  # fairness after Alg. 2 line 9
-        self.version = [0] * n
+        self.version = [0] * n  # of each node's pool entry
+        self.pick_version = [0] * n  # of its pick entry
+        #: nodes whose pick entry is out of date, renewed before the next descent
+        #: (``DFFSorter._flush_picks``): most decisions on a full cluster compare the
+        #: candidates' paths (``pick_among``) and never read the pick heaps
+        self.repick: dict[int, None] = {}
+        #: the saturated set as a bit mask (``_leaf_blocked``)
+        self.saturated_mask = sum(1 << r for r in saturated)
         # heaps only for the queues (indices below ``queues``: jobs are never parents), so
         # building a view does not allocate a list per job ever seen
         self.pick_heap: list[list] = [[] for _ in range(queues)]  # demanding children
@@ -102,6 +112,7 @@ class _View(SaturatedView):
         self.unblocked.append(0)
         self.share.append(0.0)
         self.version.append(0)
+        self.pick_version.append(0)
 
 
 class DFFSorter(TreeExclusion, OnlineSorter):
@@ -129,6 +140,9 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.job_kids: list[list[int]] = []  # jobs of each queue, by arrival (fifo scan)
         self.index: dict[str, int] = {}
         self.kids: list[int] = []  # children ever added (positions; heap compaction bound)
+        self.depth: list[int] = []  # the root is at 0 (batched replays go deepest first)
+        self.max_depth = 0
+        self.needs: list[int] = []  # a job's resources with demand > 0, as a bit mask
         self.usage: list[list[float]] = []
         self.fr: list[Vector | None] = []
         self.raw: list[float] = []
@@ -186,8 +200,11 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             if is_job:
                 self.job_kids[parent].append(idx)
         self.position.append(pos)
+        self.depth.append(self.depth[parent] + 1 if parent >= 0 else 0)
+        self.max_depth = max(self.max_depth, self.depth[-1])
         self.index[key] = idx
         self.kids.append(0)
+        self.needs.append(0)
         self.usage.append([0.0] * self.m)
         self.fr.append(None)
         self.raw.append(0.0)
@@ -207,6 +224,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def add_job(self, name, queue, weight, demand):
         super().add_job(name, queue, weight, demand)
         idx = self._add_node(name, self.index[queue], weight, True, False)
+        self.needs[idx] = sum(1 << r for r, d in enumerate(self.jobs[name].demand) if d > 0)
         self._walk_counts(idx, d_live=1)
         if self.exact and not _exactly_summable(weight):  # (its demand only gives its needs)
             self.exact = False
@@ -285,6 +303,9 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             self._refresh()
         elif self.stale:
             self._catch_up()
+        current = self.views.current
+        if current.pending:  # the events since it was last used (``_touch``)
+            self.views.catch_up(current)
 
     def _walk_counts(self, idx: int, *, d_live: int = 0, d_running: int = 0) -> None:
         v = idx
@@ -515,16 +536,54 @@ class DFFSorter(TreeExclusion, OnlineSorter):
 
     # --- views ----------------------------------------------------------------------------------
     def _touch(self, idx: int) -> None:
-        """Leaf ``idx`` changed: update the current view now; the others record it and
-        replay just those walks when their saturated set comes back (``views.ViewCache``).
-        Views hold no running sums (usage and raw fairness are shared), so the replay is
-        exact."""
-        self._sync_leaf(self.views.current, idx)
-        self.views.record(idx)
+        """Node ``idx`` changed: every view records it, the current one included, and each
+        catches up in one batch (:meth:`_replay`) before it is next used (``_decide_ready``,
+        ``views.ViewCache``): on a full cluster the saturated set changes before most
+        decisions, so an event applied to the current view at once would be applied
+        alone, while in a batch its ancestors are shared with the other nodes'. Views
+        hold no running sums (usage and raw fairness are shared), so the replay is exact."""
+        for view in self.views.views:
+            view.pending[idx] = None
 
     def _replay(self, view: _View, nodes) -> None:
+        """Bring ``view`` up to date after ``nodes`` changed (jobs whose usage, demand or
+        blocking changed, and queues whose raw fairness changed), each ancestor re-keyed
+        once: first every job's blocked flag and share, its schedulable count along its
+        path and its entry in its queue's pool; then, deepest level first, each changed
+        queue's fairness (Alg. 2 line 9, from its children's final entries) and its entry
+        in its parent's pool. What a view holds is a function of the shared state (no
+        running sums), so this gives what one walk per node would."""
+        if len(nodes) == 1:
+            for idx in nodes:
+                self._sync_leaf(view, idx)
+            return
+        parent, depth, is_job, unblocked, share = self.parent, self.depth, self.is_job, view.unblocked, view.share
+        levels: list[dict[int, None]] = [{} for _ in range(self.max_depth + 1)]
         for idx in nodes:
-            self._sync_leaf(view, idx)
+            if not is_job[idx]:
+                if idx:
+                    levels[depth[idx]][idx] = None
+                else:
+                    share[0] = self.raw[0]  # (as _changed: the root has no override, no parent)
+                continue
+            now = 0 if self._leaf_blocked(view, idx) else 1
+            delta = now - unblocked[idx]
+            unblocked[idx] = now
+            share[idx] = self.raw[idx]
+            p = parent[idx]
+            if delta:
+                a = p
+                while a >= 0:
+                    unblocked[a] += delta
+                    a = parent[a]
+            self._push(view, p, idx)
+            levels[depth[p]][p] = None
+        for d in range(self.max_depth, 0, -1):
+            for q in levels[d]:
+                share[q] = self._fairness(view, q)
+                p = parent[q]
+                self._push(view, p, q)
+                levels[d - 1][p] = None
 
     def _sync_leaf(self, view: _View, idx: int) -> None:
         if not self.is_job[idx]:  # a queue whose raw fairness changed (an FR update)
@@ -538,8 +597,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def _leaf_blocked(self, view: _View, idx: int) -> bool:
         if not self.live[idx]:
             return True
-        demand = self.jobs[self.key[idx]].demand
-        return any(demand[r] > 0 for r in view.saturated)
+        return bool(self.needs[idx] & view.saturated_mask)  # needs a saturated resource
 
     def _pool_min(self, view: _View, p: int) -> float | None:
         heap = view.pool_heap[p]
@@ -559,22 +617,39 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         return raw
 
     def _push(self, view: _View, p: int, c: int) -> None:
-        view.version[c] += 1
-        ver = view.version[c]
+        """Re-key child ``c`` of ``p``: its pool entry now (the override reads the pool's
+        minimum on the way up), its pick entry before the next descent (``repick``)."""
+        ver = view.version[c] + 1
+        view.version[c] = ver
         if view.unblocked[c] > 0:
             heapq.heappush(view.pool_heap[p], (view.share[c], ver, c))
-        if self.live[c] > 0:
-            heapq.heappush(view.pick_heap[p], (round(view.share[c], DIGITS), self.running[c],
-                                               self.position[c], ver, c))
-        bound = 4 * self.kids[p] + 16
-        if len(view.pick_heap[p]) > bound:
-            view.pick_heap[p] = [e for e in view.pick_heap[p]
-                                 if e[3] == view.version[e[4]] and self.live[e[4]] > 0 and self.alive[e[4]]]
-            heapq.heapify(view.pick_heap[p])
-        if len(view.pool_heap[p]) > bound:
+        view.repick[c] = None
+        if len(view.pool_heap[p]) > 4 * self.kids[p] + 16:
             view.pool_heap[p] = [e for e in view.pool_heap[p]
                                  if e[1] == view.version[e[2]] and view.unblocked[e[2]] > 0 and self.alive[e[2]]]
             heapq.heapify(view.pool_heap[p])
+
+    def _flush_picks(self, view: _View) -> None:
+        """Renew the pick entries of the nodes re-keyed since the last descent in
+        ``view``: a new version (the old entries go stale), and an entry while the node
+        has demanding jobs below. The heaps then order the children by their current
+        keys, as if each change had been pushed at once (the descent reads only the lowest
+        current entries; keys are distinct by position among siblings, so the order of
+        pushes does not matter)."""
+        version, live, alive, parent = view.pick_version, self.live, self.alive, self.parent
+        share, running, position, heaps, kids = view.share, self.running, self.position, view.pick_heap, self.kids
+        heappush = heapq.heappush
+        for c in view.repick:
+            ver = version[c] + 1
+            version[c] = ver
+            if live[c] > 0 and alive[c]:
+                p = parent[c]
+                heap = heaps[p]
+                heappush(heap, (round(share[c], DIGITS), running[c], position[c], ver, c))
+                if len(heap) > 4 * kids[p] + 16:
+                    heaps[p] = [e for e in heap if e[3] == version[e[4]] and live[e[4]] > 0 and alive[e[4]]]
+                    heapq.heapify(heaps[p])
+        view.repick.clear()
 
     def _changed(self, view: _View, idx: int, *, d_unblocked: int = 0) -> None:
         """Re-key node ``idx`` and its ancestors in ``view`` (shared state already updated)."""
@@ -593,6 +668,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def _rebuild(self, view: _View) -> None:
         """A view from scratch, bottom-up: O(nodes x resources)."""
         view.pending.clear()
+        view.repick.clear()  # (every pick entry is made anew below)
         children = self._children()
         for v in reversed(list(self.alive_nodes)):
             if self.is_job[v]:
@@ -603,11 +679,12 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             pool, pick = [], []
             for c in children[v]:
                 view.version[c] += 1
-                ver = view.version[c]
+                view.pick_version[c] += 1
                 if view.unblocked[c] > 0:
-                    pool.append((view.share[c], ver, c))
+                    pool.append((view.share[c], view.version[c], c))
                 if self.live[c] > 0:
-                    pick.append((round(view.share[c], DIGITS), self.running[c], self.position[c], ver, c))
+                    pick.append((round(view.share[c], DIGITS), self.running[c], self.position[c],
+                                 view.pick_version[c], c))
             heapq.heapify(pool)
             heapq.heapify(pick)
             view.pool_heap[v], view.pick_heap[v] = pool, pick
@@ -618,8 +695,10 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
         self._decide_ready()
         view = self.views.current
+        if view.repick:
+            self._flush_picks(view)
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
-                            fifo_jobs=self._fifo_jobs, version=view.version, present=self.alive,
+                            fifo_jobs=self._fifo_jobs, version=view.pick_version, present=self.alive,
                             runnable=runnable, excluded=self._excluded_counts())
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:

@@ -33,8 +33,20 @@ changed ancestor recomputed once (a rebuild if more than a quarter of the nodes 
 sets costs the leaves that changed meanwhile and their ancestors, and only a set not
 seen recently pays the O(nodes x m) rebuild.
 
+Why the views are per set, and what a returning view costs. Under Alg. 3 a node's usage
+is its pool rescaled to the pool's lowest share, where the pool (children with an
+unblocked demanding job below) and every share (dominant share over the non-saturated
+resources) depend on Y; so each queue's usage under Y is a function of every leaf below
+it *under that Y*, and no per-node quantity computed for one set gives another's. A
+view that comes back therefore replays each leaf changed meanwhile and each of their
+ancestors once (``_propagate``'s batch: on the 1,000-job benchmark about 16 leaves and
+27 queues per catch-up, docs/performance.md "The saturated steady state").
+
 The descent (Alg. 4) takes, at each node, the lowest child by the tie rule (share,
-running tasks in the subtree, position) that has a runnable job below it. In a
+running tasks in the subtree, position) that has a runnable job below it. Pick-heap
+entries are renewed only before a descent (``_View.repick``, ``_flush_picks``): on a full
+cluster most decisions compare the candidates' paths of keys, computed from the shares
+directly, and never read the heaps. In a
 queue with ``order: fifo`` only its earliest runnable job competes with its sub-queues
 (a scan of that queue's jobs, as the reference does). Children whose demanding jobs the
 scheduler has all excluded in this call are passed over (``TreeExclusion``), and
@@ -77,6 +89,12 @@ class _View(SaturatedView):
         self.pick_heap: list[list] = [[] for _ in range(n)]
         self.pool_heap: list[list] = [[] for _ in range(n)]
         self.updates = [0] * n
+        #: nodes whose pick entry is out of date, renewed before the next descent
+        #: (:meth:`HDRFSorter._flush_picks`): most decisions on a full cluster compare the
+        #: candidates' paths (``pick_among``) and never read the pick heaps
+        self.repick: dict[int, None] = {}
+        #: the saturated set as a bit mask (``_leaf_blocked``)
+        self.saturated_mask = sum(1 << r for r in saturated)
 
     def grow(self, m: int) -> None:
         self.usage.append((0.0,) * m)
@@ -102,6 +120,9 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.rescale = rescale
         self.ignore_blocked = ignore_blocked
         self.stop_when_saturated = stop_when_saturated
+        # _in_pool's rule as a number, for its inlined copy in _repost: 0 no pool (no
+        # rescaling), 1 children with an unblocked demanding job below, 2 with a demanding one
+        self._pool_rule = 0 if not rescale else 1 if ignore_blocked else 2
         # node table (shared by all views); queues first, jobs appended as they arrive
         self.key: list[str] = []
         self.parent: list[int] = []
@@ -116,6 +137,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.live: list[int] = []  # demanding leaves below (1 for a demanding leaf)
         self.kids: list[int] = []
         self.depth: list[int] = []  # the root is at 0
+        self.needs: list[int] = []  # a job's resources with demand > 0, as a bit mask
         self._init_excluded()
         self.max_depth = 0
         self._zero = (0.0,) * resources
@@ -133,7 +155,11 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
 
     @property
     def view(self) -> _View:
-        return self.views.current
+        """The current view, caught up with the events recorded since it was last used."""
+        current = self.views.current
+        if current.pending:
+            self.views.catch_up(current)
+        return current
 
     # --- node table -----------------------------------------------------------------------
     def _add_node(self, key: str, parent: int, weight: float, is_job: bool) -> int:
@@ -155,6 +181,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.running.append(0)
         self.live.append(0)
         self.kids.append(0)
+        self.needs.append(0)
         for view in self.views:
             view.grow(self.m)
         return idx
@@ -163,6 +190,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     def add_job(self, name, queue, weight, demand):
         super().add_job(name, queue, weight, demand)
         idx = self._add_node(name, self.index[queue], weight, True)
+        self.needs[idx] = sum(1 << r for r, d in enumerate(self.jobs[name].demand) if d > 0)
         if self.parent[idx] in self.fifo_jobs:
             self.fifo_jobs[self.parent[idx]].append(idx)
         self.live[idx] = 1
@@ -227,13 +255,15 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
                 self._rebuild(view)
 
     def _touch(self, idx: int) -> None:
-        """Leaf ``idx`` changed: bring the current view up to date now; the others only
-        record it and catch up when their saturated set comes back (``views.ViewCache``:
-        :meth:`_propagate` re-derives every node from its children's current
-        contributions, so one batch gives the state one walk per leaf would, up to float
-        sums, and the leaves' common ancestors are not redone per leaf)."""
-        self._propagate(self.views.current, (idx,))
-        self.views.record(idx)
+        """Leaf ``idx`` changed: every view records it, the current one included, and each
+        catches up in one batch before it is next used (``view``, ``views.ViewCache``).
+        On a full cluster the saturated set changes before most decisions, so the current
+        view would rarely decide with an event applied alone; in a batch the leaves'
+        common ancestors are recomputed once. :meth:`_propagate` re-derives every node
+        from its children's current contributions, so one batch gives the state one walk
+        per leaf would, up to float sums."""
+        for view in self.views.views:
+            view.pending[idx] = None
 
     def set_saturated(self, resources):
         current = self.views.current
@@ -251,8 +281,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
             return True
         if not self.ignore_blocked:
             return False
-        job = self.jobs[self.key[idx]]
-        return any(job.demand[r] > 0 for r in view.saturated)
+        return bool(self.needs[idx] & view.saturated_mask)  # needs a saturated resource
 
     def _in_pool(self, view: _View, idx: int) -> bool:
         """Alg. 3's set A: demanding children, and with ignore_blocked non-blocked ones."""
@@ -281,15 +310,19 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         ancestor once (:meth:`_repost` and :meth:`_recompute`, as the rebuild uses)."""
         key, parent, depth = self.key, self.parent, self.depth
         usage, share, unblocked = view.usage, view.share, view.unblocked
+        leaf_usage, live, needs, weight, node_share = self.leaf_usage, self.live, self.needs, self.weight, self.node_share
+        capacity, counted = self.capacity, view.counted
+        # _leaf_blocked, inlined: not demanding, or (with ignore_blocked) needs a saturated resource
+        blocking = view.saturated_mask if self.ignore_blocked else 0
         batch = len(leaves) != 1
         # per depth: the changed nodes, and whether any child's contribution moved
         levels: list[dict[int, bool]] = [{} for _ in range(self.max_depth + 1)] if batch else []
         for idx in leaves:
-            usage[idx] = self.leaf_usage[idx]
+            u = usage[idx] = leaf_usage[idx]
             now = 0
             if key[idx]:
-                share[idx] = self.node_share(usage[idx], self.capacity, view.counted, self.weight[idx])
-                now = 0 if self._leaf_blocked(view, idx) else 1
+                share[idx] = node_share(u, capacity, counted, weight[idx])
+                now = 1 if live[idx] and not needs[idx] & blocking else 0
             d_unblocked = now - unblocked[idx]
             unblocked[idx] = now
             p = parent[idx]
@@ -318,22 +351,32 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
                     level[a] = self._repost(view, p, a, same) or level.get(a, False)
 
     def _repost(self, view: _View, v: int, p: int, same: bool = False) -> bool:
-        """Child ``v`` of ``p`` changed: move its contribution in p's running sums and
-        re-key it in p's heaps (a new version; the old entries go stale). Returns whether
+        """Child ``v`` of ``p`` changed: move its contribution in p's running sums, re-key
+        it in p's pool heap (a new version; the old entries go stale) and mark its pick
+        entry for renewal (``repick``). Returns whether
         p's sums moved. ``same``: v's usage and share are as at its last repost (only its
         running count changed), so unless its pool membership changed, only its pick
         entry is renewed. Under the root only the pick heap matters: the root's own usage
         and share are never used (it has no parent), so its sums and pool are not kept."""
+        # v's pick entry is out of date: renewed before the next descent (_flush_picks),
+        # since on a full cluster most decisions compare candidates' paths (pick_among) and
+        # never read the heaps, and a node re-keyed many times meanwhile is pushed once
+        view.repick[v] = None
         if not p:
-            self._push_pick(view, v, 0)
             return False
         contrib = view.contrib
         in_old, vec_old = contrib[v]
-        in_new = self._in_pool(view, v)
+        # _in_pool and _vector, inlined (this runs per node per event)
+        pool_rule = self._pool_rule
+        in_new = bool(self.key[v]) and (view.unblocked[v] > 0 if pool_rule == 1 else
+                                        pool_rule == 2 and self.live[v] > 0)
         if same and in_new == in_old:
-            self._push_pick(view, v, p)
             return False
-        vec_new = self._vector(view, v, in_new)
+        if in_new:
+            sv = view.share[v]
+            vec_new = tuple([x / sv for x in view.usage[v]]) if sv > 0 else self._zero
+        else:
+            vec_new = view.usage[v]
         moved = in_new != in_old or vec_new != vec_old
         if moved:
             # (a single-class job in the pool keeps U/s fixed as its tasks come and go,
@@ -351,7 +394,6 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
             heapq.heappush(heap, (view.share[v], pool_ver, v))
             if len(heap) > 4 * self.kids[p] + 16:
                 self._compact_pool(view, p)
-        self._push_pick(view, v, p)
         updates = view.updates[p] + 1
         view.updates[p] = updates
         if updates % REBUILD_EVERY == 0:
@@ -359,16 +401,26 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
             return True
         return moved
 
-    def _push_pick(self, view: _View, v: int, p: int) -> None:
-        """Renew v's entry in p's pick heap: a new version (its old entries go stale), and
-        an entry while v has demanding jobs below."""
-        ver = view.version[v] + 1
-        view.version[v] = ver
-        if self.live[v] > 0:
-            heap = view.pick_heap[p]
-            heapq.heappush(heap, (round(view.share[v], DIGITS), self.running[v], self.position[v], ver, v))
-            if len(heap) > 4 * self.kids[p] + 16:
-                self._compact_pick(view, p)
+    def _flush_picks(self, view: _View) -> None:
+        """Renew the pick entries of the nodes changed since the last descent in ``view``:
+        a new version (the old entries go stale), and an entry while the node has
+        demanding jobs below. The heaps then order the children by their current keys,
+        as if each change had been pushed at once (the descent reads only the lowest
+        current entries; the order of pushes does not matter, keys being distinct by
+        position among siblings)."""
+        version, live, key, parent = view.version, self.live, self.key, self.parent
+        share, running, position, heaps, kids = view.share, self.running, self.position, view.pick_heap, self.kids
+        heappush = heapq.heappush
+        for v in view.repick:
+            ver = version[v] + 1
+            version[v] = ver
+            if live[v] > 0 and key[v]:
+                p = parent[v]
+                heap = heaps[p]
+                heappush(heap, (round(share[v], DIGITS), running[v], position[v], ver, v))
+                if len(heap) > 4 * kids[p] + 16:
+                    self._compact_pick(view, p)
+        view.repick.clear()
 
     def _compact_pick(self, view: _View, p: int) -> None:
         """Drop p's stale pick entries (an entry is stale for good: a node whose share,
@@ -430,6 +482,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     def _rebuild(self, view: _View) -> None:
         """Recompute a view bottom-up: O(nodes x resources)."""
         view.pending.clear()
+        view.repick.clear()  # (every pick entry is made anew below)
         cap = self.capacity
         view.counted = [r for r in range(self.m) if cap[r] > 0 and r not in view.saturated]
         n = len(self.key)
@@ -476,6 +529,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         if self.stop_when_saturated and self.saturated:
             return None  # C.S-Current: nothing while any resource is fully used
         view = self.view
+        if view.repick:
+            self._flush_picks(view)
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
                             fifo_jobs=self.fifo_jobs.get, version=view.version, present=self.key,
                             runnable=runnable,

@@ -98,8 +98,21 @@ def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: li
     job is a candidate). O(candidates x depth) instead of a walk past every job that
     cannot run."""
     candidates = {index[name]: name for name in names}
-    paths: list[tuple[list[tuple], str]] = []
-    keys: dict[int, tuple] = {}
+    paths: list[tuple[tuple, str]] = []
+    # each node's path of keys from the root, built once per call (candidates share most
+    # of their ancestors)
+    memo: dict[int, tuple] = {0: ()}
+
+    def path_of(v: int) -> tuple:
+        chain = []
+        while v not in memo:
+            chain.append(v)
+            v = parent[v]
+        path = memo[v]
+        for u in reversed(chain):
+            path = memo[u] = path + (node_key(u),)
+        return path
+
     fifo_first: dict[int, int | None] = {}
     for v, name in candidates.items():
         if not live[v]:
@@ -112,17 +125,15 @@ def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: li
                                       if c in candidates and live[c] > 0 and runnable(candidates[c])), None)
             if fifo_first[q] != v:
                 continue
-        path = []
-        while v > 0:
-            k = keys.get(v)
-            if k is None:
-                k = keys[v] = node_key(v)  # (candidates share most of their ancestors)
-            path.append(k)
-            v = parent[v]
-        path.reverse()
-        paths.append((path, name))
+        paths.append((path_of(v), name))
+    if not paths:
+        return None
+    # (usually the lowest is runnable: sort only when it is not)
+    best = min(paths)
+    if runnable(best[1]):
+        return best[1]
     paths.sort()
-    for _path, name in paths:
+    for _path, name in paths[1:]:
         if runnable(name):
             return name
     return None
@@ -132,7 +143,13 @@ class TreeExclusion:
     """:meth:`OnlineSorter.exclude` for the tree sorters (H-DRF, DFF): per node, how many
     of the demanding jobs below are excluded (``excluded``, compared with ``live`` by
     :func:`descend_tree`), kept along the jobs' paths and undone at the next call. Needs
-    the sorter's ``index``, ``parent`` and ``live`` tables; ``_grow_excluded`` per node."""
+    the sorter's ``index``, ``parent`` and ``live`` tables; ``_grow_excluded`` per node.
+
+    The counts are walked up only when a descent is about to read them
+    (:meth:`_excluded_counts`): on a full cluster most decisions compare candidates'
+    paths (``pick_among``), which do not use them, while the scheduler excludes every job
+    whose shape it finds fitting nowhere. Exclusion only lets the descent skip jobs that
+    cannot run, so when the counts are walked does not change a decision."""
 
     index: dict[str, int]
     parent: list[int]
@@ -140,21 +157,16 @@ class TreeExclusion:
 
     def _init_excluded(self) -> None:
         self.excluded: list[int] = []
-        self._excluded_jobs: list[int] = []
+        self._excluded_jobs: list[int] = []  # counted along their paths
+        self._to_exclude: list[int] = []  # told, not yet counted
 
     def _grow_excluded(self) -> None:
         self.excluded.append(0)
 
     def exclude(self, name: str) -> None:
         idx = self.index.get(name)
-        # only a demanding job not yet excluded (the counts are compared with ``live``)
-        if idx is None or not self.live[idx] or self.excluded[idx]:
-            return
-        self._excluded_jobs.append(idx)
-        parent, excluded = self.parent, self.excluded
-        while idx >= 0:
-            excluded[idx] += 1
-            idx = parent[idx]
+        if idx is not None:
+            self._to_exclude.append(idx)
 
     def reset_excluded(self) -> None:
         parent, excluded = self.parent, self.excluded
@@ -163,7 +175,20 @@ class TreeExclusion:
                 excluded[idx] -= 1
                 idx = parent[idx]
         self._excluded_jobs.clear()
+        self._to_exclude.clear()
 
     def _excluded_counts(self) -> list[int] | None:
-        """What :func:`descend_tree` takes: None when nothing is excluded (no checks)."""
+        """What :func:`descend_tree` takes (None when nothing is excluded: no checks),
+        after counting the jobs excluded since the last call along their paths."""
+        if self._to_exclude:
+            parent, excluded, live = self.parent, self.excluded, self.live
+            for idx in self._to_exclude:
+                # only a demanding job not yet excluded (the counts are compared with ``live``)
+                if not live[idx] or excluded[idx]:
+                    continue
+                self._excluded_jobs.append(idx)
+                while idx >= 0:
+                    excluded[idx] += 1
+                    idx = parent[idx]
+            self._to_exclude.clear()
         return self.excluded if self._excluded_jobs else None

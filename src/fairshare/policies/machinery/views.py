@@ -9,8 +9,12 @@ sorter keeps one complete incremental *view* per recently seen set, in a
 
 Events are applied at once to the current view only (by the sorter); the others record
 which leaves changed (:meth:`ViewCache.record`) and catch up in one batch when their set
-comes back (:meth:`ViewCache.select`): the sorter's ``replay(view, leaves)``, or a full
-``rebuild(view)`` when more than a quarter of the nodes changed. At most
+comes back (:meth:`ViewCache.select`, :meth:`ViewCache.catch_up`): the sorter's
+``replay(view, leaves)``, or a full ``rebuild(view)`` when more than a quarter of the
+nodes changed. A sorter may also record into the current view and catch it up before it
+decides (the H-DRF sorter does: on a full cluster the set changes before most decisions,
+so an event applied at once would be applied alone, while in a batch its ancestors are
+shared with the other leaves'). At most
 :data:`MAX_VIEWS` views are kept, least recently used evicted, and a view unused for
 :data:`VIEW_TTL_EVENTS` events is dropped (every event adds to every view's pending set).
 """
@@ -85,11 +89,8 @@ class ViewCache(Generic[V]):
                 if k:
                     self.views.insert(0, self.views.pop(k))
                     self.current = view
-                    if len(view.pending) * 4 > self._size():
-                        self._rebuild(view)  # cheaper than many walks
-                    else:
-                        self._replay(view, view.pending)
-                    view.pending.clear()
+                if view.pending:
+                    self.catch_up(view)
                 return view
         view = self._make(saturated)
         view.last_used = self.events
@@ -98,6 +99,15 @@ class ViewCache(Generic[V]):
         del self.views[MAX_VIEWS:]
         self.current = view
         return view
+
+    def catch_up(self, view: V) -> None:
+        """Apply the leaves ``view`` has recorded: one batch, or a rebuild when more than a
+        quarter of the nodes changed (cheaper than many walks)."""
+        if len(view.pending) * 4 > self._size():
+            self._rebuild(view)
+        else:
+            self._replay(view, view.pending)
+        view.pending.clear()
 
     def clear(self) -> None:
         """Drop every view (what they hold is stale for good)."""
