@@ -171,6 +171,13 @@ class Engine:
             start(launch, now)
         return launches
 
+    def forget(self, name: str) -> None:
+        """Drop a finished job from the scheduler and the usage ledger, once ``changes()``
+        has reported its finish: a streaming runtime keeps only the jobs in the system.
+        The job's record is gone afterwards (``snapshot`` no longer lists it)."""
+        self.ledger.forget(name)
+        self.scheduler.forget(name)
+
     def wake_at(self) -> float | None:
         """When a starved queue's wait for preemption ends, if one is waiting: a runtime
         whose rounds happen only at events (the simulator) steps with a ``Wake`` then."""
