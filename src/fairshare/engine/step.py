@@ -175,6 +175,9 @@ class Engine:
         """Drop a finished job from the scheduler and the usage ledger, once ``changes()``
         has reported its finish: a streaming runtime keeps only the jobs in the system.
         The job's record is gone afterwards (``snapshot`` no longer lists it)."""
+        rt = self.scheduler.jobs.get(name)
+        if rt is None or rt.finished_at is None:
+            self.scheduler.forget(name)  # (raises: unknown, or not finished)
         self.ledger.forget(name)
         self.scheduler.forget(name)
 
