@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -212,3 +213,29 @@ def test_forget_only_a_finished_reported_job():
     assert any(j.name == job.name and j.finished for j in engine.changes().jobs)
     engine.forget(job.name)
     assert job.name not in sch.jobs and job.name not in engine.snapshot().jobs
+
+
+def test_cli_simulate_stream_writes_the_same_files(tmp_path, capsys):
+    from fairshare.cli import main
+
+    # the bundled scenario lists its jobs in submit order: the same durations either way
+    assert main(["simulate", "default", "--policy", "hdrf", "--out", str(tmp_path / "a"), "--seed", "2",
+                 "--no-fairness-gap"]) == 0
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "report.html").write_text("an earlier run's")
+    assert main(["simulate", "default", "--policy", "hdrf", "--out", str(tmp_path / "b"), "--seed", "2",
+                 "--stream"]) == 0
+    for name in ("summary.json", "timeline.csv"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["summary.json", "timeline.csv"]
+    assert "no report.html" in capsys.readouterr().out
+
+
+def test_cli_simulate_stream_refuses_unbounded_jobs_before_writing(tmp_path, capsys):
+    from fairshare.cli import main
+
+    starvation = Path(__file__).resolve().parents[1] / "examples" / "starvation.yaml"
+    assert main(["simulate", str(starvation), "--policy", "hdrf", "--out", str(tmp_path / "o"),
+                 "--stream"]) == 2
+    assert "--until: job(s) n11, n21, n22 have unbounded task counts" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

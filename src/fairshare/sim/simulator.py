@@ -154,6 +154,16 @@ class RunSink(Protocol):
         preemption figures are None when preemption was off."""
 
 
+def check_bounded(jobs: Iterable[Job], until: float | None) -> None:
+    """Raise ``SimulationError`` naming the jobs with unbounded task counts when there is
+    no stop time (they would never finish)."""
+    unbounded = [j.name for j in jobs if j.total_count is None]
+    if unbounded and until is None:
+        shown = ", ".join(unbounded[:5]) + (f" and {len(unbounded) - 5} more" if len(unbounded) > 5 else "")
+        raise SimulationError(f"job(s) {shown} have unbounded task counts and would never finish: "
+                              f"give a stop time (--until SECONDS)")
+
+
 class Simulator:
     def __init__(self, scenario: Scenario, policy: Policy, options: SimOptions = SimOptions(),
                  progress: ProgressFn | None = None, *, arrivals: Iterable[Job] | None = None,
@@ -168,11 +178,7 @@ class Simulator:
         if arrivals is not None and scenario.jobs:
             raise SimulationError(f"a streaming run takes its jobs from the arrivals; the scenario lists "
                                   f"{len(scenario.jobs)} job(s) too")
-        unbounded = [j.name for j in scenario.jobs if j.total_count is None]
-        if unbounded and options.until is None:
-            shown = ", ".join(unbounded[:5]) + (f" and {len(unbounded) - 5} more" if len(unbounded) > 5 else "")
-            raise SimulationError(f"job(s) {shown} have unbounded task counts and would never finish: "
-                                  f"give a stop time (--until SECONDS)")
+        check_bounded(scenario.jobs, options.until)
         if options.until is not None and not (options.until >= 0 and math.isfinite(options.until)):
             raise SimulationError(f"until must be a finite number >= 0, got {options.until}")
         self.scenario = scenario
@@ -194,7 +200,7 @@ class Simulator:
 
             stretch = node_oversubscription
         self._streaming = arrivals is not None
-        self._sink = sink
+        self.sink = sink
         if arrivals is None:
             # arrivals in submit order, ties in scenario order (the order the heap popped them
             # in when every arrival was pushed up front)
@@ -269,7 +275,7 @@ class Simulator:
         sc, until = self.scenario, self.options.until
         events = self.events
         streaming = self._streaming
-        sink = self._sink
+        sink = self.sink
         for ev in sc.events:
             if ev.kind == "node_fail":
                 events.push(ev.time_s, NODE_FAIL, NodeLost(ev.node_name))
@@ -396,7 +402,7 @@ class Simulator:
         if self._preempting:
             preempted = self._tasks_preempted.pop(name, 0)
             lost = self._work_lost.pop(name, 0.0)
-        self._sink.job(self._index.pop(name), job, outcome, preempted, lost)
+        self.sink.job(self._index.pop(name), job, outcome, preempted, lost)
 
     def _retire(self, t: float) -> None:
         """Streaming: the jobs that finished at ``t`` go to the sink, then every part of the
@@ -419,7 +425,7 @@ class Simulator:
         """Streaming, at the end: the outcomes of the jobs still in the system (arrival
         order), then of the arrivals never reached (not submitted). Returns the names of
         the jobs left in the system."""
-        self._sink.end(end)
+        self.sink.end(end)
         left = sorted(self._jobs, key=self._index.__getitem__)
         for name in left:
             job = self._jobs[name]

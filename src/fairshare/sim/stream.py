@@ -49,16 +49,15 @@ class StreamingOutput:
         self.m = scenario.m
         self.scenario_name = scenario_name
         self.out_dir = Path(out_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         self.paths = {"summary": self.out_dir / "summary.json"}
-        self._timeline_file = None
-        self._timeline = None
         if timeline:
             self.paths["timeline"] = self.out_dir / "timeline.csv"
-            self._timeline_file = open(self.paths["timeline"], "w", encoding="utf-8", newline="",
-                                       buffering=1 << 20)
-            self._timeline = csv.writer(self._timeline_file, lineterminator="\n")
-            self._timeline.writerow(TIMELINE_HEAD + self.names)
+        # (the files are opened by the first ``record``: nothing is written before the run)
+        self._opened = False
+        self._timeline_file = None
+        self._timeline = None
+        self._spool = None
+        self.rows_written = 0  # timeline rows produced (written or not)
         # per (kind, entity): [its last row, its integrals]; jobs only while in the system
         self._entities: dict[tuple[str, str], list] = {}
         # starvation: per job in the system
@@ -75,15 +74,26 @@ class StreamingOutput:
         self._completion = array("d")  # finish - submit of the finished jobs, arrival order
         self._work_lost: list[float] = []  # per job preempted, its work lost
         self._jobs = 0
-        # the job entries: text spooled to a temporary file, found by arrival index
-        self._spool = tempfile.TemporaryFile(mode="w+b", dir=self.out_dir, prefix=".summary-jobs-")
+        # the job entries: text spooled to a temporary file (``_spool``), found by arrival index
         self._offsets = array("q")
         self._lengths = array("q")
         self._end: float | None = None
 
+    def _open(self) -> None:
+        self._opened = True
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        if "timeline" in self.paths:
+            self._timeline_file = open(self.paths["timeline"], "w", encoding="utf-8", newline="",
+                                       buffering=1 << 20)
+            self._timeline = csv.writer(self._timeline_file, lineterminator="\n")
+            self._timeline.writerow(TIMELINE_HEAD + self.names)
+        self._spool = tempfile.TemporaryFile(mode="w+b", dir=self.out_dir, prefix=".summary-jobs-")
+
     # --- RunSink ---------------------------------------------------------------------------------
     def record(self, t: float, rows: list[Row], demand_changes: list[tuple[float, str, bool]],
                capacity: Vector | None) -> None:
+        if not self._opened:
+            self._open()
         touched: set[str] = set()
         demanding = self._demanding
         for _t, name, flag in demand_changes:
@@ -91,6 +101,7 @@ class StreamingOutput:
             touched.add(name)
         entities = self._entities
         writer = self._timeline
+        self.rows_written += len(rows)
         for row in rows:
             if writer is not None:
                 writer.writerow([fmt_time(row[0]), row[1], row[2], row[3], fmt_amount(row[4]),
@@ -123,6 +134,8 @@ class StreamingOutput:
 
     def job(self, index: int, job: Job, outcome: JobOutcome, tasks_preempted: int | None,
             work_lost: float | None) -> None:
+        if not self._opened:
+            self._open()
         name = job.name
         finish = outcome.finish
         got = self._entities.pop(("job", name), None)
@@ -170,6 +183,8 @@ class StreamingOutput:
     def finish(self, result: SimResult) -> dict:
         """Close the timeline, write ``summary.json`` (every job's entry, in arrival order)
         and return the summary without its ``jobs`` (an empty mapping: they are in the file)."""
+        if not self._opened:
+            self._open()
         if self._timeline_file is not None:
             self._timeline_file.close()
             self._timeline_file = None
