@@ -181,11 +181,15 @@ def report(path: Path, plot_path: Path | None) -> int:
     from fairshare.traces.google_full import FULL_JOBS
 
     runs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for r in runs:  # (lines from before streaming have no mode: they were materialized)
+        r.setdefault("mode", "materialized")
     full_runs = runs[0]["full_task_runs"]  # the generator's expectation at fraction 1
-    policies = sorted({r["policy"] for r in runs})
+    # one series per policy and mode (streamed and materialized runs cost differently)
+    series = sorted({(r["policy"], r["mode"]) for r in runs})
     print(f"full size: {FULL_JOBS:,} jobs, {full_runs:,} task runs (expected)")
-    for policy in policies:
-        done = sorted((r for r in runs if r["policy"] == policy and r["finished"]), key=lambda r: r["task_runs"])
+    for policy, mode in series:
+        done = sorted((r for r in runs if (r["policy"], r["mode"]) == (policy, mode) and r["finished"]),
+                      key=lambda r: r["task_runs"])
         if len(done) < 2:
             continue
         xs = [r["task_runs"] for r in done]
@@ -198,7 +202,7 @@ def report(path: Path, plot_path: Path | None) -> int:
         # the growth exponent between the two largest runs (1: linear), carried to the full size
         k = math.log(last["simulate_cpu_s"] / prev["simulate_cpu_s"]) / math.log(last["task_runs"] / prev["task_runs"])
         by_power = last["simulate_cpu_s"] * (full_runs / last["task_runs"]) ** k
-        print(f"{policy}: CPU time = {a_t:.1f} s + {b_t * 1e6:.1f} s per million runs -> full size "
+        print(f"{policy} ({mode}): CPU time = {a_t:.1f} s + {b_t * 1e6:.1f} s per million runs -> full size "
               f"{(a_t + b_t * full_runs) / 3600:.1f} h (marginal between the two largest runs: "
               f"{marginal * 1e6:.1f} s per million -> {by_marginal / 3600:.1f} h; growth exponent there "
               f"{k:.2f} -> {by_power / 3600:.1f} h); "
@@ -210,18 +214,21 @@ def report(path: Path, plot_path: Path | None) -> int:
         import matplotlib.pyplot as plt
 
         fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(10, 3.8))
-        for policy in policies:
-            mine = sorted((r for r in runs if r["policy"] == policy), key=lambda r: r["task_runs"])
+        for policy, mode in series:
+            mine = sorted((r for r in runs if (r["policy"], r["mode"]) == (policy, mode)),
+                          key=lambda r: r["task_runs"])
             xs = [r["task_runs"] / 1e6 for r in mine]
-            line, = ax_t.plot(xs, [r["simulate_cpu_s"] for r in mine], "o-", label=policy)
-            ax_m.plot(xs, [r["peak_mb"] for r in mine], "o-", color=line.get_color(), label=policy)
+            style = "o--" if mode == "materialized" else "s-"
+            label = f"{policy} ({mode})"
+            line, = ax_t.plot(xs, [r["simulate_cpu_s"] for r in mine], style, label=label)
+            ax_m.plot(xs, [r["peak_mb"] for r in mine], style, color=line.get_color(), label=label)
             for r in mine:
                 if not r["finished"]:
                     ax_t.annotate("stopped", (r["task_runs"] / 1e6, r["simulate_cpu_s"]), fontsize=7)
         for ax in (ax_t, ax_m):
             ax.set_xlabel("task runs in the workload (millions; full size ~23.5)")
             ax.grid(alpha=0.3)
-            ax.legend()
+            ax.legend(fontsize=7)
         ax_t.set_ylabel("simulate CPU time (s)")
         ax_m.set_ylabel("peak resident memory (MB)")
         fig.suptitle("Google 2011 full-size generator: first fractions of the 29 days")
