@@ -173,6 +173,14 @@ def test_bad_streams_are_refused(tmp_path):
     unbounded = replace(sc.jobs[0], classes=(replace(sc.jobs[0].classes[0], count=None),))
     with pytest.raises(SimulationError, match="job 'j0' has an unbounded task count"):
         streaming([unbounded], SimOptions())
+    with pytest.raises(SimulationError, match="job 'j0': unknown queue 'nowhere'"):
+        streaming([replace(sc.jobs[0], queue="nowhere")])
+    one = replace(sc.jobs[0].classes[0], demand=(1.0,))
+    with pytest.raises(SimulationError, match="job 'j0': task class 'c0' has 1 demand amounts, the scenario has 2"):
+        streaming([replace(sc.jobs[0], classes=(one,))])
+    same_name = [sc.jobs[0], replace(sc.jobs[1], name="j0")]
+    with pytest.raises(SimulationError, match="job 'j0' arrives while a job of that name is in the system"):
+        streaming(same_name)
     with pytest.raises(SimulationError, match="scenario lists 30 job"):
         Simulator(sc, make_policy("drf"), arrivals=iter(()), sink=StreamingOutput(empty, tmp_path / "o2"))
     with pytest.raises(SimulationError, match="both arrivals and a sink"):

@@ -54,6 +54,7 @@ from fairshare.engine.scheduler import Scheduler
 from fairshare.engine.snapshot import JobTimes
 from fairshare.engine.step import Engine, Instant
 from fairshare.model.jobs import Job
+from fairshare.model.queues import ROOT
 from fairshare.model.resources import Vector
 from fairshare.model.scenario import PreemptionConfig, Scenario
 from fairshare.policies import Policy, PolicyModeError
@@ -258,6 +259,14 @@ class Simulator:
                                   f"give a stop time (until)")
         if job.name in self._jobs:
             raise SimulationError(f"job {job.name!r} arrives while a job of that name is in the system")
+        # (what the loader checks for a scenario's own jobs and the engine relies on)
+        if job.queue != ROOT and job.queue not in self.scenario.queues:
+            raise SimulationError(f"job {job.name!r}: unknown queue {job.queue!r}")
+        m = self.scenario.m
+        for cls in job.classes:
+            if len(cls.demand) != m:
+                raise SimulationError(f"job {job.name!r}: task class {cls.name!r} has {len(cls.demand)} "
+                                      f"demand amounts, the scenario has {m} resources")
         self._last_submit = job.submit_s
         return job
 
