@@ -100,6 +100,14 @@ def test_streaming_writes_the_upfront_files(tmp_path, policy, seed):
     assert set(sim.engine.ledger._jobs) <= left and {name for name, _ in sim.durations._streams} == left
 
 
+def test_a_streamed_result_is_not_summarized_from_rows(tmp_path):
+    sc = random_scenario(0, events=None)
+    _, streamed, _ = run_both(tmp_path, sc, "drf", SimOptions(until=20))
+    assert streamed.streamed and streamed.rows == [] and streamed.jobs == {}
+    with pytest.raises(ValueError, match="its summary comes from its sink"):
+        summarize(streamed)
+
+
 def test_streaming_until_before_the_last_arrivals(tmp_path):
     sc = random_scenario(2)
     last = sc.jobs[-1].submit_s

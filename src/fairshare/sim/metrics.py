@@ -263,6 +263,9 @@ def summarize(result: SimResult, *, fairness_gap: bool = True, scenario_name: st
     ``fairness_gap=False`` skips the static allocations the gap needs (``null`` then).
     A streaming run's summary comes from ``sim.stream.StreamingOutput`` instead, with the
     same entries (``job_entry``, ``queue_entry``, ``document``)."""
+    if result.streamed:
+        raise ValueError("a streaming run keeps no rows: its summary comes from its sink "
+                         "(sim.stream.StreamingOutput.finish)")
     sc = result.scenario
     names = sc.resources
     m = sc.m

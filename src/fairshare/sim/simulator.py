@@ -131,6 +131,8 @@ class SimResult:
     #: per queue, seconds below its fair share by more than the tolerance while demanding
     #: (with preemption on, or ``track_fair_share``; None otherwise)
     time_below_fair_share: dict[str, float] | None = None
+    #: a streaming run: ``rows``, ``demand_changes`` and ``jobs`` went to its sink
+    streamed: bool = False
 
 
 ProgressFn = Callable[[float, int], None]  # (simulated now, tasks completed so far)
@@ -247,7 +249,8 @@ class Simulator:
 
     # --- the loop ---------------------------------------------------------------------------
     def _arrival(self) -> Job | None:
-        """The next arrival (None when there is none); streaming: checked and registered."""
+        """The next arrival (None when there is none); streaming: checked against the
+        scenario and the submit order."""
         job = next(self._arrivals, None)
         if job is None or not self._streaming:
             return job
@@ -393,7 +396,7 @@ class Simulator:
             tasks_stretched=self.executor.stretched, notes=notes,
             preemptions=self._preemptions_total if self._preempting else None,
             tasks_preempted=dict(self._tasks_preempted), work_lost=dict(self._work_lost),
-            time_below_fair_share=time_below)
+            time_below_fair_share=time_below, streamed=streaming)
         return self._result
 
     def _arrived_total(self) -> int:
