@@ -442,7 +442,6 @@ def _simulate_streaming(args: argparse.Namespace, scenario, policy) -> int:
 
     from fairshare.sim.progress import ProgressBar
     from fairshare.sim.simulator import SimulationError, check_bounded
-    from fairshare.sim.stream import StreamingOutput
 
     try:
         check_bounded(scenario.jobs, args.until)
