@@ -2,11 +2,15 @@
 
 Generates the first ``--fraction`` of a full-size Google 2011 workload from the three
 task_events parts at hand (``fairshare.traces.google_full``: the parts' jobs bootstrapped
-at the full trace's arrival rate, on the 12,583-machine mix), then runs
-``fairshare.sim.simulate`` on it with ``--policy``, and prints one JSON line: sizes, wall
-times (templates, generation, simulation) and peak memory (``resource.getrusage``
-``ru_maxrss`` of this process: the generator, the materialized scenario and the
-simulator together). Run each fraction in its own process: the peak is per process.
+at the full trace's arrival rate, on the 12,583-machine mix) and streams it into the
+simulator with ``--policy`` (``Simulator(arrivals=, sink=)``: jobs generated as they
+arrive, forgotten when they finish; ``summary.json`` from running accumulators into a
+temporary directory, and the timeline too with ``--timeline``). Prints one JSON line:
+sizes, wall and CPU times (templates, a counting pass over the generator, simulation)
+and peak memory (``resource.getrusage`` ``ru_maxrss`` of this process: the templates,
+the generator and the simulator together). Run each fraction in its own process: the
+peak is per process. ``--materialize`` runs the earlier way instead: every job built into
+a ``Scenario`` first and ``fairshare.sim.simulate`` on it (timeline rows kept in memory).
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_google_full.py --fraction 0.001 --policy hdrf
     ... --profile out.prof    # cProfile the simulation; the top functions go to stderr
@@ -53,6 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--traces", type=Path, default=REPO.parent / "shared" / "traces")
     ap.add_argument("--timeout", type=float, default=None, metavar="S", help="stop the simulation after S s")
     ap.add_argument("--profile", type=Path, default=None, metavar="FILE", help="cProfile the simulation into FILE")
+    ap.add_argument("--materialize", action="store_true",
+                    help="build the whole scenario first and simulate it up front (the non-streaming path)")
+    ap.add_argument("--timeline", action="store_true",
+                    help="streaming: write timeline.csv too (into the temporary directory; GBs at full size)")
+    ap.add_argument("--out", type=Path, default=None, metavar="DIR",
+                    help="streaming: keep summary.json (and timeline.csv) in DIR instead of a temporary directory")
     ap.add_argument("--report", type=Path, default=None, metavar="RUNS.jsonl", help="fit and plot earlier runs")
     ap.add_argument("--plot", type=Path, default=None, metavar="FILE", help="with --report: the plot to write")
     args = ap.parse_args(argv)
@@ -61,7 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.fraction is None:
         ap.error("--fraction is required (or --report)")
 
-    from fairshare.sim import SimOptions, simulate
+    import tempfile
+    from dataclasses import replace
+
+    from fairshare.policies import make_policy
+    from fairshare.sim import SimOptions, Simulator, simulate
+    from fairshare.sim.stream import StreamingOutput
     from fairshare.traces import google_full
 
     directory = args.traces / "google-2011"
@@ -71,9 +86,17 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     templates = google_full.templates_from_parts(directory)
     t1 = time.monotonic()
-    scenario = google_full.materialize(templates, google_full.generate(templates, args.fraction, args.seed))
+    scenario = None
+    if args.materialize:
+        scenario = google_full.materialize(templates, google_full.generate(templates, args.fraction, args.seed))
+        jobs = len(scenario.jobs)
+        runs = sum(j.total_count or 0 for j in scenario.jobs)
+    else:  # one counting pass (nothing kept): the workload's size, whatever the timeout
+        jobs = runs = 0
+        for job in google_full.generate(templates, args.fraction, args.seed):
+            jobs += 1
+            runs += job.total_count or 0
     t2 = time.monotonic()
-    runs = sum(j.total_count or 0 for j in scenario.jobs)
     memory_before_sim = peak_mb()
 
     c2 = time.process_time()
@@ -93,27 +116,48 @@ def main(argv: list[str] | None = None) -> int:
         profiler.enable()
     finished = True
     result = None
+    sink = None
+    rows = None
+    scratch = None
     try:
-        result = simulate(scenario, args.policy, SimOptions(seed=args.seed), progress=progress)
+        if args.materialize:
+            result = simulate(scenario, args.policy, SimOptions(seed=args.seed), progress=progress)
+            rows = len(result.rows)
+        else:
+            out_dir = args.out
+            if out_dir is None:
+                scratch = tempfile.TemporaryDirectory(prefix="bench-google-full-")
+                out_dir = Path(scratch.name)
+            empty = replace(templates.base, jobs=(), source="google2011 full-size generator")
+            sink = StreamingOutput(empty, out_dir, timeline=args.timeline)
+            sim = Simulator(empty, make_policy(args.policy), SimOptions(seed=args.seed), progress,
+                            arrivals=google_full.generate(templates, args.fraction, args.seed), sink=sink)
+            result = sim.run()
+            sink.finish(result)
+            rows = sink.rows_written
     except _OutOfTime:
         finished = False
+        result = None
     finally:
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(args.profile)
+        if scratch is not None:
+            scratch.cleanup()
     t3 = time.monotonic()
     c3 = time.process_time()
     out = {
         "fraction": args.fraction, "policy": args.policy, "seed": args.seed,
-        "span_s": google_full.span_of(args.fraction), "jobs": len(scenario.jobs), "task_runs": runs,
-        "machines": len(scenario.cluster.nodes),
+        "mode": "materialized" if args.materialize else ("streamed+timeline" if args.timeline else "streamed"),
+        "span_s": google_full.span_of(args.fraction), "jobs": jobs, "task_runs": runs,
+        "machines": len(templates.base.cluster.nodes),
         "full_task_runs": round(google_full.expected_size(templates, 1.0)["task runs"]),
         "templates_s": round(t1 - t0, 2), "generate_s": round(t2 - t1, 2), "simulate_s": round(t3 - t2, 2),
         "simulate_cpu_s": round(c3 - c2, 2), "load_average": round(os.getloadavg()[0], 1),
         "finished": finished,
         "tasks_completed": result.tasks_completed if result else reached["completed"],
         "simulated_s": result.end_time if result else reached["now"],
-        "timeline_rows": len(result.rows) if result else None,
+        "timeline_rows": rows,
         "peak_mb_before_simulate": round(memory_before_sim), "peak_mb": round(peak_mb()),
     }
     print(json.dumps(out), flush=True)
@@ -137,11 +181,15 @@ def report(path: Path, plot_path: Path | None) -> int:
     from fairshare.traces.google_full import FULL_JOBS
 
     runs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for r in runs:  # (lines from before streaming have no mode: they were materialized)
+        r.setdefault("mode", "materialized")
     full_runs = runs[0]["full_task_runs"]  # the generator's expectation at fraction 1
-    policies = sorted({r["policy"] for r in runs})
+    # one series per policy and mode (streamed and materialized runs cost differently)
+    series = sorted({(r["policy"], r["mode"]) for r in runs})
     print(f"full size: {FULL_JOBS:,} jobs, {full_runs:,} task runs (expected)")
-    for policy in policies:
-        done = sorted((r for r in runs if r["policy"] == policy and r["finished"]), key=lambda r: r["task_runs"])
+    for policy, mode in series:
+        done = sorted((r for r in runs if (r["policy"], r["mode"]) == (policy, mode) and r["finished"]),
+                      key=lambda r: r["task_runs"])
         if len(done) < 2:
             continue
         xs = [r["task_runs"] for r in done]
@@ -154,7 +202,7 @@ def report(path: Path, plot_path: Path | None) -> int:
         # the growth exponent between the two largest runs (1: linear), carried to the full size
         k = math.log(last["simulate_cpu_s"] / prev["simulate_cpu_s"]) / math.log(last["task_runs"] / prev["task_runs"])
         by_power = last["simulate_cpu_s"] * (full_runs / last["task_runs"]) ** k
-        print(f"{policy}: CPU time = {a_t:.1f} s + {b_t * 1e6:.1f} s per million runs -> full size "
+        print(f"{policy} ({mode}): CPU time = {a_t:.1f} s + {b_t * 1e6:.1f} s per million runs -> full size "
               f"{(a_t + b_t * full_runs) / 3600:.1f} h (marginal between the two largest runs: "
               f"{marginal * 1e6:.1f} s per million -> {by_marginal / 3600:.1f} h; growth exponent there "
               f"{k:.2f} -> {by_power / 3600:.1f} h); "
@@ -166,18 +214,21 @@ def report(path: Path, plot_path: Path | None) -> int:
         import matplotlib.pyplot as plt
 
         fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(10, 3.8))
-        for policy in policies:
-            mine = sorted((r for r in runs if r["policy"] == policy), key=lambda r: r["task_runs"])
+        for policy, mode in series:
+            mine = sorted((r for r in runs if (r["policy"], r["mode"]) == (policy, mode)),
+                          key=lambda r: r["task_runs"])
             xs = [r["task_runs"] / 1e6 for r in mine]
-            line, = ax_t.plot(xs, [r["simulate_cpu_s"] for r in mine], "o-", label=policy)
-            ax_m.plot(xs, [r["peak_mb"] for r in mine], "o-", color=line.get_color(), label=policy)
+            style = "o--" if mode == "materialized" else "s-"
+            label = f"{policy} ({mode})"
+            line, = ax_t.plot(xs, [r["simulate_cpu_s"] for r in mine], style, label=label)
+            ax_m.plot(xs, [r["peak_mb"] for r in mine], style, color=line.get_color(), label=label)
             for r in mine:
                 if not r["finished"]:
                     ax_t.annotate("stopped", (r["task_runs"] / 1e6, r["simulate_cpu_s"]), fontsize=7)
         for ax in (ax_t, ax_m):
             ax.set_xlabel("task runs in the workload (millions; full size ~23.5)")
             ax.grid(alpha=0.3)
-            ax.legend()
+            ax.legend(fontsize=7)
         ax_t.set_ylabel("simulate CPU time (s)")
         ax_m.set_ylabel("peak resident memory (MB)")
         fig.suptitle("Google 2011 full-size generator: first fractions of the 29 days")

@@ -168,6 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"scenario file (YAML or JSON), or '{DEFAULT_SCENARIO}' for the bundled example")
     simp.add_argument("--policy", required=True, metavar="P", help="policy name (see `fairshare policies`)")
     sim_common(simp)
+    simp.add_argument("--stream", action="store_true",
+                      help="bounded memory for large traces: jobs enter the simulator in submit order and leave "
+                           "it when they finish; timeline.csv is written as the run goes and summary.json from "
+                           "running totals; no fairness gap (null) and no report.html (docs/simulation.md)")
     policy_options(simp)
 
     comp = sub.add_parser("compare", help="simulate several policies on the same scenario and seed",
@@ -291,6 +295,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     scenario = _load(args.scenario)
     _check_resource_options(options, scenario)
     _check_out(args.out)
+    if args.stream:
+        return _simulate_streaming(args, scenario, policy)
     sim = _simulator(args, scenario, policy, f"--policy {args.policy}")
     out = _out_dir(args.out)
     result, summary = _run_one(args, sim, label="")
@@ -404,8 +410,9 @@ def _out_dir(text: str):
     return out
 
 
-def _simulator(args: argparse.Namespace, scenario, policy, flag: str):
-    """A ready-to-run Simulator; its construction is where a policy refuses online mode."""
+def _simulator(args: argparse.Namespace, scenario, policy, flag: str, *, arrivals=None, out=None):
+    """A ready-to-run Simulator; its construction is where a policy refuses online mode.
+    With ``arrivals``: a streaming one, writing into ``out`` (``simulate --stream``)."""
     from fairshare.model.scenario import PreemptionConfig
     from fairshare.policies.base import PolicyModeError
     from fairshare.sim import SimOptions, SimulationError, Simulator
@@ -414,11 +421,48 @@ def _simulator(args: argparse.Namespace, scenario, policy, flag: str):
                          preemption=(scenario.preemption or PreemptionConfig()) if args.preempt else None,
                          track_fair_share=args.track_fair_share)
     try:
-        return Simulator(scenario, policy, options)
+        if arrivals is None:
+            return Simulator(scenario, policy, options)
+        from fairshare.sim.stream import StreamingOutput
+
+        # (the sink touches the disk only when the run starts: a policy that refuses online
+        # mode stops us before anything is written)
+        sink = StreamingOutput(scenario, out, scenario_name=_display_name(args.scenario))
+        return Simulator(scenario, policy, options, arrivals=arrivals, sink=sink)
     except PolicyModeError as exc:
         raise CLIError(f"{flag}: {exc}") from None
     except SimulationError as exc:
         raise CLIError(f"--until: {exc}") from None
+
+
+def _simulate_streaming(args: argparse.Namespace, scenario, policy) -> int:
+    """``simulate --stream``: the scenario's jobs streamed in submit order (ties in file
+    order) into a ``Simulator`` with a ``StreamingOutput`` sink."""
+    from dataclasses import replace
+
+    from fairshare.sim.progress import ProgressBar
+    from fairshare.sim.simulator import SimulationError, check_bounded
+
+    try:
+        check_bounded(scenario.jobs, args.until)
+    except SimulationError as exc:
+        raise CLIError(f"--until: {exc}") from None
+    arrivals = sorted(scenario.jobs, key=lambda j: j.submit_s)
+    empty = replace(scenario, jobs=())
+    sim = _simulator(args, empty, policy, f"--policy {args.policy}", arrivals=arrivals, out=_out_dir(args.out))
+    if args.progress or sys.stderr.isatty():
+        totals = [j.total_count for j in arrivals]
+        sim.progress = ProgressBar(sys.stderr, until=args.until, total_tasks=None if None in totals else sum(totals))
+    result = sim.run()
+    if sim.progress is not None:
+        sim.progress.close(result.end_time, result.tasks_completed)
+    summary = sim.sink.finish(result)
+    stale = sim.sink.out_dir / "report.html"
+    if stale.exists():  # (an earlier run's: it would describe another run than these files)
+        stale.unlink()
+    _print_run_line(result, summary)
+    print(f"summary: {sim.sink.paths['summary']}; timeline: {sim.sink.paths['timeline']} (streamed: no report.html)")
+    return EXIT_OK
 
 
 def _run_one(args: argparse.Namespace, sim, *, label: str):

@@ -263,6 +263,22 @@ class Scheduler:
         self._refresh_factors(now)
         return lost
 
+    def forget(self, job_name: str) -> JobRuntime:
+        """Drop a finished job's record (a streaming runtime keeps only the jobs in the
+        system); returns it. The sorter already let it go when it completed. Raises
+        ``ValueError`` for a job that is unknown or not finished (its tasks still hold
+        resources, or it may still run)."""
+        rt = self.jobs.get(job_name)
+        if rt is None:
+            raise ValueError(f"job {job_name!r} is not known to the scheduler")
+        if rt.finished_at is None:
+            raise ValueError(f"job {job_name!r} has not finished: only a finished job can be forgotten")
+        del self.jobs[job_name]
+        self.changed.discard(job_name)
+        for j in range(len(rt.job.classes)):
+            self._per_node.pop((job_name, j), None)
+        return rt
+
     def track_queue_usage(self) -> QueueBounds:
         """Keep every queue's usage up to date from now on (preemption reads it each
         round); returns the ledger (``bounds``, which then tracks every queue)."""

@@ -229,6 +229,15 @@ class UsageLedger:
         if for_changes:
             self._unreported = got if self._unreported is None else _merge(self._unreported, got)
 
+    def forget(self, name: str) -> None:
+        """Drop a finished job's last rolled-up usage (``Engine.forget``). Its last
+        change (the finish) must have been reported already: the queue and cluster sums
+        hold its final usage, zero."""
+        if name in self.scheduler.changed or (self._unreported is not None and
+                                               any(job.name == name for job in self._unreported.jobs)):
+            raise ValueError(f"job {name!r} has changes not reported yet: call changes() before forgetting it")
+        self._jobs.pop(name, None)
+
     @staticmethod
     def _usage(state: list, capacity: Vector) -> Usage:
         # ``clean`` inlined: this runs for every changed queue at every simulated instant

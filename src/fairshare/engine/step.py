@@ -171,6 +171,16 @@ class Engine:
             start(launch, now)
         return launches
 
+    def forget(self, name: str) -> None:
+        """Drop a finished job from the scheduler and the usage ledger, once ``changes()``
+        has reported its finish: a streaming runtime keeps only the jobs in the system.
+        The job's record is gone afterwards (``snapshot`` no longer lists it)."""
+        rt = self.scheduler.jobs.get(name)
+        if rt is None or rt.finished_at is None:
+            self.scheduler.forget(name)  # (raises: unknown, or not finished)
+        self.ledger.forget(name)
+        self.scheduler.forget(name)
+
     def wake_at(self) -> float | None:
         """When a starved queue's wait for preemption ends, if one is waiting: a runtime
         whose rounds happen only at events (the simulator) steps with a ``Wake`` then."""

@@ -1,10 +1,19 @@
 """Task durations, sampled at launch from each task class's ``Duration``.
 
 All randomness of a simulation comes from one ``random.Random(seed)`` owned by the
-simulator. From it, before anything runs, each (job, task class) gets its own stream
-(a 64-bit seed drawn in scenario order). The n-th task of a class therefore gets the same
-duration whatever the policy did before it: ``fairshare compare`` is a paired comparison
-(common random numbers), and adding a job does not shift the other jobs' durations.
+simulator. From it each (job, task class) gets its own stream: a 64-bit seed drawn when
+the job is added to the sampler (:meth:`DurationSampler.add`), class by class. A run
+that knows its jobs up front adds them all before anything runs, in scenario order; a
+streaming run adds each job at its arrival. The two draw the same seeds whenever the
+scenario lists its jobs in submit order (converted traces and the full-size generator
+do): the n-th job added gets the n-th seeds either way. The n-th task of a class
+therefore gets the same duration whatever the policy did before it: ``fairshare compare``
+is a paired comparison (common random numbers), and adding a job does not shift the
+other jobs' durations.
+
+A class's ``random.Random`` (about 2.9 KB of state) is built from its seed only when the
+class first samples from it: ``fixed`` and ``list`` durations never do, and a trace's
+classes are mostly ``list``s. :meth:`DurationSampler.forget` drops a finished job.
 
 Kinds (``model.jobs.Duration``): ``fixed`` (``value``), ``exponential`` (``mean``),
 ``uniform`` (``low``, ``high``), ``lognormal`` (``mu``, ``sigma`` of the underlying normal),
@@ -15,6 +24,7 @@ Kinds (``model.jobs.Duration``): ``fixed`` (``value``), ``exponential`` (``mean`
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 
 from fairshare.model.jobs import Duration, Job
 
@@ -25,35 +35,49 @@ MIN_DURATION_S = 1e-9
 
 
 class DurationSampler:
-    def __init__(self, jobs: tuple[Job, ...], rng: random.Random):
-        self._streams: dict[tuple[str, int], random.Random] = {}
+    def __init__(self, jobs: Iterable[Job], rng: random.Random):
+        self._rng = rng
+        # per (job, class): the stream's seed, replaced by the stream once it is used
+        self._streams: dict[tuple[str, int], int | random.Random] = {}
         self._cursor: dict[tuple[str, int], int] = {}
         for job in jobs:
-            for j, _cls in enumerate(job.classes):
-                key = (job.name, j)
-                self._streams[key] = random.Random(rng.getrandbits(64))
-                self._cursor[key] = 0
+            self.add(job)
+
+    def add(self, job: Job) -> None:
+        """Draw the job's per-class seeds (the next ones of the run's generator)."""
+        rng = self._rng
+        for j in range(len(job.classes)):
+            self._streams[(job.name, j)] = rng.getrandbits(64)
+
+    def forget(self, job: Job) -> None:
+        """Drop a finished job's streams and cursors."""
+        for j in range(len(job.classes)):
+            key = (job.name, j)
+            del self._streams[key]
+            self._cursor.pop(key, None)
 
     def sample(self, job: Job, class_index: int) -> float:
         key = (job.name, class_index)
         d: Duration = job.classes[class_index].duration
-        p = dict(d.params)
-        if d.kind == "fixed":
-            value = float(p["value"])
-        elif d.kind == "list":
-            values = p["values"]
-            k = self._cursor[key]
+        kind = d.kind
+        if kind == "fixed":
+            value = float(dict(d.params)["value"])
+        elif kind == "list":
+            values = dict(d.params)["values"]
+            k = self._cursor.get(key, 0)
             self._cursor[key] = k + 1
             value = float(values[k % len(values)])
         else:
             rng = self._streams[key]
-            if d.kind == "exponential":
+            if not isinstance(rng, random.Random):
+                rng = self._streams[key] = random.Random(rng)
+            p = dict(d.params)
+            if kind == "exponential":
                 value = rng.expovariate(1.0 / float(p["mean"]))
-            elif d.kind == "uniform":
+            elif kind == "uniform":
                 value = rng.uniform(float(p["low"]), float(p["high"]))
-            elif d.kind == "lognormal":
+            elif kind == "lognormal":
                 value = rng.lognormvariate(float(p["mu"]), float(p["sigma"]))
             else:  # the loader admits no other kind
-                raise ValueError(f"unknown duration kind {d.kind!r} in job {job.name!r}")
+                raise ValueError(f"unknown duration kind {kind!r} in job {job.name!r}")
         return max(value, MIN_DURATION_S)
-

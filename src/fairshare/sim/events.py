@@ -43,6 +43,13 @@ class EventQueue:
     def peek_time(self) -> float | None:
         return self._heap[0][0] if self._heap else None
 
+    def peek(self) -> tuple[float, int] | None:
+        """``(time, priority)`` of the next event, None when empty."""
+        if not self._heap:
+            return None
+        top = self._heap[0]
+        return top[0], top[1]
+
     def __len__(self) -> int:
         return len(self._heap)
 

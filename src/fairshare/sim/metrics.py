@@ -260,7 +260,12 @@ def replay(result: SimResult, *, fairness_gap: bool = True) -> Replay:
 def summarize(result: SimResult, *, fairness_gap: bool = True, scenario_name: str | None = None) -> dict:
     """The ``summary.json`` document: the contract's keys first, then extensions.
 
-    ``fairness_gap=False`` skips the static allocations the gap needs (``null`` then)."""
+    ``fairness_gap=False`` skips the static allocations the gap needs (``null`` then).
+    A streaming run's summary comes from ``sim.stream.StreamingOutput`` instead, with the
+    same entries (``job_entry``, ``queue_entry``, ``document``)."""
+    if result.streamed:
+        raise ValueError("a streaming run keeps no rows: its summary comes from its sink "
+                         "(sim.stream.StreamingOutput.finish)")
     sc = result.scenario
     names = sc.resources
     m = sc.m
@@ -268,32 +273,15 @@ def summarize(result: SimResult, *, fairness_gap: bool = True, scenario_name: st
     ints = integrals(result)
     zero = Integral(0.0, [0.0] * m, 0.0)
 
-    cap_int = capacity_integral(result)
-    cl = ints.get(("cluster", CLUSTER), zero)
-    utilization = {res: (cl.allocation[r] / cap_int[r] if cap_int[r] > 0 else 0.0) for r, res in enumerate(names)}
-
     rep = replay(result, fairness_gap=fairness_gap)
+    preempting = result.preemptions is not None
     jobs: dict[str, dict] = {}
     for job in sc.jobs:
-        o = result.jobs[job.name]
-        span = ((o.finish if o.finish is not None else end) - o.submit) if o.submitted else 0.0
-        it = ints.get(("job", job.name), zero)
-        jobs[job.name] = {
-            "submit": o.submit,
-            "start": o.start,
-            "finish": o.finish,
-            "completion_time": (o.finish - o.submit) if o.finish is not None else None,
-            "tasks_completed": o.tasks_completed,
-            "mean_running_tasks": it.running / span if span > 0 else 0.0,
-            "mean_allocation": {res: (it.allocation[r] / span if span > 0 else 0.0) for r, res in enumerate(names)},
-            # extensions
-            "queue": job.queue or None,
-            "tasks_total": o.tasks_total,
-            "longest_starvation_s": rep.longest_starvation.get(job.name, 0.0),
-        }
-        if result.preemptions is not None:
-            jobs[job.name]["tasks_preempted"] = result.tasks_preempted.get(job.name, 0)
-            jobs[job.name]["work_lost"] = result.work_lost.get(job.name, 0.0)
+        jobs[job.name] = job_entry(
+            job.queue, result.jobs[job.name], ints.get(("job", job.name), zero), names, end,
+            rep.longest_starvation.get(job.name, 0.0),
+            result.tasks_preempted.get(job.name, 0) if preempting else None,
+            result.work_lost.get(job.name, 0.0) if preempting else None)
     queues: dict[str, dict] = {}
     for path in sc.queues.paths:
         prefix = path + "."
@@ -305,20 +293,68 @@ def summarize(result: SimResult, *, fairness_gap: bool = True, scenario_name: st
             span = stop - min(starts)
         else:
             span = 0.0
-        it = ints.get(("queue", path), zero)
-        queues[path] = {
-            "mean_allocation": {res: (it.allocation[r] / span if span > 0 else 0.0) for r, res in enumerate(names)},
-            "mean_dominant_share": it.dominant_share / span if span > 0 else 0.0,
-        }
-        if result.time_below_fair_share is not None:
-            queues[path]["time_below_fair_share"] = result.time_below_fair_share.get(path, 0.0)
+        queues[path] = queue_entry(ints.get(("queue", path), zero), span, names,
+                                   None if result.time_below_fair_share is None
+                                   else result.time_below_fair_share.get(path, 0.0))
 
     ct = completion_times(result)
     starved_job = max(rep.longest_starvation, key=lambda n: (rep.longest_starvation[n], -_index(sc, n)),
                       default=None)
+    starvation = {
+        "max_s": rep.longest_starvation[starved_job] if starved_job is not None else 0.0,
+        "job": starved_job if starved_job is not None and rep.longest_starvation[starved_job] > 0 else None,
+    }
+    return document(result, ints.get(("cluster", CLUSTER), zero), capacity_integral(result), jobs, queues,
+                    list(ct.values()), len(sc.jobs), starvation, rep.gap, scenario_name,
+                    math.fsum(result.work_lost.values()))
+
+
+def job_entry(queue: str, o, it: Integral, names: tuple[str, ...], end: float, longest_starvation: float,
+              tasks_preempted: int | None, work_lost: float | None) -> dict:
+    """One job's ``summary.json`` entry (``o``: its ``JobOutcome``; ``it``: its integrals;
+    the preemption figures None when preemption was off)."""
+    span = ((o.finish if o.finish is not None else end) - o.submit) if o.submitted else 0.0
+    entry = {
+        "submit": o.submit,
+        "start": o.start,
+        "finish": o.finish,
+        "completion_time": (o.finish - o.submit) if o.finish is not None else None,
+        "tasks_completed": o.tasks_completed,
+        "mean_running_tasks": it.running / span if span > 0 else 0.0,
+        "mean_allocation": {res: (it.allocation[r] / span if span > 0 else 0.0) for r, res in enumerate(names)},
+        # extensions
+        "queue": queue or None,
+        "tasks_total": o.tasks_total,
+        "longest_starvation_s": longest_starvation,
+    }
+    if tasks_preempted is not None:
+        entry["tasks_preempted"] = tasks_preempted
+        entry["work_lost"] = work_lost
+    return entry
+
+
+def queue_entry(it: Integral, span: float, names: tuple[str, ...], time_below: float | None) -> dict:
+    """One queue's ``summary.json`` entry (``span``: first submit to last finish below it)."""
+    entry = {
+        "mean_allocation": {res: (it.allocation[r] / span if span > 0 else 0.0) for r, res in enumerate(names)},
+        "mean_dominant_share": it.dominant_share / span if span > 0 else 0.0,
+    }
+    if time_below is not None:
+        entry["time_below_fair_share"] = time_below
+    return entry
+
+
+def document(result: SimResult, cluster: Integral, cap_int: list[float], jobs: dict, queues: dict,
+             completion: list[float], n_jobs: int, starvation: dict, gap: FairnessGap | None,
+             scenario_name: str | None, work_lost: float) -> dict:
+    """The whole ``summary.json`` from its parts (the contract's keys first; ``work_lost``:
+    the total, read only when preemption was on)."""
+    sc = result.scenario
+    utilization = {res: (cluster.allocation[r] / cap_int[r] if cap_int[r] > 0 else 0.0)
+                   for r, res in enumerate(sc.resources)}
     summary = {
         "policy": result.policy,
-        "makespan": end,
+        "makespan": result.end_time,
         "utilization": utilization,
         "jobs": jobs,
         "queues": queues,
@@ -331,21 +367,18 @@ def summarize(result: SimResult, *, fairness_gap: bool = True, scenario_name: st
         "headroom": result.options.headroom,
         "all_finished": result.all_finished,
         "completion_time": {
-            "mean": (math.fsum(ct.values()) / len(ct)) if ct else None,
-            "p95": percentile(list(ct.values()), 95.0),
-            "finished_jobs": len(ct),
-            "unfinished_jobs": len(sc.jobs) - len(ct),
+            "mean": (math.fsum(completion) / len(completion)) if completion else None,
+            "p95": percentile(completion, 95.0),
+            "finished_jobs": len(completion),
+            "unfinished_jobs": n_jobs - len(completion),
         },
-        "starvation": {
-            "max_s": rep.longest_starvation[starved_job] if starved_job is not None else 0.0,
-            "job": starved_job if starved_job is not None and rep.longest_starvation[starved_job] > 0 else None,
-        },
-        "fairness_gap": None if rep.gap is None else {
-            "value": rep.gap.value,
-            "static_policy": rep.gap.static_policy,
-            "static_policy_reason": rep.gap.static_reason,
-            "covered_s": rep.gap.covered_s,
-            "static_allocations": rep.gap.static_allocations,
+        "starvation": starvation,
+        "fairness_gap": None if gap is None else {
+            "value": gap.value,
+            "static_policy": gap.static_policy,
+            "static_policy_reason": gap.static_reason,
+            "covered_s": gap.covered_s,
+            "static_allocations": gap.static_allocations,
         },
         "decisions": result.decisions,
         "tasks": {
@@ -358,7 +391,7 @@ def summarize(result: SimResult, *, fairness_gap: bool = True, scenario_name: st
     }
     if result.preemptions is not None:  # (fair-share preemption was on)
         summary["preemptions"] = result.preemptions
-        summary["work_lost"] = math.fsum(result.work_lost.values())
+        summary["work_lost"] = work_lost
     return summary
 
 

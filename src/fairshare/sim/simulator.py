@@ -22,7 +22,19 @@ last checkpoint kept, ``checkpoint`` on its task class), credits the kept work t
 next task of that job and class to start (it runs that much shorter), and records a
 ``preempt`` timeline row per victim job and instant.
 
-Stopping: when every job has finished; at ``until`` (events after it are not processed;
+Streaming (``arrivals=``, with a ``RunSink``): the jobs come from an iterator in submit
+order instead of ``Scenario.jobs``, so a run's memory is bounded by the jobs in the
+system, not the workload's size. One arrival is pending at a time, merged with the heap
+by the same rule (an arrival at ``t`` comes after the completions and node events at
+``t`` and before a ``Wake``); each job's duration streams are seeded at its arrival
+(``sim.durations``: the same durations as an up-front run whenever the jobs come in
+scenario order); the timeline rows and demand changes of every instant go to the sink
+as they are produced, and so does each job's outcome when it finishes, after which the
+engine, the executor and the simulator forget the job. ``SimResult.rows``,
+``demand_changes`` and ``jobs`` stay empty: the sink has them (``sim.stream``).
+
+Stopping: when every job has finished (streaming: the arrivals are exhausted and no job
+is left in the system); at ``until`` (events after it are not processed;
 unfinished jobs keep ``finish = None``); or when no event is left (a job whose tasks fit
 on no node that is up then stays unfinished, and ``notes`` says so). A job whose counts
 are unbounded never finishes, so ``until`` is required when there is one.
@@ -32,14 +44,17 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from fairshare.engine.events import JobArrived, NodeAdded, NodeLost, TaskFinished, Wake
 from fairshare.engine.preemption import Preemptor
 from fairshare.engine.scheduler import Scheduler
 from fairshare.engine.snapshot import JobTimes
 from fairshare.engine.step import Engine, Instant
+from fairshare.model.jobs import Job
+from fairshare.model.queues import ROOT
 from fairshare.model.resources import Vector
 from fairshare.model.scenario import PreemptionConfig, Scenario
 from fairshare.policies import Policy, PolicyModeError
@@ -116,19 +131,57 @@ class SimResult:
     #: per queue, seconds below its fair share by more than the tolerance while demanding
     #: (with preemption on, or ``track_fair_share``; None otherwise)
     time_below_fair_share: dict[str, float] | None = None
+    #: a streaming run: ``rows``, ``demand_changes`` and ``jobs`` went to its sink
+    streamed: bool = False
 
 
 ProgressFn = Callable[[float, int], None]  # (simulated now, tasks completed so far)
 
 
+class RunSink(Protocol):
+    """Where a streaming run puts what an up-front run keeps in its ``SimResult``
+    (``sim.stream.StreamingOutput`` writes the result files from it)."""
+
+    def record(self, t: float, rows: list[Row], demand_changes: list[tuple[float, str, bool]],
+               capacity: Vector | None) -> None:
+        """One instant's timeline rows (in (kind, entity) order), demand changes, and the
+        capacity when it changed."""
+
+    def end(self, end_time: float) -> None:
+        """The run's end time, known before the outcomes of the jobs left unfinished."""
+
+    def job(self, index: int, job: Job, outcome: JobOutcome, tasks_preempted: int | None,
+            work_lost: float | None) -> None:
+        """A job's outcome (``index``: its arrival order, from 0), once: when it finishes,
+        else at the end (unfinished, or never submitted: ``end`` came first). The
+        preemption figures are None when preemption was off."""
+
+
+def check_bounded(jobs: Iterable[Job], until: float | None) -> None:
+    """Raise ``SimulationError`` naming the jobs with unbounded task counts when there is
+    no stop time (they would never finish)."""
+    unbounded = [j.name for j in jobs if j.total_count is None]
+    if unbounded and until is None:
+        shown = ", ".join(unbounded[:5]) + (f" and {len(unbounded) - 5} more" if len(unbounded) > 5 else "")
+        raise SimulationError(f"job(s) {shown} have unbounded task counts and would never finish: "
+                              f"give a stop time (--until SECONDS)")
+
+
 class Simulator:
     def __init__(self, scenario: Scenario, policy: Policy, options: SimOptions = SimOptions(),
-                 progress: ProgressFn | None = None):
-        unbounded = [j.name for j in scenario.jobs if j.total_count is None]
-        if unbounded and options.until is None:
-            shown = ", ".join(unbounded[:5]) + (f" and {len(unbounded) - 5} more" if len(unbounded) > 5 else "")
-            raise SimulationError(f"job(s) {shown} have unbounded task counts and would never finish: "
-                                  f"give a stop time (--until SECONDS)")
+                 progress: ProgressFn | None = None, *, arrivals: Iterable[Job] | None = None,
+                 sink: RunSink | None = None):
+        """``arrivals`` (with ``sink``): stream the jobs from this iterable, in submit
+        order, instead of ``scenario.jobs``, which must then be empty (module docstring).
+        The jobs must fit the scenario (their queues exist, their resources are its own),
+        as a loaded scenario's jobs do; each name must be unique among the jobs in the
+        system (a finished job's name is forgotten with it)."""
+        if (arrivals is None) != (sink is None):
+            raise SimulationError("a streaming run needs both arrivals and a sink")
+        if arrivals is not None and scenario.jobs:
+            raise SimulationError(f"a streaming run takes its jobs from the arrivals; the scenario lists "
+                                  f"{len(scenario.jobs)} job(s) too")
+        check_bounded(scenario.jobs, options.until)
         if options.until is not None and not (options.until >= 0 and math.isfinite(options.until)):
             raise SimulationError(f"until must be a finite number >= 0, got {options.until}")
         self.scenario = scenario
@@ -149,11 +202,23 @@ class Simulator:
                 return pool.oversubscription(pool.index_of[node])
 
             stretch = node_oversubscription
-        self._jobs = {j.name: j for j in scenario.jobs}
+        self._streaming = arrivals is not None
+        self.sink = sink
+        if arrivals is None:
+            # arrivals in submit order, ties in scenario order (the order the heap popped them
+            # in when every arrival was pushed up front)
+            self._arrivals: Iterator[Job] = iter(sorted(scenario.jobs, key=lambda j: j.submit_s))
+        else:
+            self._arrivals = iter(arrivals)
+        self._jobs = {j.name: j for j in scenario.jobs}  # streaming: the jobs in the system
+        # streaming: per job in the system, its arrival index
+        self._index: dict[str, int] = {}
+        self._arrived = 0
+        self._last_submit = -math.inf
+        self.durations = DurationSampler(scenario.jobs, self.rng)
         # work kept by checkpoints of preempted tasks, per (job, class), for the next start
         self.credits: dict[tuple[str, int], list[float]] = {}
-        self.executor = SimulatedExecutor(scenario.cluster.nodes, self.events,
-                                          DurationSampler(scenario.jobs, self.rng),
+        self.executor = SimulatedExecutor(scenario.cluster.nodes, self.events, self.durations,
                                           self._jobs, lambda: self.now, stretch,
                                           credits=self.credits)
         config = options.preemption or scenario.preemption
@@ -170,45 +235,103 @@ class Simulator:
         self._preempting = config is not None
         self._tasks_preempted: dict[str, int] = {}
         self._work_lost: dict[str, float] = {}
+        self._preemptions_total = 0
         self._wakes: set[float] = set()
         # last recorded state: entity key -> (running, allocation, dominant share)
         self._last: dict[tuple[str, str], tuple[int, Vector, float]] = {}
         self._demanding: dict[str, bool] = {}
-        self._finished: set[str] = set()
+        self._finished: set[str] = set()  # (streaming: the jobs that finished at this instant)
+        self._n_finished = 0
+        self._max_finish = 0.0  # streaming: the last finish so far
         self._result: SimResult | None = None
         self._completed = 0
         self._lost = 0
 
     # --- the loop ---------------------------------------------------------------------------
+    def _arrival(self) -> Job | None:
+        """The next arrival (None when there is none); streaming: checked against the
+        scenario and the submit order."""
+        job = next(self._arrivals, None)
+        if job is None or not self._streaming:
+            return job
+        if not job.submit_s >= self._last_submit:
+            raise SimulationError(f"arrivals must come in submit order: job {job.name!r} submits at "
+                                  f"{job.submit_s} s, after a job submitted at {self._last_submit} s")
+        if job.total_count is None and self.options.until is None:
+            raise SimulationError(f"job {job.name!r} has an unbounded task count and would never finish: "
+                                  f"give a stop time (until)")
+        if job.name in self._jobs:
+            raise SimulationError(f"job {job.name!r} arrives while a job of that name is in the system")
+        # (what the loader checks for a scenario's own jobs and the engine relies on)
+        if job.queue != ROOT and job.queue not in self.scenario.queues:
+            raise SimulationError(f"job {job.name!r}: unknown queue {job.queue!r}")
+        m = self.scenario.m
+        for cls in job.classes:
+            if len(cls.demand) != m:
+                raise SimulationError(f"job {job.name!r}: task class {cls.name!r} has {len(cls.demand)} "
+                                      f"demand amounts, the scenario has {m} resources")
+        self._last_submit = job.submit_s
+        return job
+
+    def _admit(self, job: Job) -> JobArrived:
+        """Streaming: a job enters the system (its arrival index, its duration seeds)."""
+        self._jobs[job.name] = job
+        self._index[job.name] = self._arrived
+        self._arrived += 1
+        self.durations.add(job)
+        return JobArrived(job)
+
     def run(self) -> SimResult:
         if self._result is not None:
             return self._result
         sc, until = self.scenario, self.options.until
         events = self.events
-        for job in sc.jobs:
-            events.push(job.submit_s, JOB_ARRIVAL, JobArrived(job))
+        streaming = self._streaming
+        sink = self.sink
         for ev in sc.events:
             if ev.kind == "node_fail":
                 events.push(ev.time_s, NODE_FAIL, NodeLost(ev.node_name))
             else:
                 events.push(ev.time_s, NODE_ADD, NodeAdded(ev.node))
+        arrival = self._arrival()  # the one pending arrival
         rows: list[Row] = []
         demand_changes: list[tuple[float, str, bool]] = []
         capacity_changes: list[tuple[float, Vector]] = [(0.0, self.scheduler.pool.total_capacity)]
         # every queue and the cluster get a row at 0 (jobs get theirs at submit): here when
         # nothing happens at 0, else by the first instant's record
-        if events.peek_time() != 0.0:
+        first = events.peek_time()
+        if arrival is not None and (first is None or arrival.submit_s < first):
+            first = arrival.submit_s
+        if first != 0.0:
             self._record(0.0, rows, demand_changes)
+            if streaming:
+                sink.record(0.0, rows, demand_changes, None)
+                rows, demand_changes = [], []
         end_of_run = 0.0
         instants = 0
         step = self.engine.step
-        while events:
-            t = events.peek_time()
+        while True:
+            top = events.peek()
+            if arrival is not None and (top is None or arrival.submit_s <= top[0]):
+                t = arrival.submit_s
+            elif top is not None:
+                t = top[0]
+            else:
+                break
             if until is not None and t > until:
                 break
+            # the heap's events at t up to the node additions, then the arrivals at t, then
+            # the rest (a Wake): the heap's order when the arrivals were on it too
             batch = []
-            while events and events.peek_time() == t:
+            while top is not None and top[0] == t and top[1] < JOB_ARRIVAL:
                 batch.append(events.pop()[2])
+                top = events.peek()
+            while arrival is not None and arrival.submit_s == t:
+                batch.append(self._admit(arrival) if streaming else JobArrived(arrival))
+                arrival = self._arrival()
+            while top is not None and top[0] == t:
+                batch.append(events.pop()[2])
+                top = events.peek()
             self.now = t
             instant = step(t, batch)
             if not instant.applied:
@@ -229,41 +352,105 @@ class Simulator:
             changes = self._record(t, rows, demand_changes, extra)
             if changes.capacity_changed:
                 capacity_changes.append((t, changes.capacity))
+            if streaming:
+                sink.record(t, rows, demand_changes, changes.capacity if changes.capacity_changed else None)
+                rows, demand_changes = [], []
+                if self._finished:
+                    self._retire(t)
             instants += 1
             if self.progress is not None and instants % PROGRESS_EVERY == 0:
                 self.progress(t, self._completed)
-            if len(self._finished) == len(sc.jobs):
+            if arrival is None and self._n_finished == self._arrived_total():
                 break
-        all_finished = len(self._finished) == len(sc.jobs)
-        times = self.engine.snapshot().times
-        if all_finished:
-            end = max((t.finished_at for t in times.values()), default=0.0)
-        elif until is not None:
-            end = until
+        all_finished = arrival is None and self._n_finished == self._arrived_total()
+        if streaming:
+            times = None
+            if all_finished:
+                end = self._max_finish
         else:
-            end = end_of_run
+            times = self.engine.snapshot().times
+            if all_finished:
+                end = max((t.finished_at for t in times.values()), default=0.0)
+        if not all_finished:
+            end = until if until is not None else end_of_run
         if self.progress is not None:
             self.progress(end, self._completed)
         time_below = None
         if self.preemptor is not None:
             self.preemptor.close(end)
             time_below = {path: self.preemptor.time_below.get(path, 0.0) for path in sc.queues.paths}
+        if streaming:
+            stuck = self._close_stream(end, arrival)
+        else:
+            stuck = [j.name for j in sc.jobs if j.name not in self._finished]
         notes = []
         if not all_finished and until is None:
-            stuck = [j.name for j in sc.jobs if j.name not in self._finished]
             notes.append(f"{len(stuck)} job(s) could not finish ({', '.join(stuck[:5])}"
                          f"{' ...' if len(stuck) > 5 else ''}): their remaining tasks fit on no node that is up")
         self._result = SimResult(
             scenario=sc, policy=self.policy.name, params=dict(self.policy.params()), options=self.options,
             end_time=end, all_finished=all_finished, rows=rows, demand_changes=demand_changes,
-            capacity_changes=capacity_changes, jobs=self._outcomes(times),
+            capacity_changes=capacity_changes, jobs={} if streaming else self._outcomes(times),
             decisions=self.scheduler.decisions, tasks_launched=self.executor.launched,
             tasks_completed=self._completed, tasks_lost=self._lost,
             tasks_stretched=self.executor.stretched, notes=notes,
-            preemptions=sum(self._tasks_preempted.values()) if self._preempting else None,
+            preemptions=self._preemptions_total if self._preempting else None,
             tasks_preempted=dict(self._tasks_preempted), work_lost=dict(self._work_lost),
-            time_below_fair_share=time_below)
+            time_below_fair_share=time_below, streamed=streaming)
         return self._result
+
+    def _arrived_total(self) -> int:
+        return self._arrived if self._streaming else len(self.scenario.jobs)
+
+    # --- streaming: jobs leave the system ------------------------------------------------------
+    def _outcome_of(self, job: Job) -> JobOutcome:
+        rt = self.scheduler.jobs[job.name]
+        return JobOutcome(job.name, job.queue, rt.submitted_at, True, rt.first_start, rt.finished_at,
+                          sum(rt.done), job.total_count)
+
+    def _emit(self, job: Job, outcome: JobOutcome) -> None:
+        name = job.name
+        preempted = lost = None
+        if self._preempting:
+            preempted = self._tasks_preempted.pop(name, 0)
+            lost = self._work_lost.pop(name, 0.0)
+        self.sink.job(self._index.pop(name), job, outcome, preempted, lost)
+
+    def _retire(self, t: float) -> None:
+        """Streaming: the jobs that finished at ``t`` go to the sink, then every part of the
+        run forgets them."""
+        for name in sorted(self._finished):
+            job = self._jobs[name]
+            outcome = self._outcome_of(job)
+            self._emit(job, outcome)
+            self._max_finish = max(self._max_finish, outcome.finish)
+            self.engine.forget(name)
+            del self._jobs[name]
+            self.durations.forget(job)
+            for j in range(len(job.classes)):
+                self.credits.pop((name, j), None)
+            self._last.pop(("job", name), None)
+            self._demanding.pop(name, None)
+        self._finished.clear()
+
+    def _close_stream(self, end: float, arrival: Job | None) -> list[str]:
+        """Streaming, at the end: the outcomes of the jobs still in the system (arrival
+        order), then of the arrivals never reached (not submitted). Returns the names of
+        the jobs left in the system."""
+        self.sink.end(end)
+        left = sorted(self._jobs, key=self._index.__getitem__)
+        for name in left:
+            job = self._jobs[name]
+            self._emit(job, self._outcome_of(job))
+        while arrival is not None:
+            self._jobs[arrival.name] = arrival
+            self._index[arrival.name] = self._arrived
+            self._arrived += 1
+            self._emit(arrival, JobOutcome(arrival.name, arrival.queue, arrival.submit_s, False, None, None, 0,
+                                           arrival.total_count))
+            del self._jobs[arrival.name]
+            arrival = self._arrival()
+        return left
 
     def _preempted(self, t: float, instant: Instant) -> list[Row]:
         """Account the instant's preemptions: per victim, the work lost (elapsed time less
@@ -281,6 +468,7 @@ class Simulator:
                     self.credits.setdefault((task.job, task.class_index), []).append(kept)
                 self._work_lost[task.job] = self._work_lost.get(task.job, 0.0) + (elapsed - kept)
                 self._tasks_preempted[task.job] = self._tasks_preempted.get(task.job, 0) + 1
+                self._preemptions_total += 1
                 stopped.setdefault(task.job, []).append(task.demand)
         out: list[Row] = []
         for name, demands in stopped.items():
@@ -313,8 +501,9 @@ class Simulator:
             if demanding_was.get(name, False) != demanding:
                 demanding_was[name] = demanding
                 demand_changes.append((t, name, demanding))
-            if finished:
+            if finished and name not in self._finished:
                 self._finished.add(name)
+                self._n_finished += 1
         for path, (running, usage, ds) in changes.queues.items():
             row = row_if_changed("queue", path, t, running, usage, ds)
             if row is not None:

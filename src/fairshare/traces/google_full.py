@@ -24,10 +24,10 @@ marginals would keep.
   arrivals, ~23.3 million task runs plus the initial 164,119.
 - **Streaming**: :func:`generate` yields jobs lazily in submit order; each generated job
   shares its template's task classes (only the name and submit time are its own), so the
-  generator's memory is the templates', whatever the size. The simulator of this build
-  cannot consume a lazy stream (it needs ``Scenario.jobs`` as a tuple and pushes every
-  arrival on its heap up front); :func:`materialize` builds that tuple, which is what the
-  benchmark measures. docs/traces.md lists what a streaming simulator would need.
+  generator's memory is the templates', whatever the size. The simulator consumes it as
+  it goes (``Simulator(replace(t.base, jobs=()), policy, options, arrivals=generate(...),
+  sink=sim.stream.StreamingOutput(...))``, what the benchmark runs); :func:`materialize`
+  builds the whole ``Scenario`` instead, for an up-front run.
 
 Randomness: one ``random.Random(seed)`` (arrival gaps, template draws); the same seed and
 fraction give the same jobs.
