@@ -212,6 +212,8 @@ def test_a_finished_job_leaves_the_loops_memory(tmp_path):
         ex.finish(task_id)
     svc.step()
     assert set(svc.loop.jobs) == {b}  # a's rows, commands and pending lists are gone
+    assert set(svc.scheduler.jobs) == {str(b)}  # and the engine's record of it
+    assert svc.status()["queues"]  # the views read the engine without it
     assert svc.get_job(a, None)["state"] == "succeeded"  # (the store still has it)
     svc.cancel(ADMIN, a)  # a cancel of a finished job changes nothing
     svc.step()

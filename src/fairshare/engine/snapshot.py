@@ -229,6 +229,12 @@ class UsageLedger:
         if for_changes:
             self._unreported = got if self._unreported is None else _merge(self._unreported, got)
 
+    def roll_up(self, *, for_changes: bool = True) -> None:
+        """Bring the sums up to date with what changed (``snapshot`` and ``totals`` do it
+        too): a runtime that never calls ``changes`` calls this, with ``for_changes``
+        False, before it forgets a finished job."""
+        self._keep(self._roll_up(), for_changes)
+
     def forget(self, name: str) -> None:
         """Drop a finished job's last rolled-up usage (``Engine.forget``). Its last
         change (the finish) must have been reported already: the queue and cluster sums
