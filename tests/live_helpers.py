@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import socket
+import time
 from pathlib import Path
 
 from fairshare.engine.events import ExecutorEvent, NodeAdded, NodeLost, TaskFinished
@@ -93,6 +94,18 @@ class ManualExecutor:
 
     def add(self, node: Node) -> None:
         self._events.append(NodeAdded(node))
+
+
+def wait_for(predicate, timeout_s: float, what: str, every_s: float = 0.05):
+    """``predicate()``'s first truthy value, polled every ``every_s``; fails the test
+    naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def free_port() -> int:

@@ -47,7 +47,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from live_helpers import ADMIN, ALICE, config_doc, free_port, job, repo_root
+from live_helpers import ADMIN, ALICE, config_doc, free_port, job, repo_root, wait_for
 
 pytest.importorskip("ray", reason="the live extra (ray) is not installed")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -113,15 +113,6 @@ def call(port: int, method: str, path: str, token: str, body=None, key: str | No
     with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read())
 
-
-def wait_for(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 @pytest.mark.parametrize("point", POINTS)

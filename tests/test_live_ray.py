@@ -22,7 +22,7 @@ import warnings
 
 import pytest
 
-from live_helpers import ADMIN, ALICE, BOB, RecordingExecutor, job, make_config, replay
+from live_helpers import ADMIN, ALICE, BOB, RecordingExecutor, job, make_config, replay, wait_for
 
 ray = pytest.importorskip("ray", reason="the live extra (ray) is not installed")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -63,15 +63,6 @@ def live(cluster, tmp_path):
     yield svc, client, executor
     svc.stop()
 
-
-def wait_for(predicate, timeout_s: float, what: str, every_s: float = 0.05):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every_s)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def all_done(client) -> bool:

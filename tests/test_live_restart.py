@@ -21,7 +21,7 @@ import urllib.request
 import pytest
 import yaml
 
-from live_helpers import ADMIN, ALICE, BOB, config_doc, free_port, job, repo_root
+from live_helpers import ADMIN, ALICE, BOB, config_doc, free_port, job, repo_root, wait_for
 
 pytest.importorskip("ray", reason="the live extra (ray) is not installed")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -75,15 +75,6 @@ def get(port: int, path: str, token: str):
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "fairshare", *args], capture_output=True, text=True, timeout=60)
 
-
-def wait_for(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def test_kill_9_and_restart_loses_nothing_and_reruns_no_succeeded_task(tmp_path):
