@@ -1,9 +1,10 @@
-"""The tree sorters' shared decision machinery: the heap walk, the descent, the
-candidates' shortcut and the exclusion counts (H-DRF Alg. 4, DFF Alg. 3).
+"""The tree sorters' shared decision machinery: the descent, the candidates' shortcut
+and the exclusion counts (H-DRF Alg. 4, DFF Alg. 3).
 
-Every incremental sorter keeps, per node, a lazy min-heap of its children keyed by the
-tie rule (``machinery/ties.py``); these functions decide with those heaps, so the
-H-DRF, DFF and flat sorters walk them one way.
+Every tree sorter keeps, per node, a lazy min-heap of its children keyed by the tie rule
+(``machinery/ties.py``); these functions decide with those heaps, so the H-DRF and DFF
+sorters walk them one way (the flat sorters walk their one heap the same way,
+``machinery/flat.py``).
 """
 
 from __future__ import annotations
@@ -12,27 +13,6 @@ import heapq
 from collections.abc import Callable
 
 from fairshare.policies.online import Runnable
-
-
-def first_in_heap(heap: list, valid: Callable[[tuple], bool], attempt: Callable[[tuple], str | None]) -> str | None:
-    """Walk a lazy min-heap lowest first: drop stale entries (``valid`` false), return the
-    first non-None ``attempt(entry)``, and put back every entry tried, so the heap is
-    unchanged except for the dropped stale ones. The incremental sorters all decide this
-    way: their heaps order candidates by the written tie rule."""
-    tried: list = []
-    found = None
-    while heap:
-        entry = heap[0]
-        if not valid(entry):
-            heapq.heappop(heap)
-            continue
-        found = attempt(entry)
-        if found is not None:
-            break
-        tried.append(heapq.heappop(heap))
-    for entry in tried:
-        heapq.heappush(heap, entry)
-    return found
 
 
 def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str], live: list[int],
@@ -48,7 +28,8 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
 
     ``excluded[c]``, when given, counts the demanding jobs below ``c`` known not to be
     runnable (:meth:`OnlineSorter.exclude`): a child whose demanding jobs are all excluded
-    is passed over without descending. The heap walk is :func:`first_in_heap`'s, inlined
+    is passed over without descending. The heap walk (lowest first, stale entries dropped,
+    the ones tried put back) is inlined
     (this runs once per decision)."""
     heappop, heappush = heapq.heappop, heapq.heappush
 

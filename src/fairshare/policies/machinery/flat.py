@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 
 from fairshare.model.queues import QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.machinery.descent import first_in_heap
 from fairshare.policies.machinery.reference import ShareRule
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.online import OnlineSorter, Runnable
@@ -63,6 +62,10 @@ class FlatSorter(OnlineSorter):
         self.share: dict[str, float] = {}
         self.version: dict[str, int] = {}
         self.heap: list[tuple] = []  # (round(share, DIGITS), running, arrival, version, name)
+        # jobs the engine found unable to run in this ``schedule`` call (``exclude``), and
+        # their heap entries, taken out until the call ends (``reset_excluded``)
+        self._excluded: set[str] = set()
+        self._parked: list[tuple] = []
 
     # --- events -------------------------------------------------------------------------------
     def add_job(self, name, queue, weight, demand):
@@ -115,8 +118,47 @@ class FlatSorter(OnlineSorter):
         return self.version.get(name) == entry[3] and self.jobs[name].demanding
 
     # --- decisions ------------------------------------------------------------------------------
+    def exclude(self, name: str) -> None:
+        self._excluded.add(name)
+
+    def reset_excluded(self) -> None:
+        self._excluded.clear()
+        if self._parked:
+            heap = self.heap
+            for entry in self._parked:
+                heapq.heappush(heap, entry)
+            self._parked.clear()
+
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
-        return first_in_heap(self.heap, self._valid, lambda entry: entry[4] if runnable(entry[4]) else None)
+        """The lowest current entry whose job can run: a walk of the lazy heap, lowest
+        first, dropping stale entries and putting back the ones tried. The
+        entries of jobs the engine excluded in this call are parked outside the heap
+        until the call ends, instead of being popped and pushed back at every decision:
+        on a filling cluster the jobs whose task fits nowhere gather at the head of the
+        heap (their shares stop growing), and each decision walked past all of them."""
+        heap, excluded, parked = self.heap, self._excluded, self._parked
+        heappop = heapq.heappop
+        tried: list[tuple] = []
+        found = None
+        while heap:
+            entry = heap[0]
+            if not self._valid(entry):
+                heappop(heap)
+                continue
+            name = entry[4]
+            if name in excluded:
+                parked.append(heappop(heap))
+                continue
+            if runnable(name):
+                found = name
+                break
+            tried.append(heappop(heap))
+        for entry in tried:
+            if entry[4] in excluded:  # (``runnable`` excluded it on the way)
+                parked.append(entry)
+            else:
+                heapq.heappush(heap, entry)
+        return found
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         # the heap's order (its current entries' keys) restricted to the candidates
