@@ -30,7 +30,8 @@ all points (one process each, JSON lines appended to the output)::
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_scaling.py --all --out benchmarks/scaling_runs.jsonl
 
-and the table and plot from them::
+and the table and plot from them (without arguments: every policy up to 1,000, and the
+table)::
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_scaling.py --report benchmarks/scaling_runs.jsonl \\
         --plot docs/img/scaling.svg
@@ -247,6 +248,13 @@ def main(argv: list[str] | None = None) -> int:
         return report(args.report, args.plot)
     if args.all:
         return run_all(args)
+    if not args.policy and not args.size:  # no mode (``make bench``): a quick table up to 1,000
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            args.out, args.sizes = pathlib.Path(d) / "runs.jsonl", args.sizes or "100,300,1000"
+            run_all(args)
+            return report(args.out, None)
     if not args.policy or not args.size:
         ap.error("give --policy and --size (one point), --all, or --report")
     print(json.dumps(measure(args.policy, args.size, args.events, args.budget, args.fill_budget)))
