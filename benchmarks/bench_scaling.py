@@ -210,16 +210,19 @@ def report(path: pathlib.Path, plot: pathlib.Path | None) -> int:
 
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
         for ax, idx, title in ((axes[0], 0, "fill (empty cluster)"), (axes[1], 1, "saturated steady state")):
-            for p, pts in curves.items():
+            for i, (p, pts) in enumerate(curves.items()):
                 series = pts[idx]
-                if series:
-                    ax.plot([s for s, _ in series], [1.0 / t for _, t in series], marker="o", label=p)
+                if series:  # (distinct colours and markers: eleven policies)
+                    ax.plot([s for s, _ in series], [1.0 / t for _, t in series], label=p,
+                            color=plt.get_cmap("tab20")(2 * i % 20 + (2 * i // 20)), marker="os^vD<>pX*h"[i % 11])
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel("jobs = nodes (n)")
             ax.set_title(title)
             ax.grid(True, which="both", alpha=0.3)
         axes[0].set_ylabel("decisions per CPU second")
+        axes[0].text(0.02, 0.02, "a fill stopped at its CPU budget is plotted at its rate so far", fontsize=7,
+                     transform=axes[0].transAxes)
         axes[1].legend(fontsize=8, ncol=2)
         fig.suptitle("Online decisions/s vs size (3-level hierarchy, 4 resources; benchmarks/bench_scaling.py)")
         fig.tight_layout()
