@@ -80,7 +80,9 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 def test_kill_9_and_restart_loses_nothing_and_reruns_no_succeeded_task(tmp_path):
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(config_doc()))
     out = tmp_path / "ran.txt"
-    command = ["sh", "-c", f'sleep 1; echo "$FAIRSHARE_TASK_ID" >> {out}']
+    # each command logs its start and its end: a command started twice shows two starts
+    # even if the first was killed before its end
+    command = ["sh", "-c", f'echo "start $FAIRSHARE_TASK_ID" >> {out}; sleep 1; echo "end $FAIRSHARE_TASK_ID" >> {out}']
     (tmp_path / "alice.yaml").write_text(yaml.safe_dump({"jobs": [job("a", "ads.prod", 16, {"cpu": 1}, command)]}))
     (tmp_path / "bob.yaml").write_text(yaml.safe_dump({"jobs": [job("b", "dev", 6, {"cpu": 1}, command)]}))
 
@@ -130,14 +132,22 @@ def test_kill_9_and_restart_loses_nothing_and_reruns_no_succeeded_task(tmp_path)
     finally:
         stop(server2)
 
-    runs: dict[int, int] = {}
-    for line in out.read_text().split():
-        runs[int(line)] = runs.get(int(line), 0) + 1
-    # every task ran exactly once: those that had succeeded were not run again, and those
-    # running at the kill were adopted, not started a second time
-    assert runs == {t: 1 for t in range(1, 16 + 6 + 1)}
+    starts: dict[int, int] = {}
+    ends: dict[int, int] = {}
+    for line in out.read_text().splitlines():
+        what, task_id = line.split()
+        counts = starts if what == "start" else ends
+        counts[int(task_id)] = counts.get(int(task_id), 0) + 1
+    # every task's command started once and ended once: those that had succeeded were not
+    # run again, and those running at the kill were adopted, not started a second time
+    every = {t: 1 for t in range(1, 16 + 6 + 1)}
+    assert starts == every and ends == every
     db = sqlite3.connect(tmp_path / "fs.db")
     requeued = {r[0] for r in db.execute(
         "SELECT task_id FROM events WHERE kind='requeued' AND detail LIKE 'running when the previous%'")}
-    assert requeued == set()
+    # a task may be re-queued at the restart only if it was running in the store at the
+    # kill and its start never reached its node agent (committed, then the kill before the
+    # call went out: docs/live.md, the "handed" window); such a task's command started
+    # once, after the restart (checked above)
+    assert requeued <= running_before
     assert not (tmp_path / "fs.db.ray.json").exists()  # the clean stop stopped the local cluster
