@@ -63,7 +63,7 @@ from collections.abc import Callable, Sequence
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.machinery.descent import TreeExclusion, descend_tree, pick_among_tree
+from fairshare.policies.machinery.descent import TreeExclusion, descend_tree, pick_among_tree, renew_pick_entries
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.machinery.views import SaturatedView, ViewCache
 from fairshare.policies.online import OnlineSorter, Runnable
@@ -630,26 +630,11 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             heapq.heapify(view.pool_heap[p])
 
     def _flush_picks(self, view: _View) -> None:
-        """Renew the pick entries of the nodes re-keyed since the last descent in
-        ``view``: a new version (the old entries go stale), and an entry while the node
-        has demanding jobs below. The heaps then order the children by their current
-        keys, as if each change had been pushed at once (the descent reads only the lowest
-        current entries; keys are distinct by position among siblings, so the order of
-        pushes does not matter)."""
-        version, live, alive, parent = view.pick_version, self.live, self.alive, self.parent
-        share, running, position, heaps, kids = view.share, self.running, self.position, view.pick_heap, self.kids
-        heappush = heapq.heappush
-        for c in view.repick:
-            ver = version[c] + 1
-            version[c] = ver
-            if live[c] > 0 and alive[c]:
-                p = parent[c]
-                heap = heaps[p]
-                heappush(heap, (round(share[c], DIGITS), running[c], position[c], ver, c))
-                if len(heap) > 4 * kids[p] + 16:
-                    heaps[p] = [e for e in heap if e[3] == version[e[4]] and live[e[4]] > 0 and alive[e[4]]]
-                    heapq.heapify(heaps[p])
-        view.repick.clear()
+        """Renew the pick entries of the nodes re-keyed since the last descent in ``view``
+        (``machinery.descent.renew_pick_entries``)."""
+        renew_pick_entries(view.repick, view.pick_heap, version=view.pick_version, share=view.share,
+                           running=self.running, position=self.position, live=self.live, present=self.alive,
+                           parent=self.parent, kids=self.kids)
 
     def _changed(self, view: _View, idx: int, *, d_unblocked: int = 0) -> None:
         """Re-key node ``idx`` and its ancestors in ``view`` (shared state already updated)."""

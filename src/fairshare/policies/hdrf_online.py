@@ -61,7 +61,7 @@ from collections.abc import Callable, Sequence
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.machinery.descent import TreeExclusion, descend_tree, pick_among_tree
+from fairshare.policies.machinery.descent import TreeExclusion, descend_tree, pick_among_tree, renew_pick_entries
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.machinery.views import SaturatedView, ViewCache
 from fairshare.policies.online import OnlineSorter, Runnable
@@ -402,33 +402,12 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         return moved
 
     def _flush_picks(self, view: _View) -> None:
-        """Renew the pick entries of the nodes changed since the last descent in ``view``:
-        a new version (the old entries go stale), and an entry while the node has
-        demanding jobs below. The heaps then order the children by their current keys,
-        as if each change had been pushed at once (the descent reads only the lowest
-        current entries; the order of pushes does not matter, keys being distinct by
-        position among siblings)."""
-        version, live, key, parent = view.version, self.live, self.key, self.parent
-        share, running, position, heaps, kids = view.share, self.running, self.position, view.pick_heap, self.kids
-        heappush = heapq.heappush
-        for v in view.repick:
-            ver = version[v] + 1
-            version[v] = ver
-            if live[v] > 0 and key[v]:
-                p = parent[v]
-                heap = heaps[p]
-                heappush(heap, (round(share[v], DIGITS), running[v], position[v], ver, v))
-                if len(heap) > 4 * kids[p] + 16:
-                    self._compact_pick(view, p)
-        view.repick.clear()
-
-    def _compact_pick(self, view: _View, p: int) -> None:
-        """Drop p's stale pick entries (an entry is stale for good: a node whose share,
-        running count or demand changes gets a new version), so heaps stay O(children)."""
-        version, live, key = view.version, self.live, self.key
-        heap = [e for e in view.pick_heap[p] if e[3] == version[e[4]] and live[e[4]] > 0 and key[e[4]]]
-        heapq.heapify(heap)
-        view.pick_heap[p] = heap
+        """Renew the pick entries of the nodes changed since the last descent in ``view``
+        (``machinery.descent.renew_pick_entries``; a removed job is not ``present``: its
+        key is the empty tombstone)."""
+        renew_pick_entries(view.repick, view.pick_heap, version=view.version, share=view.share,
+                           running=self.running, position=self.position, live=self.live, present=self.key,
+                           parent=self.parent, kids=self.kids)
 
     def _compact_pool(self, view: _View, p: int) -> None:
         version, contrib = view.pool_version, view.contrib

@@ -12,7 +12,35 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
+from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.online import Runnable
+
+
+def renew_pick_entries(repick, heaps: list[list], *, version: list[int], share: list[float], running: list[int],
+                       position: list[int], live: list[int], present: list, parent: list[int],
+                       kids: list[int]) -> None:
+    """Renew the pick entries of the nodes in ``repick`` (re-keyed since the last
+    descent), shared by the H-DRF and DFF sorters: each gets a new version (its old
+    entries go stale) and, while it has demanding jobs below and is still there
+    (``present``), an entry ``(share, running, position, version, node)`` in its parent's
+    heap. The heaps then order the children by their current keys, as if each change had
+    been pushed at once (the descent reads only the lowest current entries; keys are
+    distinct by position among siblings, so the order of pushes does not matter). A heap
+    grown past ``4 x children + 16`` entries drops its stale ones (stale for good: a
+    changed node gets a new version), so heaps stay O(children). ``repick`` is emptied."""
+    heappush = heapq.heappush
+    for v in repick:
+        ver = version[v] + 1
+        version[v] = ver
+        if live[v] > 0 and present[v]:
+            p = parent[v]
+            heap = heaps[p]
+            heappush(heap, (round(share[v], DIGITS), running[v], position[v], ver, v))
+            if len(heap) > 4 * kids[p] + 16:
+                heap = [e for e in heap if e[3] == version[e[4]] and live[e[4]] > 0 and present[e[4]]]
+                heapq.heapify(heap)
+                heaps[p] = heap
+    repick.clear()
 
 
 def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str], live: list[int],
