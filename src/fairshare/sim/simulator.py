@@ -42,6 +42,8 @@ are unbounded never finishes, so ``until`` is required when there is one.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import random
 from collections.abc import Callable, Iterable, Iterator
@@ -69,6 +71,30 @@ CLUSTER = "cluster"
 PREEMPT = "preempt"
 #: call the progress callback every this many instants (it throttles itself further)
 PROGRESS_EVERY = 256
+
+
+#: the cyclic garbage collector's thresholds while a simulation runs (Python's: 700, 10, 10)
+SIM_GC_THRESHOLDS = (100_000, 50, 50)
+
+
+@contextlib.contextmanager
+def _collector_tuned():
+    """Run a simulation with the objects alive before it frozen (the scenario, a trace's
+    templates: never garbage, so a full collection need not walk them) and the young
+    generation collected after 100,000 net allocations instead of 700. The loop makes
+    millions of short-lived tuples and records and almost no cycles, so the default
+    thresholds bought only repeated walks of everything alive. Measured on the full-size
+    Google 2011 generator (``bench_google_full.py --fraction 0.01 --policy drf``, one run
+    each, same minute): 30.3 s of CPU with the defaults, 27.4 s with this. Restored after
+    the run (serve sets its own, ``live.cli``)."""
+    before = gc.get_threshold()
+    gc.freeze()  # (garbage among them too: it is collectable again after ``unfreeze``)
+    gc.set_threshold(*SIM_GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
 
 
 class SimulationError(ValueError):
@@ -284,6 +310,10 @@ class Simulator:
     def run(self) -> SimResult:
         if self._result is not None:
             return self._result
+        with _collector_tuned():
+            return self._run()
+
+    def _run(self) -> SimResult:
         sc, until = self.scenario, self.options.until
         events = self.events
         streaming = self._streaming
