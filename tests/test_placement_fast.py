@@ -15,6 +15,7 @@ from operator import gt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fairshare.engine import placement
 from fairshare.engine.placement import NodePool
 from fairshare.model import Node
 from fairshare.model.resources import fit_limits, fits
@@ -99,10 +100,16 @@ def check(pool: NodePool, demand, constraints, mark) -> None:
         assert tree.first_fit(need, start) == expected == old_first_fit(tree, need, start)
     for i in tree.members:
         assert pool.fits_on(i, demand) == fits(need, vectors[i])
-    freed = pool.freed_fits(demand, constraints, mark)
-    if freed is not None:
-        since = sorted(set(pool._freed[mark - pool._freed_base:]))
-        assert freed == [i for i in since if i in tree.position and fits(need, pool.index_vector(i))]
+    # both ways of testing the freed nodes: the loop, and the matrix a long log takes
+    for vector_above in (10 ** 9, 0):
+        placement._FREED_SCAN_VECTOR, before = vector_above, placement._FREED_SCAN_VECTOR
+        try:
+            freed = pool.freed_fits(demand, constraints, mark)
+        finally:
+            placement._FREED_SCAN_VECTOR = before
+        if freed is not None:
+            since = sorted(set(pool._freed[mark - pool._freed_base:]))
+            assert freed == [i for i in since if i in tree.position and fits(need, pool.index_vector(i))]
     top = pool.max_free()
     every = [pool.index_vector(i) for i in range(len(pool.states))]
     assert list(top) == [max([-1.0] + [v[r] for v in every]) for r in range(pool.m)]

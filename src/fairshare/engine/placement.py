@@ -56,6 +56,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import gt
 
+import numpy as np
+
 from fairshare.model.cluster import Node
 from fairshare.model.resources import FIT_TOL, Vector, fit_limits, packing_score
 
@@ -63,6 +65,8 @@ STRATEGIES = ("first-fit", "best-fit", "packing")
 #: device fractions are compared with the fit test's tolerance
 _EPS = FIT_TOL
 _FREED_LOG = 8192  # entries kept in the freed-nodes log before its older half is dropped
+#: ``freed_fits`` tests longer logs than this with one NumPy comparison (shorter: a loop)
+_FREED_SCAN_VECTOR = 64
 
 #: which devices a task holds on its node: per device resource index, the device numbers
 DeviceAssignment = tuple[tuple[int, tuple[int, ...]], ...]
@@ -143,39 +147,55 @@ class _MaxTree:
         rows pass the test (a leaf's row is its node's index vector, fresh after the
         flush). The per-resource maxima may come from different nodes, so a subtree that
         passes can still hold no fit: the walk then moves on to the next subtree to the
-        right. Iterative (no recursion, no stack): ``k`` covers positions
-        ``[lo, lo + span)``, and every node on the path to ``k`` has passed.
+        right. Iterative (no recursion, no stack).
+
+        From ``start`` > 0 the walk begins at that leaf, not at the root (a finger
+        search): the subtrees to the right of it are visited in order, each tested at its
+        top before it is descended, so an answer ``d`` positions away costs about
+        ``2 log d`` tests instead of a walk down from the root and back. First-fit asks
+        mostly for the node after the one that just filled up (``NodePool.place_after``).
+        A subtree is entered only when it passes, so every ancestor of the leaf returned
+        passes too (its rows hold maxima over that subtree and more).
         """
         if self.dirty:
             self.flush()
         n = len(self.members)
         if start >= n:
             return None
-        limit = self.limit
-        if any(map(gt, need, limit[1])):
-            return None
-        k, lo, span = 1, 0, self.size
-        while True:
-            if span == 1:  # a leaf that passed
-                # a padding leaf passing means no member is left to the right either
-                return self.members[lo] if lo < n else None
-            span >>= 1
-            k <<= 1
-            if lo + span <= start:  # the left child lies wholly before start: skip it
-                k += 1
-                lo += span
-            if not any(map(gt, need, limit[k])):
-                continue  # descend into k
-            # k fails: the next subtree to the right whose parent passed
-            while True:
-                while k & 1:  # a right child: its parent's subtree is exhausted
+        limit, size = self.limit, self.size
+        if start == 0:
+            if any(map(gt, need, limit[1])):
+                return None
+            k = 1
+        else:
+            # the leaf itself, then the next subtrees to the right: climb while k is a right
+            # child (its parent's subtree starts before start), step to the right sibling
+            k = size + start
+            while any(map(gt, need, limit[k])):
+                while k & 1:
                     k >>= 1
-                    lo -= span
-                    span <<= 1
                     if k == 1:
                         return None
-                k += 1  # the right sibling (after start, as everything right of the path)
-                lo += span
+                k += 1
+        # k passes: descend to its leftmost passing leaf, moving right on a failure
+        while True:
+            if k >= size:  # a leaf that passed
+                # a padding leaf passing means no member is left to the right either
+                p = k - size
+                return self.members[p] if p < n else None
+            k <<= 1
+            if not any(map(gt, need, limit[k])):
+                continue  # descend into the left child
+            k += 1  # the right child
+            if not any(map(gt, need, limit[k])):
+                continue
+            # both children fail: the next subtree to the right of k
+            while True:
+                while k & 1:
+                    k >>= 1
+                    if k == 1:
+                        return None
+                k += 1
                 if not any(map(gt, need, limit[k])):
                     break
 
@@ -236,6 +256,10 @@ class NodePool:
         # per node, (index vector, its fit_limits), computed on first use after a change
         # (_touch drops it): shared by the trees' leaves, fits_on and freed_fits
         self._rows: list[tuple[Vector, tuple[float, ...]] | None] = []
+        # the rows' limits as one matrix, for long scans of freed nodes (freed_fits), and
+        # the nodes whose row in it is stale (None: not built, or a node was added)
+        self._limits_np: np.ndarray | None = None
+        self._np_stale: set[int] = set()
         # nodes whose free capacity grew, in order (for place_since); _freed[0] is at
         # absolute position _freed_base
         self._freed: list[int] = []
@@ -252,6 +276,7 @@ class NodePool:
         self.states.append(_NodeState(node, list(node.capacity), device_free=self._fresh_devices(node)))
         self.index_of[node.name] = idx
         self._rows.append(None)
+        self._limits_np = None
         for r, c in enumerate(node.capacity):
             self.total_free[r] += c
         return idx
@@ -435,6 +460,8 @@ class NodePool:
     def _touch(self, idx: int) -> None:
         """The node changed (every change to a node's state comes through here)."""
         self._rows[idx] = None
+        if self._limits_np is not None:
+            self._np_stale.add(idx)
         # only the trees the node belongs to (a node is in few of the constraint sets' trees)
         for tree, k in self._member_of.get(idx, ()):
             tree.dirty.add(k)
@@ -532,6 +559,14 @@ class NodePool:
         position = tree.position
         need = self._effective(demand)
         freed = self._freed[start:]
+        if len(freed) > _FREED_SCAN_VECTOR:
+            # a long log (first-fit memos of shapes not asked about for a while): one
+            # vectorized test of the distinct nodes, the loop's own test (``not any(map(gt,
+            # need, limit))``, NaN included), then the filters
+            limits = self._limit_matrix()
+            nodes = np.unique(np.asarray(freed, dtype=np.intp))
+            fitting = nodes[~(np.asarray(need, dtype=float) > limits[nodes]).any(axis=1)].tolist()
+            return [i for i in fitting if i in position and (allowed is None or allowed(i))]
         if len(freed) > 1:
             freed = sorted(set(freed))
         rows = self._rows
@@ -542,6 +577,22 @@ class NodePool:
                 if not any(map(gt, need, row[1])) and (allowed is None or allowed(i)):
                     out.append(i)
         return out
+
+    def _limit_matrix(self) -> np.ndarray:
+        """Every node's fit limits (``_fit_row``) as rows of one matrix, brought up to date
+        with the nodes changed since it was last read."""
+        limits = self._limits_np
+        if limits is None:
+            n = len(self.states)
+            limits = self._limits_np = np.array([self._fit_row(i)[1] for i in range(n)],
+                                                dtype=float).reshape(n, self.width)
+            self._np_stale.clear()
+        elif self._np_stale:
+            fit_row = self._fit_row
+            for i in self._np_stale:
+                limits[i] = fit_row(i)[1]
+            self._np_stale.clear()
+        return limits
 
     def place_since(self, demand: Vector, constraints: tuple, mark: int,
                     allowed: Callable[[int], bool] | None = None) -> int | None:
