@@ -19,6 +19,11 @@ a ``Scenario`` first and ``fairshare.sim.simulate`` on it (timeline rows kept in
 time and peak memory against the task runs per policy (least squares, ``a + b * runs``
 over the finished runs), prints the extrapolation to the full size and draws both.
 
+``--progress S`` prints a line to stderr every S seconds of wall time (runs done, the
+simulated time, CPU seconds, runs per CPU second, peak memory, load average; default 60,
+0 for none); the result's ``load_average_mean`` is the mean of the load averages those
+lines read (a full-size run outlives the 1-minute average read at its end).
+
 ``--timeout S`` stops the simulation after S seconds of this process's CPU time (a
 progress callback raises), reporting how far it got (simulated seconds, tasks completed),
 so a too-large fraction still yields a rate. CPU time (``simulate_cpu_s``) is reported
@@ -63,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="streaming: write timeline.csv too (into the temporary directory; GBs at full size)")
     ap.add_argument("--out", type=Path, default=None, metavar="DIR",
                     help="streaming: keep summary.json (and timeline.csv) in DIR instead of a temporary directory")
+    ap.add_argument("--progress", type=float, default=60.0, metavar="S",
+                    help="print how far the simulation is to stderr every S seconds of wall time (0: never)")
     ap.add_argument("--report", type=Path, default=None, metavar="RUNS.jsonl", help="fit and plot earlier runs")
     ap.add_argument("--plot", type=Path, default=None, metavar="FILE", help="with --report: the plot to write")
     args = ap.parse_args(argv)
@@ -103,11 +110,26 @@ def main(argv: list[str] | None = None) -> int:
     c2 = time.process_time()
     deadline = None if args.timeout is None else c2 + args.timeout
     reached = {"now": 0.0, "completed": 0}
+    w2 = time.monotonic()
+    # the load average sampled at every progress line: its mean goes into the result (a
+    # long run outlives the 1-minute average read at its end)
+    loads: list[float] = []
+    next_line = w2 + args.progress if args.progress > 0 else math.inf
 
     def progress(now: float, completed: int) -> None:
+        nonlocal next_line
         reached["now"], reached["completed"] = now, completed
         if deadline is not None and time.process_time() > deadline:
             raise _OutOfTime
+        wall = time.monotonic()
+        if wall >= next_line:
+            next_line = wall + args.progress
+            loads.append(os.getloadavg()[0])
+            cpu = time.process_time() - c2
+            print(f"[{args.policy} {args.fraction:g}] {completed:,} of {runs:,} runs ({completed / max(runs, 1):.1%}), "
+                  f"simulated {now / 3600:.1f} h (arrivals over the first {google_full.span_of(args.fraction) / 3600:.1f} h), "
+                  f"{cpu:.0f} s CPU, {completed / max(cpu, 1e-9):,.0f} runs/s, peak {peak_mb():.0f} MB, "
+                  f"load {loads[-1]:.1f}", file=sys.stderr, flush=True)
 
     profiler = None
     if args.profile:
@@ -155,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         "full_task_runs": round(google_full.expected_size(templates, 1.0)["task runs"]),
         "templates_s": round(t1 - t0, 2), "generate_s": round(t2 - t1, 2), "simulate_s": round(t3 - t2, 2),
         "simulate_cpu_s": round(c3 - c2, 2), "load_average": round(os.getloadavg()[0], 1),
+        "load_average_mean": round(sum(loads) / len(loads), 1) if loads else None,
         "finished": finished,
         "tasks_completed": result.tasks_completed if result else reached["completed"],
         "simulated_s": result.end_time if result else reached["now"],
