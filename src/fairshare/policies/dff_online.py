@@ -687,10 +687,16 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                             runnable=runnable, excluded=self._excluded_counts())
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
-        self._decide_ready()
-        share, running, position = self.views.current.share, self.running, self.position
+        if self.dirty or self.stale:
+            self._decide_ready()  # (the shared state is brought up to date at every decision)
+        # the current view is caught up only if a key is read: one candidate, or one below
+        # each node on the candidates' paths, needs none (``ViewCache.select``)
+        view, catch_up = self.views.current, self.views.catch_up
+        share, running, position = view.share, self.running, self.position
 
         def node_key(v: int) -> tuple:  # as in the pick heaps (_push)
+            if view.pending:
+                catch_up(view)
             return (round(share[v], DIGITS), running[v], position[v])
 
         return pick_among_tree(names, index=self.index, parent=self.parent, live=self.live, node_key=node_key,

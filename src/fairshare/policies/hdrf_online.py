@@ -518,10 +518,14 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.stop_when_saturated and self.saturated:
             return None
-        view = self.view
+        # the view is caught up only if a key is read: one candidate, or one below each
+        # node on the candidates' paths, needs none (``ViewCache.select``)
+        view, catch_up = self.views.current, self.views.catch_up
         share, running, position = view.share, self.running, self.position
 
         def node_key(v: int) -> tuple:  # as in the pick heaps (_repost)
+            if view.pending:
+                catch_up(view)
             return (round(share[v], DIGITS), running[v], position[v])
 
         return pick_among_tree(names, index=self.index, parent=self.parent, live=self.live, node_key=node_key,

@@ -101,15 +101,57 @@ def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: li
     """:func:`descend_tree`'s answer from the root when only ``names`` can be runnable.
     The descent takes, level by level, the lowest child (``node_key(v)``: v's key in its
     parent's heap, by the tie rule) that has a runnable job below, so the job it returns
-    is the runnable one whose path of keys from the root is lowest: sort the candidates'
-    paths and try them in order. In a FIFO queue only its earliest demanding runnable job
-    competes, as in the descent (the others are not runnable, so the earliest runnable
-    job is a candidate). O(candidates x depth) instead of a walk past every job that
-    cannot run."""
+    is the runnable one whose path of keys from the root is lowest. In a FIFO queue only
+    its earliest demanding runnable job competes, as in the descent (the others are not
+    runnable, so the earliest runnable job is a candidate). O(candidates x depth) instead
+    of a walk past every job that cannot run.
+
+    The lowest path is found greedily: from the root, the lowest child (by its key) among
+    those with a candidate below, and so on down (keys are distinct among siblings, by
+    position, so the lexicographic minimum of the paths is exactly this walk). Only the
+    keys of the children met on that walk are computed, about a quarter of the nodes on
+    the candidates' paths on the 1,000-job benchmark (docs/performance.md, "The saturated
+    steady state"). When that job is not runnable (rare: the candidates are the jobs whose
+    shape fits a freed node), every candidate's path is built and tried in order."""
     candidates = {index[name]: name for name in names}
-    paths: list[tuple[tuple, str]] = []
-    # each node's path of keys from the root, built once per call (candidates share most
-    # of their ancestors)
+    fifo_first: dict[int, int | None] = {}
+    # the tree of the competing candidates' paths: each node's children on them
+    below: dict[int, list[int]] = {}
+    competing: list[int] = []
+    for v, name in candidates.items():
+        if not live[v]:
+            continue
+        q = parent[v]
+        waiting = fifo_jobs(q)
+        if waiting is not None:
+            if q not in fifo_first:
+                fifo_first[q] = next((c for c in waiting
+                                      if c in candidates and live[c] > 0 and runnable(candidates[c])), None)
+            if fifo_first[q] != v:
+                continue
+        competing.append(v)
+        u = v
+        while u:  # up to the first node already on another candidate's path
+            p = parent[u]
+            kids = below.get(p)
+            if kids is None:
+                below[p] = [u]
+                u = p
+            else:
+                kids.append(u)
+                break
+    if not below:
+        return None
+    v = 0
+    while True:
+        kids = below.get(v)
+        if kids is None:
+            break  # a candidate job
+        v = kids[0] if len(kids) == 1 else min(kids, key=node_key)
+    best = candidates[v]
+    if runnable(best):
+        return best
+    # the lowest is not runnable: build every competing candidate's path of keys, try in order
     memo: dict[int, tuple] = {0: ()}
 
     def path_of(v: int) -> tuple:
@@ -122,27 +164,7 @@ def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: li
             path = memo[u] = path + (node_key(u),)
         return path
 
-    fifo_first: dict[int, int | None] = {}
-    for v, name in candidates.items():
-        if not live[v]:
-            continue
-        q = parent[v]
-        waiting = fifo_jobs(q)
-        if waiting is not None:
-            if q not in fifo_first:
-                fifo_first[q] = next((c for c in waiting
-                                      if c in candidates and live[c] > 0 and runnable(candidates[c])), None)
-            if fifo_first[q] != v:
-                continue
-        paths.append((path_of(v), name))
-    if not paths:
-        return None
-    # (usually the lowest is runnable: sort only when it is not)
-    best = min(paths)
-    if runnable(best[1]):
-        return best[1]
-    paths.sort()
-    for _path, name in paths[1:]:
+    for _path, name in sorted((path_of(c), candidates[c]) for c in competing if c != v):
         if runnable(name):
             return name
     return None
