@@ -215,8 +215,10 @@ def test_steady_state_on_a_full_cluster_matches_reference(policy, seed):
         got, seen = steady_run(sc, policy, reference=False, seed=seed, plain=plain)
         assert got == want, plain
         # what this test is for really happened: many saturated sets, views caught up in
-        # batches (several leaves at once), pick heaps renewed after deferred re-keys, and
+        # batches (several leaves at once), pick heaps renewed after deferred re-keys (with
+        # the candidate lists most decisions are not descents, so fewer renewals), and
         # (with the candidate lists) decisions that left the view's catch-up for later
-        assert len(seen["sets"]) >= 3 and seen["batches"] >= 20 and seen["flushes"] >= 20, seen
+        assert len(seen["sets"]) >= 3 and seen["batches"] >= 20, seen
+        assert seen["flushes"] >= (20 if plain else 5), seen
         assert plain or seen["deferred"] >= 20, seen
     assert len(want) > 400

@@ -63,7 +63,8 @@ from collections.abc import Callable, Sequence
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.machinery.descent import TreeExclusion, descend_tree, pick_among_tree, renew_pick_entries
+from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, TreeExclusion, descend_tree,
+                                                    pick_among_tree, renew_pick_entries)
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.machinery.views import SaturatedView, ViewCache
 from fairshare.policies.online import OnlineSorter, Runnable
@@ -116,6 +117,10 @@ class _View(SaturatedView):
 
 
 class DFFSorter(TreeExclusion, OnlineSorter):
+    # when the candidate list is used instead of the descent (machinery/descent.py)
+    among_max = TREE_AMONG_MAX
+    among_cost = TREE_AMONG_COST
+
     def __init__(self, resources: int, queues: QueueTree, capacity: Vector, *, update_fr: UpdateFR,
                  child_fr: ChildFR, fairness: Fairness):
         super().__init__(resources, queues, capacity)
