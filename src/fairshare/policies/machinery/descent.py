@@ -20,13 +20,14 @@ from fairshare.policies.online import Runnable
 #: candidates when c <= 200 and c * c * 0.1 <= demanding jobs. Comparing a candidate costs
 #: a parent walk and, only for the children met on the greedy walk, a heap key, about a
 #: tenth of passing one job that cannot run in the descent (a heap pop, a runnable check,
-#: and a pick-heap renewal before it). Chosen from an alternating sweep of (48, 0.5),
+#: and the pick-heap renewal before it). Chosen from an alternating sweep of (48, 0.5),
 #: (100, 0.2), (200, 0.1), (400, 0.05) on bench_scaling's workload at 300, 1,000 and
 #: 3,000 jobs, hdrf and dff, three rounds (docs/performance.md, "The saturated steady
-#: state", second pass): (200, 0.1) had the best or near-best steady state at every size
-#: for both policies (1.15-1.5x over (48, 0.5)) without the 5-10% fill loss that
-#: (400, 0.05) showed for hdrf at 300 and dff at 3,000. The cap binds only above about
-#: 4,000 demanding jobs, where it bounds one decision's comparisons.
+#: state", second pass): medians of the steady state 1.26-1.46x those of (48, 0.5) at
+#: 1,000 and 3,000 jobs and 0.99-1.07x at 300, the fill within +-6% (the spread between
+#: rounds); (400, 0.05) was as good in the steady state but its hdrf fill at 300 jobs 6%
+#: lower, (100, 0.2) 8-17% below (200, 0.1) at 1,000 and 3,000. The cap binds only above
+#: 4,000 demanding jobs, where it bounds the comparisons of one decision.
 TREE_AMONG_MAX = 200
 TREE_AMONG_COST = 0.1
 
