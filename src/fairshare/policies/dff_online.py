@@ -63,7 +63,8 @@ from collections.abc import Callable, Sequence
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.machinery.descent import TreeExclusion, descend_tree, pick_among_tree, renew_pick_entries
+from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, TreeExclusion, descend_tree,
+                                                    pick_among_tree, renew_pick_entries)
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.machinery.views import SaturatedView, ViewCache
 from fairshare.policies.online import OnlineSorter, Runnable
@@ -116,6 +117,10 @@ class _View(SaturatedView):
 
 
 class DFFSorter(TreeExclusion, OnlineSorter):
+    # when the candidate list is used instead of the descent (machinery/descent.py)
+    among_max = TREE_AMONG_MAX
+    among_cost = TREE_AMONG_COST
+
     def __init__(self, resources: int, queues: QueueTree, capacity: Vector, *, update_fr: UpdateFR,
                  child_fr: ChildFR, fairness: Fairness):
         super().__init__(resources, queues, capacity)
@@ -687,10 +692,16 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                             runnable=runnable, excluded=self._excluded_counts())
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
-        self._decide_ready()
-        share, running, position = self.views.current.share, self.running, self.position
+        if self.dirty or self.stale:
+            self._decide_ready()  # (the shared state is brought up to date at every decision)
+        # the current view is caught up only if a key is read: one candidate, or one below
+        # each node on the candidates' paths, needs none (``ViewCache.select``)
+        view, catch_up = self.views.current, self.views.catch_up
+        share, running, position = view.share, self.running, self.position
 
         def node_key(v: int) -> tuple:  # as in the pick heaps (_push)
+            if view.pending:
+                catch_up(view)
             return (round(share[v], DIGITS), running[v], position[v])
 
         return pick_among_tree(names, index=self.index, parent=self.parent, live=self.live, node_key=node_key,

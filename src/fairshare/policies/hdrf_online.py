@@ -61,7 +61,8 @@ from collections.abc import Callable, Sequence
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.machinery.descent import TreeExclusion, descend_tree, pick_among_tree, renew_pick_entries
+from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, TreeExclusion, descend_tree,
+                                                    pick_among_tree, renew_pick_entries)
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.machinery.views import SaturatedView, ViewCache
 from fairshare.policies.online import OnlineSorter, Runnable
@@ -112,6 +113,10 @@ class _View(SaturatedView):
 
 
 class HDRFSorter(TreeExclusion, OnlineSorter):
+    # when the candidate list is used instead of the descent (machinery/descent.py)
+    among_max = TREE_AMONG_MAX
+    among_cost = TREE_AMONG_COST
+
     def __init__(self, resources: int, queues: QueueTree, capacity: Vector, *, share: NodeShare,
                  rescale: bool = True, ignore_blocked: bool = True, stop_when_saturated: bool = False):
         super().__init__(resources, queues, capacity)
@@ -518,10 +523,14 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.stop_when_saturated and self.saturated:
             return None
-        view = self.view
+        # the view is caught up only if a key is read: one candidate, or one below each
+        # node on the candidates' paths, needs none (``ViewCache.select``)
+        view, catch_up = self.views.current, self.views.catch_up
         share, running, position = view.share, self.running, self.position
 
         def node_key(v: int) -> tuple:  # as in the pick heaps (_repost)
+            if view.pending:
+                catch_up(view)
             return (round(share[v], DIGITS), running[v], position[v])
 
         return pick_among_tree(names, index=self.index, parent=self.parent, live=self.live, node_key=node_key,

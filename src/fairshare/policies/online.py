@@ -44,9 +44,10 @@ class OnlineSorter:
     #: list), it asks :meth:`pick_among` instead of :meth:`pick` if the c candidates are
     #: at most ``among_max`` and ``c * c * among_cost <= demanding jobs``: ``among_cost``
     #: is what comparing one candidate costs relative to passing one job that cannot run
-    #: in :meth:`pick` (which passes about demanding / c of them). The defaults fit the
-    #: tree sorters (comparing a candidate means building its path of heap keys); the
-    #: flat sorters compare a key each and set their own. Either way the pick is the same.
+    #: in :meth:`pick` (which passes about demanding / c of them). The defaults are a
+    #: conservative guess for a sorter that sets none; the tree sorters
+    #: (``machinery.descent.TREE_AMONG_MAX``) and the flat sorters set their own, measured.
+    #: Either way the pick is the same.
     among_max: int = 48
     among_cost: float = 0.5
 

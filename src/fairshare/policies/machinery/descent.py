@@ -15,6 +15,22 @@ from collections.abc import Callable
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.online import Runnable
 
+#: The tree sorters' candidate-path thresholds (``OnlineSorter.among_max`` and
+#: ``among_cost``): the engine asks :func:`pick_among_tree` instead of the descent for c
+#: candidates when c <= 200 and c * c * 0.1 <= demanding jobs. Comparing a candidate costs
+#: a parent walk and, only for the children met on the greedy walk, a heap key, about a
+#: tenth of passing one job that cannot run in the descent (a heap pop, a runnable check,
+#: and the pick-heap renewal before it). Chosen from an alternating sweep of (48, 0.5),
+#: (100, 0.2), (200, 0.1), (400, 0.05) on bench_scaling's workload at 300, 1,000 and
+#: 3,000 jobs, hdrf and dff, three rounds (docs/performance.md, "The saturated steady
+#: state", second pass): medians of the steady state 1.26-1.46x those of (48, 0.5) at
+#: 1,000 and 3,000 jobs and 0.99-1.07x at 300, the fill within +-6% (the spread between
+#: rounds); (400, 0.05) was as good in the steady state but its hdrf fill at 300 jobs 6%
+#: lower, (100, 0.2) 8-17% below (200, 0.1) at 1,000 and 3,000. The cap binds only above
+#: 4,000 demanding jobs, where it bounds the comparisons of one decision.
+TREE_AMONG_MAX = 200
+TREE_AMONG_COST = 0.1
+
 
 def renew_pick_entries(repick, heaps: list[list], *, version: list[int], share: list[float], running: list[int],
                        position: list[int], live: list[int], present: list, parent: list[int],
@@ -101,15 +117,57 @@ def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: li
     """:func:`descend_tree`'s answer from the root when only ``names`` can be runnable.
     The descent takes, level by level, the lowest child (``node_key(v)``: v's key in its
     parent's heap, by the tie rule) that has a runnable job below, so the job it returns
-    is the runnable one whose path of keys from the root is lowest: sort the candidates'
-    paths and try them in order. In a FIFO queue only its earliest demanding runnable job
-    competes, as in the descent (the others are not runnable, so the earliest runnable
-    job is a candidate). O(candidates x depth) instead of a walk past every job that
-    cannot run."""
+    is the runnable one whose path of keys from the root is lowest. In a FIFO queue only
+    its earliest demanding runnable job competes, as in the descent (the others are not
+    runnable, so the earliest runnable job is a candidate). O(candidates x depth) instead
+    of a walk past every job that cannot run.
+
+    The lowest path is found greedily: from the root, the lowest child (by its key) among
+    those with a candidate below, and so on down (keys are distinct among siblings, by
+    position, so the lexicographic minimum of the paths is exactly this walk). Only the
+    keys of the children met on that walk are computed (on the 1,000-job benchmark's
+    steady state, 32,462 keys where building every path read 207,601: docs/performance.md,
+    "The saturated steady state"). When that job is not runnable, every competing
+    candidate's path is built and they are tried in order, as before."""
     candidates = {index[name]: name for name in names}
-    paths: list[tuple[tuple, str]] = []
-    # each node's path of keys from the root, built once per call (candidates share most
-    # of their ancestors)
+    fifo_first: dict[int, int | None] = {}
+    # the tree of the competing candidates' paths: each node's children on them
+    below: dict[int, list[int]] = {}
+    competing: list[int] = []
+    for v, name in candidates.items():
+        if not live[v]:
+            continue
+        q = parent[v]
+        waiting = fifo_jobs(q)
+        if waiting is not None:
+            if q not in fifo_first:
+                fifo_first[q] = next((c for c in waiting
+                                      if c in candidates and live[c] > 0 and runnable(candidates[c])), None)
+            if fifo_first[q] != v:
+                continue
+        competing.append(v)
+        u = v
+        while u:  # up to the first node already on another candidate's path
+            p = parent[u]
+            kids = below.get(p)
+            if kids is None:
+                below[p] = [u]
+                u = p
+            else:
+                kids.append(u)
+                break
+    if not below:
+        return None
+    v = 0
+    while True:
+        kids = below.get(v)
+        if kids is None:
+            break  # a candidate job
+        v = kids[0] if len(kids) == 1 else min(kids, key=node_key)
+    best = candidates[v]
+    if runnable(best):
+        return best
+    # the lowest is not runnable: build every competing candidate's path of keys, try in order
     memo: dict[int, tuple] = {0: ()}
 
     def path_of(v: int) -> tuple:
@@ -122,27 +180,7 @@ def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: li
             path = memo[u] = path + (node_key(u),)
         return path
 
-    fifo_first: dict[int, int | None] = {}
-    for v, name in candidates.items():
-        if not live[v]:
-            continue
-        q = parent[v]
-        waiting = fifo_jobs(q)
-        if waiting is not None:
-            if q not in fifo_first:
-                fifo_first[q] = next((c for c in waiting
-                                      if c in candidates and live[c] > 0 and runnable(candidates[c])), None)
-            if fifo_first[q] != v:
-                continue
-        paths.append((path_of(v), name))
-    if not paths:
-        return None
-    # (usually the lowest is runnable: sort only when it is not)
-    best = min(paths)
-    if runnable(best[1]):
-        return best[1]
-    paths.sort()
-    for _path, name in paths[1:]:
+    for _path, name in sorted((path_of(c), candidates[c]) for c in competing if c != v):
         if runnable(name):
             return name
     return None

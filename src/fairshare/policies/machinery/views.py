@@ -9,7 +9,7 @@ sorter keeps one complete incremental *view* per recently seen set, in a
 
 Events are applied at once to the current view only (by the sorter); the others record
 which leaves changed (:meth:`ViewCache.record`) and catch up in one batch when their set
-comes back (:meth:`ViewCache.select`, :meth:`ViewCache.catch_up`): the sorter's
+comes back and the sorter reads them (:meth:`ViewCache.catch_up`): the sorter's
 ``replay(view, leaves)``, or a full ``rebuild(view)`` when more than a quarter of the
 nodes changed. A sorter may also record into the current view and catch it up before it
 decides (the H-DRF sorter does: on a full cluster the set changes before most decisions,
@@ -82,15 +82,17 @@ class ViewCache(Generic[V]):
             view.pending[leaf] = None
 
     def select(self, saturated: frozenset[int]) -> V:
-        """Make the view of ``saturated`` current (caught up, or built if none is kept)."""
+        """Make the view of ``saturated`` current (built if none is kept). A kept view is
+        not caught up here: the sorter catches it up when it first reads it (its
+        ``pending`` set says whether it must), since a decision among one candidate reads
+        no share, and the leaves a skipped catch-up would have replayed then join the
+        view's next batch, their common ancestors recomputed once."""
         for k, view in enumerate(self.views):
             if view.saturated == saturated:
                 view.last_used = self.events
                 if k:
                     self.views.insert(0, self.views.pop(k))
                     self.current = view
-                if view.pending:
-                    self.catch_up(view)
                 return view
         view = self._make(saturated)
         view.last_used = self.events
