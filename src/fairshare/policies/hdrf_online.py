@@ -141,6 +141,11 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.running: list[int] = []
         self.live: list[int] = []  # demanding leaves below (1 for a demanding leaf)
         self.kids: list[int] = []
+        # each node's children that are not tombstones, in index order (the order every
+        # sum over them takes): the periodic exact re-sum (_resum) and a view's rebuild
+        # read them instead of scanning every node ever added (on a streamed trace, every
+        # job that ever arrived: the re-sums alone made the cost per event grow with them)
+        self.children: list[dict[int, None]] = []
         self.depth: list[int] = []  # the root is at 0
         self.needs: list[int] = []  # a job's resources with demand > 0, as a bit mask
         self._init_excluded()
@@ -186,6 +191,9 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.running.append(0)
         self.live.append(0)
         self.kids.append(0)
+        self.children.append({})
+        if parent >= 0:
+            self.children[parent][idx] = None
         self.needs.append(0)
         for view in self.views:
             view.grow(self.m)
@@ -214,6 +222,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         super().remove_job(name)
         self._commit(idx, d_live=d_live, d_running=-run)
         self.key[idx] = ""  # tombstone: the slot is never reused, its heap entries go stale
+        del self.children[self.parent[idx]][idx]
         self._touch(idx)
 
     def allocated(self, name, demand, now=0.0):
@@ -455,12 +464,11 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         """Rebuild p's running sums exactly from its children's stored contributions."""
         s1 = [0.0] * self.m
         s2 = [0.0] * self.m
-        for c in range(len(self.key)):
-            if self.parent[c] == p and self.key[c]:
-                in_pool, vec = view.contrib[c]
-                target = s1 if in_pool else s2
-                for r in range(self.m):
-                    target[r] += vec[r]
+        for c in self.children[p]:
+            in_pool, vec = view.contrib[c]
+            target = s1 if in_pool else s2
+            for r in range(self.m):
+                target[r] += vec[r]
         view.s1[p], view.s2[p] = s1, s2
 
     def _rebuild(self, view: _View) -> None:
@@ -469,11 +477,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         view.repick.clear()  # (every pick entry is made anew below)
         cap = self.capacity
         view.counted = [r for r in range(self.m) if cap[r] > 0 and r not in view.saturated]
-        n = len(self.key)
-        children: list[list[int]] = [[] for _ in range(n)]
-        for c in range(1, n):
-            if self.key[c]:
-                children[self.parent[c]].append(c)
+        children = self.children
         order: list[int] = []
         stack = [0]
         while stack:
