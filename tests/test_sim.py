@@ -388,3 +388,38 @@ def test_hdrf_sec_3_4_hdrf_keeps_n21_at_its_share():
     assert mean_running(result, "n22", 100, 200) > 9.5
     assert s["starvation"]["max_s"] < 1.0
     assert s["fairness_gap"]["value"] < 0.05
+
+
+# --- the collector settings of a run ---------------------------------------------------------
+
+def test_a_run_tunes_the_collector_and_restores_it():
+    """``Simulator.run`` raises the young generation's threshold and freezes what is alive
+    while it runs (docs/simulation.md, "Performance"), and puts both back after; a freeze
+    made before the run (serve's) is left as it was."""
+    import gc
+
+    from fairshare.sim import simulator
+
+    seen = []
+    original = simulator.Simulator._run
+
+    def spy(self):
+        seen.append((gc.get_threshold(), gc.get_freeze_count()))
+        return original(self)
+
+    before = gc.get_threshold()
+    gc.unfreeze()  # (a clean start, whatever ran before in this process)
+    try:
+        gc.set_threshold(700, 10, 10)
+        simulator.Simulator._run = spy
+        simulate(build(drf_example()), "drf")
+        assert seen[0][0] == simulator.SIM_GC_THRESHOLDS and seen[0][1] > 0
+        assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == 0
+        gc.freeze()  # someone else's freeze: kept
+        frozen = gc.get_freeze_count()
+        simulate(build(drf_example()), "drf")
+        assert gc.get_freeze_count() >= frozen
+    finally:
+        simulator.Simulator._run = original
+        gc.unfreeze()
+        gc.set_threshold(*before)

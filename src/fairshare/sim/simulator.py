@@ -84,17 +84,21 @@ def _collector_tuned():
     generation collected after 100,000 net allocations instead of 700. The loop makes
     millions of short-lived tuples and records and almost no cycles, so the default
     thresholds bought only repeated walks of everything alive. Measured on the full-size
-    Google 2011 generator (``bench_google_full.py --fraction 0.01 --policy drf``, one run
-    each, same minute): 30.3 s of CPU with the defaults, 27.4 s with this. Restored after
-    the run (serve sets its own, ``live.cli``)."""
+    Google 2011 generator (``bench_google_full.py --fraction 0.01 --policy drf``,
+    alternating, load average 2.1-2.7): 33.0 / 34.7 s of CPU with the defaults, 29.1 /
+    29.4 s with this (docs/simulation.md, "Performance"). Both are restored after the run;
+    a process that froze objects itself (serve, ``live.cli``) keeps its own freeze."""
     before = gc.get_threshold()
-    gc.freeze()  # (garbage among them too: it is collectable again after ``unfreeze``)
+    freeze = gc.get_freeze_count() == 0  # (unfreeze would thaw someone else's freeze too)
+    if freeze:
+        gc.freeze()  # (garbage among them too: it is collectable again after ``unfreeze``)
     gc.set_threshold(*SIM_GC_THRESHOLDS)
     try:
         yield
     finally:
         gc.set_threshold(*before)
-        gc.unfreeze()
+        if freeze:
+            gc.unfreeze()
 
 
 class SimulationError(ValueError):
