@@ -5,8 +5,12 @@ task finishes)."""
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import socket
+import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 from fairshare.engine.events import ExecutorEvent, NodeAdded, NodeLost, TaskFinished
@@ -116,6 +120,33 @@ def free_port() -> int:
 
 def repo_root() -> Path:
     return Path(__file__).resolve().parents[1]
+
+
+def serve_env(**extra: str) -> dict[str, str]:
+    """The environment for a ``fairshare serve`` subprocess: this tree's sources first on
+    ``PYTHONPATH``, whatever fairshare the interpreter has installed; no crash point
+    inherited from the caller, ``extra`` added."""
+    env = {k: v for k, v in os.environ.items() if k != "FAIRSHARE_CRASH_AT"}
+    env["PYTHONPATH"] = os.pathsep.join([str(repo_root() / "src"), *filter(None, [env.get("PYTHONPATH")])])
+    env.update(extra)
+    return env
+
+
+def serve_came_up(proc: subprocess.Popen, port: int, log: Path, timeout_s: float, every_s: float) -> bool:
+    """Poll serve's ``/healthz`` until it says ok (True) or ``timeout_s`` passes (False);
+    fails the test with the log's tail if the process exits first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"serve exited with {proc.returncode}: {log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
+                if json.loads(resp.read())["status"] == "ok":
+                    return True
+        except OSError:
+            pass
+        time.sleep(every_s)
+    return False
 
 
 class RecordingExecutor:

@@ -32,12 +32,10 @@ process of its cluster.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -47,7 +45,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from live_helpers import ADMIN, ALICE, config_doc, free_port, job, repo_root, wait_for
+from live_helpers import ADMIN, ALICE, config_doc, free_port, job, serve_came_up, serve_env, wait_for
 
 pytest.importorskip("ray", reason="the live extra (ray) is not installed")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -79,27 +77,14 @@ def workdir(tmp_path_factory):
 
 def start_serve(root: Path, log_name: str, crash_at: str | None = None) -> tuple[subprocess.Popen, int]:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "FAIRSHARE_CRASH_AT"}
-    # this tree's sources, whatever fairshare the interpreter has installed
-    env["PYTHONPATH"] = os.pathsep.join([str(repo_root() / "src"), *filter(None, [env.get("PYTHONPATH")])])
-    if crash_at:
-        env["FAIRSHARE_CRASH_AT"] = crash_at
+    env = serve_env(FAIRSHARE_CRASH_AT=crash_at) if crash_at else serve_env()
     log = open(root / log_name, "w")  # noqa: SIM115 - the child keeps it
     proc = subprocess.Popen([sys.executable, "-m", "fairshare", "serve", "--config", str(root / "cluster.yaml"),
                              "--db", str(root / "fs.db"), "--port", str(port)],
                             cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     log.close()
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"serve exited with {proc.returncode}: {(root / log_name).read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
-                if json.loads(resp.read())["status"] == "ok":
-                    return proc, port
-        except OSError:
-            pass
-        time.sleep(0.2)
+    if serve_came_up(proc, port, root / log_name, timeout_s=180, every_s=0.2):
+        return proc, port
     proc.kill()
     raise AssertionError(f"serve did not come up: {(root / log_name).read_text()[-3000:]}")
 

@@ -172,7 +172,7 @@ def test_serve_attaches_to_an_existing_cluster_and_discovers_its_nodes(cluster, 
 
     import yaml
 
-    from live_helpers import config_doc, free_port, repo_root
+    from live_helpers import config_doc, free_port, serve_env
 
     _, executor, _ = cluster
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(config_doc()))
@@ -181,9 +181,7 @@ def test_serve_attaches_to_an_existing_cluster_and_discovers_its_nodes(cluster, 
                              "--db", str(tmp_path / "fs.db"), "--port", str(port),
                              "--ray-address", executor.cluster.address],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            # this tree's sources, whatever fairshare the interpreter has installed
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                                [str(repo_root() / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])})
+                            env=serve_env())
 
     def call(method, path, token, body=None):
         data = json.dumps(body).encode() if body is not None else None

@@ -21,7 +21,7 @@ import urllib.request
 import pytest
 import yaml
 
-from live_helpers import ADMIN, ALICE, BOB, config_doc, free_port, job, repo_root, wait_for
+from live_helpers import ADMIN, ALICE, BOB, config_doc, free_port, job, serve_came_up, serve_env, wait_for
 
 pytest.importorskip("ray", reason="the live extra (ray) is not installed")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -31,23 +31,12 @@ def start_serve(tmp_path, port: int, log_name: str) -> subprocess.Popen:
     log = open(tmp_path / log_name, "w")
     # its own session: after the kill -9 the test can clean up what the dead server
     # leaves behind (Ray's per-node agents) by process group, touching nothing else
-    # this tree's sources, whatever fairshare the interpreter has installed
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo_root() / "src"),
-                                                        *filter(None, [os.environ.get("PYTHONPATH")])])}
     proc = subprocess.Popen([sys.executable, "-m", "fairshare", "serve", "--config", str(tmp_path / "cluster.yaml"),
                              "--db", str(tmp_path / "fs.db"), "--port", str(port), "--policy", "hdrf"],
-                            cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"serve exited with {proc.returncode}: {(tmp_path / log_name).read_text()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
-                if json.loads(resp.read())["status"] == "ok":
-                    return proc
-        except OSError:
-            pass
-        time.sleep(0.3)
+                            cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env=serve_env())
+    if serve_came_up(proc, port, tmp_path / log_name, timeout_s=120, every_s=0.3):
+        return proc
     stop(proc)
     raise AssertionError(f"serve did not come up: {(tmp_path / log_name).read_text()}")
 
