@@ -9,13 +9,14 @@ it: apply an instant's events, decide once, start the launches on an ``Executor`
 Neither runtime contains policy logic.
 """
 
-from fairshare.engine.events import Event, JobArrived, JobCancelled, NodeAdded, NodeLost, TaskFinished, Wake
+from fairshare.engine.events import (INSTANT_ORDER, Event, JobArrived, JobCancelled, NodeAdded, NodeLost, QueueChanged,
+                                     TaskFinished, Wake, instant_rank)
 from fairshare.engine.executor import Executor
 from fairshare.engine.placement import STRATEGIES, NodePool
 from fairshare.engine.scheduler import Launch, Scheduler
 from fairshare.engine.snapshot import Changes, Snapshot, UsageLedger
 from fairshare.engine.step import Engine, Instant, Preempted, run_rounds
 
-__all__ = ["Changes", "Engine", "Event", "Executor", "Instant", "JobArrived", "JobCancelled", "Launch",
-           "NodeAdded", "NodeLost", "NodePool", "Preempted", "STRATEGIES", "Scheduler", "Snapshot", "TaskFinished",
-           "UsageLedger", "Wake", "run_rounds"]
+__all__ = ["Changes", "Engine", "Event", "Executor", "INSTANT_ORDER", "Instant", "JobArrived", "JobCancelled", "Launch",
+           "NodeAdded", "NodeLost", "NodePool", "Preempted", "QueueChanged", "STRATEGIES", "Scheduler", "Snapshot",
+           "TaskFinished", "UsageLedger", "Wake", "instant_rank", "run_rounds"]

@@ -13,6 +13,7 @@ from typing import Union
 
 from fairshare.model.cluster import Node
 from fairshare.model.jobs import Job
+from fairshare.model.queues import QueueChange
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,15 @@ class NodeAdded:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueChanged:
+    """The queue tree changed (``model.queues.QueueChange``: a weight, order, guarantee or
+    limit, a queue added or removed). The scheduler applies it in place: the jobs, their
+    running tasks and the nodes stay; the policy's order follows the new tree."""
+
+    change: QueueChange
+
+
+@dataclass(frozen=True, slots=True)
 class Wake:
     """Time passed with nothing else happening: a starved queue's wait for preemption
     ended (``Engine.wake_at``). The step decides (and preempts) as after any event."""
@@ -64,4 +74,19 @@ class Wake:
 #: what an executor reports (``Executor.poll``)
 ExecutorEvent = Union[TaskFinished, NodeLost, NodeAdded]
 #: everything ``Engine.step`` applies
-Event = Union[JobArrived, JobCancelled, TaskFinished, NodeLost, NodeAdded, Wake]
+Event = Union[JobArrived, JobCancelled, TaskFinished, NodeLost, NodeAdded, QueueChanged, Wake]
+
+#: The one order of simultaneous events, lower first: what happened to running work
+#: (completions and failures), then to the cluster (nodes lost, nodes added), then to the
+#: queue tree, then new work (arrivals) and withdrawn work (cancellations), and last a
+#: ``Wake``. So a job arriving at t sees the resources freed at t and the queue tree as
+#: changed at t, and a cancellation can name a job that arrived in the same instant.
+#: The simulator's heap (``sim.events``), the live service's pass and the conformance
+#: driver all order an instant's events by it; ties keep the order they were reported in.
+INSTANT_ORDER: dict[type, int] = {TaskFinished: 0, NodeLost: 1, NodeAdded: 2, QueueChanged: 3, JobArrived: 4,
+                                  JobCancelled: 5, Wake: 6}
+
+
+def instant_rank(event: Event) -> int:
+    """``event``'s place among the events of one instant (``INSTANT_ORDER``)."""
+    return INSTANT_ORDER[type(event)]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 ROOT = ""
 
@@ -127,6 +127,62 @@ class QueueTree:
     def bounded(self) -> bool:
         """Whether any queue has a guarantee or a limit."""
         return any(node.guarantee or node.limit for node in self)
+
+    def changed(self, change: QueueChange) -> QueueTree:
+        """The tree after ``change`` (``QueueChange``); this one is left as it is. Raises
+        ``ValueError`` with the reason when the change cannot apply (the root, an unknown
+        parent, removing an unknown queue). Whether jobs still use a removed queue is the
+        caller's to check: the tree does not know its jobs."""
+        path = change.path
+        if not path or any(not part for part in path.split(".")):
+            raise ValueError(f"must be a dotted queue path, got {path!r}")
+        nodes = dict(self._nodes)
+        if change.remove:
+            if path not in nodes:
+                raise ValueError(f"cannot remove queue {path!r}: there is no such queue")
+            parent = nodes[path].parent
+            nodes[parent] = replace(nodes[parent], children=tuple(c for c in nodes[parent].children if c != path))
+            for gone in [p for p in nodes if p == path or p.startswith(path + ".")]:
+                del nodes[gone]
+            return QueueTree(nodes)
+        node = nodes.get(path)
+        if node is None:
+            parent = path.rsplit(".", 1)[0] if "." in path else ROOT
+            if parent not in nodes:
+                raise ValueError(f"cannot add queue {path!r}: its parent queue {parent!r} does not exist")
+            nodes[parent] = replace(nodes[parent], children=nodes[parent].children + (path,))
+            node = QueueNode(path, 1.0)
+        if change.weight is not None:
+            if not (change.weight > 0 and math.isfinite(change.weight)):
+                raise ValueError(f"weight must be a positive number, got {change.weight!r}")
+            node = replace(node, weight=float(change.weight))
+        if change.order is not None:
+            node = replace(node, order=change.order)
+        if change.guarantee is not None:
+            node = replace(node, guarantee=tuple(sorted(change.guarantee)))
+        if change.limit is not None:
+            node = replace(node, limit=tuple(sorted(change.limit)))
+        nodes[path] = node
+        return QueueTree(nodes)
+
+
+@dataclass(frozen=True)
+class QueueChange:
+    """One queue's change at run time (a scenario's ``events: [{time, queue: {...}}]``, the
+    live service's ``PUT /v1/queues``): fields left None keep the queue's value.
+
+    An existing ``path`` gets the given ``weight``, ``order``, ``guarantee`` and ``limit``
+    (a bound of ``()`` removes it); a new ``path`` is added under its dotted parent
+    (weight 1, order fair unless given), after its siblings; ``remove`` removes a queue
+    (and its subtree) that no job uses. :meth:`QueueTree.changed` applies it.
+    """
+
+    path: str
+    weight: float | None = None
+    order: str | None = None
+    guarantee: Bounds | None = None
+    limit: Bounds | None = None
+    remove: bool = False
 
 
 def bound_claims_problems(queues: QueueTree, resources: Sequence[str],

@@ -10,17 +10,22 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-# Priorities at one instant. Completions and node failures come before arrivals, so a
-# job that arrives at t sees the resources freed at t; the scheduler runs once after
-# all of them (it is not an event: the simulator calls it when the instant is done).
-TASK_END = 0
-NODE_FAIL = 1
-NODE_ADD = 2
-JOB_ARRIVAL = 3
-WAKE = 4  # a starved queue's wait for preemption ends (after everything else at that time)
+from fairshare.engine.events import (INSTANT_ORDER, JobArrived, JobCancelled, NodeAdded, NodeLost, QueueChanged,
+                                     TaskFinished, Wake)
 
-PRIORITY_NAMES = {TASK_END: "task_end", NODE_FAIL: "node_fail", NODE_ADD: "node_add", JOB_ARRIVAL: "job_arrival",
-                  WAKE: "wake"}
+# Priorities at one instant: the engine's one order of simultaneous events
+# (``engine.events.INSTANT_ORDER``). The scheduler runs once after all of them (it is not
+# an event: the simulator calls it when the instant is done).
+TASK_END = INSTANT_ORDER[TaskFinished]
+NODE_FAIL = INSTANT_ORDER[NodeLost]
+NODE_ADD = INSTANT_ORDER[NodeAdded]
+QUEUE_CHANGE = INSTANT_ORDER[QueueChanged]
+JOB_ARRIVAL = INSTANT_ORDER[JobArrived]
+JOB_CANCEL = INSTANT_ORDER[JobCancelled]
+WAKE = INSTANT_ORDER[Wake]  # a starved queue's wait for preemption ends (after everything else at that time)
+
+PRIORITY_NAMES = {TASK_END: "task_end", NODE_FAIL: "node_fail", NODE_ADD: "node_add", QUEUE_CHANGE: "queue_change",
+                  JOB_ARRIVAL: "job_arrival", JOB_CANCEL: "job_cancel", WAKE: "wake"}
 
 
 class EventQueue:
