@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 from fairshare.engine.events import ExecutorEvent, NodeAdded, NodeLost, TaskFinished
+from fairshare.engine.executor import ExecutorDefaults
 from fairshare.engine.scheduler import Launch
 from fairshare.live.commands import CommandBook
 from fairshare.live.config import LiveConfig, parse_config
@@ -57,9 +58,10 @@ def job(name: str, queue: str, count: int, demand: dict, command="true", **extra
     return {"name": name, "queue": queue, "tasks": [task]}
 
 
-class ManualExecutor:
-    """Starts nothing; records the launches; ``finish``/``lose`` queue events for ``poll``.
-    Given the service's ``commands``, it checks that every launch has a command to run."""
+class ManualExecutor(ExecutorDefaults):
+    """Starts nothing; records the launches; ``finish``/``lose`` queue events for ``poll``,
+    each end naming its launch's attempt. Given the service's ``commands``, it checks that
+    every launch has a command to run."""
 
     def __init__(self, nodes: tuple[Node, ...], commands: CommandBook | None = None):
         self._nodes = tuple(nodes)
@@ -88,8 +90,9 @@ class ManualExecutor:
             self.finish(task_id, ok=False, reason="cancelled")
 
     def finish(self, task_id: int, ok: bool = True, reason: str = "") -> None:
-        self.running.pop(task_id)
-        self._events.append(TaskFinished(task_id, ok, reason if ok else (reason or "exit status 1: boom")))
+        launch = self.running.pop(task_id)
+        self._events.append(TaskFinished(task_id, ok, reason if ok else (reason or "exit status 1: boom"),
+                                         launch.attempt))
 
     def lose(self, name: str) -> None:
         for task_id in [t for t, la in self.running.items() if la.node == name]:
@@ -150,7 +153,8 @@ def serve_came_up(proc: subprocess.Popen, port: int, log: Path, timeout_s: float
 
 
 class RecordingExecutor:
-    """Another executor behind the seam, with every launch it was given recorded in order."""
+    """Another executor behind the seam, with every launch it was given recorded in order.
+    (Not an ``ExecutorDefaults``: every call goes to the inner executor.)"""
 
     def __init__(self, inner):
         self.inner = inner
@@ -170,11 +174,12 @@ class RecordingExecutor:
         return self.inner.poll()
 
     def __getattr__(self, name: str):
-        """The inner executor's optional methods (``recover``, ``acknowledge``)."""
+        """The inner executor's other methods (``recover``, ``acknowledge``, ``health``,
+        ``shutdown``)."""
         return getattr(self.inner, name)
 
 
-class NullExecutor:
+class NullExecutor(ExecutorDefaults):
     """Runs nothing (a replay only wants the decisions)."""
 
     def nodes(self) -> tuple[Node, ...]:
@@ -190,17 +195,15 @@ class NullExecutor:
         return []
 
 
-def replay(svc, policy: str, live_launches: list[Launch]) -> list[Launch]:
-    """A fresh ``Scheduler`` (as the simulator builds it) fed the rounds ``svc`` recorded
-    (``record_rounds=True``). Its launches take the live run's task ids in order, so the
-    recorded completions name the same tasks as long as the decisions agree."""
+def replay(svc, policy: str) -> list[Launch]:
+    """A fresh ``Engine`` (a ``Scheduler`` as the simulator builds it) fed the rounds
+    ``svc`` recorded (``record_rounds=True``): the events serve fed to ``Engine.step``,
+    arrivals with their task ids, queue changes included, from the tree and the nodes the
+    service started with."""
     from fairshare.engine.scheduler import Scheduler
     from fairshare.engine.step import Engine, run_rounds
-    from fairshare.model.queues import QueueTree
     from fairshare.policies import make_policy
 
-    ids = iter([la.task_id for la in live_launches])
-    # the nodes the service started with (a node lost later is a recorded event)
-    scheduler = Scheduler(svc.resources, svc._nodes, QueueTree.build(svc._entries), make_policy(policy),
-                          task_ids=lambda job, class_index: next(ids))
+    scheduler = Scheduler(svc.resources, svc._nodes, svc.loop.initial_tree, make_policy(policy),
+                          placement=svc.placement)
     return run_rounds(Engine(scheduler, NullExecutor()), svc.rounds)

@@ -29,7 +29,7 @@ class AdoptingExecutor(ManualExecutor):
 
     def start(self, launch, now):
         super().start(launch, now)
-        self.held[launch.task_id] = (self.commands.attempts[launch.task_id], launch.node, None)
+        self.held[launch.task_id] = (launch.attempt, launch.node, None)
 
     def recover(self, service_id, incarnation, running):
         self.recovered.append((service_id, incarnation, dict(running)))

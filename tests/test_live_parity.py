@@ -102,5 +102,5 @@ def test_live_service_makes_the_simulators_decisions(tmp_path, policy):
     assert len(live) == sum(c for _, _, c, _, _ in WORKLOAD)  # 6 + 4 + 5 + 3 + 4 = 22 decisions
     assert {j["state"] for j in svc.list_jobs(None)} == {"succeeded"}
     # and a replay of the rounds the service recorded (arrivals, completions) decides the same
-    assert [(la.job, la.node, la.task_id) for la in replay(svc, policy, ex.started)] == \
+    assert [(la.job, la.node, la.task_id) for la in replay(svc, policy)] == \
         [(la.job, la.node, la.task_id) for la in ex.started]

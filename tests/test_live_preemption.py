@@ -272,7 +272,7 @@ def test_preempted_attempts_are_recorded_requeued_and_run_once_more(tmp_path):
     # the killed attempts' reports ("cancelled") come in the next pass: fenced, not failures
     clock.t = 7.0
     svc.step()
-    assert svc.loop.failures == {} and svc.loop._fenced == {}
+    assert svc.loop.failures == {}
     assert all(svc.store.tasks(a)[v - 1].state == "pending" for v in victims)
     # run everything to the end, finishing what runs, pass after pass
     for _ in range(40):
@@ -294,21 +294,23 @@ def test_preempted_attempts_are_recorded_requeued_and_run_once_more(tmp_path):
 
 
 class LateKillExecutor(ManualExecutor):
-    """A kill whose report comes whenever the test says (``report_kills``), possibly after
-    the task's row started again: the fence must still take it for the killed attempt's."""
+    """A kill whose report (naming the killed launch's attempt) comes whenever the test
+    says (``report_kills``), possibly after the task's row started again: the fence must
+    still take it for the killed attempt's."""
 
     def __init__(self, nodes, commands=None):
         super().__init__(nodes, commands)
-        self.unreported: list[int] = []
+        self.unreported: list[tuple[int, int]] = []
 
     def kill(self, task_id: int) -> None:
         self.killed.append(task_id)
-        if self.running.pop(task_id, None) is not None:
-            self.unreported.append(task_id)
+        launch = self.running.pop(task_id, None)
+        if launch is not None:
+            self.unreported.append((task_id, launch.attempt))
 
     def report_kills(self) -> None:
-        for task_id in self.unreported:
-            self._events.append(TaskFinished(task_id, ok=False, reason="cancelled"))
+        for task_id, attempt in self.unreported:
+            self._events.append(TaskFinished(task_id, ok=False, reason="cancelled", attempt=attempt))
         self.unreported.clear()
 
 

@@ -107,7 +107,7 @@ def test_tenants_share_the_cluster_by_policy_and_everything_completes(live):
 
 def replayed(svc) -> list[tuple[str, str]]:
     """The decisions of a fresh Scheduler fed the rounds the service recorded."""
-    return [(la.job, la.node) for la in replay(svc, POLICY, svc.executor.started)]
+    return [(la.job, la.node) for la in replay(svc, POLICY)]
 
 
 def launched(svc) -> list[tuple[str, str]]:

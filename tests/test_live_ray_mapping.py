@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
-from fairshare.live.ray_executor import GIB, discover_nodes, ray_options, resource_mapping
+from fairshare.live.ray_executor import GIB, discover_nodes, resource_mapping
 from fairshare.model.cluster import Node
 
 RES = ("cpu", "memory", "mic", "gpu")
@@ -35,17 +33,6 @@ def test_fs_resources_win_when_present():
 def test_native_names_without_fs_resources():
     assert resource_mapping(RES, NATIVE_NODES) == {"cpu": ("CPU", 1.0), "memory": ("memory", GIB),
                                                    "mic": ("mic", 1.0), "gpu": ("GPU", 1.0)}
-
-
-@pytest.mark.parametrize("nodes, demand, options", [
-    # fs_ resources: everything custom; num_cpus=0 so Ray's worker pool is not sized by it
-    (FS_NODES, (1.0, 2.0, 1.0, 0.0), {"num_cpus": 0, "resources": {"fs_cpu": 1.0, "fs_memory": 2.0, "fs_mic": 1.0}}),
-    # native: cpu -> num_cpus, gpu -> num_gpus, memory GiB -> bytes (2 GiB = 2 * 2**30)
-    (NATIVE_NODES, (2.0, 2.0, 0.0, 1.0), {"num_cpus": 2.0, "num_gpus": 1.0, "memory": 2 * 2 ** 30}),
-    (NATIVE_NODES, (0.5, 0.0, 1.0, 0.0), {"num_cpus": 0.5, "resources": {"mic": 1.0}}),
-])
-def test_demand_becomes_ray_options(nodes, demand, options):
-    assert ray_options(RES, resource_mapping(RES, nodes), demand) == options
 
 
 def test_discovered_nodes_named_by_their_mark_in_config_order_dead_ones_left_out():

@@ -54,10 +54,9 @@ def test_admin_weight_change_moves_the_fair_share_and_keeps_running_tasks(tmp_pa
     (b,) = svc.submit(BOB, {"jobs": [job("b", "dev", 40, {"cpu": 1})]})
     svc.step()
     # update_queues waits for the loop; run the change through step() by hand here
-    from fairshare.live.queues import apply_queue_changes
+    from fairshare.live.queues import queue_changes
 
-    entries = apply_queue_changes(svc._entries, [{"weights": {"dev": 3}}], validate=True)
-    svc._inbox.append(("queues", (entries, __import__("threading").Event())))
+    svc._inbox.append(("queues", (queue_changes({"weights": {"dev": 3}}), __import__("threading").Event())))
     svc.step()
     assert running_by_job(ex) == {str(a): 4, str(b): 4}  # adopted, not restarted
     assert svc.status()["running_tasks"] == 8
@@ -207,11 +206,11 @@ def test_a_finished_job_leaves_the_loops_memory(tmp_path):
     (a,) = svc.submit(ALICE, {"jobs": [job("a", "ads", 2, {"cpu": 1})]})
     (b,) = svc.submit(BOB, {"jobs": [job("b", "dev", 2, {"cpu": 1})]})
     svc.step()
-    assert set(svc.loop.jobs) == {a, b}
+    assert svc.loop.admission.commands.jobs() == {str(a), str(b)}
     for task_id in [t for t, la in ex.running.items() if la.job == str(a)]:
         ex.finish(task_id)
     svc.step()
-    assert set(svc.loop.jobs) == {b}  # a's rows, commands and pending lists are gone
+    assert svc.loop.admission.commands.jobs() == {str(b)}  # a's commands are gone
     assert set(svc.scheduler.jobs) == {str(b)}  # and the engine's record of it
     assert svc.status()["queues"]  # the views read the engine without it
     assert svc.get_job(a, None)["state"] == "succeeded"  # (the store still has it)

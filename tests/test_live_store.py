@@ -37,7 +37,7 @@ def test_task_transitions_and_restart_requeue(tmp_path):
     store = Store(tmp_path / "fs.db")
     (job_id,) = store.add_jobs([("a", "ads", 1.0, "alice", SPEC, [("main", 3)])], now=0.0)
     t1, t2, t3 = (t.id for t in store.tasks(job_id))
-    store.mark_running([(t1, "n1"), (t2, "n2")], now=1.0)
+    store.mark_running([(t1, "n1", 1), (t2, "n2", 1)], now=1.0)
     store.finish_tasks([(t1, "succeeded", 0, "")], now=2.0)
     assert store.task_counts([job_id]) == {job_id: {"succeeded": 1, "running": 1, "pending": 1}}
     # a restart: the task left running goes back to pending, the succeeded one stays
@@ -50,7 +50,7 @@ def test_cancel_marks_pending_tasks_cancelled(tmp_path):
     store = Store(tmp_path / "fs.db")
     (job_id,) = store.add_jobs([("a", "ads", 1.0, "alice", SPEC, [("main", 3)])], now=0.0)
     t1 = store.tasks(job_id)[0].id
-    store.mark_running([(t1, "n1")], now=1.0)
+    store.mark_running([(t1, "n1", 1)], now=1.0)
     store.cancel_job(job_id, now=2.0)
     # the running task is left to the service (it interrupts it); the 2 pending ones end now
     assert store.task_counts([job_id]) == {job_id: {"running": 1, "cancelled": 2}}
@@ -61,7 +61,7 @@ def test_failed_transaction_leaves_nothing(tmp_path):
     store = Store(tmp_path / "fs.db")
     (job_id,) = store.add_jobs([("a", "ads", 1.0, "alice", SPEC, [("main", 2)])], now=0.0)
     t1, t2 = (t.id for t in store.tasks(job_id))
-    store.mark_running([(t1, "n1"), (t2, "n1")], now=1.0)
+    store.mark_running([(t1, "n1", 1), (t2, "n1", 1)], now=1.0)
     with pytest.raises(ValueError):
         store.finish_tasks([(t1, "succeeded", 0, ""), (t2, "bogus", None, "")], now=2.0)
     assert store.task_counts([job_id]) == {job_id: {"running": 2}}  # t1's update rolled back too
@@ -131,7 +131,7 @@ def test_pending_counts_follow_every_transition(tmp_path):
     (b,) = store.add_jobs([("b", "dev", 1.0, "bob", SPEC, [("main", 2)])], now=0.0)
     assert (store.pending_tasks("alice"), store.pending_tasks("bob")) == (4, 2)
     t1, t2, t3, _t4 = (t.id for t in store.tasks(a))
-    store.mark_running([(t1, "n1"), (t2, "n1"), (t3, "n1")], now=1.0)  # 4 - 3 = 1
+    store.mark_running([(t1, "n1", 1), (t2, "n1", 1), (t3, "n1", 1)], now=1.0)  # 4 - 3 = 1
     assert store.pending_tasks("alice") == 1
     store.finish_tasks([(t1, "succeeded", 0, ""), (t2, "pending", 1, "exit status 1")], now=2.0)  # t2 back: 2
     assert store.pending_tasks("alice") == 2
@@ -196,7 +196,7 @@ def test_a_task_of_a_cancelled_job_never_goes_back_to_pending(tmp_path):
     store = Store(tmp_path / "fs.db")
     (job_id,) = store.add_jobs([("a", "ads", 1.0, "alice", SPEC, [("main", 2)])], now=0.0)
     t1, _t2 = (t.id for t in store.tasks(job_id))
-    store.mark_running([(t1, "n1")], now=1.0)
+    store.mark_running([(t1, "n1", 1)], now=1.0)
     store.cancel_job(job_id, now=2.0)
     # the running task fails before the scheduling loop has seen the cancel: the loop
     # asks for it to be re-queued, the store ends it (its job is cancelled)
@@ -254,9 +254,9 @@ def test_an_end_is_recorded_for_its_attempt_only(tmp_path):
     store = Store(tmp_path / "fs.db")
     (a,) = store.add_jobs([("a", "ads", 1.0, "alice", SPEC, [("main", 1)])], now=0.0)
     (t,) = (t.id for t in store.tasks(a))
-    assert store.mark_running([(t, "n1")], now=1.0) == {t: 1}
+    assert store.mark_running([(t, "n1", 1)], now=1.0) == {t: 1}
     assert store.finish_tasks([(t, "pending", 1, "exit status 1", 1)], now=2.0) == [t]  # attempt 1 failed
-    assert store.mark_running([(t, "n2")], now=3.0) == {t: 2}
+    assert store.mark_running([(t, "n2", 2)], now=3.0) == {t: 2}
     # attempt 1's end reported again (late, or twice): the running attempt 2 is untouched
     assert store.finish_tasks([(t, "succeeded", 0, "", 1)], now=4.0) == []
     assert [(r.state, r.node, r.attempts) for r in store.tasks(a)] == [("running", "n2", 2)]
@@ -272,7 +272,7 @@ def test_requeue_running_keeps_the_adopted_tasks(tmp_path):
     store = Store(tmp_path / "fs.db")
     (a,) = store.add_jobs([("a", "ads", 1.0, "alice", SPEC, [("main", 3)])], now=0.0)
     t1, t2, t3 = (t.id for t in store.tasks(a))
-    store.mark_running([(t1, "n1"), (t2, "n1"), (t3, "n2")], now=1.0)
+    store.mark_running([(t1, "n1", 1), (t2, "n1", 1), (t3, "n2", 1)], now=1.0)
     assert store.requeue_running(2.0, keep={t2}) == [t1, t3]
     assert [r.state for r in store.tasks(a)] == ["pending", "running", "pending"]
     assert store.pending_tasks("alice") == 2

@@ -18,9 +18,17 @@ from fairshare.model.queues import QueueChange
 
 @dataclass(frozen=True, slots=True)
 class JobArrived:
-    """A job was submitted; its tasks become pending."""
+    """A job was submitted; its tasks become pending. ``task_ids``: per class, the ids its
+    tasks will run under, in start order (the live service's store rows), or None for the
+    scheduler's own numbering. ``running``: ``(task id, class index, node, attempt)`` of
+    tasks that already run (a restarted service adopts them: not decisions); the class
+    counts include them."""
 
     job: Job
+    task_ids: tuple[tuple[int, ...], ...] | None = None
+    running: tuple[tuple[int, int, str, int], ...] = ()
+    #: ``(task id, starts so far)`` of pending tasks that ran before (a restart)
+    attempts: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

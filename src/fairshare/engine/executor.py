@@ -6,7 +6,11 @@ a task "runs" by pushing its completion onto the event heap) and the live servic
 node). Neither holds policy logic; ``engine.step.Engine`` drives both the same way.
 
 An executor gets whatever it needs (an event heap, a duration sampler, the commands to
-run) through its constructor; the engine calls only the four methods below.
+run) through its constructor; the engine calls the four methods ``nodes``, ``start``,
+``kill``, ``poll``. A runtime that outlives its tasks' starter (the live service, whose
+commands keep running under node agents across a restart) also calls ``recover``,
+``acknowledge`` and ``health``; an executor whose tasks end with the process takes
+their trivial forms from ``ExecutorDefaults``.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from fairshare.engine.events import ExecutorEvent, NodeAdded, NodeLost, TaskFini
 from fairshare.engine.scheduler import Launch
 from fairshare.model.cluster import Node
 
-__all__ = ["Executor", "ExecutorEvent", "NodeAdded", "NodeLost", "TaskFinished"]
+__all__ = ["Executor", "ExecutorDefaults", "ExecutorEvent", "NodeAdded", "NodeLost", "TaskFinished"]
 
 
 class Executor(Protocol):
@@ -29,7 +33,9 @@ class Executor(Protocol):
         ...
 
     def start(self, launch: Launch, now: float) -> None:
-        """Start ``launch``'s task on ``launch.node`` with ``launch.demand`` reserved."""
+        """Start ``launch``'s task on ``launch.node`` (the scheduler has taken
+        ``launch.demand`` from the node: an executor need not reserve it again). Its end
+        is reported by ``poll`` as a ``TaskFinished`` naming ``launch.attempt``."""
         ...
 
     def kill(self, task_id: int) -> None:
@@ -40,3 +46,34 @@ class Executor(Protocol):
     def poll(self) -> list[ExecutorEvent]:
         """Events since the last call, in the order they are to be applied."""
         ...
+
+    def recover(self, service_id: str, incarnation: int, running: dict[int, tuple[int, str]]) -> set[int]:
+        """At a restart, before anything starts: ``running`` is task id -> (attempt, node)
+        of the tasks the store says run. Returns those still running here (adopted; their
+        ends come through ``poll``); anything else this executor runs is stopped.
+        ``incarnation`` fences off the previous process's calls."""
+        ...
+
+    def acknowledge(self, ends: list[tuple[int, int]]) -> None:
+        """``(task id, attempt)`` of ends the runtime has recorded: the executor may forget
+        them (until then it reports them again after a restart)."""
+        ...
+
+    def health(self) -> dict | None:
+        """The machinery's own state for ``/healthz`` and ``/metrics`` (None: none)."""
+        ...
+
+
+class ExecutorDefaults:
+    """``recover``, ``acknowledge`` and ``health`` of an executor whose tasks end with the
+    process that started them (the simulator's, a test's): nothing survives to adopt,
+    nothing to acknowledge, no state of its own."""
+
+    def recover(self, service_id: str, incarnation: int, running: dict[int, tuple[int, str]]) -> set[int]:
+        return set()
+
+    def acknowledge(self, ends: list[tuple[int, int]]) -> None:
+        pass
+
+    def health(self) -> dict | None:
+        return None

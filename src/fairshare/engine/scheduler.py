@@ -25,7 +25,7 @@ lifecycle and the decision loop.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -36,7 +36,7 @@ from fairshare.engine.placement import DeviceAssignment, NodePool
 from fairshare.engine.shapes import PendingShapes
 from fairshare.model.cluster import Node
 from fairshare.model.jobs import Job
-from fairshare.model.queues import QueueTree
+from fairshare.model.queues import QueueChange, QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.base import Policy
 
@@ -57,6 +57,10 @@ class Launch:
     demand: Vector
     #: device resources: (resource name, device numbers on the node), e.g. (("gpu", (2,)),)
     devices: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    #: which start of the task this is: 1, or (task ids named at arrival) one more than the
+    #: starts the task had (``submit(attempts=)``); it travels to the executor and back
+    #: with the task's end, which is how a late end of an older start is told apart
+    attempt: int = 1
 
 
 @dataclass(slots=True)
@@ -68,6 +72,7 @@ class RunningTask:
     demand: Vector
     started_at: float
     devices: DeviceAssignment = ()
+    attempt: int = 1  # (``Launch.attempt``)
 
 
 @dataclass
@@ -92,6 +97,12 @@ class JobRuntime:
     #: when the job wants nothing; kept by ``Scheduler._refile`` after every change
     shape_class: int | None = None
     shape_key: tuple | None = None
+    #: per class, the ids of its pending tasks, when the runtime named them at arrival
+    #: (``submit(task_ids=)``: the live service's store rows); None: ids come from the
+    #: scheduler's source. A task that fails or is preempted goes back to the front.
+    pending_ids: list[deque] | None = None
+    #: with ``pending_ids``: task id -> its starts so far (``Launch.attempt``)
+    attempts: dict[int, int] | None = None
 
     @property
     def demanding(self) -> bool:
@@ -130,12 +141,12 @@ class Scheduler:
         self._per_node: dict[tuple[str, int], Counter] = {}
         self.use_headroom = headroom
         self.respect_counts = respect_counts
-        slots_total = (slots or 1) * len(nodes)
+        # (the slots of the nodes at the start: what the sorter is built with, also when a
+        # queue-tree change builds it again)
+        self._slots_total = (slots or 1) * len(nodes)
         # ``sorter``: one built by the caller (tests compare sorters on one scheduler);
         # it must be fresh and built for this cluster and queue tree
-        self.sorter = sorter if sorter is not None else policy.online(
-            self.resources, queues, self.pool.total_capacity, slots_total=slots_total,
-            nodes=tuple(st.node for st in self.pool.states))
+        self.sorter = sorter if sorter is not None else self._new_sorter(queues)
         self.queues = queues
         # guarantees and limits (engine/bounds.py); None when no queue has any
         self.bounds = QueueBounds(queues, self.resources) if queues.bounded else None
@@ -178,13 +189,32 @@ class Scheduler:
         self.eligible.clear()
 
     # --- events ---------------------------------------------------------------------------
-    def submit(self, job: Job, now: float) -> None:
+    def submit(self, job: Job, now: float, *, task_ids: Sequence[Sequence[int]] | None = None,
+               running: Sequence[tuple[int, int, str, int]] = (),
+               attempts: Sequence[tuple[int, int]] = ()) -> None:
+        """A job arrives. ``task_ids``: per class, the ids of its pending tasks in the
+        order they are to start; without it ids come from the scheduler's source.
+        ``running``: ``(task id, class index, node, attempt)`` of tasks of the job already
+        running (a runtime restarted: they are adopted, not decided). The class counts are
+        the two together. ``attempts``: ``(task id, starts so far)`` of pending tasks that
+        ran before (their next launch is attempt starts + 1)."""
         if job.name in self.jobs:
             raise ValueError(f"job {job.name!r} already submitted")
+        if task_ids is not None:
+            if len(task_ids) != len(job.classes):
+                raise ValueError(f"job {job.name!r}: task ids for {len(task_ids)} classes, it has "
+                                 f"{len(job.classes)}")
+            adopted = Counter(k for _t, k, _n, _a in running)
+            for k, (ids, cls) in enumerate(zip(task_ids, job.classes)):
+                if cls.count is None or len(ids) + adopted[k] != cls.count:
+                    raise ValueError(f"job {job.name!r}: class {k} has {cls.count} tasks, "
+                                     f"{len(ids)} ids and {adopted[k]} running")
         pending = [float("inf") if (c.count is None or not self.respect_counts) else float(c.count)
                    for c in job.classes]
         rt = JobRuntime(job, now, pending, [0] * len(job.classes), [0] * len(job.classes),
-                        running_per_class=[0] * len(job.classes))
+                        running_per_class=[0] * len(job.classes),
+                        pending_ids=None if task_ids is None else [deque(ids) for ids in task_ids],
+                        attempts=None if task_ids is None else dict(attempts))
         self._set_factor(rt)
         self.jobs[job.name] = rt
         self.changed.add(job.name)
@@ -199,6 +229,8 @@ class Scheduler:
         self._refile(rt)
         if self.use_headroom:
             self._update_headroom()
+        for task_id, class_index, node, attempt in running:
+            self._adopt(job.name, class_index, node, now, task_id, attempt)
 
     def finish(self, task_id: int, now: float) -> RunningTask:
         """A task completed: release its resources; the job may be complete."""
@@ -216,6 +248,8 @@ class Scheduler:
         self._release(rt, task, now)
         if not rt.cancelled:
             was = rt.demanding
+            if rt.pending_ids is not None:
+                rt.pending_ids[task.class_index].appendleft(task.task_id)
             rt.pending[task.class_index] += 1
             rt.started[task.class_index] -= 1
             if rt.pending[task.class_index] == 1:
@@ -236,6 +270,9 @@ class Scheduler:
                 if p > 0:
                     self._track(rt.job, j, -1)
             rt.cancelled = True
+            if rt.pending_ids is not None:
+                for ids in rt.pending_ids:
+                    ids.clear()
             self._refile(rt)
             if job_name in self.sorter.jobs:
                 self.sorter.set_demanding(job_name, False)
@@ -313,19 +350,68 @@ class Scheduler:
             return stopped, None
         return stopped, self._launch(job_name, class_index, node, now)
 
-    def adopt(self, job_name: str, class_index: int, node_name: str, now: float, task_id: int) -> Launch:
+    def _adopt(self, job_name: str, class_index: int, node_name: str, now: float, task_id: int,
+               attempt: int) -> Launch:
         """Record task ``task_id`` of ``job_name``'s class, already running on ``node_name``
-        (a runtime rebuilding its scheduler, e.g. after the queue tree changed): it takes
-        one pending task of that class and the node's capacity like a launch, but it is
-        not a decision (``decisions`` is unchanged)."""
+        (``submit(running=)``: a runtime restarted while it ran): it takes one pending task
+        of that class and the node's capacity like a launch, but it is not a decision
+        (``decisions`` is unchanged)."""
         rt = self.jobs[job_name]
         if rt.pending[class_index] <= 0:
             raise ValueError(f"job {job_name!r} has no pending task of class {class_index} to adopt")
         if task_id in self.tasks:
             raise ValueError(f"task id {task_id} is already running")
+        if node_name not in self.pool.index_of:
+            raise ValueError(f"task id {task_id} runs on unknown node {node_name!r}")
+        if rt.attempts is not None:
+            rt.attempts[task_id] = attempt - 1  # (``_launch`` counts this start)
         launch = self._launch(job_name, class_index, self.pool.index_of[node_name], now, task_id)
         self.decisions -= 1
         return launch
+
+    def change_queues(self, change: QueueChange, now: float) -> None:
+        """Apply a queue-tree change in place (``engine.events.QueueChanged``): the jobs,
+        their running tasks, the nodes and every count stay; the policy's sorter and the
+        queue bounds are built again for the new tree and told what each job holds, in
+        arrival order, so the next decision follows the new weights, guarantees and
+        limits. (State a sorter keeps beyond what jobs hold, Tan's time window, starts
+        again.) Raises ``ValueError`` with the reason when the change cannot apply: an
+        invalid change (``QueueTree.changed``) or removing a queue a job still uses."""
+        tree = self.queues.changed(change)
+        if change.remove:
+            used = sorted(name for name, rt in self.jobs.items()
+                          if rt.finished_at is None and rt.job.queue not in tree)
+            if used:
+                raise ValueError(f"cannot remove queue {change.path!r}: job(s) {', '.join(map(repr, used[:5]))} "
+                                 f"still use it")
+        old = self.sorter
+        self.queues = tree
+        self.sorter = self._new_sorter(tree)
+        self.pick_among_max = self.sorter.among_max
+        self._among_cost = self.sorter.among_cost
+        for name, rt in self.jobs.items():  # (arrival order)
+            if name not in old.jobs:
+                continue  # finished or never demanding: the old sorter had let it go
+            self.sorter.add_job(name, rt.job.queue, rt.job.weight, rt.job.composite_demand())
+            if not rt.demanding:
+                self.sorter.set_demanding(name, False)
+        for task in self.tasks.values():  # (launch order: each task as it was allocated)
+            self.sorter.allocated(task.job, self.jobs[task.job].reported[task.class_index], now)
+        tracked = self.bounds is not None and self.bounds.tracks_all
+        self.bounds = None
+        if tracked:
+            self.track_queue_usage()
+        elif tree.bounded:
+            self.bounds = QueueBounds(tree, self.resources)
+            for task in self.tasks.values():  # (launch order)
+                self.bounds.take(self.jobs[task.job].job.queue, task.demand)
+        self.changed.update(name for name, rt in self.jobs.items() if rt.finished_at is None)
+        self.demand_version += 1  # (what depends on the tree, preemption's fair shares, is computed again)
+        self._quiet_mark = None
+
+    def _new_sorter(self, queues: QueueTree):
+        return self.policy.online(self.resources, queues, self.pool.total_capacity, slots_total=self._slots_total,
+                                  nodes=tuple(st.node for st in self.pool.states))
 
     # --- decisions --------------------------------------------------------------------------
     def schedule(self, now: float) -> list[Launch]:
@@ -503,7 +589,12 @@ class Scheduler:
     def _launch(self, name: str, j: int, node: int, now: float, task_id: int | None = None) -> Launch:
         rt = self.jobs[name]
         cls = rt.job.classes[j]
-        if task_id is None:
+        attempt = 1
+        if rt.attempts is not None:  # (task ids named at arrival)
+            if task_id is None:
+                task_id = rt.pending_ids[j].popleft()
+            attempt = rt.attempts[task_id] = rt.attempts.get(task_id, 0) + 1
+        elif task_id is None:
             if self._task_ids is None:
                 task_id = self._next_id
                 self._next_id += 1
@@ -523,7 +614,7 @@ class Scheduler:
             self._track(rt.job, j, -1)
         if len(rt.pending) > 1 or rt.pending[j] == 0:
             self._refile(rt)  # (one class with tasks left: the next task is the same shape)
-        self.tasks[task_id] = RunningTask(task_id, name, j, node, cls.demand, now, held)
+        self.tasks[task_id] = RunningTask(task_id, name, j, node, cls.demand, now, held, attempt)
         if self.bounds is not None:
             self.bounds.take(rt.job.queue, cls.demand)
         self.sorter.allocated(name, rt.reported[j], now)
@@ -532,7 +623,7 @@ class Scheduler:
             self.demand_version += 1
         self.decisions += 1
         return Launch(task_id, name, cls.name, j, self.pool.name(node), cls.demand,
-                      tuple((self.resources[r], devs) for r, devs in held) if held else ())
+                      tuple((self.resources[r], devs) for r, devs in held) if held else (), attempt)
 
     def _release(self, rt: JobRuntime, task: RunningTask, now: float) -> None:
         """Give a task's resources back to its node, its per-node slot, and the sorter."""

@@ -108,6 +108,28 @@ class UsageLedger:
         # what ``snapshot`` rolled up and ``changes`` has not reported yet
         self._unreported: Changes | None = None
 
+    def tree_changed(self) -> None:
+        """The scheduler's queue tree changed (``Scheduler.change_queues``): the queue
+        sums are those of the new tree, from every job's usage as last rolled up (in
+        job-name order), and the next ``changes`` reports every queue."""
+        tree = self.scheduler.queues
+        self._tree = tree
+        self._paths = tuple(tree.paths)
+        self._ancestors = {}
+        self._queues = {p: [0, [0.0] * self.m] for p in self._paths}
+        sch = self.scheduler
+        for name in sorted(self._jobs):
+            running, usage = self._jobs[name]
+            rt = sch.jobs.get(name)
+            if rt is None or not running:
+                continue
+            for path in self._ancestors_of(rt.job.queue):
+                q = self._queues[path]
+                q[0] += running
+                for r in range(self.m):
+                    q[1][r] += usage[r]
+        self._first = True
+
     def _ancestors_of(self, queue: str) -> tuple[str, ...]:
         got = self._ancestors.get(queue)
         if got is None:

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
-from fairshare.engine.events import Event, JobArrived, JobCancelled, NodeAdded, NodeLost, TaskFinished, Wake
+from fairshare.engine.events import (Event, JobArrived, JobCancelled, NodeAdded, NodeLost, QueueChanged, TaskFinished,
+                                     Wake)
 from fairshare.engine.preemption import Preemptor
 from fairshare.engine.executor import Executor
 from fairshare.engine.scheduler import Launch, RunningTask, Scheduler
@@ -68,6 +69,9 @@ class Engine:
         #: the preemptions of the last decision round
         self.last_preempted: tuple[Preempted, ...] = ()
         self.ledger = UsageLedger(scheduler)
+        #: the events of the current (or last) ``step`` that took effect so far, in order:
+        #: what a ``commit`` hook records with the launches (the tasks a lost node re-queued)
+        self.applied: list[Applied] = []
         # something was applied since the last decision (``apply`` called outside a step)
         self._undecided = False
 
@@ -86,7 +90,7 @@ class Engine:
                 sch.fail(event.task_id, now)
             out = Applied(event)
         elif isinstance(event, JobArrived):
-            sch.submit(event.job, now)
+            sch.submit(event.job, now, task_ids=event.task_ids, running=event.running, attempts=event.attempts)
             out = Applied(event)
         elif isinstance(event, NodeLost):
             index = sch.pool.index_of.get(event.name)
@@ -106,6 +110,10 @@ class Engine:
             for task_id in killed:
                 self.executor.kill(task_id)
             out = Applied(event, killed)
+        elif isinstance(event, QueueChanged):
+            sch.change_queues(event.change, now)  # (raises ValueError when it cannot apply)
+            self.ledger.tree_changed()
+            out = Applied(event)
         elif isinstance(event, Wake):
             out = Applied(event)
         else:
@@ -117,8 +125,9 @@ class Engine:
              commit: Callable[[list[Launch]], None] | None = None) -> Instant:
         """Apply ``events`` in order, then decide once and start the launches (module
         docstring). ``commit`` sees the launches before any starts (the live service
-        stores them first, so a crash never leaves a task running that it forgot)."""
-        applied = []
+        stores them first, with what ``applied`` holds, so a crash never leaves a task
+        running that it forgot); it is not called when the step does not decide."""
+        applied = self.applied = []
         for event in events:
             got = self.apply(event, now)
             if got is not None:

@@ -23,7 +23,7 @@ class TaskSpec:
     shell: bool
     env: tuple[tuple[str, str], ...]
     cwd: str | None
-    attempt: int = 1  # which start of the task this is (the store's attempt count)
+    attempt: int = 1  # which start of the task this is (``Launch.attempt``)
 
 
 class CommandBook:
@@ -32,9 +32,6 @@ class CommandBook:
     def __init__(self, cwd: str | None = None):
         self.cwd = cwd if cwd is not None else os.getcwd()
         self._jobs: dict[str, tuple[str, tuple[TaskCommand, ...]]] = {}
-        #: task id -> the attempt being started or running (set by the loop when it
-        #: commits the start, read by the executor)
-        self.attempts: dict[int, int] = {}
 
     def register(self, job: str, tenant: str, commands: tuple[TaskCommand, ...]) -> None:
         self._jobs[job] = (tenant, tuple(commands))
@@ -42,11 +39,15 @@ class CommandBook:
     def forget(self, job: str) -> None:
         self._jobs.pop(job, None)
 
+    def jobs(self) -> set[str]:
+        """The jobs whose commands are registered (admitted, not finished)."""
+        return set(self._jobs)
+
     def spec(self, launch: Launch) -> TaskSpec:
         """The command of ``launch``'s class, with the task's identity in its environment."""
         tenant, commands = self._jobs[launch.job]
         cmd = commands[launch.class_index]
-        attempt = self.attempts.get(launch.task_id, 1)
+        attempt = launch.attempt  # (numbered by the scheduler, recorded by the store at commit)
         env = (("FAIRSHARE_TENANT", tenant), ("FAIRSHARE_JOB_ID", launch.job),
                ("FAIRSHARE_TASK_ID", str(launch.task_id)), ("FAIRSHARE_NODE", launch.node),
                ("FAIRSHARE_ATTEMPT", str(attempt)))

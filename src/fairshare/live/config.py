@@ -30,7 +30,7 @@ from typing import Any
 from fairshare.live.auth import AuthConfig, parse_auth
 from fairshare.model.cluster import Node
 from fairshare.model.errors import FieldError, ScenarioError
-from fairshare.model.jobs import Job, TaskClass
+from fairshare.model.jobs import TaskClass
 from fairshare.model.loader import parse_jobs_on, parse_scenario, read_document
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.scenario import PreemptionConfig
@@ -157,10 +157,6 @@ class SubmittedJob:
     classes: tuple[TaskClass, ...]
     commands: tuple[TaskCommand, ...]  # per class
     spec: dict  # the job document as sent (stored; recovery rebuilds from it)
-
-    def model(self, job_id: int) -> Job:
-        """The scheduler's view: named by its id (names need not be unique)."""
-        return Job(str(job_id), self.queue, self.weight, 0.0, self.classes)
 
 
 def parse_jobs(data: Any, resources: tuple[str, ...], nodes: tuple[Node, ...], queues: QueueEntries,

@@ -30,7 +30,7 @@ from fairshare.live.config import BoundPairs, QueueBounds, QueueEntries, build_t
 from fairshare.model.errors import FieldError, ScenarioError
 from fairshare.model.loader import ORDERS
 from fairshare.model.loader_fields import Collector, amounts
-from fairshare.model.queues import ROOT, bound_claims_problems
+from fairshare.model.queues import ROOT, QueueChange, QueueTree, bound_claims_problems
 
 CHANGE_KEYS = ("add", "bounds", "weights")
 ADD_KEYS = ("guarantee", "limit", "order", "path", "weight")
@@ -179,3 +179,30 @@ def _bound(raw: Any, path: str, errors: list[FieldError]) -> BoundPairs | None:
     got = amounts(col, raw, path, lambda _name: None)
     errors.extend(col.errors)
     return None if got is None else tuple(sorted(got.items()))
+
+
+def queue_changes(change: dict) -> list[QueueChange]:
+    """A validated change document (``apply_queue_tree_changes``) as the engine's queue
+    changes, in the order the document applies them: additions, weights, then bounds
+    (``QueueTree.changed`` then builds the tree ``apply_queue_tree_changes`` gives)."""
+    out = [QueueChange(q["path"], float(q.get("weight", 1)), q.get("order", "fair"),
+                       _pairs(q.get("guarantee")), _pairs(q.get("limit")))
+           for q in change.get("add", [])]
+    out += [QueueChange(path, weight=float(weight)) for path, weight in change.get("weights", {}).items()]
+    out += [QueueChange(path, guarantee=_pairs(spec["guarantee"]) if "guarantee" in spec else None,
+                        limit=_pairs(spec["limit"]) if "limit" in spec else None)
+            for path, spec in change.get("bounds", {}).items()]
+    return out
+
+
+def _pairs(raw: dict | None) -> tuple[tuple[str, float], ...]:
+    return () if not raw else tuple(sorted((str(k), float(v)) for k, v in raw.items()))
+
+
+def tree_entries(tree: QueueTree) -> tuple[QueueEntries, QueueBounds]:
+    """The entries and bounds of a queue tree (``build_tree``'s inverse): the form the
+    config, the change documents and the job loader use."""
+    entries = tuple((node.path, node.weight, node.order) for node in tree if node.path != ROOT)
+    bounds = tuple(sorted((node.path, node.guarantee, node.limit) for node in tree
+                          if node.path != ROOT and (node.guarantee or node.limit)))
+    return entries, bounds

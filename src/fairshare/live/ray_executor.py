@@ -14,7 +14,7 @@ Two ways to get a cluster:
   nodes that join are added). A node's name is its ``fs_node_<name>`` resource when it
   has one, else ``<address>-<first 6 digits of its node id>``.
 
-Resource mapping (what a task reserves): when the cluster advertises ``fs_<r>`` (always
+Resource mapping (how capacities are read): when the cluster advertises ``fs_<r>`` (always
 in local mode), resource ``r`` is ``fs_<r>``, in the user's own unit. Otherwise, on a
 cluster started without them, ``cpu`` maps to Ray's ``CPU``, ``gpu`` to ``GPU``,
 ``memory`` to Ray's ``memory`` (fairshare amounts are GiB there) and any other resource
@@ -52,7 +52,6 @@ worker directly, so it can arrive even while the raylet is hung).
 from __future__ import annotations
 
 import logging
-import math
 import time
 import uuid
 
@@ -396,9 +395,6 @@ class RayExecutor:
     def _resource_mapping(self) -> dict[str, tuple[str, float]]:
         return resource_mapping(self.resources, self.ray.nodes())
 
-    def _ray_options(self, demand) -> dict:
-        return ray_options(self.resources, self.mapping, demand)
-
     def _discover(self) -> list[tuple[str, str, Node]]:
         return discover_nodes(self.ray.nodes(), self.resources, self.mapping, self._configured)
 
@@ -464,28 +460,6 @@ def resource_mapping(resources: tuple[str, ...], ray_nodes: list[dict]) -> dict[
         return {r: (PREFIX + r, 1.0) for r in resources}
     native = {"cpu": ("CPU", 1.0), "gpu": ("GPU", 1.0), "memory": ("memory", GIB)}
     return {r: native.get(r, (r, 1.0)) for r in resources}
-
-
-def ray_options(resources: tuple[str, ...], mapping: dict[str, tuple[str, float]], demand) -> dict:
-    """The ``.options(...)`` that reserve ``demand`` in Ray."""
-    custom: dict[str, float] = {}
-    options: dict = {"num_cpus": 0}
-    for r, amount in zip(resources, demand):
-        if amount <= 0:
-            continue
-        key, scale = mapping[r]
-        value = amount * scale
-        if key == "CPU":
-            options["num_cpus"] = value
-        elif key == "GPU":
-            options["num_gpus"] = value
-        elif key == "memory":
-            options["memory"] = int(math.ceil(value))
-        else:
-            custom[key] = value
-    if custom:
-        options["resources"] = custom
-    return options
 
 
 def discover_nodes(ray_nodes: list[dict], resources: tuple[str, ...], mapping: dict[str, tuple[str, float]],

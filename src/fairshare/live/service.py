@@ -35,10 +35,10 @@ from fairshare.engine.executor import Executor
 from fairshare.engine.scheduler import Scheduler
 from fairshare.live.auth import Principal
 from fairshare.live.commands import CommandBook
-from fairshare.live.config import LiveConfig, QueueEntries, SubmittedJob, parse_jobs, request_problems
+from fairshare.live.config import LiveConfig, QueueEntries, SubmittedJob, build_tree, parse_jobs, request_problems
 from fairshare.live.crashpoints import crash_point
 from fairshare.live.loop import SchedulingLoop
-from fairshare.live.queues import apply_queue_tree_changes
+from fairshare.live.queues import apply_queue_tree_changes, queue_changes, tree_entries
 from fairshare.live.store import IdempotencyConflict, PendingCapExceeded, Store, Submission, job_state
 from fairshare.live.views import HISTORY_EVERY_S, FairShares, History, status_doc
 from fairshare.model.cluster import Node
@@ -104,7 +104,7 @@ class LiveService:
         # without fair shares)
         self.loop = SchedulingLoop(store, executor, commands if commands is not None else CommandBook(),
                                    resources=self.resources, policy=self.policy, placement=placement,
-                                   entries=entries, bounds=bounds, nodes=self._nodes, max_attempts=max_attempts,
+                                   tree=build_tree(entries, bounds), nodes=self._nodes, max_attempts=max_attempts,
                                    wall_clock=wall_clock, record_rounds=record_rounds,
                                    preemption=config.preemption)
         self.fair = FairShares(self.policy)
@@ -122,7 +122,9 @@ class LiveService:
 
     @property
     def _entries(self) -> QueueEntries:
-        return self.loop.entries
+        """The queue entries of the scheduler's tree now (read without the lock: the loop
+        replaces the tree whole, never edits it)."""
+        return tree_entries(self.scheduler.queues)[0]
 
     @property
     def rounds(self):
@@ -172,8 +174,7 @@ class LiveService:
         # (kills) every other attempt its agents hold
         resuming = {row.id for row, _ in resumable}
         candidates = {t.id: (t.attempts, t.node) for t in running.values() if t.job_id in resuming}
-        recover = getattr(self.executor, "recover", None)
-        adopted = recover(service_id, self.incarnation, candidates) if recover is not None else set()
+        adopted = self.executor.recover(service_id, self.incarnation, candidates)
         requeued = self.store.requeue_running(wall, keep=adopted)
         if requeued:
             log.info("re-queued %d task(s) left running by the previous service", len(requeued))
@@ -316,17 +317,17 @@ class LiveService:
         if not principal.admin:
             raise LiveError(403, FieldError("Authorization", "only the admin token may change the queue tree"))
         with self._lock:
-            entries, bounds = self._entries, self.loop.bounds
+            entries, bounds = tree_entries(self.scheduler.queues)
             capacity = self.scheduler.pool.total_capacity
         try:
-            new_entries, new_bounds = apply_queue_tree_changes(entries, bounds, [change], validate=True,
-                                                               resources=self.resources, capacity=capacity)
+            apply_queue_tree_changes(entries, bounds, [change], validate=True, resources=self.resources,
+                                     capacity=capacity)
         except ScenarioError as exc:
             raise LiveError(422, exc.errors) from None
         self.store.add_queue_change(change, self.wall_clock())
         done = threading.Event()
-        with self._wake:
-            self._inbox.append(("queues", (new_entries, done, new_bounds)))
+        with self._wake:  # (the scheduler applies them as QueueChanged events at its next pass)
+            self._inbox.append(("queues", (queue_changes(change), done)))
             self._wake.notify_all()
         done.wait(timeout=10)
         return self.queues()
@@ -349,7 +350,7 @@ class LiveService:
             # (for_changes=False: the service never asks the engine for its changes)
             return status_doc(engine.snapshot(for_changes=False), engine.scheduler, self.fair.shares, policy=self.policy_name,
                               wall=self.wall_clock(),
-                              decisions_total=self.loop.decisions_before + engine.scheduler.decisions,
+                              decisions_total=engine.scheduler.decisions,
                               fair_allocations=self.fair.allocations, time_below=time_below,
                               preemptions_total=None if preemptor is None else self.loop.preempted_total)
 
@@ -359,8 +360,7 @@ class LiveService:
         scheduling loop stopped or Ray cannot be reached (its nodes not listed within the
         node timeout). ``ray``: the executor's view of Ray (``NodeProber.health``), when
         the executor has one (None otherwise)."""
-        probe = getattr(self.executor, "health", None)
-        ray_state = probe() if probe is not None else None
+        ray_state = self.executor.health()
         if self.loop_error is not None:
             status, detail = "unavailable", f"scheduling loop stopped: {self.loop_error!r}"
         elif ray_state is not None and not ray_state["reachable"]:

@@ -518,16 +518,17 @@ class Store:
             return db.execute(sql, args).fetchall()
 
     # --- transitions (the scheduling loop) ---------------------------------------------------
-    def mark_running(self, starts: Sequence[tuple[int, str]], now: float) -> dict[int, int]:
-        """``(task row id, node)``: pending -> running, attempts + 1, one transaction.
-        Returns task id -> its attempt number (its new ``attempts``) for each row started."""
+    def mark_running(self, starts: Sequence[tuple[int, str, int]], now: float) -> dict[int, int]:
+        """``(task row id, node, attempt)``: pending -> running as that attempt (the
+        launch's number: ``Launch.attempt``), one transaction. Returns task id -> its
+        attempt for each row started."""
         deltas: dict[str, int] = {}
         attempts: dict[int, int] = {}
         with self._tx() as db:
-            for task_id, node in starts:
-                started = db.execute("UPDATE tasks SET state='running', node=?, attempts=attempts+1, started_at=?, "
+            for task_id, node, attempt in starts:
+                started = db.execute("UPDATE tasks SET state='running', node=?, attempts=?, started_at=?, "
                                      "finished_at=NULL WHERE id=? AND state='pending' RETURNING job_id, attempts",
-                                     (node, now, task_id)).fetchone()
+                                     (node, attempt, now, task_id)).fetchone()
                 if started is not None:
                     tenant = self._tenant(db, started[0])
                     deltas[tenant] = deltas.get(tenant, 0) - 1

@@ -23,7 +23,8 @@ from fairshare.model.cluster import Cluster, Node
 from fairshare.model.errors import FieldError, ScenarioError
 from fairshare.model.loader_cluster import (CLUSTER_KEYS, NODE_KEYS, ClusterSpec, ResourceOrder, build_nodes,
                                             check_devices, parse_cluster, parse_resources)
-from fairshare.model.loader_events import ADDED_NODE_KEYS, EVENT_KEYS, EVENT_KINDS, check_events, parse_events
+from fairshare.model.loader_events import (ADDED_NODE_KEYS, EVENT_KEYS, EVENT_KINDS, check_events, check_queue_events,
+                                          parse_events)
 from fairshare.model.jobs import Job
 from fairshare.model.loader_fields import Collector, show
 from fairshare.model.loader_jobs import DURATION_KINDS, JOB_KEYS, TASK_KEYS, JobSpec, build_jobs, parse_jobs
@@ -162,9 +163,11 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     # problems, so a file's problems are all reported in one go.
     cluster_ok = len(col.errors) == errors_before_cluster and cluster.given
     queue_entries, queue_bounds = parse_queues(col, data)
-    job_specs = parse_jobs(col, data.get("jobs"), {p for p, _, _ in queue_entries}, order.note)
-    # (events: structure now, against the nodes once they are built)
+    # (events: structure now, against the nodes and the queue tree once they are built)
     event_specs = parse_events(col, data.get("events"))
+    # a job may name a queue that an event adds (check_queue_events checks when)
+    added_queues = {ev.name for ev in event_specs if ev.kind == "queue" and not ev.change.remove}
+    job_specs = parse_jobs(col, data.get("jobs"), {p for p, _, _ in queue_entries} | added_queues, order.note)
     preemption = parse_preemption(col, data.get("preemption"))
 
     # --- cross-field checks: resources known, demands reachable -------------------------------
@@ -179,6 +182,10 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     jobs = build_jobs(col, job_specs, resources, nodes, capacity, pooled, devices)
     events = check_events(col, event_specs, nodes, resources, devices)
     tree = build_tree(col, queue_entries, queue_bounds, resources, capacity)
+    queue_events = check_queue_events(col, event_specs, tree, resources, capacity, job_specs)
+    if queue_events:  # (node and queue events in the simulator's order: time, then kind)
+        events = tuple(sorted(events + queue_events,
+                              key=lambda ev: (ev.time_s, EVENT_KINDS.index(ev.kind))))
     if col.errors:
         raise ScenarioError(col.errors, source)
 

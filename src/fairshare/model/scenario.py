@@ -6,20 +6,22 @@ from dataclasses import dataclass, replace
 
 from fairshare.model.cluster import Cluster, Node
 from fairshare.model.jobs import Job
-from fairshare.model.queues import QueueTree
+from fairshare.model.queues import QueueChange, QueueTree
 
 
 @dataclass(frozen=True)
 class ClusterEvent:
     """A change to the cluster at ``time_s`` (an extension of the contract's scenario file,
     used by the simulator): ``kind`` is ``node_fail`` (the node named ``node_name`` dies and
-    its running tasks go back to pending) or ``node_add`` (``node`` joins, or a failed node
-    comes back)."""
+    its running tasks go back to pending), ``node_add`` (``node`` joins, or a failed node
+    comes back) or ``queue`` (the queue tree changes: ``queue_change``; ``node_name`` is
+    then the queue's path)."""
 
     time_s: float
-    kind: str  # "node_fail" or "node_add"
+    kind: str  # "node_fail", "node_add" or "queue"
     node_name: str
     node: Node | None = None  # the node that joins (node_add only)
+    queue_change: QueueChange | None = None  # (queue only)
 
 
 #: the preemption rules (``engine/preemption.py``): the loop-free one, and the naive one

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from fairshare.engine.events import TaskFinished
+from fairshare.engine.executor import ExecutorDefaults
 from fairshare.engine.scheduler import Launch
 from fairshare.model.cluster import Node
 from fairshare.model.jobs import Job
@@ -25,7 +26,7 @@ from fairshare.sim.durations import MIN_DURATION_S, DurationSampler
 from fairshare.sim.events import TASK_END, EventQueue
 
 
-class SimulatedExecutor:
+class SimulatedExecutor(ExecutorDefaults):
     def __init__(self, nodes: tuple[Node, ...], events: EventQueue, durations: DurationSampler,
                  jobs: Mapping[str, Job], clock: Callable[[], float],
                  oversubscription: Callable[[str], float] | None = None, *,

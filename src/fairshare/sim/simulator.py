@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from fairshare.engine.events import JobArrived, NodeAdded, NodeLost, TaskFinished, Wake
+from fairshare.engine.events import JobArrived, NodeAdded, NodeLost, QueueChanged, TaskFinished, Wake
 from fairshare.engine.preemption import Preemptor
 from fairshare.engine.scheduler import Scheduler
 from fairshare.engine.snapshot import JobTimes
@@ -61,7 +61,7 @@ from fairshare.model.resources import Vector
 from fairshare.model.scenario import PreemptionConfig, Scenario
 from fairshare.policies import Policy, PolicyModeError
 from fairshare.sim.durations import DurationSampler
-from fairshare.sim.events import JOB_ARRIVAL, NODE_ADD, NODE_FAIL, WAKE, EventQueue
+from fairshare.sim.events import JOB_ARRIVAL, NODE_ADD, NODE_FAIL, QUEUE_CHANGE, WAKE, EventQueue
 from fairshare.sim.executor import SimulatedExecutor
 
 #: the ``entity`` of the cluster's timeline rows
@@ -325,6 +325,8 @@ class Simulator:
         for ev in sc.events:
             if ev.kind == "node_fail":
                 events.push(ev.time_s, NODE_FAIL, NodeLost(ev.node_name))
+            elif ev.kind == "queue":
+                events.push(ev.time_s, QUEUE_CHANGE, QueueChanged(ev.queue_change))
             else:
                 events.push(ev.time_s, NODE_ADD, NodeAdded(ev.node))
         arrival = self._arrival()  # the one pending arrival
