@@ -1,4 +1,5 @@
-"""The online conformance checks can fail: deliberately broken policies are caught.
+"""The online conformance checks (``fairshare.conformance``) can fail: deliberately
+broken policies are caught.
 
 A check that passes for every policy proves nothing unless it fails for a wrong one.
 Each broken policy here is a registered policy with one realistic defect, built on the
@@ -13,12 +14,13 @@ from __future__ import annotations
 import random
 
 import pytest
-from online_checks import (check_capacity_never_exceeded, check_empty_cluster_and_empty_queue,
-                           check_infeasible_demand_reported_not_raised, check_job_weights_respected,
-                           check_no_mutation_and_reusable, check_queue_weights_respected, check_same_seed_same_launches,
-                           check_slot_limit, check_tiny_tasks_reach_the_static_allocation)
-from test_online_convergence import drf_41
 
+from fairshare.conformance import (check_capacity_never_exceeded, check_empty_cluster_and_empty_queue,
+                                   check_infeasible_demand_reported_not_raised, check_job_weights_respected,
+                                   check_no_mutation_and_reusable, check_queue_weights_respected,
+                                   check_same_seed_same_launches, check_slot_limit,
+                                   check_tiny_tasks_reach_the_static_allocation)
+from fairshare.conformance.workloads import drf_41
 from fairshare.policies import REGISTRY, make_policy
 
 DRF = REGISTRY["drf"]
