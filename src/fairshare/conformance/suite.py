@@ -229,6 +229,7 @@ def summary_table(reports: list[Report]) -> str:
     failures = [r for report in reports for r in report.results if not r.ok]
     if failures:
         lines.append("")
-        lines.extend(f"FAILED  {r.policy}  {r.check}: " + (r.detail if r.status == FAILED else f"{r.status}: {r.detail}")
-                     for r in failures)
+        for r in failures:
+            why = r.detail if r.status == FAILED else f"{r.status}: {r.detail}"
+            lines.append(f"FAILED  {r.policy}  {r.check}: {why}")
     return "\n".join(lines)
