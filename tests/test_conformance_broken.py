@@ -1,24 +1,29 @@
-"""The online conformance checks can fail: deliberately broken policies are caught.
+"""The conformance checks (``fairshare.conformance``) can fail: deliberately broken
+policies are caught.
 
 A check that passes for every policy proves nothing unless it fails for a wrong one.
 Each broken policy here is a registered policy with one realistic defect, built on the
 public seam only (``REGISTRY`` classes, ``Policy.online``, ``slots_per_node``): the
 sorter is wrapped, never copied, so these keep working when the policy modules move.
 Each test asserts that the check meant to catch the defect raises AssertionError, and
-that the unbroken policy passes the same check (so the failure is the defect's).
+that the unbroken policy passes the same check (so the failure is the defect's). Every
+online check has its broken policy here; of the static ones, the two whose property a
+policy's own code decides (weights, counts).
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
-from online_checks import (check_capacity_never_exceeded, check_empty_cluster_and_empty_queue,
-                           check_infeasible_demand_reported_not_raised, check_job_weights_respected,
-                           check_no_mutation_and_reusable, check_queue_weights_respected, check_same_seed_same_launches,
-                           check_slot_limit, check_tiny_tasks_reach_the_static_allocation)
-from test_online_convergence import drf_41
 
+from fairshare.conformance import (check_capacity_never_exceeded, check_counts_are_caps_with_respect_counts,
+                                   check_empty_cluster_and_empty_queue, check_infeasible_demand_reported_not_raised,
+                                   check_job_weights_respected, check_no_mutation_and_reusable,
+                                   check_queue_weights_respected, check_same_seed_same_launches, check_slot_limit,
+                                   check_tiny_tasks_reach_the_static_allocation, check_weights_are_respected)
+from fairshare.conformance.workloads import drf_41
 from fairshare.policies import REGISTRY, make_policy
 
 DRF = REGISTRY["drf"]
@@ -189,6 +194,24 @@ class FifoOnlineDRF(DRF):
         return make_policy("fifo").online(*args, **kwargs)
 
 
+# --- the static allocation ------------------------------------------------------------------------
+
+class WeightBlindStaticDRF(DRF):
+    """Allocates as if every job weighed 1."""
+
+    def allocate(self, scenario, **kwargs):
+        for jb in scenario.jobs:
+            scenario = scenario.with_job(replace(jb, weight=1.0))
+        return super().allocate(scenario, **kwargs)
+
+
+class CountBlindDRF(DRF):
+    """Drops ``respect_counts``: every job is taken to demand without end."""
+
+    def allocate(self, scenario, *, respect_counts=False):
+        return super().allocate(scenario)
+
+
 def static_limit(factory):
     check_tiny_tasks_reach_the_static_allocation(factory, examples={"DRF Sec. 4.1": drf_41})
 
@@ -206,6 +229,8 @@ BROKEN = [
     (RejectsOversizedDRF, check_infeasible_demand_reported_not_raised, DRF),
     (CachedSorterDRF, check_no_mutation_and_reusable, DRF),
     (FifoOnlineDRF, static_limit, DRF),
+    (WeightBlindStaticDRF, check_weights_are_respected, DRF),
+    (CountBlindDRF, check_counts_are_caps_with_respect_counts, DRF),
 ]
 
 

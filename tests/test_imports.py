@@ -4,7 +4,7 @@ Every module of ``src/fairshare`` is parsed (not imported) and each ``import`` o
 ``fairshare`` module collected, those inside functions included: a lazy import still
 ties the two modules together. ``from fairshare.a import b`` counts as an import of
 ``fairshare.a.b`` when that is a module, else of ``fairshare.a``. Layers
-(docs/architecture.md): model <- policies <- engine <- sim / live <- report / audit / cli;
+(docs/architecture.md): model <- policies <- engine <- sim / live <- report / audit / conformance / cli;
 ``traces`` may import ``model`` and ``sim.progress``, and ``cli`` imports ``traces.cli``.
 """
 
@@ -22,7 +22,7 @@ ROOT = Path(fairshare.__file__).resolve().parent
 #: layer of each top-level part: a module may import its own layer and those below
 #: (``traces`` sits just above ``model``: it may import only ``model``, and the exceptions)
 LAYER = {"model": 0, "traces": 0.5, "policies": 1, "engine": 2, "sim": 3, "live": 3,
-         "report": 4, "audit": 4, "api": 4, "cli": 4, "__main__": 5}
+         "report": 4, "audit": 4, "conformance": 4, "api": 4, "cli": 4, "__main__": 5}
 #: imports allowed across the layering (docs/architecture.md)
 EXCEPTIONS = {("traces", "sim.progress"), ("cli", "traces.cli")}
 

@@ -32,6 +32,7 @@ from builders import job, q, scenario
 from replay import replay
 
 from fairshare import allocate
+from fairshare.conformance.workloads import drf_41, fig4, scaled
 from fairshare.engine import Scheduler
 from fairshare.model import Node
 from fairshare.policies import make_policy
@@ -40,10 +41,6 @@ from fairshare.policies import make_policy
 # cluster, which is the discrete static answer); by 60 s every example here has settled.
 WARMUP_S = 60.0
 HORIZON_S = 120.0
-
-
-def scaled(demand: dict, k: int) -> dict:
-    return {r: v / k for r, v in demand.items()}
 
 
 def online_shares(sc, policy: str, nodes=None, window=None) -> dict[str, float]:
@@ -89,12 +86,7 @@ def assert_converges(sc_full, sc_small, policy: str, expected: dict[str, float],
     return got, tol
 
 
-# --- DRF Sec. 4.1: <9 CPU, 18 GB>, A <1, 4>, B <3, 1> ------------------------------------------
-
-def drf_41(k: int):
-    return scenario(capacity={"cpu": 9, "mem": 18},
-                    jobs=[job("A", scaled({"cpu": 1, "mem": 4}, k)), job("B", scaled({"cpu": 3, "mem": 1}, k))])
-
+# --- DRF Sec. 4.1: <9 CPU, 18 GB>, A <1, 4>, B <3, 1> (workloads.drf_41) -------------------------
 
 @pytest.mark.parametrize("policy", ["drf", "hdrf", "dff"])
 def test_drf_section_4_1(policy):
@@ -105,13 +97,7 @@ def test_drf_section_4_1(policy):
     assert_converges(drf_41(1), drf_41(k), policy, {"A": 2 / 3, "B": 2 / 3})
 
 
-# --- H-DRF Fig. 4: 10 CPUs, 10 GPUs; n1 -> n1,1 <1, 0>; n2 -> n2,1 <1, 0>, n2,2 <0, 1> -------------
-
-def fig4(k: int):
-    return scenario(capacity={"cpu": 10, "gpu": 10}, queues=[q("n1"), q("n2")],
-                    jobs=[job("n11", scaled({"cpu": 1}, k), "n1"), job("n21", scaled({"cpu": 1}, k), "n2"),
-                          job("n22", scaled({"gpu": 1}, k), "n2")])
-
+# --- H-DRF Fig. 4: 10 CPUs, 10 GPUs; n1 -> n1,1 <1, 0>; n2 -> n2,1 <1, 0>, n2,2 <0, 1> (workloads.fig4)
 
 @pytest.mark.parametrize("policy, expected", [
     # Fig. 4(b): n1,1 = n2,1 = 5 CPUs (0.5 each), n2,2 all 10 GPUs (1.0). Online with tasks

@@ -27,6 +27,7 @@ class AssetFairness(FillingPolicy):
     name = "asset"
     share_is_usage_over_capacity = True
     citation = "Ghodsi et al. NSDI'11, Sec. 5.1 (Asset Fairness)"
+    conformance_exemptions = {"queue weights": "flat over jobs (DRF Sec. 5.1): the queue tree is ignored"}
     rule = LevelRule(kind="sum")
 
     def build_tree(self, scenario, respect_counts):

@@ -69,6 +69,15 @@ class Policy(ABC):
     #: the constructor arguments offered as command-line flags (tests/test_cli.py checks
     #: they are exactly the constructor's arguments)
     options: ClassVar[tuple[PolicyOption, ...]] = ()
+    #: option sets the conformance checks run besides the defaults (constructor
+    #: arguments: the online algorithm's switches), as ``python -m fairshare.conformance``
+    #: and tests/test_conformance_online.py do
+    conformance_variants: ClassVar[tuple[dict, ...]] = ()
+    #: conformance check name -> why it does not apply to this policy (a paper's section
+    #: or a measurement). Not a skip: the check still runs and must fail, and one that
+    #: passes is reported as "exemption no longer needed", a failure (docs/architecture.md,
+    #: "Writing and checking a new policy"). A subclass inherits them like any attribute.
+    conformance_exemptions: ClassVar[dict[str, str]] = {}
 
     def slots_per_node(self) -> int | None:
         """Slot scheduling: tasks per node counted by slots, resources ignored (None: the

@@ -32,6 +32,8 @@ class SingleResourceFair(FillingPolicy):
     citation = "Ghodsi et al. NSDI'11, Sec. 7.2 (CPU-only fair sharing baseline)"
     options = (PolicyOption("resource", "--resource", "the one resource to be fair on (default: the first listed)",
                             value="resource", metavar="NAME"),)
+    conformance_variants = ({"resource": "mem"},)
+    conformance_exemptions = {"queue weights": "flat over jobs (DRF Sec. 7.2): the queue tree is ignored"}
 
     def __init__(self, resource: str | None = None):
         self.resource = resource

@@ -27,6 +27,7 @@ class DRF(FillingPolicy):
     name = "drf"
     share_is_usage_over_capacity = True
     citation = "Ghodsi et al. NSDI'11, Sec. 4.2 Alg. 1, Sec. 4.3 (weighted), App. A.1 (progressive filling)"
+    conformance_exemptions = {"queue weights": "flat over jobs (DRF Sec. 4): the queue tree is ignored"}
 
     def build_tree(self, scenario, respect_counts):
         return flat_tree(scenario, respect_counts)

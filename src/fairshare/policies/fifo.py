@@ -17,6 +17,11 @@ from fairshare.policies.machinery.tree import flat_tree
 class FIFO(FillingPolicy):
     name = "fifo"
     citation = "FIFO baseline; H-DRF (Bhattacharya et al. SoCC'13) Sec. 4.3, 5.3.2 (FIFO within a leaf)"
+    conformance_exemptions = {
+        "allocation weights": "FIFO ignores weights by definition: the first job takes what it can use",
+        "job weights": "FIFO ignores weights by definition: the first job takes what it can use",
+        "queue weights": "FIFO ignores weights and queues by definition",
+    }
 
     def build_tree(self, scenario, respect_counts):
         return flat_tree(scenario, respect_counts, fifo=True)

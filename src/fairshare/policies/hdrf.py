@@ -89,6 +89,7 @@ class HDRF(FillingPolicy):
                             value="off"),
                PolicyOption("ignore_blocked", "--no-ignore-blocked",
                             "do not ignore blocked nodes (H-DRF Sec. 3.4 ablation)", value="off"))
+    conformance_variants = ({"rescale": False}, {"ignore_blocked": False})
 
     def __init__(self, rescale: bool = True, ignore_blocked: bool = True):
         self.rescale = rescale

@@ -81,6 +81,14 @@ class Slots(_OnlineOnly):
     hierarchical = True
     reason = "slot scheduling and its over-subscription exist only for tasks running on nodes (use `fairshare simulate`)"
     options = (PolicyOption("slots", "--slots", "slots per node", value="positive_int", metavar="N"),)
+    conformance_variants = ({"slots": 2},)
+    conformance_exemptions = {
+        "capacity": "slot scheduling counts tasks, not resources, and oversubscribes nodes by design "
+                    "(DRF Sec. 7.2, H-DRF Sec. 5.3); the slot limit check holds it to its own invariant",
+        "static limit": "no static allocation: slot scheduling exists only for tasks running on nodes",
+        "infeasible demand": "slot scheduling ignores task sizes by design: any task fits in a free slot, "
+                             "however big (it oversubscribes the node instead)",
+    }
 
     def __init__(self, slots: int = 4):
         self.slots = slots
