@@ -2,9 +2,10 @@
 
 ``fit_limits`` (the fit test's tolerance evaluated once per free vector) against ``fits``;
 the iterative first fit and collection of ``_MaxTree`` against the recursive descent they
-replaced and against a linear scan; ``fits_on``, ``freed_fits`` and ``max_free`` against
-their definitions, on random pools changed by random launches, finishes, node losses and
-returns (with constraints, devices, headroom and slots).
+replaced and against a linear scan; ``fits_on``, ``freed_fits``, ``max_free`` and each
+constraint set's members (``satisfies``) against their definitions, on random pools changed
+by random launches, finishes, node losses and returns (with constraints, devices, headroom
+and slots).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from fairshare.engine import placement
 from fairshare.engine.placement import NodePool
 from fairshare.model import Node
+from fairshare.model.cluster import satisfies
 from fairshare.model.resources import fit_limits, fits
 
 SPECIAL = [0.0, -0.0, 1.0, -1.0, 1e-9, -1e-9, 1.0 + 1e-9, 1.0 - 1e-10, -1.0000000000000002,
@@ -92,6 +94,7 @@ def pools(draw):
 def check(pool: NodePool, demand, constraints, mark) -> None:
     need = pool._effective(demand)
     tree = pool._tree(constraints)
+    assert tree.members == [i for i, s in enumerate(pool.states) if satisfies(s.node.attributes, constraints)]
     vectors = {i: pool.index_vector(i) for i in tree.members}
     fitting = [i for i in tree.members if fits(need, vectors[i])]
     assert tree.feasible(need) == fitting

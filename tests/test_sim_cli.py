@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from fairshare.cli import main
+from fairshare.model import parse_scenario
+from fairshare.policies import REGISTRY
+from fairshare.sim.metrics import StaticShares
 
 CONTRACT_JOB_KEYS = {"submit", "start", "finish", "completion_time", "tasks_completed", "mean_running_tasks",
                      "mean_allocation"}
@@ -114,6 +117,24 @@ def test_fairness_gap_falls_back_for_online_only_policies(small: Path, tmp_path:
     gap = json.loads((tmp_path / "s" / "summary.json").read_text())["fairness_gap"]
     assert gap["static_policy"] == "hdrf"  # hierarchical scenario; slots has no static allocation
     assert "no static allocation" in gap["static_policy_reason"]
+
+
+def test_fairness_gap_reference_is_declared_by_one_policy_of_each_kind():
+    # sim/metrics asks the policies (Policy.fairness_reference), never names one
+    refs = {kind: [name for name, cls in REGISTRY.items() if cls.fairness_reference == kind]
+            for kind in ("flat", "hierarchical")}
+    assert refs == {"flat": ["drf"], "hierarchical": ["hdrf"]}
+
+
+def test_fairness_gap_falls_back_to_drf_on_a_flat_scenario():
+    sc = parse_scenario({"cluster": {"capacity": {"cpu": 9, "mem": 18}},
+                         "jobs": [{"name": "A", "tasks": [{"demand": {"cpu": 1, "mem": 4}}]},
+                                  {"name": "B", "tasks": [{"demand": {"cpu": 3, "mem": 1}}]}]}, "<test>")
+    static = StaticShares(sc, "slots", {"slots": 2})
+    # DRF Sec. 4's example: both jobs at dominant share 2/3
+    assert static.shares(frozenset({"A", "B"}), sc.capacity) == pytest.approx({"A": 2 / 3, "B": 2 / 3})
+    assert static.name == "drf"
+    assert static.reason.endswith("; using drf, the reference for a flat scenario")
 
 
 @pytest.mark.parametrize("argv, flag", [

@@ -109,6 +109,7 @@ import numpy as np
 
 from fairshare.audit.report import PropertyResult
 from fairshare.model.allocation import Allocation
+from fairshare.model.cluster import satisfies
 from fairshare.model.jobs import Job
 from fairshare.model.queues import ROOT, share_guarantees
 from fairshare.model.resources import Vector, fits, to_mapping
@@ -117,6 +118,9 @@ from fairshare.policies.base import Policy
 
 #: the one relative tolerance of every audit comparison (see :func:`exceeds`)
 RTOL = 1e-7
+#: relative slack of the Pareto LP's bounds around the allocation under audit (its float
+#: noise must not make the LP infeasible); far below RTOL. An LP bound, not a fit test.
+_LP_SLACK = 1e-9
 
 #: strategy-proofness search: factors applied to one used resource's demand
 SCALE_FACTORS = (0.5, 0.8, 1.25, 2.0, 4.0, 8.0)
@@ -358,8 +362,7 @@ def check_sharing_incentive(ctx: AuditContext) -> PropertyResult:
 def _eligible_for_job(node, job: Job) -> bool:
     attrs = dict(node.attributes)
     mix = job.class_mix()
-    return all(all(attrs.get(k) in allowed for k, allowed in c.constraints)
-               for c, f in zip(job.classes, mix) if f > 0)
+    return all(satisfies(attrs, c.constraints) for c, f in zip(job.classes, mix) if f > 0)
 
 
 # ---------------------------------------------------------------------------------------
@@ -443,8 +446,8 @@ def _pareto_divisible(ctx: AuditContext) -> PropertyResult:
     current = [ctx.tasks(j.name) for j in jobs]
     A = np.array([[units[i] * ctx.demand(j.name)[r] / cap_vec[r] for i, j in enumerate(jobs)] for r in rows])
     # The allocation under audit may overshoot capacity by float noise; relaxing the
-    # lower bounds by 1e-9 keeps the LP feasible, far below RTOL.
-    lo = [max(0.0, t / u * (1 - 1e-9)) for t, u in zip(current, units)]
+    # lower bounds by _LP_SLACK keeps the LP feasible, far below RTOL.
+    lo = [max(0.0, t / u * (1 - _LP_SLACK)) for t, u in zip(current, units)]
     hi = [None if math.isinf(ctx.cap(j)) else max(ctx.cap(j) / u, l_) for j, u, l_ in zip(jobs, units, lo)]
     b = [1.0] * len(rows)
     # queue limits are constraints like capacity (a gain past a limit is no gain)
@@ -457,7 +460,7 @@ def _pareto_divisible(ctx: AuditContext) -> PropertyResult:
             inside = [j.queue == path or j.queue.startswith(path + ".") for j in jobs]
             A = np.vstack([A, [units[i] * ctx.demand(j.name)[r] / cap_vec[r] if inside[i] else 0.0
                                for i, j in enumerate(jobs)]])
-            b.append(lim / cap_vec[r] * (1 + 1e-9))
+            b.append(lim / cap_vec[r] * (1 + _LP_SLACK))  # an allocation at its limit, with noise
     res = linprog(c=-np.ones(len(jobs)), A_ub=A, b_ub=np.array(b), bounds=list(zip(lo, hi)),
                   method="highs", options={"primal_feasibility_tolerance": 1e-10,
                                            "dual_feasibility_tolerance": 1e-10})
@@ -505,12 +508,8 @@ def _pareto_discrete(ctx: AuditContext) -> PropertyResult:
         for cls in job.classes:
             if ctx.respect_counts and cls.count is not None and placed.get(cls.name, 0.0) >= cls.count:
                 continue
-            allowed = dict(cls.constraints)
             for nd in nodes:
-                attrs = dict(nd.attributes)
-                if not all(attrs.get(k) in vals for k, vals in allowed.items()):
-                    continue
-                if fits(cls.demand, free[nd.name]):
+                if satisfies(nd.attributes, cls.constraints) and fits(cls.demand, free[nd.name]):
                     witness = {"job": job.name, "class": cls.name, "node": nd.name,
                                "tasks": alloc.jobs[job.name].tasks,
                                "demand": ctx.mapping(cls.demand), "free": ctx.mapping(tuple(free[nd.name]))}

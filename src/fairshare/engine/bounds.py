@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from fairshare.model.queues import ROOT, QueueTree
-from fairshare.model.resources import FIT_TOL, Vector
+from fairshare.model.resources import Vector, fit_limit
 
 
 class QueueBounds:
@@ -34,17 +34,24 @@ class QueueBounds:
         self.m = len(resources)
         self.tracks_all = track_all
         self.usage: dict[str, list[float]] = {}
-        self.limit: dict[str, tuple[tuple[int, float], ...]] = {}
-        self.guarantee: dict[str, tuple[tuple[int, float], ...]] = {}
+        # Per bounded queue, (resource, fit_limit(bound)) of its limits and guarantees: the
+        # tests below are ``model.resources.within(usage, demand, bound)``, inlined as
+        # ``not usage + demand > fit_limit(bound)`` with the widened bound computed once
+        # here instead of once per test (the scheduler asks for every task it considers;
+        # tests/test_predicates.py checks the two agree).
+        self.limit_fit: dict[str, tuple[tuple[int, float], ...]] = {}
+        self.guarantee_fit: dict[str, tuple[tuple[int, float], ...]] = {}
         for node in queues:
             if node.path == ROOT or not (track_all or node.limit or node.guarantee):
                 continue
             self.usage[node.path] = [0.0] * self.m
-            self.limit[node.path] = tuple((r, x) for r, x in enumerate(node.limit_vector(resources)) if x < math.inf)
-            self.guarantee[node.path] = tuple((r, x) for r, x in enumerate(node.guarantee_vector(resources)) if x > 0)
+            self.limit_fit[node.path] = tuple((r, fit_limit(x)) for r, x in enumerate(node.limit_vector(resources))
+                                          if x < math.inf)
+            self.guarantee_fit[node.path] = tuple((r, fit_limit(x)) for r, x in
+                                              enumerate(node.guarantee_vector(resources)) if x > 0)
         #: any queue has a guarantee (asked once per decision: computed once, the tree's
         #: bounds do not change under a ledger)
-        self.has_guarantees = any(self.guarantee.values())
+        self.has_guarantees = any(self.guarantee_fit.values())
         # queue path -> the bounded queues at or above it, nearest first
         self._chain: dict[str, tuple[str, ...]] = {
             path: tuple(p for p in queues.ancestors(path) if p in self.usage) for path in [ROOT, *queues.paths]}
@@ -69,9 +76,9 @@ class QueueBounds:
         past a limit of a resource it uses."""
         for path in self._chain[queue]:
             u = self.usage[path]
-            for r, cap in self.limit[path]:
+            for r, limit in self.limit_fit[path]:
                 d = demand[r]
-                if d > 0 and u[r] + d > cap + FIT_TOL * max(1.0, abs(cap)):
+                if d > 0 and u[r] + d > limit:  # not within(u[r], d, the limit)
                     return True
         return False
 
@@ -79,7 +86,7 @@ class QueueBounds:
         """Whether a queue at or above ``queue`` is owed a task of ``demand`` (module
         docstring)."""
         for path in self._chain[queue]:
-            pairs = self.guarantee[path]
+            pairs = self.guarantee_fit[path]
             if not pairs:
                 continue
             u = self.usage[path]
@@ -89,7 +96,7 @@ class QueueBounds:
                 d = demand[r]
                 if d > 0:
                     uses = True
-                    if u[r] + d > g + FIT_TOL * max(1.0, abs(g)):
+                    if u[r] + d > g:  # not within(u[r], d, the guarantee)
                         within = False
                         break
             if uses and within:

@@ -70,7 +70,7 @@ class FitMemo:
             for node in freed:
                 if node not in eligible:
                     continue
-                for i in np.flatnonzero((needs <= limits[node]).all(axis=1)):  # fits_on, vectorized
+                for i in np.flatnonzero(~(needs > limits[node]).any(axis=1)):  # fits_on, vectorized
                     key = keys[i]
                     if key not in found:  # a new shape may fit elsewhere too: searched
                         local.setdefault(key, set()).add(node)

@@ -13,10 +13,12 @@ Strategies (``Placement(strategy=...)``):
   ties by cluster order.
 
 The fit test and its tolerance are ``model.resources.fits`` / ``fit_limits`` (one rule for
-placement, the static whole-task greedy and the audits).
+the loader, placement, the static whole-task greedy and the audits); the searches compare
+demands with precomputed ``fit_limits`` rows, the same float expression.
 
-Constraints: a task class with ``constraints`` runs only on nodes whose attributes match;
-each distinct constraint set gets its own index over its eligible nodes.
+Constraints: a task class with ``constraints`` runs only on nodes whose attributes satisfy
+them (``model.cluster.satisfies``); each distinct constraint set gets its own index over
+its eligible nodes.
 
 Headroom (H-DRF Sec. 5: "H-DRF maintains a headroom equal to the size of the largest
 task on each server, to ensure that large tasks do not get starved out"): with
@@ -58,12 +60,13 @@ from operator import gt
 
 import numpy as np
 
-from fairshare.model.cluster import Node
-from fairshare.model.resources import FIT_TOL, Vector, fit_limits, packing_score
+from fairshare.model.cluster import Node, satisfies
+from fairshare.model.resources import FIT_TOLERANCE, Vector, fit_limits, packing_score
 
 STRATEGIES = ("first-fit", "best-fit", "packing")
-#: device fractions are compared with the fit test's tolerance
-_EPS = FIT_TOL
+#: device fractions (each in [0, 1], where the fit test's tolerance is absolute) are
+#: compared with the fit test's tolerance
+_EPS = FIT_TOLERANCE
 _FREED_LOG = 8192  # entries kept in the freed-nodes log before its older half is dropped
 #: ``freed_fits`` tests longer logs than this with one NumPy comparison (shorter: a loop)
 _FREED_SCAN_VECTOR = 64
@@ -478,8 +481,7 @@ class NodePool:
     def _tree(self, constraints: tuple) -> _MaxTree:
         tree = self._trees.get(constraints)
         if tree is None:
-            members = [i for i, st in enumerate(self.states)
-                       if all(st.attrs.get(k) in allowed for k, allowed in constraints)]
+            members = [i for i, st in enumerate(self.states) if satisfies(st.attrs, constraints)]
             tree = self._trees[constraints] = _MaxTree(members, self)
             for k, node in enumerate(members):
                 self._member_of.setdefault(node, []).append((tree, k))

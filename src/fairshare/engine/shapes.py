@@ -23,7 +23,7 @@ from collections import Counter
 import numpy as np
 
 from fairshare.model.jobs import TaskClass
-from fairshare.model.resources import Vector
+from fairshare.model.resources import FIT_TOLERANCE, Vector
 
 
 class PendingShapes:
@@ -90,7 +90,9 @@ class PendingShapes:
             lows = self._min = [min(c) if c else None for c in self._demands]
         mask = 0
         for r, low in enumerate(lows):
-            if low is not None and free[r] < low - 1e-9:
+            # The fit tolerance taken as absolute, as this test always has (decisions
+            # depend on it): fit_limit(free[r]) is wider when the total free is above 1.
+            if low is not None and free[r] < low - FIT_TOLERANCE:
                 mask |= 1 << r
         got = self._saturated_sets.get(mask)
         if got is None:

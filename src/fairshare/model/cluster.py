@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from fairshare.model.resources import Vector
+
+
+def satisfies(attributes: Mapping[str, str] | Iterable[tuple[str, str]],
+              constraints: Iterable[tuple[str, Collection[str]]]) -> bool:
+    """Whether a node with these ``attributes`` (a mapping, or ``Node.attributes``' pairs)
+    may run a task with these ``constraints`` (``TaskClass.constraints``' pairs of attribute
+    and allowed values, or a mapping's ``items()``): for every constrained attribute the node has
+    one of the allowed values. A node without the attribute satisfies no constraint on it;
+    no constraints, every node. Values are compared as given: the loader makes attributes
+    and allowed values strings. The one eligibility rule of the loader, the trace
+    converters, placement, the whole-task static greedy and the audits."""
+    attrs = attributes if isinstance(attributes, Mapping) else dict(attributes)
+    return all(attrs.get(key) in allowed for key, allowed in constraints)
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fairshare.model.cluster import Node
+from fairshare.model.cluster import Node, satisfies
 from fairshare.model.jobs import Duration, Job, TaskClass
 from fairshare.model.loader_cluster import device_amount_ok, vector
 from fairshare.model.loader_fields import Collector, NoteResource, amounts, show
 from fairshare.model.queues import ROOT
-from fairshare.model.resources import Vector
+from fairshare.model.resources import Vector, fits
 
 JOB_KEYS = {"name", "queue", "weight", "submit", "tasks"}
 TASK_KEYS = {"class", "demand", "count", "duration", "constraints", "max_per_node", "checkpoint", "command",
@@ -203,7 +203,6 @@ def build_jobs(col: Collector, job_specs: list[JobSpec], resources: tuple[str, .
                capacity: Vector, pooled: bool, devices: tuple[int, ...]) -> list[Job]:
     """The ``Job`` objects, checking each task class against the cluster: device amounts,
     resources the cluster has, a node whose attributes allow it and that can hold it."""
-    m = len(resources)
     # Which task shapes some node can hold: checked once per distinct (demand,
     # constraints) against each distinct node shape, not per task class and node (a
     # converted trace has thousands of each).
@@ -213,8 +212,10 @@ def build_jobs(col: Collector, job_specs: list[JobSpec], resources: tuple[str, .
     def placeable(d: tuple, constraints) -> tuple[bool, bool]:
         key = (d, constraints)
         if key not in holds:
-            eligible = [cap for cap, attrs in node_shapes if _eligible_attributes(attrs, constraints)]
-            holds[key] = (bool(eligible), any(all(d[r] <= cap[r] for r in range(m)) for cap in eligible))
+            # placement's own tests, so the loader refuses no task placement could start
+            # on an empty node
+            eligible = [cap for cap, attrs in node_shapes if satisfies(attrs, constraints)]
+            holds[key] = (bool(eligible), any(fits(d, cap) for cap in eligible))
         return holds[key]
 
     jobs = []
@@ -242,7 +243,3 @@ def build_jobs(col: Collector, job_specs: list[JobSpec], resources: tuple[str, .
         jobs.append(Job(spec.name, spec.queue, spec.weight, spec.submit, tuple(tcs)))
     return jobs
 
-
-def _eligible_attributes(attributes: tuple, constraints) -> bool:
-    attrs = dict(attributes)
-    return all(attrs.get(key) in allowed for key, allowed in constraints)

@@ -18,6 +18,8 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from fairshare.model.resources import fit_limit
+
 ROOT = ""
 
 #: a queue's guarantee or limit: (resource name, amount) pairs, sorted by name
@@ -200,6 +202,9 @@ def bound_claims_problems(queues: QueueTree, resources: Sequence[str],
       limit);
     * the children's claims on r must fit in their parent's guarantee of r when it lists
       one, and the top-level queues' claims in the cluster's capacity of r.
+
+    "Exceed" and "fit" allow the fit test's tolerance (``model.resources.fit_limit``), as
+    the engine's limit and guarantee tests do.
     """
     problems: list[tuple[str, str, str]] = []
     known = set(resources)
@@ -219,14 +224,14 @@ def bound_claims_problems(queues: QueueTree, resources: Sequence[str],
         own = dict(node.guarantee)
         label = "the root" if path == ROOT else repr(path)
         for r, name in enumerate(resources):
-            if name in own and total[r] > own[name] * (1 + 1e-12):
+            if name in own and total[r] > fit_limit(own[name]):
                 problems.append((path, f"guarantee.{name}",
                                  f"the guarantees of the queues below {label} add up to {total[r]:g} {name}, "
                                  f"more than its own guarantee of {own[name]:g}"))
         out = [own.get(name, total[r]) for r, name in enumerate(resources)]
         limits = dict(node.limit)
         for r, name in enumerate(resources):
-            if name in limits and out[r] > limits[name] * (1 + 1e-12):
+            if name in limits and out[r] > fit_limit(limits[name]):
                 what = (f"its guarantee of {out[r]:g} {name} exceeds" if name in own else
                         f"the guarantees of the queues below it add up to {out[r]:g} {name}, more than")
                 problems.append((path, f"limit.{name}", f"{what} its limit of {limits[name]:g}"))
@@ -235,7 +240,7 @@ def bound_claims_problems(queues: QueueTree, resources: Sequence[str],
 
     top = claim(ROOT)
     for r, name in enumerate(resources):
-        if top[r] > capacity[r] * (1 + 1e-12):
+        if top[r] > fit_limit(capacity[r]):
             problems.append((ROOT, f"guarantee.{name}",
                              f"the top-level queues' guarantees add up to {top[r]:g} {name}, more than the "
                              f"cluster's {capacity[r]:g}"))

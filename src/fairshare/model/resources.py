@@ -36,19 +36,34 @@ def vsum(vectors: Iterable[Sequence[float]], m: int) -> Vector:
     return tuple(total)
 
 
-#: The fit test's tolerance, relative to the free amount (absolute below 1): free amounts
-#: are running sums of many task starts and finishes, and their float noise must not
-#: refuse a task that fits exactly. The one tolerance every fit test uses (placement, the
-#: whole-task static greedy, the audits).
-FIT_TOL = 1e-9
+#: The fit test's tolerance, relative to the bound (absolute below 1): free amounts and
+#: queue usages are running sums of many task starts and finishes, and their float noise
+#: must not refuse a task that fits exactly. The one tolerance of every fit test (the
+#: loader, the trace converters, placement, queue limits and guarantees, the whole-task
+#: static greedy, the audits): they all go through :func:`fit_limit`.
+FIT_TOLERANCE = 1e-9
+
+
+def fit_limit(bound: float) -> float:
+    """The largest amount that still fits in ``bound``, tolerance included:
+    ``bound + FIT_TOLERANCE * max(1, |bound|)``. An amount ``x`` fits when
+    ``not x > fit_limit(bound)``.
+
+    ``max(1.0, abs(bound))`` is written out as a conditional (no builtin calls, about twice
+    as fast) with the same value for every float: ``abs(bound)`` when it exceeds 1.0
+    (``bound`` or ``-bound``, exactly), else 1.0, NaN included (``max`` keeps its first
+    argument then). Every fit test is this one expression compared with ``not x > limit``,
+    so they all agree on every float, amounts exactly at the tolerance and NaN included
+    (tests/test_predicates.py).
+    """
+    return bound + FIT_TOLERANCE * (bound if bound > 1.0 else (-bound if bound < -1.0 else 1.0))
 
 
 def fits(demand: Sequence[float], free: Sequence[float]) -> bool:
-    """True when ``demand`` fits in ``free``: ``d_r <= f_r + FIT_TOL * max(1, |f_r|)`` for
-    every resource (written ``not d > limit`` so it agrees with :func:`fit_limits` on
-    every float, NaN included)."""
+    """True when ``demand`` fits in ``free``: ``d_r <= f_r + FIT_TOLERANCE * max(1, |f_r|)``
+    for every resource."""
     for d, f in zip(demand, free, strict=True):
-        if d > f + FIT_TOL * max(1.0, abs(f)):
+        if d > fit_limit(f):
             return False
     return True
 
@@ -59,12 +74,17 @@ def fit_limits(free: Sequence[float]) -> tuple[float, ...]:
     ``fits(demand, free)`` is exactly ``not any(map(operator.gt, demand, fit_limits(free)))``:
     the same float expression, evaluated once per free vector instead of once per test
     (placement tests a vector far more often than it changes, and the comparison loop then
-    runs in C). ``max(1.0, abs(f))`` is written out as a conditional (no builtin calls,
-    about twice as fast) with the same value for every float: ``abs(f)`` when it exceeds
-    1.0 (``f`` or ``-f``, exactly), else 1.0, NaN included (``max`` keeps its first
-    argument then).
+    runs in C).
     """
-    return tuple([f + FIT_TOL * (f if f > 1.0 else (-f if f < -1.0 else 1.0)) for f in free])
+    return tuple(map(fit_limit, free))
+
+
+def within(usage: float, demand: float, bound: float) -> bool:
+    """True when one more ``demand`` on top of ``usage`` stays within ``bound`` (a queue's
+    limit or guarantee of one resource): ``usage + demand <= bound`` with the fit test's
+    tolerance, i.e. ``usage + demand`` fits in ``bound`` (:func:`fit_limit`). Whether a
+    bound of a resource the task does not use counts is the caller's rule."""
+    return not usage + demand > fit_limit(bound)
 
 
 def packing_score(demand: Sequence[float], free: Sequence[float], capacity: Sequence[float]) -> float:

@@ -66,6 +66,11 @@ class Policy(ABC):
     #: (``policies/machinery/bounds.py``); otherwise a bounded scenario's allocation says
     #: it did not
     honours_queue_bounds: ClassVar[bool] = False
+    #: the scenarios (``"flat"``: no queues, ``"hierarchical"``: queues) for which this
+    #: policy's static allocation is the fairness gap's reference when a run's own policy
+    #: has none (``sim/metrics.py``; ``slots``, ``timefair``): one registered policy
+    #: declares each (drf, hdrf), so the simulator never picks a policy by its name
+    fairness_reference: ClassVar[Literal["flat", "hierarchical"] | None] = None
     #: the constructor arguments offered as command-line flags (tests/test_cli.py checks
     #: they are exactly the constructor's arguments)
     options: ClassVar[tuple[PolicyOption, ...]] = ()

@@ -26,6 +26,7 @@ def drf_share(usage: Sequence[float], capacity: Vector, weight: float) -> float:
 class DRF(FillingPolicy):
     name = "drf"
     share_is_usage_over_capacity = True
+    fairness_reference = "flat"  # DRF is the flat scenarios' fairness (DRF Sec. 4)
     citation = "Ghodsi et al. NSDI'11, Sec. 4.2 Alg. 1, Sec. 4.3 (weighted), App. A.1 (progressive filling)"
     conformance_exemptions = {"queue weights": "flat over jobs (DRF Sec. 4): the queue tree is ignored"}
 

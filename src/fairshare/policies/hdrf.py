@@ -85,6 +85,7 @@ class HDRF(FillingPolicy):
     share_is_usage_over_capacity = True
     citation = "Bhattacharya et al. SoCC'13, Sec. 3.1 Alg. 1 (static); Sec. 3.4 Alg. 2-4 (dynamic)"
     hierarchical = True
+    fairness_reference = "hierarchical"  # H-DRF generalises DRF to the queue tree (H-DRF Sec. 3)
     options = (PolicyOption("rescale", "--no-rescale", "disable rescaling of demand vectors (H-DRF Sec. 3.4 ablation)",
                             value="off"),
                PolicyOption("ignore_blocked", "--no-ignore-blocked",

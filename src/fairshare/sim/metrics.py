@@ -123,7 +123,8 @@ class Replay:
 class StaticShares:
     """Dominant shares in the static allocation of the scenario restricted to a set of
     jobs, cached by (set, capacity). Uses the run's own policy when it has a static
-    allocation, else hdrf (hierarchical scenario) or drf (flat)."""
+    allocation, else the registered policy declaring itself the reference for the
+    scenario's kind (``Policy.fairness_reference``: hdrf with queues, drf without)."""
 
     def __init__(self, scenario: Scenario, policy: str, params: dict):
         from fairshare.policies import make_policy
@@ -136,13 +137,13 @@ class StaticShares:
         self._fallback_done = False
 
     def _fallback(self, why: str) -> None:
-        from fairshare.policies import make_policy
+        from fairshare.policies import REGISTRY
 
-        hierarchical = bool(self.scenario.queues.paths)
-        self.name = "hdrf" if hierarchical else "drf"
-        self.policy = make_policy(self.name)
-        self.reason = (f"{why}; using {self.name}, the reference for a "
-                       f"{'hierarchical' if hierarchical else 'flat'} scenario")
+        kind = "hierarchical" if self.scenario.queues.paths else "flat"
+        reference = next(cls for cls in REGISTRY.values() if cls.fairness_reference == kind)
+        self.name = reference.name
+        self.policy = reference()
+        self.reason = f"{why}; using {self.name}, the reference for a {kind} scenario"
         self.cache.clear()
         self._fallback_done = True
 

@@ -14,6 +14,8 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
+from fairshare.model.cluster import satisfies
+from fairshare.model.resources import fits
 from fairshare.traces.common import BadData, TraceError, durations_value
 
 DemandKey = tuple[tuple[str, float], ...]
@@ -246,15 +248,18 @@ def parse_capacity(text: str, flag: str, allowed: list[str]) -> dict[str, float]
 
 def fits_some_node(demand: dict[str, float], nodes: list[dict[str, Any]],
                    constraints: dict[str, list[str]] | None = None) -> bool:
+    """Whether some node of the scenario documents ``nodes`` can hold a task of ``demand``
+    with ``constraints``: the loader's own tests (``model.resources.fits``,
+    ``model.cluster.satisfies``, on attribute values as strings, as the loader reads them),
+    so a converted task is one the loader accepts."""
+    kinds = list(demand)
+    need = [demand[r] for r in kinds]
+    allowed = [(str(k), {str(v) for v in vals}) for k, vals in (constraints or {}).items()]
     for node in nodes:
         cap = node["capacity"]
-        if any(amount > cap.get(r, 0) * (1 + 1e-9) for r, amount in demand.items() if amount > 0):
-            continue
-        if constraints:
-            attrs = node.get("attributes", {})
-            if not all(str(attrs.get(k)) in {str(v) for v in vals} for k, vals in constraints.items()):
-                continue
-        return True
+        attrs = {str(k): str(v) for k, v in node.get("attributes", {}).items()}
+        if fits(need, [cap.get(r, 0) for r in kinds]) and satisfies(attrs, allowed):
+            return True
     return False
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fairshare.traces.base import CommonOptions, Conversion, parse_weights, queue_documents
+from fairshare.traces.base import CommonOptions, Conversion, NodeFitCache, parse_weights, queue_documents
 from fairshare.traces.common import (BadData, LineReader, Progress, TraceError, clean_name, durations_value,
                                      parse_float, sample_keep)
 
@@ -232,7 +232,7 @@ def convert(inputs: list[Path], common: CommonOptions, opts: Options, bad: BadDa
 
     # Build the scenario: jobs with at least one run and a positive, placeable demand.
     biggest = (max(n["capacity"]["cpu"] for n in nodes), max(n["capacity"]["memory"] for n in nodes))
-    fits_shape = [(n["capacity"]["cpu"], n["capacity"]["memory"]) for n in nodes]
+    fit = NodeFitCache(nodes)
     user_names: dict[str, str] = {}
     taken: dict[str, str] = {}
     job_docs = []
@@ -247,7 +247,7 @@ def convert(inputs: list[Path], common: CommonOptions, opts: Options, bad: BadDa
         if job.cpu <= 0 and job.memory <= 0:
             bad.add("job without a resource request", f"job {job_id}", f"{len(job.durations)} runs dropped")
             continue
-        if not any(job.cpu <= c + 1e-12 and job.memory <= m + 1e-12 for c, m in fits_shape):
+        if not fit.fits({"cpu": job.cpu, "memory": job.memory}):
             bad.add("impossible demand", f"job {job_id}",
                     f"cpu {job.cpu:g}, memory {job.memory:g} fits no machine (largest {biggest[0]:g}, {biggest[1]:g})")
             continue

@@ -22,7 +22,8 @@ import heapq
 import math
 
 from fairshare.model.allocation import Allocation, build_allocation
-from fairshare.model.resources import fits
+from fairshare.model.cluster import satisfies
+from fairshare.model.resources import fits, within
 from fairshare.model.scenario import Scenario
 from fairshare.policies.base import Policy
 from fairshare.policies.machinery.bounds import Phase, bounded_fill, phases
@@ -93,7 +94,7 @@ def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, re
         while k < len(nodes):
             f = free[k]
             attrs = node_attrs[k]
-            if all(attrs.get(a) in allowed for a, allowed in constraints) and fits(demand, f):
+            if satisfies(attrs, constraints) and fits(demand, f):
                 first_fit_ptr[key] = k
                 return k
             k += 1
@@ -201,7 +202,7 @@ def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, re
             use = group_use[key]
             for r, c in key[1]:
                 d = demand[r]
-                if d > 0 and use[r] + d > c + 1e-9 * max(1.0, abs(c)):
+                if d > 0 and not within(use[r], d, c):
                     return False
         return True
 
