@@ -354,8 +354,7 @@ def test_recover_adopts_the_attempts_the_store_names_and_kills_the_others(cluste
     commands.register("900", "alice", (TaskCommand(("sh", "-c", f'echo "$FAIRSHARE_TASK_ID $$" >> {pids}; '
                                                                  f'exec sleep 60')),))
     executor.recover(service_id, 1, {})
-    for task_id in (1, 2):
-        commands.attempts[task_id] = 1
+    for task_id in (1, 2):  # (first attempts: Launch.attempt defaults to 1)
         executor.start(Launch(task_id, "900", "main", 0, "cpu-node", (1.0, 0.0, 0.0, 0.0)), 0.0)
     wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 4, 60, "both commands to start")
     pid_of = dict(map(int, line.split()) for line in pids.read_text().splitlines())

@@ -2,14 +2,15 @@
 
 ``Engine.step(now, events)`` is the only scheduling loop of the project. The simulator
 calls it once per simulated instant with the events its heap holds at that time; the
-live service once per pass with what its executor and its API reported; ``run_rounds``
-replays a recorded list of ``(now, events)``. Within a step the events are applied in
-the order given (the simulator's heap gives: completions and failures, node failures,
-node additions, job arrivals; the live service: its executor's events, then its inbox
-in arrival order), then ``Scheduler.schedule`` decides once and every launch is handed
-to ``Executor.start`` in decision order. Decisions therefore differ between runtimes
-only through the order and grouping of the events they feed in
-(``tests/test_live_parity.py``).
+live service once per pass with what its executor and its API reported (``live.loop``);
+the conformance checks with their workloads; ``run_rounds`` replays a recorded list of
+``(now, events)``. Within a step the events are applied in the order given; every
+runtime gives them in the one order of an instant (``engine.events.INSTANT_ORDER``:
+completions and failures, nodes lost, nodes added, queue changes, arrivals,
+cancellations, a wake), then ``Scheduler.schedule`` decides once and every launch is
+handed to ``Executor.start`` in decision order. Decisions therefore differ between
+runtimes only through the grouping of the events they feed in
+(``tests/test_live_parity.py``, ``tests/test_live_queue_events.py``).
 
 A step where no event took effect (every completion void, every node change a no-op)
 and nothing was applied since the last decision does not decide: nothing could have
@@ -132,22 +133,15 @@ class Engine:
             got = self.apply(event, now)
             if got is not None:
                 applied.append(got)
-        launches = self.decide(now, commit)
+        launches = self._decide(now, commit)
         return Instant(now, applied, launches, self.last_preempted)
 
-    def decide(self, now: float, commit: Callable[[list[Launch]], None] | None = None) -> list[Launch]:
-        """``dispatch`` if anything was applied since the last decision, else ``[]``. A
-        runtime that must look at each event's effect before the next is applied (the
-        live service) calls ``apply`` per event and then this: the same step."""
+    def _decide(self, now: float, commit: Callable[[list[Launch]], None] | None = None) -> list[Launch]:
+        """``dispatch`` if anything was applied since the last decision, else ``[]``."""
         if not self._undecided:
             self.last_preempted = ()
             return []
         return self.dispatch(now, commit)
-
-    def mark_undecided(self) -> None:
-        """The scheduler changed outside ``apply`` (the live service rebuilt it): the
-        next ``decide`` decides."""
-        self._undecided = True
 
     def dispatch(self, now: float, commit: Callable[[list[Launch]], None] | None = None) -> list[Launch]:
         """One decision round: ``schedule(now)``; with preemption on, the round's
