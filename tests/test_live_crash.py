@@ -31,6 +31,7 @@ process of its cluster.
 
 from __future__ import annotations
 
+import http.client
 import json
 import signal
 import sqlite3
@@ -115,8 +116,10 @@ def test_sigkill_at_each_point_loses_nothing_and_runs_nothing_twice(workdir, poi
     for body, key in requests:
         try:
             acknowledged[key] = call(port, "POST", "/v1/jobs", ALICE, body, key)["ids"]
-        except (urllib.error.URLError, ConnectionError, OSError):
-            break  # serve died with the request in flight: the client retries later
+        except (urllib.error.URLError, ConnectionError, OSError, http.client.HTTPException):
+            # serve died with the request in flight (or while its answer was being read:
+            # IncompleteRead): the client retries later
+            break
     try:
         server.wait(timeout=120)
     except subprocess.TimeoutExpired:
