@@ -4,10 +4,10 @@
 ``ResultCollector`` is the first): it writes every timeline row to ``timeline.csv`` as it
 is produced (or drops it: ``timeline=False``), keeps running accumulators in place of the
 recorded lists an up-front run summarizes afterwards (``sim.metrics``), and writes
-``summary.json`` at the end. What it keeps is per job *in
-the system* (its last row, its integrals, its starvation clock), per queue, and a few
-numbers per job that left (its completion time, an offset into a spool file): memory
-bounded by the jobs in the system, plus 24 bytes per job of the workload.
+``summary.json`` at the end. What it keeps is per job *in the system* (its last row, its
+integrals, its starvation clock), per queue, and a few numbers per job that left (its
+completion time, an offset into a spool file): memory bounded by the jobs in the system,
+plus 24 bytes per job of the workload.
 
 The files are the up-front run's, byte for byte, when the jobs arrive in scenario order
 and the fairness gap is off (``tests/test_sim_stream.py``): the same integrals, summed in
