@@ -152,3 +152,13 @@ def test_a_scenario_with_a_queue_event_simulates_and_reports_the_new_queue():
     rows = [row for row in result.rows if row[1] == "queue" and row[2] == "dev.new"]
     assert rows and rows[0][0] == 5  # the new queue's first row is at its creation
     assert max(row[3] for row in rows) == 4  # then half the 8 CPUs (it is alone under dev)
+
+
+def test_removing_a_queue_whose_job_still_runs_stops_the_simulation_with_the_reason():
+    from fairshare.sim import SimulationError
+
+    sc = parse_scenario(doc([{"time": 3, "queue": {"name": "ads", "remove": True}}],
+                            [{"name": "a", "queue": "ads.prod", "tasks": [{"demand": {"cpu": 1}, "count": 40,
+                                                                            "duration": 2}]}]))
+    with pytest.raises(SimulationError, match="at 3 s: cannot remove queue 'ads': job\\(s\\) 'a' still use it"):
+        simulate(sc, make_policy("hdrf"), SimOptions(seed=0))

@@ -13,7 +13,7 @@ import pytest
 from fairshare.model import parse_scenario
 from fairshare.policies import make_policy
 from fairshare.sim import SimOptions, SimulationError, Simulator, simulate
-from fairshare.sim.events import JOB_ARRIVAL, NODE_ADD, NODE_FAIL, TASK_END, EventQueue
+from fairshare.sim.events import JOB_ARRIVAL, NODE_ADD, NODE_FAIL, TASK_END, EventQueue, engine_event
 from fairshare.sim.metrics import summarize
 from fairshare.sim.output import timeline_csv
 
@@ -65,6 +65,19 @@ def test_event_heap_orders_by_time_then_priority_then_insertion():
     q.push(5.0, NODE_ADD, "add@5")
     order = [q.pop()[2] for _ in range(len(q))]
     assert order == ["arrive@1", "end@5 first", "end@5 second", "fail@5", "add@5", "arrive@5"]
+
+
+def test_a_scenarios_cluster_events_become_engine_events_ranked_by_the_instant_order():
+    from fairshare.engine.events import NodeAdded, NodeLost
+    from fairshare.model.scenario import ClusterEvent
+
+    sc = build(drf_example())
+    node = sc.cluster.nodes[0]
+    assert engine_event(ClusterEvent(3.0, "node_fail", node.name)) == (NODE_FAIL, NodeLost(node.name))
+    assert engine_event(ClusterEvent(4.0, "node_add", node.name, node)) == (NODE_ADD, NodeAdded(node))
+    assert NODE_FAIL < NODE_ADD < JOB_ARRIVAL  # (a job arriving at t sees the nodes as of t)
+    with pytest.raises(ValueError, match="'reboot' at 5.0 s"):
+        engine_event(ClusterEvent(5.0, "reboot", node.name))
 
 
 # --- hand-computed runs ------------------------------------------------------------------------

@@ -103,3 +103,17 @@ def test_cli_preempt_flag(tmp_path, capsys):
     assert doc["preemptions"] == 8
     assert main(["simulate", str(EXAMPLE), "--policy", "timefair", "--preempt", "--out", str(tmp_path / "t")]) == 2
     assert "preemption needs the policy's fair shares" in capsys.readouterr().err
+
+
+def test_the_books_settle_a_leaving_job_once():
+    """``PreemptionBooks.settle``: a job's figures (nothing preempted: 0 and 0.0; None
+    with preemption off) and its unused checkpoint credits go with it."""
+    from fairshare.sim.preemption import PreemptionBooks
+
+    job = load_scenario(EXAMPLE).jobs[0]
+    books = PreemptionBooks(2, on=True)
+    books.tasks_preempted[job.name], books.work_lost[job.name] = 3, 12.5
+    books.credits[(job.name, 0)] = [600.0]
+    assert books.settle(job) == (3, 12.5)
+    assert books.settle(job) == (0, 0.0) and not books.credits and not books.tasks_preempted
+    assert PreemptionBooks(2, on=False).settle(job) == (None, None)

@@ -26,6 +26,7 @@ from fairshare.sim import SimOptions, SimulationError, Simulator
 from fairshare.sim.durations import DurationSampler
 from fairshare.sim.metrics import summarize
 from fairshare.sim.output import write_outputs
+from fairshare.sim.sink import ResultCollector
 from fairshare.sim.stream import StreamingOutput
 
 
@@ -96,7 +97,7 @@ def test_streaming_writes_the_upfront_files(tmp_path, policy, seed):
     assert streamed.tasks_lost == up.tasks_lost > 0  # (the node failures hit running tasks)
     # what the streaming run still holds at the end: only the jobs left unfinished
     left = {name for name, o in up.jobs.items() if o.submitted and o.finish is None}
-    assert left and set(sim.scheduler.jobs) == set(sim._jobs) == left
+    assert left and set(sim.scheduler.jobs) == set(sim.arrivals.jobs) == left
     assert set(sim.engine.ledger._jobs) <= left and {name for name, _ in sim.durations._streams} == left
 
 
@@ -132,7 +133,7 @@ def test_streaming_all_finished_flat(tmp_path):
     assert streamed.all_finished and streamed.end_time == up.end_time
 
 
-def test_streaming_with_preemption(tmp_path):
+def hog_scenario():
     # a job of queue b takes the whole cluster at 0 with long tasks (checkpointed every 5 s);
     # the others arrive later and wait more than ``after``: their queues preempt it
     sc = random_scenario(5, events=None)
@@ -141,11 +142,32 @@ def test_streaming_with_preemption(tmp_path):
                               {"demand": {"cpu": 1, "mem": 1}, "count": 40, "duration": 400, "checkpoint": 5}]}],
                           "queues": [{"name": "a", "children": [{"name": "x"}, {"name": "y"}]}, {"name": "b"}]},
                          "<hog>").jobs[0]
-    sc = replace(sc, jobs=(hog,) + sc.jobs)
+    return replace(sc, jobs=(hog,) + sc.jobs)
+
+
+def test_streaming_with_preemption(tmp_path):
+    sc = hog_scenario()
     up, streamed, _ = run_both(tmp_path, sc, "hdrf",
                                SimOptions(seed=1, until=300, preemption=PreemptionConfig(after=3)))
     same_files(tmp_path)
     assert streamed.preemptions == up.preemptions > 0
+
+
+@pytest.mark.parametrize("scenario, options", [
+    (random_scenario(0), SimOptions(seed=11, until=60)),
+    (hog_scenario(), SimOptions(seed=1, until=300, preemption=PreemptionConfig(after=3)))])
+def test_a_stream_into_the_in_memory_sink_gives_the_upfront_result(scenario, options):
+    """One sink interface (``sim.sink``): the ``ResultCollector`` an up-front run keeps its
+    output in, given the same jobs as a stream, collects the same rows, demand changes,
+    outcomes and preemption figures (the jobs come in scenario order)."""
+    up = Simulator(scenario, make_policy("hdrf"), options).run()
+    empty = replace(scenario, jobs=())
+    got = Simulator(empty, make_policy("hdrf"), options, arrivals=iter(scenario.jobs), sink=ResultCollector()).run()
+    assert not got.streamed and got.rows and got.jobs
+    assert (got.rows, got.demand_changes, got.capacity_changes, got.jobs, got.end_time, got.notes) == \
+        (up.rows, up.demand_changes, up.capacity_changes, up.jobs, up.end_time, up.notes)
+    assert (got.preemptions, got.tasks_preempted, got.work_lost) == (up.preemptions, up.tasks_preempted, up.work_lost)
+    assert list(got.jobs) == [j.name for j in scenario.jobs]
 
 
 def test_no_jobs_at_all(tmp_path):

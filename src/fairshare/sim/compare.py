@@ -8,7 +8,7 @@ makes the differences between the runs the policies' doing. ``comparison`` build
 
 from __future__ import annotations
 
-from fairshare.sim.simulator import SimResult
+from fairshare.sim.result import SimResult
 
 
 def comparison(runs: list[tuple[str, SimResult, dict]], *, scenario_name: str) -> dict:

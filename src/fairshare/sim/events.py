@@ -3,6 +3,7 @@
 Simultaneous events are processed in a fixed order: by ``priority`` (the constants
 below; lower first), then by ``sequence``, the order they were pushed. The heap never
 compares payloads, so any object can ride along. Nothing here reads a clock.
+``engine_event`` turns a scenario's cluster event into its engine event and priority.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from fairshare.engine.events import (INSTANT_ORDER, JobArrived, JobCancelled, NodeAdded, NodeLost, QueueChanged,
-                                     TaskFinished, Wake)
+from fairshare.engine.events import (INSTANT_ORDER, Event, JobArrived, JobCancelled, NodeAdded, NodeLost,
+                                     QueueChanged, TaskFinished, Wake, instant_rank)
+from fairshare.model.scenario import ClusterEvent
 
 # Priorities at one instant: the engine's one order of simultaneous events
 # (``engine.events.INSTANT_ORDER``). The scheduler runs once after all of them (it is not
@@ -26,6 +28,20 @@ WAKE = INSTANT_ORDER[Wake]  # a starved queue's wait for preemption ends (after 
 
 PRIORITY_NAMES = {TASK_END: "task_end", NODE_FAIL: "node_fail", NODE_ADD: "node_add", QUEUE_CHANGE: "queue_change",
                   JOB_ARRIVAL: "job_arrival", JOB_CANCEL: "job_cancel", WAKE: "wake"}
+
+
+def engine_event(event: ClusterEvent) -> tuple[int, Event]:
+    """The engine event of a scenario's ``events:`` entry, with its priority at its instant
+    (``instant_rank``): the one place a kind of cluster event becomes an engine event."""
+    if event.kind == "node_fail":
+        engine: Event = NodeLost(event.node_name)
+    elif event.kind == "node_add":
+        engine = NodeAdded(event.node)
+    elif event.kind == "queue":
+        engine = QueueChanged(event.queue_change)
+    else:
+        raise ValueError(f"unknown cluster event kind {event.kind!r} at {event.time_s} s")
+    return instant_rank(engine), engine
 
 
 class EventQueue:

@@ -29,7 +29,7 @@ from fairshare.model.cluster import Cluster, Node
 from fairshare.model.resources import Vector
 from fairshare.model.scenario import Scenario
 from fairshare.policies.base import PolicyModeError
-from fairshare.sim.simulator import CLUSTER, PREEMPT, SimResult
+from fairshare.sim.result import CLUSTER, PREEMPT, SimResult
 
 
 @dataclass

@@ -11,7 +11,7 @@ import io
 import json
 from pathlib import Path
 
-from fairshare.sim.simulator import SimResult
+from fairshare.sim.result import SimResult
 
 TIMELINE_HEAD = ("time", "kind", "entity", "running_tasks", "dominant_share")
 

@@ -1,12 +1,13 @@
 """A streaming run's result files, written as the run goes (``Simulator(arrivals=, sink=)``).
 
-``StreamingOutput`` is the simulator's ``RunSink``: it writes every timeline row to
-``timeline.csv`` as it is produced (or drops it: ``timeline=False``), keeps running
-accumulators in place of the recorded lists an up-front run summarizes afterwards
-(``sim.metrics``), and writes ``summary.json`` at the end. What it keeps is per job *in
-the system* (its last row, its integrals, its starvation clock), per queue, and a few
-numbers per job that left (its completion time, an offset into a spool file): memory
-bounded by the jobs in the system, plus 24 bytes per job of the workload.
+``StreamingOutput`` is the simulator's other ``RunSink`` (``sim.sink``; the in-memory
+``ResultCollector`` is the first): it writes every timeline row to ``timeline.csv`` as it
+is produced (or drops it: ``timeline=False``), keeps running accumulators in place of the
+recorded lists an up-front run summarizes afterwards (``sim.metrics``), and writes
+``summary.json`` at the end. What it keeps is per job *in the system* (its last row, its
+integrals, its starvation clock), per queue, and a few numbers per job that left (its
+completion time, an offset into a spool file): memory bounded by the jobs in the system,
+plus 24 bytes per job of the workload.
 
 The files are the up-front run's, byte for byte, when the jobs arrive in scenario order
 and the fairness gap is off (``tests/test_sim_stream.py``): the same integrals, summed in
@@ -32,7 +33,7 @@ from fairshare.model.resources import Vector
 from fairshare.model.scenario import Scenario
 from fairshare.sim.metrics import Integral, capacity_integral, document, job_entry, queue_entry
 from fairshare.sim.output import TIMELINE_HEAD, fmt_amount, fmt_time, summary_json
-from fairshare.sim.simulator import CLUSTER, PREEMPT, JobOutcome, Row, SimResult
+from fairshare.sim.result import CLUSTER, PREEMPT, DemandChange, JobOutcome, Row, SimResult
 
 #: where the spooled job entries go in the summary's text (``json.dumps`` of the
 #: document with an empty ``jobs``: the one line at the top level that says so)
@@ -90,7 +91,7 @@ class StreamingOutput:
         self._spool = tempfile.TemporaryFile(mode="w+b", dir=self.out_dir, prefix=".summary-jobs-")
 
     # --- RunSink ---------------------------------------------------------------------------------
-    def record(self, t: float, rows: list[Row], demand_changes: list[tuple[float, str, bool]],
+    def record(self, t: float, rows: list[Row], demand_changes: list[DemandChange],
                capacity: Vector | None) -> None:
         if not self._opened:
             self._open()
@@ -178,6 +179,9 @@ class StreamingOutput:
                 last = self._last_stop.get(path)
                 if last is None or stop > last:
                     self._last_stop[path] = stop
+
+    def complete(self, result: SimResult) -> None:
+        result.streamed = True  # (its rows, demand changes and jobs are in the files: ``finish``)
 
     # --- the end ---------------------------------------------------------------------------------
     def finish(self, result: SimResult) -> dict:
