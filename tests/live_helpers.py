@@ -207,3 +207,24 @@ def replay(svc, policy: str) -> list[Launch]:
     scheduler = Scheduler(svc.resources, svc._nodes, svc.loop.initial_tree, make_policy(policy),
                           placement=svc.placement)
     return run_rounds(Engine(scheduler, NullExecutor()), svc.rounds)
+
+
+def simulate_launches(doc: dict, policy: str, source: str) -> list[tuple[str, str, float]]:
+    """Simulate the scenario document ``doc`` (seed 0; every job must finish) and return
+    its launches as ``(job, node, start time)``, in decision order: what the live service
+    must reproduce when fed the same completions."""
+    from fairshare.model.loader import parse_scenario
+    from fairshare.policies import make_policy
+    from fairshare.sim.simulator import SimOptions, Simulator
+
+    sim = Simulator(parse_scenario(doc, source), make_policy(policy), SimOptions(seed=0))
+    launches = []
+    start = sim.executor.start
+
+    def record(launch, t):
+        start(launch, t)
+        launches.append((launch.job, launch.node, t))
+
+    sim.executor.start = record
+    assert sim.run().all_finished
+    return launches

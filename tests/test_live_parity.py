@@ -16,14 +16,11 @@ import heapq
 
 import pytest
 
-from live_helpers import ManualExecutor, config_doc, make_config, replay
+from live_helpers import ManualExecutor, config_doc, make_config, replay, simulate_launches
 from fairshare.live.auth import Principal
 from fairshare.live.commands import CommandBook
 from fairshare.live.service import LiveService
 from fairshare.live.store import Store
-from fairshare.model.loader import parse_scenario
-from fairshare.policies import make_policy
-from fairshare.sim.simulator import SimOptions, Simulator
 
 ADMIN = Principal("admin", admin=True)
 
@@ -47,18 +44,7 @@ def simulate(policy: str):
     doc = config_doc()
     del doc["auth"]
     doc["jobs"] = jobs_doc()
-    sim = Simulator(parse_scenario(doc, "parity"), make_policy(policy), SimOptions(seed=0))
-    launches = []  # (job, node, start time)
-    start = sim.executor.start
-
-    def record(launch, t):
-        start(launch, t)
-        launches.append((launch.job, launch.node, t))
-
-    sim.executor.start = record
-    result = sim.run()
-    assert result.all_finished
-    return launches
+    return simulate_launches(doc, policy, "parity")
 
 
 def durations() -> dict[str, float]:

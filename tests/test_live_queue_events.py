@@ -25,14 +25,11 @@ import threading
 
 import pytest
 
-from live_helpers import ManualExecutor, config_doc, make_config, replay, wait_for
+from live_helpers import ManualExecutor, config_doc, make_config, replay, simulate_launches, wait_for
 from fairshare.live.auth import Principal
 from fairshare.live.commands import CommandBook
 from fairshare.live.service import LiveService
 from fairshare.live.store import Store
-from fairshare.model.loader import parse_scenario
-from fairshare.policies import make_policy
-from fairshare.sim.simulator import SimOptions, Simulator
 
 ADMIN = Principal("admin", admin=True)
 
@@ -64,17 +61,7 @@ def simulate(policy: str) -> list[tuple[str, str, float]]:
     del doc["auth"]
     doc["jobs"] = [job_doc(*w) for w in WORKLOAD]
     doc["events"] = [{"time": t, "queue": change} for t, change, _ in CHANGES]
-    sim = Simulator(parse_scenario(doc, "queue events"), make_policy(policy), SimOptions(seed=0))
-    launches = []  # (job, node, start time)
-    start = sim.executor.start
-
-    def record(launch, t):
-        start(launch, t)
-        launches.append((launch.job, launch.node, t))
-
-    sim.executor.start = record
-    assert sim.run().all_finished
-    return launches
+    return simulate_launches(doc, policy, "queue events")
 
 
 class Clock:
