@@ -34,6 +34,9 @@ def exceeds(a: float, b: float, unit: float = 1.0) -> bool:
 
 @dataclass
 class AuditContext:
+    """The scenario, the policy and the allocation under audit, and the per-job numbers every
+    check asks of them (cached: a context audits one allocation and is not changed)."""
+
     scenario: Scenario
     policy: Policy
     respect_counts: bool
