@@ -8,16 +8,20 @@ Together they show that every check can fail. Arithmetic is in the comments.
 
 from __future__ import annotations
 
+import importlib
 import json
+import math
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fairshare
-from fairshare.audit import PROPERTY_NAMES, RTOL, AuditReport, audit, exceeds, hierarchical_guarantees
-from fairshare.audit.properties import lie, misreports, waterfill
+from fairshare.audit import (ALL_PROPERTY_NAMES, PROPERTY_NAMES, RTOL, AuditReport, audit, exceeds,
+                             hierarchical_guarantees)
+from fairshare.audit.properties import CHECKS, lie, misreports, waterfill, wording
 from fairshare.model import parse_scenario
 from fairshare.policies.base import PolicyModeError
 
@@ -312,6 +316,28 @@ def test_table_has_one_line_per_property():
     assert "n2" in by_name["hierarchical_share_guarantee"]
     assert "n/a" in by_name["bottleneck_fairness"]
     assert "HOLDS" in by_name["pareto_efficiency"]
+
+
+def test_one_module_per_property_in_the_reports_order():
+    # The registry runs in the report's order; each check lives in the module named after
+    # its property, whose docstring opens with the property and cites where it is defined.
+    assert list(CHECKS) == list(ALL_PROPERTY_NAMES)
+    for name, check in CHECKS.items():
+        module = importlib.import_module(f"fairshare.audit.properties.{name}")
+        assert check.__module__ == module.__name__
+        assert module.__doc__.startswith(f"``{name}`` (")
+        assert "Sec." in module.__doc__.splitlines()[0] or "docs/policies.md" in module.__doc__.splitlines()[0]
+
+
+def test_detail_wording():
+    ctx = SimpleNamespace(scenario=pooled({"cpu": 9, "mem": 18}, [job("A", {"cpu": 1, "mem": 4})]))
+    assert wording.number(2 / 3) == "0.6667" and wording.number(math.inf) == "unbounded"
+    assert wording.counted(1, "job") == "1 job" and wording.counted(3, "job") == "3 jobs"
+    assert wording.vector(ctx, (1.0, 4.0)) == "<1 cpu, 4 mem>"
+    assert wording.queue_note(ctx, ctx.scenario.job("A")) == ""  # in no queue
+    in_fifo = SimpleNamespace(scenario=pooled({"cpu": 9}, [job("B", {"cpu": 1}, queue="f")],
+                                              queues=[{"name": "f", "order": "fifo"}]))
+    assert "fifo queue f" in wording.queue_note(in_fifo, in_fifo.scenario.job("B"))
 
 
 def test_policy_without_static_allocation_raises():

@@ -131,112 +131,160 @@ def fill(tree: FillTree, rule: LevelRule = LevelRule(), *, stop_at_first_saturat
     cached and recomputed in a phase only when the node received flow in the previous
     phase or a leaf below it became blocked; everything else is unchanged by definition.
     """
-    n = len(tree.keys)
-    m = tree.resources
-    cap = tree.capacity
-    leaves = [i for i in range(n) if tree.is_leaf[i]]
-    is_leaf = tree.is_leaf
-    children = tree.children
-    parent = tree.parent
-    fifo = tree.fifo
-    dominant = rule.kind == "dominant"
-    override = rule.dff_override
-    if override and not dominant:
-        raise ValueError("the DFF override needs the dominant level rule")
+    return _Filling(tree, rule, groups, start, eligible).run(stop_at_first_saturation, max_phases)
 
-    # resources counted in each node's level, with 1/ref_r
-    inv_ref: list[list[tuple[int, float]]] = [
-        [(r, 1.0 / x) for r, x in enumerate(tree.ref[v]) if x > 0] for v in range(n)]
 
-    # Per-leaf constants: rho (usage per unit of flow), delta (dominant share of one task).
-    rho: list[Vector] = [()] * n
-    delta = [0.0] * n
-    cap_s = [math.inf] * n
-    for i in leaves:
-        d = tree.demand[i]
-        assert d is not None and len(d) == m
-        dl = max((d[r] / cap[r] for r in range(m) if cap[r] > 0), default=0.0)
-        if dl <= 0:
-            raise ValueError(f"leaf {tree.keys[i]!r} demands nothing")
-        delta[i] = dl
-        rho[i] = tuple(x / dl for x in d)
-        if tree.cap_tasks[i] is not None:
-            cap_s[i] = tree.cap_tasks[i] * dl
+class _Filling:
+    """One run of :func:`fill`: the tree's constants, the filling's state, one method per step.
 
-    # Post-order (children before parents) for bottom-up passes.
-    order: list[int] = []
-    stack = [0]
-    while stack:
-        v = stack.pop()
-        order.append(v)
-        stack.extend(children[v])
-    order.reverse()
+    A phase (:meth:`run`) routes the flow down the tree (:meth:`route_flow`), finds how far
+    it can go before the next event (:meth:`next_event`), goes there (:meth:`advance`) and
+    recomputes the nodes that changed (:meth:`refresh_changed`, :meth:`refresh`). Every
+    per-node quantity is a list indexed by node (node 0 is the root).
+    """
 
-    s = [0.0] * n  # leaf dominant shares (flow units)
-    usage: list[list[float]] = [[0.0] * m for _ in range(n)]
-    frozen = [False] * n
-    live_count = [0] * n  # non-blocked children of internal nodes
-    saturated: list[int] = []
-    sat = [False] * m
-    if start:
-        index = {tree.keys[i]: i for i in leaves}
+    def __init__(self, tree: FillTree, rule: LevelRule, groups: Sequence[tuple[Sequence[int], Vector]],
+                 start: Mapping[str, float] | None, eligible: Collection[int] | None) -> None:
+        self.tree = tree
+        self.n = n = len(tree.keys)
+        self.m = m = tree.resources
+        self.cap = tree.capacity
+        self.leaves = [i for i in range(n) if tree.is_leaf[i]]
+        self.is_leaf = tree.is_leaf
+        self.children = tree.children
+        self.parent = tree.parent
+        self.fifo = tree.fifo
+        self.dominant = rule.kind == "dominant"
+        self.override = rule.dff_override
+        if self.override and not self.dominant:
+            raise ValueError("the DFF override needs the dominant level rule")
+        # resources counted in each node's level, with 1/ref_r
+        self.inv_ref: list[list[tuple[int, float]]] = [
+            [(r, 1.0 / x) for r, x in enumerate(tree.ref[v]) if x > 0] for v in range(n)]
+        self._leaf_constants()
+        self.order = self._post_order()
+
+        self.s = [0.0] * n  # leaf dominant shares (flow units)
+        self.usage: list[list[float]] = [[0.0] * m for _ in range(n)]
+        self.frozen = [False] * n
+        self.live_count = [0] * n  # non-blocked children of internal nodes
+        self.saturated: list[int] = []  # in the order they saturated
+        self.sat = [False] * m
+        if start:
+            self._start_from(start)
+        self._set_groups(groups)
+        self._freeze_at_start(eligible)
+        self.blocked = self._blocked_at_start()
+
+        # each node's cached response, recomputed by refresh()
+        self.raw = [0.0] * n  # level by the rule alone
+        self.level = [0.0] * n  # level after the DFF override
+        self.resp_rho: list[Vector] = [(0.0,) * m] * n  # usage rate per unit of flow into v
+        self.kappa = [0.0] * n  # level growth per unit of flow into v
+        self.raw_kappa = [0.0] * n
+        self.split: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+        self.vrate = [0.0] * n  # common level rate of v's receiving children per unit of flow
+        self.receiving_level = [0.0] * n
+        # the phase's flow into each node, nonzero only on the flowing nodes
+        self.flow = [0.0] * n
+        self.flowing: list[int] = []
+        for v in self.order:
+            self.refresh(v)
+
+    # ---- setup ---------------------------------------------------------------------------
+    def _leaf_constants(self) -> None:
+        """Per leaf: ``rho`` (usage per unit of flow), ``delta`` (dominant share of one task),
+        ``cap_s`` (its task count as a dominant share)."""
+        tree, n, m, cap = self.tree, self.n, self.m, self.cap
+        self.rho: list[Vector] = [()] * n
+        self.delta = [0.0] * n
+        self.cap_s = [math.inf] * n
+        for i in self.leaves:
+            d = tree.demand[i]
+            assert d is not None and len(d) == m
+            dl = max((d[r] / cap[r] for r in range(m) if cap[r] > 0), default=0.0)
+            if dl <= 0:
+                raise ValueError(f"leaf {tree.keys[i]!r} demands nothing")
+            self.delta[i] = dl
+            self.rho[i] = tuple(x / dl for x in d)
+            if tree.cap_tasks[i] is not None:
+                self.cap_s[i] = tree.cap_tasks[i] * dl
+
+    def _post_order(self) -> list[int]:
+        """Children before parents, for the bottom-up passes."""
+        order: list[int] = []
+        stack = [0]
+        while stack:
+            v = stack.pop()
+            order.append(v)
+            stack.extend(self.children[v])
+        order.reverse()
+        return order
+
+    def _start_from(self, start: Mapping[str, float]) -> None:
+        """The leaves' tasks at the start, their usage up the tree, the resources it saturates."""
+        s, usage, rho, parent, cap = self.s, self.usage, self.rho, self.parent, self.cap
+        index = {self.tree.keys[i]: i for i in self.leaves}
         for key, tasks in start.items():
             i = index[key]
-            s[i] = tasks * delta[i]
-        for v in order:  # children before parents: v's usage is complete when added up
-            if is_leaf[v]:
+            s[i] = tasks * self.delta[i]
+        for v in self.order:  # children before parents: v's usage is complete when added up
+            if self.is_leaf[v]:
                 usage[v] = [s[v] * x for x in rho[v]]
             if v:
                 pu = usage[parent[v]]
                 for r, x in enumerate(usage[v]):
                     pu[r] += x
         root_use0 = usage[0]
-        for r in range(m):
-            if root_use0[r] >= cap[r] * (1 - SAT_RTOL) and any(rho[i][r] > 0 for i in leaves):
-                sat[r] = True
-                saturated.append(r)
-    # groups: per group its leaves, finite caps and usage; per leaf its groups
-    group_leaves = [list(g) for g, _cap in groups]
-    group_caps = [[(r, c) for r, c in enumerate(cap_vec) if c < math.inf] for _g, cap_vec in groups]
-    group_use = [[sum(s[i] * rho[i][r] for i in g) for r in range(m)] for g in group_leaves]
-    groups_of: dict[int, list[int]] = {}
-    for k, g in enumerate(group_leaves):
-        for i in g:
-            groups_of.setdefault(i, []).append(k)
-    allowed = None if eligible is None else set(eligible)
-    for i in leaves:
-        if cap_s[i] <= 0 or s[i] >= cap_s[i] * (1 - SAT_RTOL) or (allowed is not None and i not in allowed) or \
-                any(sat[r] and rho[i][r] > 0 for r in range(m)):
-            frozen[i] = True
-    for k, g in enumerate(group_leaves):
-        for r, c in group_caps[k]:
-            if group_use[k][r] >= c * (1 - SAT_RTOL):
-                for i in g:
-                    if rho[i][r] > 0:
-                        frozen[i] = True
-    blocked = [True] * n
-    for v in order:
-        if is_leaf[v]:
-            blocked[v] = frozen[v]
-        else:
-            live_count[v] = sum(1 for c in children[v] if not blocked[c])
-            blocked[v] = live_count[v] == 0
+        for r in range(self.m):
+            if root_use0[r] >= cap[r] * (1 - SAT_RTOL) and any(rho[i][r] > 0 for i in self.leaves):
+                self.sat[r] = True
+                self.saturated.append(r)
 
-    raw = [0.0] * n  # level by the rule alone
-    level = [0.0] * n  # level after the DFF override
-    resp_rho: list[Vector] = [(0.0,) * m] * n  # usage rate per unit of flow into v
-    kappa = [0.0] * n  # level growth per unit of flow into v
-    raw_kappa = [0.0] * n
-    split: list[list[tuple[int, float]]] = [[] for _ in range(n)]
-    vrate = [0.0] * n  # common level rate of v's receiving children per unit of flow
-    receiving_level = [0.0] * n
-    flow = [0.0] * n
-    flowing: list[int] = []
+    def _set_groups(self, groups: Sequence[tuple[Sequence[int], Vector]]) -> None:
+        """Per group its leaves, finite caps and usage; per leaf its groups."""
+        s, rho, m = self.s, self.rho, self.m
+        self.group_leaves = [list(g) for g, _cap in groups]
+        self.group_caps = [[(r, c) for r, c in enumerate(cap_vec) if c < math.inf] for _g, cap_vec in groups]
+        self.group_use = [[sum(s[i] * rho[i][r] for i in g) for r in range(m)] for g in self.group_leaves]
+        self.groups_of: dict[int, list[int]] = {}
+        for k, g in enumerate(self.group_leaves):
+            for i in g:
+                self.groups_of.setdefault(i, []).append(k)
 
-    def refresh(v: int) -> None:
+    def _freeze_at_start(self, eligible: Collection[int] | None) -> None:
+        """Freeze the leaves that cannot receive from the start: count met, not eligible,
+        or needing a saturated resource or one a group has used up."""
+        frozen, s, cap_s, rho, sat = self.frozen, self.s, self.cap_s, self.rho, self.sat
+        allowed = None if eligible is None else set(eligible)
+        for i in self.leaves:
+            if cap_s[i] <= 0 or s[i] >= cap_s[i] * (1 - SAT_RTOL) or (allowed is not None and i not in allowed) or \
+                    any(sat[r] and rho[i][r] > 0 for r in range(self.m)):
+                frozen[i] = True
+        for k, g in enumerate(self.group_leaves):
+            for r, c in self.group_caps[k]:
+                if self.group_use[k][r] >= c * (1 - SAT_RTOL):
+                    for i in g:
+                        if rho[i][r] > 0:
+                            frozen[i] = True
+
+    def _blocked_at_start(self) -> list[bool]:
+        """A leaf is blocked when frozen, an internal node when none of its children is live."""
+        blocked = [True] * self.n
+        for v in self.order:
+            if self.is_leaf[v]:
+                blocked[v] = self.frozen[v]
+            else:
+                self.live_count[v] = sum(1 for c in self.children[v] if not blocked[c])
+                blocked[v] = self.live_count[v] == 0
+        return blocked
+
+    # ---- a node's response -----------------------------------------------------------------
+    def refresh(self, v: int) -> None:
         """Recompute v's level and response from its (already fresh) children."""
-        u = usage[v]
-        pairs = inv_ref[v]
+        dominant, override, level, kappa = self.dominant, self.override, self.level, self.kappa
+        u = self.usage[v]
+        pairs = self.inv_ref[v]
         if dominant:
             lv = 0.0
             for r, k in pairs:
@@ -245,61 +293,78 @@ def fill(tree: FillTree, rule: LevelRule = LevelRule(), *, stop_at_first_saturat
                     lv = x
         else:
             lv = sum(u[r] * k for r, k in pairs)
-        raw[v] = lv
+        self.raw[v] = lv
         level[v] = lv
-        if blocked[v]:
+        if self.blocked[v]:
             return
-        if is_leaf[v]:
-            resp_rho[v] = rho[v]
-            raw_kappa[v] = kappa[v] = _rate(rho[v], u, pairs, dominant, lv)
+        if self.is_leaf[v]:
+            rho = self.rho[v]
+            self.resp_rho[v] = rho
+            self.raw_kappa[v] = kappa[v] = _rate(rho, u, pairs, dominant, lv)
             return
-        live = [c for c in children[v] if not blocked[c]]
+        blocked = self.blocked
+        live = [c for c in self.children[v] if not blocked[c]]
         if override and lv > 1.0 and not _close(lv, 1.0):
             low_child = min(level[c] for c in live)
             if low_child < lv:
                 level[v] = low_child
-        if fifo[v]:
+        if self.fifo[v]:
             # FIFO queue: only the earliest non-blocked job competes; sub-queues as usual.
+            is_leaf = self.is_leaf
             first_leaf = next((c for c in live if is_leaf[c]), None)
             live = [c for c in live if not is_leaf[c] or c == first_leaf]
         low = min(level[c] for c in live)
         tol = TIE_RTOL * max(1.0, abs(low))
         rec = [c for c in live if level[c] - low <= tol]
-        receiving_level[v] = low
+        self.receiving_level[v] = low
         absorbing = [c for c in rec if kappa[c] <= _TINY]
         if absorbing:
             frac = 1.0 / len(absorbing)
             sp = [(c, frac) for c in absorbing]
-            vrate[v] = 0.0
+            self.vrate[v] = 0.0
         else:
             inv = [1.0 / kappa[c] for c in rec]
             tot = sum(inv)
             sp = [(c, w / tot) for c, w in zip(rec, inv)]
-            vrate[v] = 1.0 / tot
-        split[v] = sp
+            self.vrate[v] = 1.0 / tot
+        self.split[v] = sp
+        m = self.m
+        resp_rho = self.resp_rho
         acc = [0.0] * m
         for c, frac in sp:
             rc = resp_rho[c]
             for r in range(m):
                 acc[r] += frac * rc[r]
         resp_rho[v] = tuple(acc)
-        raw_kappa[v] = _rate(resp_rho[v], u, pairs, dominant, lv)
-        kappa[v] = vrate[v] if (override and level[v] < lv) else raw_kappa[v]
+        self.raw_kappa[v] = _rate(resp_rho[v], u, pairs, dominant, lv)
+        kappa[v] = self.vrate[v] if (override and level[v] < lv) else self.raw_kappa[v]
 
-    for v in order:
-        refresh(v)
+    # ---- one phase ---------------------------------------------------------------------------
+    def run(self, stop_at_first_saturation: bool, max_phases: int | None) -> FillResult:
+        """Phases of constant rates until the root is blocked (or nothing grows any more)."""
+        limit = max_phases if max_phases is not None else 50 * (self.n + 1) * (self.m + 1) + 1000
+        phases = 0
+        while not self.blocked[0]:
+            phases += 1
+            if phases > limit:
+                raise RuntimeError(f"progressive filling did not converge in {limit} phases")
+            self.route_flow()
+            dtau = self.next_event()
+            if dtau == math.inf:
+                break  # nothing grows any more
+            newly_frozen = self.advance(dtau)
+            if stop_at_first_saturation and self.saturated:
+                break
+            self.refresh_changed(newly_frozen)
+        tasks = {self.tree.keys[i]: self.s[i] / self.delta[i] for i in self.leaves}
+        return FillResult(tasks, tuple(self.saturated), phases)
 
-    limit = max_phases if max_phases is not None else 50 * (n + 1) * (m + 1) + 1000
-    phases = 0
-    while not blocked[0]:
-        phases += 1
-        if phases > limit:
-            raise RuntimeError(f"progressive filling did not converge in {limit} phases")
-
-        # ---- flows, top-down ---------------------------------------------------------
-        for v in flowing:
+    def route_flow(self) -> None:
+        """The root's unit flow split top-down along each node's ``split``."""
+        flow, is_leaf, split = self.flow, self.is_leaf, self.split
+        for v in self.flowing:
             flow[v] = 0.0
-        flowing = [0]
+        flowing = self.flowing = [0]
         flow[0] = 1.0
         k = 0
         while k < len(flowing):
@@ -312,25 +377,41 @@ def fill(tree: FillTree, rule: LevelRule = LevelRule(), *, stop_at_first_saturat
                 flow[c] = fv * frac
                 flowing.append(c)
 
-        # ---- next event ----------------------------------------------------------------
+    def next_event(self) -> float:
+        """The flow until the first event of the module docstring ("Events"); inf: none."""
+        return min(self._until_capacity(), self._until_node_event())
+
+    def _until_capacity(self) -> float:
+        """The flow until a resource saturates or a group reaches its cap of one."""
+        m, flow, rho = self.m, self.flow, self.rho
         best = math.inf
-        root_rate = resp_rho[0]
-        root_use = usage[0]
+        root_rate = self.resp_rho[0]
+        root_use = self.usage[0]
         for r in range(m):
-            if not sat[r] and root_rate[r] > _TINY:
-                best = min(best, max(0.0, (cap[r] - root_use[r]) / root_rate[r]))
-        if groups:
-            rates = [[0.0] * m for _ in group_leaves]
-            for v in flowing:
-                for k in groups_of.get(v, ()):
+            if not self.sat[r] and root_rate[r] > _TINY:
+                best = min(best, max(0.0, (self.cap[r] - root_use[r]) / root_rate[r]))
+        if self.group_leaves:
+            rates = [[0.0] * m for _ in self.group_leaves]
+            for v in self.flowing:
+                for k in self.groups_of.get(v, ()):
                     rk, fv, rv = rates[k], flow[v], rho[v]
                     for r in range(m):
                         rk[r] += fv * rv[r]
-            for k, caps in enumerate(group_caps):
+            for k, caps in enumerate(self.group_caps):
                 for r, c in caps:
                     if rates[k][r] > _TINY:
-                        best = min(best, max(0.0, (c - group_use[k][r]) / rates[k][r]))
-        for v in flowing:
+                        best = min(best, max(0.0, (c - self.group_use[k][r]) / rates[k][r]))
+        return best
+
+    def _until_node_event(self) -> float:
+        """The flow until a leaf meets its count, a waiting child is caught up, a node's
+        dominant resource switches or a DFF override begins or ends."""
+        flow, is_leaf, cap_s, s = self.flow, self.is_leaf, self.cap_s, self.s
+        split, vrate, receiving_level = self.split, self.vrate, self.receiving_level
+        blocked, level, fifo, children = self.blocked, self.level, self.fifo, self.children
+        dominant, override = self.dominant, self.override
+        best = math.inf
+        for v in self.flowing:
             fv = flow[v]
             if is_leaf[v]:
                 if cap_s[v] < math.inf:
@@ -350,12 +431,12 @@ def fill(tree: FillTree, rule: LevelRule = LevelRule(), *, stop_at_first_saturat
             if not dominant:
                 continue
             # dominant-resource switch (and, for DFF, the override thresholds)
-            u = usage[v]
-            cur = raw[v]
-            rk = fv * raw_kappa[v]
-            rr_vec = resp_rho[v]
+            u = self.usage[v]
+            cur = self.raw[v]
+            rk = fv * self.raw_kappa[v]
+            rr_vec = self.resp_rho[v]
             tol = TIE_RTOL * max(1.0, abs(cur))
-            for r, kr in inv_ref[v]:
+            for r, kr in self.inv_ref[v]:
                 rr = fv * rr_vec[r] * kr
                 gap = cur - u[r] * kr
                 if rr > rk + _TINY and gap > tol:
@@ -371,20 +452,23 @@ def fill(tree: FillTree, rule: LevelRule = LevelRule(), *, stop_at_first_saturat
                         best = min(best, gap / (child_rate - rk))  # override ends
                     if level[v] >= cur and rk > child_rate + _TINY and -gap > 0:
                         best = min(best, -gap / (rk - child_rate))  # override begins
-        if best == math.inf:
-            break  # nothing grows any more
+        return best
 
-        # ---- advance -------------------------------------------------------------------
+    def advance(self, dtau: float) -> list[int]:
+        """Grow every flowing node by ``dtau`` of flow; freeze the leaves that met their
+        count or need a resource (or a group's cap) now used up. Returns them."""
+        m, flow, usage, resp_rho, s, cap_s = self.m, self.flow, self.usage, self.resp_rho, self.s, self.cap_s
+        frozen, rho, group_use = self.frozen, self.rho, self.group_use
         newly_frozen: list[int] = []
-        for v in flowing:
-            step = best * flow[v]
+        for v in self.flowing:
+            step = dtau * flow[v]
             u = usage[v]
             rv = resp_rho[v]
             for r in range(m):
                 u[r] += step * rv[r]
-            if is_leaf[v]:
+            if self.is_leaf[v]:
                 s[v] += step
-                for k in groups_of.get(v, ()):
+                for k in self.groups_of.get(v, ()):
                     gu = group_use[k]
                     for r in range(m):
                         gu[r] += step * rv[r]
@@ -392,27 +476,30 @@ def fill(tree: FillTree, rule: LevelRule = LevelRule(), *, stop_at_first_saturat
                     s[v] = cap_s[v]
                     frozen[v] = True
                     newly_frozen.append(v)
-        for k, caps in enumerate(group_caps):
+        for k, caps in enumerate(self.group_caps):
             for r, c in caps:
                 if group_use[k][r] >= c * (1 - SAT_RTOL):
-                    for i in group_leaves[k]:
+                    for i in self.group_leaves[k]:
                         if not frozen[i] and rho[i][r] > 0:
                             frozen[i] = True
                             newly_frozen.append(i)
-        newly = [r for r in range(m) if not sat[r] and root_use[r] >= cap[r] * (1 - SAT_RTOL)]
+        root_use = usage[0]
+        newly = [r for r in range(m) if not self.sat[r] and root_use[r] >= self.cap[r] * (1 - SAT_RTOL)]
         if newly:
             for r in newly:
-                sat[r] = True
-                saturated.append(r)
-            for i in leaves:
+                self.sat[r] = True
+                self.saturated.append(r)
+            for i in self.leaves:
                 if not frozen[i] and any(rho[i][r] > 0 for r in newly):
                     frozen[i] = True
                     newly_frozen.append(i)
-        if stop_at_first_saturation and saturated:
-            break
+        return newly_frozen
 
-        # ---- refresh what changed: flowing nodes and the ancestors of new blocks ---------
-        dirty = set(flowing)
+    def refresh_changed(self, newly_frozen: list[int]) -> None:
+        """Block the newly frozen leaves (and the ancestors left without a live child), then
+        refresh what changed: the flowing nodes and the ancestors of new blocks."""
+        blocked, parent, live_count = self.blocked, self.parent, self.live_count
+        dirty = set(self.flowing)
         for i in newly_frozen:
             blocked[i] = True
             v = i
@@ -428,12 +515,9 @@ def fill(tree: FillTree, rule: LevelRule = LevelRule(), *, stop_at_first_saturat
                 dirty.add(v)
                 v = parent[v]
             dirty.add(i)
-        for v in order:
+        for v in self.order:
             if v in dirty:
-                refresh(v)
-
-    tasks = {tree.keys[i]: s[i] / delta[i] for i in leaves}
-    return FillResult(tasks, tuple(saturated), phases)
+                self.refresh(v)
 
 
 def _rate(rho: Vector, usage, pairs: list[tuple[int, float]], dominant: bool, top: float) -> float:
