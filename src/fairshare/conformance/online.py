@@ -19,13 +19,12 @@ from fairshare.conformance.workloads import (PAPER_EXAMPLES, Workload, bounded_w
                                              scenario, sim_scenario)
 from fairshare.engine import JobArrived, Wake
 from fairshare.model import Node
+from fairshare.model.resources import fit_limit
 from fairshare.model.scenario import ClusterEvent, Scenario
 from fairshare.policies import Policy, PolicyModeError
 from fairshare.sim import SimOptions, simulate
 
 PolicyFactory = Callable[[], Policy]
-#: float noise allowed on a node's summed demands (the pool's own fit test is relative 1e-9)
-CAPACITY_TOL = 1e-9
 
 
 def name_of(policy: Policy) -> str:
@@ -78,7 +77,7 @@ def check_capacity_never_exceeded(policy_factory: PolicyFactory) -> None:
                     f"{name_of(policy)}, seed {seed}, t={inst.now}: tasks running on {node}, which is not up"
                 for r, c in enumerate(cap or ()):
                     used = sum(demand[r] for _, demand in tasks)
-                    assert used <= c * (1 + CAPACITY_TOL) + CAPACITY_TOL, (
+                    assert used <= fit_limit(c), (  # (the model's one fit tolerance)
                         f"{name_of(policy)}, seed {seed}, t={inst.now}: node {node} resource {r} holds "
                         f"{used} > capacity {c} ({len(tasks)} tasks)")
         assert any(inst.launches for inst in run.instants), f"{name_of(policy)}, seed {seed}: nothing launched"
@@ -105,7 +104,7 @@ def check_queue_limits_hold(policy_factory: PolicyFactory) -> None:
                                 used[path][r] += d
             for path, lim in limits.items():
                 for r, res in enumerate(sc.resources):
-                    assert used[path][r] <= lim[r] + CAPACITY_TOL * max(1.0, lim[r]), (
+                    assert used[path][r] <= fit_limit(lim[r]), (
                         f"{name_of(policy_factory())}, seed {seed}, t={inst.now}: queue {path} holds "
                         f"{used[path][r]:g} {res}, past its limit {lim[r]:g}")
 

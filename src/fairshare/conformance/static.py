@@ -17,6 +17,7 @@ from collections.abc import Callable
 from fairshare.api import allocate
 from fairshare.conformance.workloads import job, mixed_scenario, q, scenario
 from fairshare.model.allocation import Allocation
+from fairshare.model.resources import fit_limit
 from fairshare.model.scenario import Scenario
 from fairshare.policies import Policy, PolicyModeError
 
@@ -48,7 +49,7 @@ def _check_capacity_and_contract_shape(policy_factory: PolicyFactory, discrete: 
     alloc = static_or_refused(policy, sc, discrete=discrete)
     for r, cap in enumerate(sc.capacity):
         used = sum(ja.allocation[r] for ja in alloc.jobs.values())
-        assert used <= cap * (1 + TOL), f"{policy!r}: resource {sc.resources[r]} allocated {used} > capacity {cap}"
+        assert used <= fit_limit(cap), f"{policy!r}: resource {sc.resources[r]} allocated {used} > capacity {cap}"
     out = alloc.to_json()
     missing = {"policy", "mode", "resources", "capacity", "jobs", "queues", "utilization"} - set(out)
     assert not missing, f"{policy!r}: the allocation's JSON lacks {sorted(missing)}"
@@ -94,7 +95,7 @@ def check_discrete_placement_matches_tasks_and_fits_nodes(policy_factory: Policy
                 placed[job_name][cls.name] += k
                 for r in range(sc.m):
                     used[r] += k * cls.demand[r]
-        assert all(u <= c + 1e-9 for u, c in zip(used, nodes[node_name].capacity)), \
+        assert all(u <= fit_limit(c) for u, c in zip(used, nodes[node_name].capacity)), \
             f"{policy!r}: node {node_name} holds {used} > {nodes[node_name].capacity}"
     for name, ja in alloc.jobs.items():
         for cls_name, k in ja.tasks_by_class.items():
