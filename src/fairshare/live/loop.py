@@ -423,10 +423,7 @@ class SchedulingLoop:
             self.store.set_job_finished(job_id, wall)
             self.commands.forget(str(job_id))
             self.jobs.pop(job_id, None)  # (a finished job lives on in the store only)
-            # and the engine's record of it goes too, once its finish is in the ledger's
-            # sums (the service never reads the ledger's changes)
-            self.engine.ledger.roll_up(for_changes=False)
-            self.engine.forget(str(job_id))
+            self.engine.forget(str(job_id))  # (and the engine's record of it goes too)
 
     # --- queue-tree changes ---------------------------------------------------------------------
     def _rebuild(self, entries: QueueEntries, now: float, bounds: QueueBounds = ()) -> None:
