@@ -235,6 +235,18 @@ def test_queue_usage_is_one_table_the_limits_and_the_views_read():
     assert table.running["a"] == 3 and table.current("a") == [3.0, 6.0]
 
 
+def test_an_engine_over_a_scheduler_with_running_tasks_reports_them():
+    # (a runtime rebuilding its scheduler adopts the running tasks before the engine exists)
+    sc = scenario(jobs=[job("X", {"cpu": 1, "memory": 2}, "a.x", count=2)], queues=QUEUES, nodes=NODES)
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("hdrf"))
+    sched.submit(sc.jobs[0], 0.0)
+    assert len(sched.schedule(0.0)) == 2 and len(sched.change_log) == 0  # (no reader yet: the log keeps nothing)
+    engine = Engine(sched, Recorder(sc.cluster.nodes))
+    assert engine.snapshot().queues["a"] == (2, (2.0, 4.0), 0.25)  # 2 x (1, 2) of (8, 16)
+    first = engine.changes()
+    assert [j.running for j in first.jobs] == [2] and first.cluster.running == 2
+
+
 def test_the_simulated_executor_ends_a_killed_task_at_once():
     sc = scenario(jobs=[job("J", {"cpu": 4}, "a.x", count=3)], queues=QUEUES, nodes=NODES)
     events = EventQueue()

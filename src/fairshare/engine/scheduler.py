@@ -25,7 +25,7 @@ lifecycle and the decision loop.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -148,11 +148,12 @@ class Scheduler:
         self._task_ids = task_ids
         self._next_id = 0
         # the change log: a job's name appended whenever its running tasks, usage or
-        # demand change (a list append, as cheap as a set's add; a job appears as often
-        # as it changes); its one reader, the engine's ``UsageLedger``, empties it as it
-        # reads and hands each change to every reader of its own. And a count of node
-        # changes (capacity moved), which readers compare with the count they last saw
-        self.change_log: list[str] = []
+        # demand change (a job appears as often as it changes). Its one reader, the
+        # engine's ``UsageLedger``, makes it a list when it attaches, empties it as it
+        # reads and hands each change to every reader of its own; until then it keeps
+        # nothing (a deque of length 0: appending costs what a set's add did). And a
+        # count of node changes (capacity moved), which readers compare with their own
+        self.change_log: list[str] | deque[str] = deque(maxlen=0)
         self.node_changes = 0
         # the pending task shapes (minimal ones, saturation) and where they fit
         self.shapes = PendingShapes(self.m)

@@ -119,6 +119,9 @@ class UsageLedger:
         self.scheduler = scheduler
         self.m = scheduler.m
         scheduler.queue_table()
+        # the scheduler's change log from here on, with every job it holds already in it
+        # (a scheduler rebuilt with running tasks: the first catch-up settles them all)
+        scheduler.change_log = list(scheduler.jobs)
         # per job: (running, usage) as last taken in (none: nothing yet)
         self._jobs: dict[str, tuple[int, Vector]] = {}
         self._node_changes = scheduler.node_changes
