@@ -60,6 +60,8 @@ class QueueBounds:
             self.guarantee[path] = tuple((r, x) for r, x in enumerate(node.guarantee_vector(resources)) if x > 0)
             if track_all or node.limit or node.guarantee:
                 self._moving[path] = [0.0] * m
+        #: some queue has a moving part (a test reads it; else settling skips that part)
+        self.moves = bool(self._moving)
         #: any queue has a guarantee (asked once per decision: computed once, the tree's
         #: bounds do not change under a ledger)
         self.has_guarantees = any(self.guarantee.values())

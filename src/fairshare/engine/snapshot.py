@@ -79,7 +79,7 @@ class Changes(NamedTuple):
     capacity: Vector
     capacity_changed: bool  # a node was added or lost (every dominant share moved)
     jobs: list[JobUsage]  # the jobs that changed, by name (all submitted jobs if capacity_changed)
-    queues: dict[str, Usage]  # the queues whose usage changed, by path (all of them if capacity_changed)
+    queues: dict[str, Usage]  # the queues whose usage changed (all of them, in tree order, if capacity_changed)
     cluster: Usage | None  # None: unchanged
 
 
@@ -105,7 +105,7 @@ class ChangeReader:
     __slots__ = ("jobs", "queues", "capacity_changed", "everything")
 
     def __init__(self) -> None:
-        self.jobs: set[str] = set()  # jobs that changed
+        self.jobs: list[list[str]] = []  # jobs that changed: one list by name per catch-up
         self.queues: set[str] = set()  # queues whose usage changed (the root: the cluster's)
         self.capacity_changed = False
         self.everything = True  # report every job, queue and the cluster (its first read)
@@ -156,6 +156,7 @@ class UsageLedger:
         log.clear()
         jobs = sch.jobs
         table = sch.queue_table()
+        settle, chain, moves = table.settle, table.chain, table.moves
         last = self._jobs
         m = self.m
         zero = (0, (0.0,) * m)
@@ -165,15 +166,27 @@ class UsageLedger:
             if rt is None:  # (forgotten since: ``Scheduler.forget`` outside the engine)
                 continue
             queue = rt.job.queue
-            table.settled(queue)  # (its tasks' starts and ends are in what settles now)
-            state = _job_usage(rt, m)
-            prev = last.get(name, zero)
-            if state != prev:
-                last[name] = state
-                table.settle(queue, state[0] - prev[0], [a - b for a, b in zip(state[1], prev[1])])
-                moved.update(table.chain(queue))
+            if moves:
+                table.settled(queue)  # (its tasks' starts and ends are in what settles now)
+            # ``_job_usage`` inlined: this runs for every changed job at every instant
+            running = 0
+            usage = [0.0] * m
+            for n, cls in zip(rt.running_per_class, rt.job.classes):
+                if n:
+                    running += n
+                    for r, d in enumerate(cls.demand):
+                        usage[r] += n * d
+            usage_t = tuple(usage)
+            prev_running, prev_usage = last.get(name, zero)
+            if running != prev_running or usage_t != prev_usage:
+                last[name] = (running, usage_t)
+                settle(queue, running - prev_running, [a - b for a, b in zip(usage_t, prev_usage)])
+                moved.update(chain(queue))
         for reader in self._readers:
-            reader.jobs.update(names)
+            pending = reader.jobs
+            pending.append(names)
+            if len(pending) > 32:  # (a reader that reads seldom: each name once)
+                reader.jobs = [sorted({name for batch in pending for name in batch})]
             reader.queues.update(moved)
             if capacity_changed:
                 reader.capacity_changed = True
@@ -190,18 +203,32 @@ class UsageLedger:
         table = sch.queue_table()
         capacity = sch.pool.total_capacity
         everything = reader.everything or reader.capacity_changed
-        names = sorted(sch.jobs) if everything else sorted(name for name in reader.jobs if name in sch.jobs)
+        jobs = sch.jobs
         last = self._jobs
         zero = (0, (0.0,) * self.m)
-        jobs_out = [_job_view(name, sch.jobs[name], last.get(name, zero), capacity) for name in names]
+        if everything:
+            names = sorted(jobs)
+        elif len(reader.jobs) == 1:  # (one catch-up since it last read: the usual case)
+            names = reader.jobs[0]
+        else:
+            names = sorted({name for batch in reader.jobs for name in batch})
+        jobs_out = []
+        for name in names:
+            rt = jobs.get(name)
+            if rt is None:  # (forgotten since it changed)
+                continue
+            # (``_job_view`` inlined: this runs for every changed job at every instant)
+            running, usage = last.get(name, zero)
+            finished = rt.finished_at is not None
+            jobs_out.append(JobUsage(name, rt.job.queue, running, usage, dominant_share(usage, capacity),
+                                     rt.demanding and not finished, finished))
         usage_of = self._usage
         tracked = table.usage
         moved = tracked if everything else reader.queues
-        # (by path: the moved queues are few, the tree's may be many)
-        queues = {path: usage_of(table, path, capacity) for path in sorted(moved) if path != ROOT and path in tracked}
+        queues = {path: usage_of(table, path, capacity) for path in moved if path != ROOT and path in tracked}
         cluster = usage_of(table, ROOT, capacity) if ROOT in moved else None
         out = Changes(capacity, reader.capacity_changed, jobs_out, queues, cluster)
-        reader.jobs = set()
+        reader.jobs = []
         reader.queues = set()
         reader.capacity_changed = reader.everything = False
         return out
@@ -210,7 +237,7 @@ class UsageLedger:
         """Drop a finished job's last usage (``Engine.forget``). Every reader must have read
         its last change (the finish) already."""
         self.catch_up()
-        if any(name in reader.jobs for reader in self._readers):
+        if any(name in batch for reader in self._readers for batch in reader.jobs):
             raise ValueError(f"job {name!r} has changes not reported yet: call changes() before forgetting it")
         self._jobs.pop(name, None)
 
