@@ -168,7 +168,7 @@ class UsageLedger:
             queue = rt.job.queue
             if moves:
                 table.settled(queue)  # (its tasks' starts and ends are in what settles now)
-            # ``_job_usage`` inlined: this runs for every changed job at every instant
+            # its running tasks and what they hold, from its running counts per class
             running = 0
             usage = [0.0] * m
             for n, cls in zip(rt.running_per_class, rt.job.classes):
@@ -299,18 +299,6 @@ class UsageLedger:
             usage.append(float(rx) if abs(x - rx) < 1e-9 else x)
         usage_t = tuple(usage)
         return Usage(table.running[path], usage_t, dominant_share(usage_t, capacity))
-
-
-def _job_usage(rt, m: int) -> tuple[int, Vector]:
-    """A job's running tasks and what they hold, from its running counts per class."""
-    running = 0
-    usage = [0.0] * m
-    for n, cls in zip(rt.running_per_class, rt.job.classes):
-        if n:
-            running += n
-            for r, d in enumerate(cls.demand):
-                usage[r] += n * d
-    return running, tuple(usage)
 
 
 def _job_view(name: str, rt, state: tuple[int, Vector], capacity: Vector) -> JobUsage:
