@@ -125,9 +125,8 @@ def test_the_table_settles_every_queue_and_the_root_and_moves_only_the_bounded()
     assert not table.over_limit("a.x", (1.0, 0.0)) and table.over_limit("a.x", (2.0, 0.0))
     assert not table.over_limit("b", (100.0, 0.0)) and not table.owed("b", (1.0, 0.0))
     # the ledger settles both jobs' changes, in job-name order; nothing moves any more
-    for queue, delta in (("a.x", (1.0, 1.0)), ("b", (2.0, 0.5))):
-        table.settle(queue, 1, delta)
-        table.settled(queue)
+    assert table.settle([("a.x", 1, [1.0, 1.0]), ("b", 1, [2.0, 0.5])]) == {"a.x", "a", "b", ROOT}
+    table.settled("a.x"), table.settled("b")
     assert table.running == {ROOT: 2, "a": 1, "a.x": 1, "b": 1}
     assert table.usage[ROOT] == [3.0, 1.5] and table.current("a") == [1.0, 1.0]
     assert table.over_limit("a.x", (2.0, 0.0))  # (the test reads the settled part too)

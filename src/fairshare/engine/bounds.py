@@ -90,14 +90,21 @@ class QueueBounds:
             for r, d in enumerate(demand):
                 u[r] -= d
 
-    def settle(self, queue: str, running: int, delta: Vector) -> None:
-        """A job of ``queue`` changed by ``running`` tasks and ``delta`` usage since it last
-        settled (the usage ledger, in job-name order)."""
-        for path in self._chain[queue]:
-            self.running[path] += running
-            u = self.usage[path]
-            for r, d in enumerate(delta):
-                u[r] += d
+    def settle(self, changes: list[tuple[str, int, list[float]]]) -> set[str]:
+        """Jobs changed since they last settled: ``(queue, running tasks, usage)`` each, the
+        differences, added in the order given (the usage ledger's: job-name order);
+        returns the queues whose sums moved, the root among them."""
+        moved: set[str] = set()
+        m = self.m
+        for queue, running, delta in changes:
+            chain = self._chain[queue]
+            moved.update(chain)
+            for path in chain:
+                self.running[path] += running
+                u = self.usage[path]
+                for r in range(m):
+                    u[r] += delta[r]
+        return moved
 
     def settled(self, queue: str) -> None:
         """The tasks started and ended below ``queue`` since the last settling are in the

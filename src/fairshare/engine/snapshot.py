@@ -156,11 +156,11 @@ class UsageLedger:
         log.clear()
         jobs = sch.jobs
         table = sch.queue_table()
-        settle, chain, moves = table.settle, table.chain, table.moves
+        moves = table.moves
         last = self._jobs
         m = self.m
         zero = (0, (0.0,) * m)
-        moved: set[str] = set()  # the queues above the jobs whose usage moved, the root too
+        settling = []  # (queue, running, usage) differences of the jobs whose usage moved
         for name in names:
             rt = jobs.get(name)
             if rt is None:  # (forgotten since: ``Scheduler.forget`` outside the engine)
@@ -180,8 +180,8 @@ class UsageLedger:
             prev_running, prev_usage = last.get(name, zero)
             if running != prev_running or usage_t != prev_usage:
                 last[name] = (running, usage_t)
-                settle(queue, running - prev_running, [a - b for a, b in zip(usage_t, prev_usage)])
-                moved.update(chain(queue))
+                settling.append((queue, running - prev_running, [a - b for a, b in zip(usage_t, prev_usage)]))
+        moved = table.settle(settling)  # (the queues above them, the root too)
         for reader in self._readers:
             pending = reader.jobs
             pending.append(names)
