@@ -9,7 +9,9 @@ import pytest
 from replay import replay
 
 from fairshare.engine import Scheduler
+from fairshare.engine.bounds import QueueBounds
 from fairshare.model import parse_scenario
+from fairshare.model.queues import ROOT
 from fairshare.policies import REGISTRY, PolicyModeError, make_policy
 
 
@@ -107,3 +109,30 @@ def test_without_bounds_the_engine_tracks_nothing():
     sc = parse_scenario({"cluster": {"capacity": {"cpu": 4}}, "queues": [{"name": "a"}],
                          "jobs": [{"name": "j", "queue": "a", "tasks": [{"demand": {"cpu": 1}}]}]}, "<x>")
     assert Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("hdrf")).bounds is None
+
+
+def test_the_table_settles_every_queue_and_the_root_and_moves_only_the_bounded():
+    # a (cpu limit 2) with child x, b unbounded
+    sc = parse_scenario({"resources": ["cpu", "mem"], "cluster": {"capacity": {"cpu": 8, "mem": 8}},
+                         "queues": [{"name": "a", "limit": {"cpu": 2}, "children": [{"name": "x"}]}, {"name": "b"}],
+                         "jobs": []}, "<x>")
+    table = QueueBounds(sc.queues, sc.resources)
+    assert table.chain("a.x") == ("a.x", "a", ROOT)  # nearest first, the root (the cluster) last
+    table.take("a.x", (1.0, 1.0))  # a task starts: only a, the bounded queue, moves
+    table.take("b", (2.0, 0.5))
+    assert table.current("a") == [1.0, 1.0] and table.current("b") == [0.0, 0.0] == table.usage["a"]
+    # a: 1 cpu used of its 2, so one more cpu fits and two do not; b and the root have no limit
+    assert not table.over_limit("a.x", (1.0, 0.0)) and table.over_limit("a.x", (2.0, 0.0))
+    assert not table.over_limit("b", (100.0, 0.0)) and not table.owed("b", (1.0, 0.0))
+    # the ledger settles both jobs' changes, in job-name order; nothing moves any more
+    assert table.settle([("a.x", 1, [1.0, 1.0]), ("b", 1, [2.0, 0.5])]) == {"a.x", "a", "b", ROOT}
+    table.settled("a.x"), table.settled("b")
+    assert table.running == {ROOT: 2, "a": 1, "a.x": 1, "b": 1}
+    assert table.usage[ROOT] == [3.0, 1.5] and table.current("a") == [1.0, 1.0]
+    assert table.over_limit("a.x", (2.0, 0.0))  # (the test reads the settled part too)
+    table.give_back("a.x", (1.0, 1.0))
+    assert table.current("a") == [0.0, 0.0] and table.usage["a"] == [1.0, 1.0]  # (until it settles)
+    # track_all: every queue moves (preemption reads them all)
+    every = QueueBounds(sc.queues, sc.resources, track_all=True)
+    every.take("b", (2.0, 0.5))
+    assert every.current("b") == [2.0, 0.5] and every.current("a") == [0.0, 0.0]

@@ -160,17 +160,91 @@ def test_a_snapshot_does_not_hide_changes_from_the_next_report():
     assert [j.name for j in moved.jobs] == ["X"] and moved.queues["a.x"].running == 1
 
 
-def test_totals_match_the_snapshot_and_for_changes_false_keeps_nothing_for_the_report():
+def test_totals_match_the_snapshot_and_neither_hides_changes():
     jobs = [job("X", {"cpu": 1, "memory": 2}, "a.x", count=2), job("B", {"cpu": 1, "memory": 1}, "b", count=9)]
     sc, engine, _ = build(jobs)
     engine.step(0.0, [JobArrived(j) for j in sc.jobs])
     engine.changes()
     engine.step(1.0, [TaskFinished(0)])
-    capacity, queues, cluster = engine.totals(for_changes=False)  # rolls the completion up, keeps no report
-    snap = engine.snapshot(for_changes=False)
+    capacity, queues, cluster = engine.totals()
+    snap = engine.snapshot()
     assert (capacity, queues, cluster) == (snap.capacity, snap.queues, snap.cluster)
     assert queues["a.x"].running == 1  # X: one of its two tasks ended
-    assert engine.changes().jobs == []  # (a runtime that asks for changes keeps the default)
+    assert list(queues) == ["a", "a.x", "a.y", "b"]  # (tree order)
+    # a.x: X's other task (1, 2) left, a.y nothing: a holds (1, 2) of (8, 16), share 1/8;
+    # B took the 6 CPUs X left at 0 and the one it freed at 1: 7 x (1, 1), share 7/8;
+    # the cluster 8 tasks (8, 9), share max(8/8, 9/16) = 1
+    assert queues["a"] == (1, (1.0, 2.0), 0.125) and queues["b"] == (7, (7.0, 7.0), 0.875)
+    assert cluster == (8, (8.0, 9.0), 1.0)
+    moved = engine.changes()  # (reads: the next report still has the completion and B's launch)
+    assert [j.name for j in moved.jobs] == ["B", "X"] and set(moved.queues) == {"a", "a.x", "b"}
+
+
+def test_two_readers_each_see_every_change():
+    sc, engine, _ = build([job("X", {"cpu": 1}, "a.x", count=3), job("B", {"cpu": 1}, "b", count=1)])
+    ledger = engine.ledger
+    timeline, other = ledger.reader(), ledger.reader()
+    engine.step(0.0, [JobArrived(j) for j in sc.jobs])  # tasks 0, 2, 3 of X's and 1 of B's
+    first = ledger.changes(timeline)  # a new reader's first report: every job, queue and the cluster
+    assert [j.name for j in first.jobs] == ["B", "X"] and list(first.queues) == ["a", "a.x", "a.y", "b"]  # (by path)
+    engine.step(1.0, [TaskFinished(0)])  # one of X's tasks
+    assert [j.name for j in ledger.changes(timeline).jobs] == ["X"]
+    engine.step(2.0, [TaskFinished(1)])  # B's task
+    # the other reader has not read since the start: everything, with both ends in it
+    got = ledger.changes(other)
+    assert got.queues["a.x"].running == 2 and got.queues["b"].running == 0 and got.cluster.running == 2
+    moved = ledger.changes(timeline)  # and the first still gets B's end, which the other read
+    assert [j.name for j in moved.jobs] == ["B"] and set(moved.queues) == {"b"}
+    assert moved.cluster == (2, (2.0, 0.0), 0.25)
+    assert ledger.changes(other).jobs == [] and ledger.changes(timeline).cluster is None
+    ledger.drop(other)
+    engine.step(3.0, [TaskFinished(2)])
+    assert [j.name for j in ledger.changes(timeline).jobs] == ["X"]
+
+
+def test_a_capacity_change_reports_everything_to_every_reader():
+    sc, engine, _ = build([job("X", {"cpu": 1}, "a.x", count=1)])
+    engine.step(0.0, [JobArrived(sc.jobs[0])])
+    other = engine.ledger.reader()
+    engine.changes(), engine.ledger.changes(other)
+    engine.step(1.0, [NodeAdded(Node("n3", (4.0, 8.0)))])
+    for got in (engine.changes(), engine.ledger.changes(other)):
+        assert got.capacity_changed and got.capacity == (12.0, 24.0)  # three nodes of (4, 8)
+        assert [j.name for j in got.jobs] == ["X"] and len(got.queues) == 4 and got.cluster.running == 1
+    assert not engine.changes().capacity_changed
+
+
+def test_queue_usage_is_one_table_the_limits_and_the_views_read():
+    limited = q("a", 1, q("x"), q("y"))
+    limited["limit"] = {"cpu": 3}
+    sc = scenario(jobs=[job("X", {"cpu": 1, "memory": 2}, "a.x", count=5), job("B", {"cpu": 1}, "b", count=1)],
+                  queues=[limited, q("b")], nodes=NODES)
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("hdrf"))
+    engine = Engine(sched, Recorder(sc.cluster.nodes))
+    instant = engine.step(0.0, [JobArrived(j) for j in sc.jobs])
+    # a's limit of 3 CPUs, read task by task within the round: X runs 3 of its 5 tasks
+    assert sorted(la.job for la in instant.launches) == ["B", "X", "X", "X"]
+    table = sched.bounds
+    # settled at the end of the round: a.x and a hold 3 x (1, 2), the root (the cluster) 4 tasks
+    assert table.usage["a.x"] == table.usage["a"] == [3.0, 6.0] and table.running["a"] == 3
+    assert table.usage[""] == [4.0, 6.0] and table.running[""] == 4
+    assert table.current("a") == [3.0, 6.0]  # (nothing moving: all settled)
+    snap = engine.snapshot()
+    assert snap.queues["a"] == (3, (3.0, 6.0), 0.375) and snap.cluster == (4, (4.0, 6.0), 0.5)
+    engine.step(1.0, [TaskFinished(instant.launches[0].task_id)])  # one of X's ends: X's 4th starts
+    assert table.running["a"] == 3 and table.current("a") == [3.0, 6.0]
+
+
+def test_an_engine_over_a_scheduler_with_running_tasks_reports_them():
+    # (a runtime rebuilding its scheduler adopts the running tasks before the engine exists)
+    sc = scenario(jobs=[job("X", {"cpu": 1, "memory": 2}, "a.x", count=2)], queues=QUEUES, nodes=NODES)
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("hdrf"))
+    sched.submit(sc.jobs[0], 0.0)
+    assert len(sched.schedule(0.0)) == 2 and len(sched.change_log) == 0  # (no reader yet: the log keeps nothing)
+    engine = Engine(sched, Recorder(sc.cluster.nodes))
+    assert engine.snapshot().queues["a"] == (2, (2.0, 4.0), 0.25)  # 2 x (1, 2) of (8, 16)
+    first = engine.changes()
+    assert [j.running for j in first.jobs] == [2] and first.cluster.running == 2
 
 
 def test_the_simulated_executor_ends_a_killed_task_at_once():

@@ -14,9 +14,9 @@ from fairshare.engine.events import (INSTANT_ORDER, Event, JobArrived, JobCancel
 from fairshare.engine.executor import Executor
 from fairshare.engine.placement import STRATEGIES, NodePool
 from fairshare.engine.scheduler import Launch, Scheduler
-from fairshare.engine.snapshot import Changes, Snapshot, UsageLedger
+from fairshare.engine.snapshot import ChangeReader, Changes, Snapshot, UsageLedger
 from fairshare.engine.step import Engine, Instant, Preempted, run_rounds
 
-__all__ = ["Changes", "Engine", "Event", "Executor", "INSTANT_ORDER", "Instant", "JobArrived", "JobCancelled", "Launch",
+__all__ = ["ChangeReader", "Changes", "Engine", "Event", "Executor", "INSTANT_ORDER", "Instant", "JobArrived", "JobCancelled", "Launch",
            "NodeAdded", "NodeLost", "NodePool", "Preempted", "QueueChanged", "STRATEGIES", "Scheduler", "Snapshot",
            "TaskFinished", "UsageLedger", "Wake", "instant_rank", "run_rounds"]

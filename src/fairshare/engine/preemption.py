@@ -314,12 +314,12 @@ class Preemptor:
             return []
         capacity = sch.pool.total_capacity
         zero = (0.0,) * len(capacity)
-        queue_use = sch.track_queue_usage().usage
+        queue_use = sch.track_queue_usage().current
         tol = self.config.tolerance
         starved: list[tuple[float, str]] = []
         below: set[str] = set()
         for path in self._demanding_below:
-            share = dominant_share(queue_use[path], capacity)
+            share = dominant_share(queue_use(path), capacity)
             target = dominant_share(self.queue_fair.get(path, zero), capacity)
             if share < target - tol:
                 below.add(path)

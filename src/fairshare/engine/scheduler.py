@@ -158,9 +158,13 @@ class Scheduler:
         # ``task_ids(job, class index)`` names each launch; unique among running tasks
         self._task_ids = task_ids
         self._next_id = 0
-        # jobs whose running tasks, usage or demand changed since ``engine.snapshot`` last
-        # looked (it clears the set); and a count of node changes (capacity moved)
-        self.changed: set[str] = set()
+        # the change log: a job's name appended whenever its running tasks, usage or
+        # demand change (a job appears as often as it changes). Its one reader, the
+        # engine's ``UsageLedger``, makes it a list when it attaches, empties it as it
+        # reads and hands each change to every reader of its own; until then it keeps
+        # nothing (a deque of length 0: appending costs what a set's add did). And a
+        # count of node changes (capacity moved), which readers compare with their own
+        self.change_log: list[str] | deque[str] = deque(maxlen=0)
         self.node_changes = 0
         # the pending task shapes (minimal ones, saturation) and where they fit
         self.shapes = PendingShapes(self.m)
@@ -217,7 +221,7 @@ class Scheduler:
                         attempts=None if task_ids is None else dict(attempts))
         self._set_factor(rt)
         self.jobs[job.name] = rt
-        self.changed.add(job.name)
+        self.change_log.append(job.name)
         for j in range(len(job.classes)):
             if pending[j] > 0:
                 self._track(job, j, +1)
@@ -264,7 +268,7 @@ class Scheduler:
     def cancel(self, job_name: str, now: float) -> list[int]:
         """Stop a job: no new tasks; returns its running task ids for the caller to kill."""
         rt = self.jobs[job_name]
-        self.changed.add(job_name)
+        self.change_log.append(job_name)
         if not rt.cancelled:
             for j, p in enumerate(rt.pending):
                 if p > 0:
@@ -310,19 +314,27 @@ class Scheduler:
             raise ValueError(f"job {job_name!r} is not known to the scheduler")
         if rt.finished_at is None:
             raise ValueError(f"job {job_name!r} has not finished: only a finished job can be forgotten")
-        del self.jobs[job_name]
-        self.changed.discard(job_name)
+        del self.jobs[job_name]  # (its name may stay in the change log: readers skip it)
         for j in range(len(rt.job.classes)):
             self._per_node.pop((job_name, j), None)
         return rt
 
+    def queue_table(self) -> QueueBounds:
+        """The table of every queue's usage (``engine/bounds.py``; made on the first ask
+        when no queue is bounded): the engine's usage ledger settles it, its views and the
+        limit tests read it."""
+        if self.bounds is None:
+            self.bounds = QueueBounds(self.queues, self.resources)
+        return self.bounds
+
     def track_queue_usage(self) -> QueueBounds:
-        """Keep every queue's usage up to date from now on (preemption reads it each
-        round); returns the ledger (``bounds``, which then tracks every queue)."""
+        """Keep every queue's current usage up to date from now on (preemption reads it
+        each round); returns the table (``bounds``, whose every queue then moves)."""
         if self.bounds is None or not self.bounds.tracks_all:
             tracked = QueueBounds(self.queues, self.resources, track_all=True)
-            for task in self.tasks.values():
-                tracked.take(self.jobs[task.job].job.queue, task.demand)
+            if self.bounds is not None:  # (what the usage ledger settled stays)
+                tracked.usage, tracked.running = self.bounds.usage, self.bounds.running
+            tracked.moving_from((self.jobs[task.job].job.queue, task.demand) for task in self.tasks.values())
             self.bounds = tracked
         return self.bounds
 
@@ -397,15 +409,12 @@ class Scheduler:
                 self.sorter.set_demanding(name, False)
         for task in self.tasks.values():  # (launch order: each task as it was allocated)
             self.sorter.allocated(task.job, self.jobs[task.job].reported[task.class_index], now)
-        tracked = self.bounds is not None and self.bounds.tracks_all
-        self.bounds = None
-        if tracked:
-            self.track_queue_usage()
-        elif tree.bounded:
-            self.bounds = QueueBounds(tree, self.resources)
-            for task in self.tasks.values():  # (launch order)
-                self.bounds.take(self.jobs[task.job].job.queue, task.demand)
-        self.changed.update(name for name, rt in self.jobs.items() if rt.finished_at is None)
+        # a new usage table for the new tree: nothing settled yet (the usage ledger settles
+        # every job again, ``UsageLedger.tree_changed``), every running task in its moving
+        # part meanwhile, so the limit tests of this instant read the full usage
+        self.bounds = QueueBounds(tree, self.resources,
+                                  track_all=self.bounds is not None and self.bounds.tracks_all)
+        self.bounds.moving_from((self.jobs[task.job].job.queue, task.demand) for task in self.tasks.values())
         self.demand_version += 1  # (what depends on the tree, preemption's fair shares, is computed again)
         self._quiet_mark = None
 
@@ -607,7 +616,7 @@ class Scheduler:
         rt.started[j] += 1
         rt.running += 1
         rt.running_per_class[j] += 1
-        self.changed.add(name)
+        self.change_log.append(name)
         if rt.first_start is None:
             rt.first_start = now
         if rt.pending[j] == 0:
@@ -632,7 +641,7 @@ class Scheduler:
             self.bounds.give_back(rt.job.queue, task.demand)
         rt.running -= 1
         rt.running_per_class[task.class_index] -= 1
-        self.changed.add(task.job)
+        self.change_log.append(task.job)
         if rt.job.classes[task.class_index].max_per_node is not None:
             self._per_node[(task.job, task.class_index)][task.node_index] -= 1
         self.sorter.released(task.job, rt.reported[task.class_index], now)

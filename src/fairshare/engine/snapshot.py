@@ -2,16 +2,26 @@
 
 Runtimes do not keep their own copy of the scheduler's state: the simulator records its
 timeline from ``UsageLedger.changes()`` and the live service answers ``/v1/status`` from
-``UsageLedger.snapshot()``. Queue usage is rolled up the queue tree here, once.
+``UsageLedger.snapshot()``.
 
-Incremental: the scheduler marks the jobs whose running tasks changed
-(``Scheduler.changed``); ``changes()`` recomputes only those jobs' usage and adds each
-job's difference to its ancestor queues and the cluster. The additions go in job-name
-order, so the float sums never depend on set iteration order (string hashes differ
-between processes) and a run's timeline is the same byte for byte. A job's usage is
-recomputed from its running counts (``running_c * demand_c`` summed over its classes,
-never accumulated), so it carries no float drift; queue and cluster sums do, and are
-reported with the noise below 1e-9 of a unit snapped to whole numbers (``clean``).
+One table of queue usage. Every queue's and the cluster's (the root's) running tasks and
+summed demands live in the scheduler's table, the one its limit tests and preemption
+read (``engine/bounds.py``, ``Scheduler.queue_table``). The ledger settles it: each job
+whose usage moved adds its difference to the queues above it and the cluster, in
+job-name order, so the float sums never depend on set iteration order (string hashes
+differ between processes) and a run's timeline is the same byte for byte. A job's usage
+is recomputed from its running counts (``running_c * demand_c`` summed over its
+classes, never accumulated), so it carries no float drift; queue and cluster sums do,
+and are reported with the noise below 1e-9 of a unit snapped to whole numbers
+(``clean``).
+
+Reads do not consume. ``snapshot`` and ``totals`` read (after settling what is
+pending). ``changes`` reports what moved since *its reader* last read: the scheduler
+appends a job's name to its change log (``Scheduler.change_log``) at every change; the
+ledger takes the log in (``catch_up``: it is the log's one reader and empties it),
+settles the table, and adds the jobs, and the queues above those whose usage moved, to
+what each of its readers (``ChangeReader``) has not read yet. Any number of readers each
+see every change, whoever else reads or looks in between.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from fairshare.engine.bounds import QueueBounds
 from fairshare.engine.scheduler import Scheduler
 from fairshare.model.queues import ROOT
 from fairshare.model.resources import Vector, dominant_share
@@ -62,13 +73,13 @@ class JobTimes(NamedTuple):
 
 
 class Changes(NamedTuple):
-    """What moved since the previous ``changes()`` call (the first call: every queue and
-    the cluster)."""
+    """What moved since the reader's previous ``changes`` call (its first call: every job,
+    every queue and the cluster)."""
 
     capacity: Vector
     capacity_changed: bool  # a node was added or lost (every dominant share moved)
     jobs: list[JobUsage]  # the jobs that changed, by name (all submitted jobs if capacity_changed)
-    queues: dict[str, Usage]  # the queues whose usage changed (all of them if capacity_changed)
+    queues: dict[str, Usage]  # the queues whose usage changed (all of them, in tree order, if capacity_changed)
     cluster: Usage | None  # None: unchanged
 
 
@@ -87,202 +98,224 @@ class Snapshot:
     times: dict[str, JobTimes]  # per job submitted
 
 
+class ChangeReader:
+    """One reader's place in the changes (``UsageLedger.reader``): what moved since it last
+    read, kept as names (the values are read when it reads)."""
+
+    __slots__ = ("jobs", "queues", "capacity_changed", "everything")
+
+    def __init__(self) -> None:
+        self.jobs: list[list[str]] = []  # jobs that changed: one list by name per catch-up
+        self.queues: set[str] = set()  # queues whose usage changed (the root: the cluster's)
+        self.capacity_changed = False
+        self.everything = True  # report every job, queue and the cluster (its first read)
+
+
 class UsageLedger:
-    """The running totals behind ``changes`` and ``snapshot`` for one ``Scheduler``."""
+    """The views of one ``Scheduler``: ``snapshot`` and ``totals`` (reads), and the
+    changes each ``ChangeReader`` has not read yet."""
 
     def __init__(self, scheduler: Scheduler):
         self.scheduler = scheduler
         self.m = scheduler.m
-        tree = scheduler.queues
-        self._paths = tuple(tree.paths)
-        # queue paths above each queue, nearest first, without the root
-        self._ancestors: dict[str, tuple[str, ...]] = {}
-        self._tree = tree
-        # per job: (running, usage) as last rolled up
+        scheduler.queue_table()
+        # the scheduler's change log from here on, with every job it holds already in it
+        # (a scheduler rebuilt with running tasks: the first catch-up settles them all)
+        scheduler.change_log = list(scheduler.jobs)
+        # per job: (running, usage) as last taken in (none: nothing yet)
         self._jobs: dict[str, tuple[int, Vector]] = {}
-        # per queue and for the cluster: [running, usage sums]
-        self._queues: dict[str, list] = {p: [0, [0.0] * self.m] for p in self._paths}
-        self._cluster: list = [0, [0.0] * self.m]
         self._node_changes = scheduler.node_changes
-        self._first = True
-        # what ``snapshot`` rolled up and ``changes`` has not reported yet
-        self._unreported: Changes | None = None
+        self._readers: list[ChangeReader] = []
+        self._default: ChangeReader | None = None  # ``changes()``'s, made at its first call
 
     def tree_changed(self) -> None:
-        """The scheduler's queue tree changed (``Scheduler.change_queues``): the queue
-        sums are those of the new tree, from every job's usage as last rolled up (in
-        job-name order), and the next ``changes`` reports every queue."""
-        tree = self.scheduler.queues
-        self._tree = tree
-        self._paths = tuple(tree.paths)
-        self._ancestors = {}
-        self._queues = {p: [0, [0.0] * self.m] for p in self._paths}
+        """The scheduler's queue tree changed (``Scheduler.change_queues``, which built a new
+        usage table): the table is settled again from scratch (every job in the change log,
+        none taken in yet, in job-name order at the next catch-up) and every reader's next
+        report lists every job, queue and the cluster."""
+        self._jobs.clear()
+        self.scheduler.change_log.extend(self.scheduler.jobs)
+        for reader in self._readers:
+            reader.everything = True
+
+    # --- changes ------------------------------------------------------------------------------
+    def reader(self) -> ChangeReader:
+        """A new reader of the changes; its first ``changes`` reports every job, queue
+        and the cluster. ``drop`` it when done: until then the ledger keeps what it has
+        not read."""
+        self.catch_up()  # (what happened before it is in its first report)
+        reader = ChangeReader()
+        self._readers.append(reader)
+        return reader
+
+    def drop(self, reader: ChangeReader) -> None:
+        self._readers.remove(reader)
+
+    def catch_up(self) -> None:
+        """Take in the scheduler's change log: settle the usage table (the jobs whose
+        usage moved, in job-name order) and give each reader the jobs in it, and the
+        queues and the cluster above those that moved. The engine calls this after every
+        decision round, so the log stays short; the reads call it too."""
         sch = self.scheduler
-        for name in sorted(self._jobs):
-            running, usage = self._jobs[name]
-            rt = sch.jobs.get(name)
-            if rt is None or not running:
-                continue
-            for path in self._ancestors_of(rt.job.queue):
-                q = self._queues[path]
-                q[0] += running
-                for r in range(self.m):
-                    q[1][r] += usage[r]
-        self._first = True
-
-    def _ancestors_of(self, queue: str) -> tuple[str, ...]:
-        got = self._ancestors.get(queue)
-        if got is None:
-            got = self._ancestors[queue] = tuple(p for p in self._tree.ancestors(queue) if p != ROOT)
-        return got
-
-    def changes(self) -> Changes:
-        """What moved since the previous call (``Changes``)."""
-        got = self._roll_up()
-        if self._unreported is not None:
-            got = _merge(self._unreported, got)
-            self._unreported = None
-        return got
-
-    def _roll_up(self) -> Changes:
-        sch = self.scheduler
-        m = self.m
-        capacity = sch.pool.total_capacity
+        log = sch.change_log
         capacity_changed = sch.node_changes != self._node_changes
+        if not log and not capacity_changed:
+            return
         self._node_changes = sch.node_changes
-        names = sch.changed
-        if capacity_changed:  # dominant shares move with the capacity: revisit all
-            names = names | sch.jobs.keys()
-        first, self._first = self._first, False
-        dirty: set[str] = set(self._queues) if (first or capacity_changed) else set()
-        cluster_dirty = first or capacity_changed
-        jobs_out: list[JobUsage] = []
-        zero = (0.0,) * m
-        ancestors = self._ancestors
+        names = sorted(set(log))
+        log.clear()
+        jobs = sch.jobs
+        table = sch.queue_table()
+        moves = table.moves
         last = self._jobs
-        for name in sorted(names):
-            rt = sch.jobs[name]
-            job = rt.job
+        m = self.m
+        zero = (0, (0.0,) * m)
+        settling = []  # (queue, running, usage) differences of the jobs whose usage moved
+        for name in names:
+            rt = jobs.get(name)
+            if rt is None:  # (forgotten since: ``Scheduler.forget`` outside the engine)
+                continue
+            queue = rt.job.queue
+            if moves:
+                table.settled(queue)  # (its tasks' starts and ends are in what settles now)
+            # its running tasks and what they hold, from its running counts per class
             running = 0
             usage = [0.0] * m
-            for n, cls in zip(rt.running_per_class, job.classes):
+            for n, cls in zip(rt.running_per_class, rt.job.classes):
                 if n:
                     running += n
                     for r, d in enumerate(cls.demand):
                         usage[r] += n * d
             usage_t = tuple(usage)
-            finished = rt.finished_at is not None
-            prev = last.get(name)
-            prev_running, prev_usage = prev if prev is not None else (0, zero)
+            prev_running, prev_usage = last.get(name, zero)
             if running != prev_running or usage_t != prev_usage:
                 last[name] = (running, usage_t)
-                d_run = running - prev_running
-                delta = [a - b for a, b in zip(usage_t, prev_usage)]
-                path_up = ancestors.get(job.queue) or self._ancestors_of(job.queue)
-                for path in path_up:
-                    q = self._queues[path]
-                    q[0] += d_run
-                    q_usage = q[1]
-                    for r in range(m):
-                        q_usage[r] += delta[r]
-                    dirty.add(path)
-                c = self._cluster
-                c[0] += d_run
-                c_usage = c[1]
-                for r in range(m):
-                    c_usage[r] += delta[r]
-                cluster_dirty = True
-            jobs_out.append(JobUsage(name, job.queue, running, usage_t, dominant_share(usage_t, capacity),
-                                     rt.demanding and not finished, finished))
-        sch.changed = set()
-        usage_of = self._usage
-        queues = {path: usage_of(self._queues[path], capacity) for path in dirty}
-        cluster = usage_of(self._cluster, capacity) if cluster_dirty else None
-        return Changes(capacity, capacity_changed, jobs_out, queues, cluster)
+                settling.append((queue, running - prev_running, [a - b for a, b in zip(usage_t, prev_usage)]))
+        moved = table.settle(settling)  # (the queues above them, the root too)
+        for reader in self._readers:
+            pending = reader.jobs
+            pending.append(names)
+            if len(pending) > 32:  # (a reader that reads seldom: each name once)
+                reader.jobs = [sorted({name for batch in pending for name in batch})]
+            reader.queues.update(moved)
+            if capacity_changed:
+                reader.capacity_changed = True
 
-    def snapshot(self, *, for_changes: bool = True) -> Snapshot:
-        """Every job, queue and node now (rolls up what changed first; ``changes`` still
-        reports it, unless ``for_changes`` is False: a runtime that never calls ``changes``
-        (the live service) need not keep what it would report, which grows with every job
-        that ever ran)."""
-        self._keep(self._roll_up(), for_changes)
+    def changes(self, reader: ChangeReader | None = None) -> Changes:
+        """What moved since ``reader`` last read (``Changes``); None: the ledger's own
+        reader (``Engine.changes``), made at the first call."""
+        if reader is None:
+            reader = self._default
+            if reader is None:
+                reader = self._default = self.reader()
+        self.catch_up()
         sch = self.scheduler
+        table = sch.queue_table()
         capacity = sch.pool.total_capacity
+        everything = reader.everything or reader.capacity_changed
+        jobs = sch.jobs
+        last = self._jobs
+        zero = (0, (0.0,) * self.m)
+        if everything:
+            names = sorted(jobs)
+        elif len(reader.jobs) == 1:  # (one catch-up since it last read: the usual case)
+            names = reader.jobs[0]
+        else:
+            names = sorted({name for batch in reader.jobs for name in batch})
+        jobs_out = []
+        for name in names:
+            rt = jobs.get(name)
+            if rt is None:  # (forgotten since it changed)
+                continue
+            # (``_job_view`` inlined: this runs for every changed job at every instant)
+            running, usage = last.get(name, zero)
+            finished = rt.finished_at is not None
+            jobs_out.append(JobUsage(name, rt.job.queue, running, usage, dominant_share(usage, capacity),
+                                     rt.demanding and not finished, finished))
+        usage_of = self._usage
+        tracked = table.usage
+        moved = tracked if everything else reader.queues
+        queues = {path: usage_of(table, path, capacity) for path in moved if path != ROOT and path in tracked}
+        cluster = usage_of(table, ROOT, capacity) if ROOT in moved else None
+        out = Changes(capacity, reader.capacity_changed, jobs_out, queues, cluster)
+        reader.jobs = []
+        reader.queues = set()
+        reader.capacity_changed = reader.everything = False
+        return out
+
+    def forget(self, name: str) -> None:
+        """Drop a finished job's last usage (``Engine.forget``). Every reader must have read
+        its last change (the finish) already."""
+        self.catch_up()
+        if any(name in batch for reader in self._readers for batch in reader.jobs):
+            raise ValueError(f"job {name!r} has changes not reported yet: call changes() before forgetting it")
+        self._jobs.pop(name, None)
+
+    # --- reads ---------------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """Every job, queue and node now (settles what is pending first: no reader's
+        changes move)."""
+        self.catch_up()
+        sch = self.scheduler
+        table = sch.queue_table()
+        capacity = sch.pool.total_capacity
+        m = self.m
+        last = self._jobs
+        zero = (0, (0.0,) * m)
         jobs = {}
         times = {}
         pending_jobs = {}
-        pending_queues = dict.fromkeys(self._paths, 0)
+        paths = [path for path in table.usage if path != ROOT]
+        pending_queues = dict.fromkeys(paths, 0)
         for name, rt in sch.jobs.items():
-            running, usage = self._jobs.get(name, (0, (0.0,) * self.m))
-            finished = rt.finished_at is not None
-            jobs[name] = JobUsage(name, rt.job.queue, running, usage, dominant_share(usage, capacity),
-                                  rt.demanding and not finished, finished)
+            jobs[name] = _job_view(name, rt, last.get(name, zero), capacity)
             times[name] = JobTimes(rt.submitted_at, rt.first_start, rt.finished_at, sum(rt.done))
             pending = pending_jobs[name] = _pending(rt)
             if pending:
-                for path in self._ancestors_of(rt.job.queue):
-                    pending_queues[path] += pending
-        queues = {path: self._usage(self._queues[path], capacity) for path in self._paths}
+                for path in table.chain(rt.job.queue):
+                    if path != ROOT:
+                        pending_queues[path] += pending
+        queues = {path: self._usage(table, path, capacity) for path in paths}
         node_running: dict[int, int] = {}
         node_used: dict[int, list[float]] = {}
         for task in sch.tasks.values():
             node_running[task.node_index] = node_running.get(task.node_index, 0) + 1
-            used = node_used.setdefault(task.node_index, [0.0] * self.m)
+            used = node_used.setdefault(task.node_index, [0.0] * m)
             for r, d in enumerate(task.demand):
                 used[r] += d
         pool = sch.pool
         nodes = [NodeUsage(st.node.name, st.alive, st.node.capacity, node_running.get(i, 0),
-                           tuple(node_used.get(i, (0.0,) * self.m))) for i, st in enumerate(pool.states)]
-        return Snapshot(capacity, jobs, queues, self._usage(self._cluster, capacity), nodes, pending_jobs,
+                           tuple(node_used.get(i, (0.0,) * m))) for i, st in enumerate(pool.states)]
+        return Snapshot(capacity, jobs, queues, self._usage(table, ROOT, capacity), nodes, pending_jobs,
                         pending_queues, sum(pending_jobs.values()), times)
 
-    def totals(self, *, for_changes: bool = True) -> tuple[Vector, dict[str, Usage], Usage]:
+    def totals(self) -> tuple[Vector, dict[str, Usage], Usage]:
         """The capacity, every queue's usage and the cluster's: ``snapshot`` without its
         per-job, per-node and pending parts, whose cost grows with the jobs in the system
-        (what a periodic utilization sample needs; rolls up what changed first, as
-        ``snapshot`` does, ``for_changes`` included)."""
-        self._keep(self._roll_up(), for_changes)
+        (what a periodic utilization sample needs; settles what is pending first, as
+        ``snapshot`` does)."""
+        self.catch_up()
+        table = self.scheduler.queue_table()
         capacity = self.scheduler.pool.total_capacity
-        return (capacity, {path: self._usage(self._queues[path], capacity) for path in self._paths},
-                self._usage(self._cluster, capacity))
-
-    def _keep(self, got: Changes, for_changes: bool) -> None:
-        """What a roll-up outside ``changes`` found, kept for the next ``changes``."""
-        if for_changes:
-            self._unreported = got if self._unreported is None else _merge(self._unreported, got)
-
-    def roll_up(self, *, for_changes: bool = True) -> None:
-        """Bring the sums up to date with what changed (``snapshot`` and ``totals`` do it
-        too): a runtime that never calls ``changes`` calls this, with ``for_changes``
-        False, before it forgets a finished job."""
-        self._keep(self._roll_up(), for_changes)
-
-    def forget(self, name: str) -> None:
-        """Drop a finished job's last rolled-up usage (``Engine.forget``). Its last
-        change (the finish) must have been reported already: the queue and cluster sums
-        hold its final usage, zero."""
-        if name in self.scheduler.changed or (self._unreported is not None and
-                                               any(job.name == name for job in self._unreported.jobs)):
-            raise ValueError(f"job {name!r} has changes not reported yet: call changes() before forgetting it")
-        self._jobs.pop(name, None)
+        return (capacity, {path: self._usage(table, path, capacity) for path in table.usage if path != ROOT},
+                self._usage(table, ROOT, capacity))
 
     @staticmethod
-    def _usage(state: list, capacity: Vector) -> Usage:
+    def _usage(table: QueueBounds, path: str, capacity: Vector) -> Usage:
         # ``clean`` inlined: this runs for every changed queue at every simulated instant
         usage = []
-        for x in state[1]:
+        for x in table.usage[path]:
             rx = round(x)
             usage.append(float(rx) if abs(x - rx) < 1e-9 else x)
         usage_t = tuple(usage)
-        return Usage(state[0], usage_t, dominant_share(usage_t, capacity))
+        return Usage(table.running[path], usage_t, dominant_share(usage_t, capacity))
 
 
-def _merge(old: Changes, new: Changes) -> Changes:
-    """Two consecutive ``Changes`` as one (the later state of each entity wins)."""
-    jobs = {job.name: job for job in old.jobs}
-    jobs.update((job.name, job) for job in new.jobs)
-    return Changes(new.capacity, old.capacity_changed or new.capacity_changed, [jobs[n] for n in sorted(jobs)],
-                   {**old.queues, **new.queues}, new.cluster if new.cluster is not None else old.cluster)
+def _job_view(name: str, rt, state: tuple[int, Vector], capacity: Vector) -> JobUsage:
+    running, usage = state
+    finished = rt.finished_at is not None
+    return JobUsage(name, rt.job.queue, running, usage, dominant_share(usage, capacity),
+                    rt.demanding and not finished, finished)
 
 
 def _pending(rt) -> int:

@@ -27,7 +27,8 @@ from fairshare.engine.events import (Event, JobArrived, JobCancelled, NodeAdded,
 from fairshare.engine.preemption import Preemptor
 from fairshare.engine.executor import Executor
 from fairshare.engine.scheduler import Launch, RunningTask, Scheduler
-from fairshare.engine.snapshot import Changes, Snapshot, UsageLedger
+from fairshare.engine.snapshot import Changes, Snapshot, Usage, UsageLedger
+from fairshare.model.resources import Vector
 
 # (named tuples: one of each is built per event and per step, in the simulator's hot loop)
 
@@ -172,11 +173,13 @@ class Engine:
         start = self.executor.start
         for launch in launches:
             start(launch, now)
+        self.ledger.catch_up()  # (the round's changes to the ledger's readers: the log stays short)
         return launches
 
     def forget(self, name: str) -> None:
-        """Drop a finished job from the scheduler and the usage ledger, once ``changes()``
-        has reported its finish: a streaming runtime keeps only the jobs in the system.
+        """Drop a finished job from the scheduler and the usage ledger, once every reader
+        of the changes (``changes()``'s, if it was ever called) has read its finish: a
+        streaming runtime keeps only the jobs in the system.
         The job's record is gone afterwards (``snapshot`` no longer lists it)."""
         rt = self.scheduler.jobs.get(name)
         if rt is None or rt.finished_at is None:
@@ -190,15 +193,17 @@ class Engine:
         return None if self.preemptor is None else self.preemptor.wake_at()
 
     def changes(self) -> Changes:
-        """What moved since the last call (``engine.snapshot``)."""
+        """What moved since the last call (``UsageLedger.changes``, with the ledger's own
+        reader; ``ledger.reader()`` makes another that sees every change too)."""
         return self.ledger.changes()
 
-    def snapshot(self, *, for_changes: bool = True) -> Snapshot:
-        return self.ledger.snapshot(for_changes=for_changes)
+    def snapshot(self) -> Snapshot:
+        """Every job, queue and node now (``UsageLedger.snapshot``: a read)."""
+        return self.ledger.snapshot()
 
-    def totals(self, *, for_changes: bool = True):
-        """Capacity, queue and cluster usage (``UsageLedger.totals``)."""
-        return self.ledger.totals(for_changes=for_changes)
+    def totals(self) -> tuple[Vector, dict[str, Usage], Usage]:
+        """Capacity, queue and cluster usage (``UsageLedger.totals``: a read)."""
+        return self.ledger.totals()
 
 
 def run_rounds(engine: Engine, rounds: Iterable[tuple[float, list[Event]]]) -> list[Launch]:

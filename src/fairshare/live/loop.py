@@ -226,9 +226,7 @@ class SchedulingLoop:
         if rt is not None and rt.finished_at is not None:
             self.store.set_job_finished(int(name), wall)
             self.admission.commands.forget(name)
-            # the engine's record of it goes too, once its finish is in the ledger's sums
-            self.engine.ledger.roll_up(for_changes=False)
-            self.engine.forget(name)
+            self.engine.forget(name)  # (the engine's record of it goes too)
 
 
 def _jobs_named(events: list[Event]) -> set[str]:

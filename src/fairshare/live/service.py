@@ -347,8 +347,7 @@ class LiveService:
             # job in the system holds the interpreter lock for a while (a quarter of a
             # second at 6,400 jobs), and a service that nobody watches need not pay it
             self.fair.refresh(engine.scheduler, self.now())
-            # (for_changes=False: the service never asks the engine for its changes)
-            return status_doc(engine.snapshot(for_changes=False), engine.scheduler, self.fair.shares, policy=self.policy_name,
+            return status_doc(engine.snapshot(), engine.scheduler, self.fair.shares, policy=self.policy_name,
                               wall=self.wall_clock(),
                               decisions_total=engine.scheduler.decisions,
                               fair_allocations=self.fair.allocations, time_below=time_below,

@@ -156,7 +156,7 @@ class History:
         """One sample: what ``/v1/status`` says of utilization and each queue's current
         dominant share, from the engine's running totals (``Engine.totals``, not the full
         snapshot: a sample costs the same whatever the number of jobs)."""
-        capacity, queues, cluster = engine.totals(for_changes=False)  # (the service never reads changes)
+        capacity, queues, cluster = engine.totals()
         resources = engine.scheduler.resources
         self.at = now
         self.samples.append({"time": wall, "utilization": utilization(resources, cluster.usage, capacity),
