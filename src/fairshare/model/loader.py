@@ -163,11 +163,14 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     # problems, so a file's problems are all reported in one go.
     cluster_ok = len(col.errors) == errors_before_cluster and cluster.given
     queue_entries, queue_bounds = parse_queues(col, data)
-    # (events: structure now, against the nodes and the queue tree once they are built)
-    event_specs = parse_events(col, data.get("events"))
-    # a job may name a queue that an event adds (check_queue_events checks when)
+    # (events: structure now, against the nodes and the queue tree once they are built;
+    # parsed before the jobs, since a job may name a queue an event adds (check_queue_events
+    # checks when), but reported after them, in section order)
+    event_col = Collector()
+    event_specs = parse_events(event_col, data.get("events"))
     added_queues = {ev.name for ev in event_specs if ev.kind == "queue" and not ev.change.remove}
     job_specs = parse_jobs(col, data.get("jobs"), {p for p, _, _ in queue_entries} | added_queues, order.note)
+    col.errors.extend(event_col.errors)
     preemption = parse_preemption(col, data.get("preemption"))
 
     # --- cross-field checks: resources known, demands reachable -------------------------------
