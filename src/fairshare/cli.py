@@ -157,7 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "(summary.json: queues.*.time_below_fair_share)")
         p.add_argument("--no-fairness-gap", action="store_true",
                        help="skip the fairness gap (it computes one static allocation per distinct set of "
-                            "demanding jobs)")
+                            "demanding jobs) and the terminal's fair-share column")
+        p.add_argument("--format", choices=("table", "json"), default="table",
+                       help="terminal output: the summary lines and per-queue table (default), or the "
+                            "summary JSON (compare: compare.json's document) on stdout")
 
     simp = sub.add_parser("simulate", help="simulate a policy over time on the nodes",
                           description="Discrete-event simulation of a policy on the scenario's nodes: jobs arrive "
@@ -301,7 +304,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     out = _out_dir(args.out)
     result, summary = _run_one(args, sim, label="")
     _write_run(out, args, result, summary)
-    _print_run_line(result, summary)
+    _print_notes(result)
+    if args.format == "json":
+        _print_json(summary)
+        return EXIT_OK
+    from fairshare.report.terminal import simulate_text
+
+    sys.stdout.write(simulate_text(summary, _fair_shares(args, scenario)))
     print(f"report: {out / 'report.html'}")
     return EXIT_OK
 
@@ -344,16 +353,25 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from fairshare.sim.compare import comparison
     from fairshare.sim.output import summary_json
 
+    from fairshare.report.terminal import compare_text, run_line
+
     runs = []
     width = max(len(n) for n in names)
     for n in names:
         result, summary = _run_one(args, sims[n], label=f"{n.ljust(width)} ")
         _write_run(out / n, args, result, summary)
         runs.append((n, result, summary))
-        _print_run_line(result, summary, label=f"{n.ljust(width)}  ")
+        _print_notes(result, label=f"{n.ljust(width)}  ")
+        if args.format == "table":  # (one line as each run ends)
+            print(run_line(summary, label=f"{n.ljust(width)}  "), flush=True)
     shown = _display_name(args.scenario)
-    (out / "compare.json").write_text(summary_json(comparison(runs, scenario_name=shown)), encoding="utf-8")
+    doc = comparison(runs, scenario_name=shown)
+    (out / "compare.json").write_text(summary_json(doc), encoding="utf-8")
     (out / "report.html").write_text(compare_report(runs, scenario_name=shown), encoding="utf-8")
+    if args.format == "json":
+        _print_json(doc)
+        return EXIT_OK
+    sys.stdout.write(compare_text([(n, s) for n, _, s in runs], _fair_shares(args, scenario)))
     print(f"report: {out / 'report.html'}")
     return EXIT_OK
 
@@ -460,7 +478,13 @@ def _simulate_streaming(args: argparse.Namespace, scenario, policy) -> int:
     stale = sim.sink.out_dir / "report.html"
     if stale.exists():  # (an earlier run's: it would describe another run than these files)
         stale.unlink()
-    _print_run_line(result, summary)
+    _print_notes(result)
+    if args.format == "json":
+        _print_json(summary)
+        return EXIT_OK
+    from fairshare.report.terminal import run_line
+
+    print(run_line(summary))
     print(f"summary: {sim.sink.paths['summary']}; timeline: {sim.sink.paths['timeline']} (streamed: no report.html)")
     return EXIT_OK
 
@@ -493,16 +517,24 @@ def _write_run(out, args: argparse.Namespace, result, summary) -> None:
     (out / "report.html").write_text(html_text, encoding="utf-8")
 
 
-def _print_run_line(result, summary, label: str = "") -> None:
-    from fairshare.report.table import fmt_number, fmt_percent
-
-    ct = summary["completion_time"]
-    util = ", ".join(f"{res} {fmt_percent(u)}" for res, u in summary["utilization"].items())
-    mean = "-" if ct["mean"] is None else f"{fmt_number(ct['mean'])} s"
-    print(f"{label}makespan {fmt_number(summary['makespan'])} s; jobs finished {ct['finished_jobs']}/"
-          f"{ct['finished_jobs'] + ct['unfinished_jobs']}; mean completion {mean}; utilization {util}")
+def _print_notes(result, label: str = "") -> None:
     for note in result.notes:
         print(f"{label}note: {note}", file=sys.stderr)
+
+
+def _fair_shares(args: argparse.Namespace, scenario):
+    """The terminal's fair-share column: (reference policy, queue -> dominant share) of
+    the static allocation with every job demanding; None with ``--no-fairness-gap``, for
+    a scenario without queues, or when the reference has no allocation for it."""
+    from fairshare.policies.base import PolicyModeError
+    from fairshare.sim.metrics import queue_fair_shares
+
+    if args.no_fairness_gap or not scenario.queues.paths:
+        return None
+    try:
+        return queue_fair_shares(scenario)
+    except PolicyModeError:
+        return None
 
 
 # --- helpers --------------------------------------------------------------------------------

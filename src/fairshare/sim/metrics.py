@@ -120,6 +120,27 @@ class Replay:
     gap: FairnessGap | None
 
 
+def reference_policy(scenario: Scenario) -> tuple[str, str]:
+    """(name, kind) of the registered policy declaring itself the fairness reference for
+    the scenario's kind (``Policy.fairness_reference``): hdrf with queues, drf without."""
+    from fairshare.policies import REGISTRY
+
+    kind = "hierarchical" if scenario.queues.paths else "flat"
+    return next(cls.name for cls in REGISTRY.values() if cls.fairness_reference == kind), kind
+
+
+def queue_fair_shares(scenario: Scenario, policy: str | None = None) -> tuple[str, dict[str, float]]:
+    """(policy, queue path -> dominant share) in ``policy``'s static allocation of the whole
+    scenario with every job demanding (task counts ignored, as for the fairness gap):
+    the one yardstick a run's mean queue shares are read against, the same for every
+    policy compared. ``policy`` defaults to :func:`reference_policy`'s."""
+    from fairshare.policies import make_policy
+
+    name = policy if policy is not None else reference_policy(scenario)[0]
+    alloc = make_policy(name).allocate(replace(scenario, events=()), respect_counts=False)
+    return name, {path: qa.dominant_share for path, qa in alloc.queues.items()}
+
+
 class StaticShares:
     """Dominant shares in the static allocation of the scenario restricted to a set of
     jobs, cached by (set, capacity). Uses the run's own policy when it has a static
@@ -137,12 +158,10 @@ class StaticShares:
         self._fallback_done = False
 
     def _fallback(self, why: str) -> None:
-        from fairshare.policies import REGISTRY
+        from fairshare.policies import make_policy
 
-        kind = "hierarchical" if self.scenario.queues.paths else "flat"
-        reference = next(cls for cls in REGISTRY.values() if cls.fairness_reference == kind)
-        self.name = reference.name
-        self.policy = reference()
+        self.name, kind = reference_policy(self.scenario)
+        self.policy = make_policy(self.name)
         self.reason = f"{why}; using {self.name}, the reference for a {kind} scenario"
         self.cache.clear()
         self._fallback_done = True
