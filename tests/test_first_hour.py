@@ -78,7 +78,7 @@ def test_starvation_example_shows_n21_starving_under_naive_hdrf_only(tmp_path: P
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith(("hdrf-naive ", "hdrf "))}
     for policy in ("hdrf-naive", "hdrf"):
         # every job always has a next task: none finishes, the run is cut at --until 200
-        assert "horizon 3m 20s (200 s) (--until; jobs finished 0/3)" in lines[policy]
+        assert "horizon 3m 20s (200 s, cut by --until); jobs finished 0/3" in lines[policy]
         assert "makespan" not in lines[policy]
     assert re.search(r"longest starvation (.+) \(n21\)", lines["hdrf-naive"])
     rows = queue_rows(out)

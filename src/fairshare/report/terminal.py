@@ -50,10 +50,11 @@ def run_line(summary: dict, label: str = "") -> str:
     ct = summary["completion_time"]
     finished = f"{ct['finished_jobs']}/{ct['finished_jobs'] + ct['unfinished_jobs']}"
     end = human_duration(summary["makespan"])
-    if summary["makespan"] >= 60:  # (and exactly, to compare with the files)
-        end += f" ({fmt_number(round(summary['makespan'], 1))} s)"
-    head = f"horizon {end} (--until; jobs finished {finished})" if cut_by_until(summary) \
-        else f"makespan {end}; jobs finished {finished}"
+    # (exactly too, to compare with the files; and why the run stopped when it was cut)
+    exact = [f"{fmt_number(round(summary['makespan'], 1))} s"] if summary["makespan"] >= 60 else []
+    cut = cut_by_until(summary)
+    why = " (" + ", ".join(exact + (["cut by --until"] if cut else [])) + ")" if exact or cut else ""
+    head = f"{'horizon' if cut else 'makespan'} {end}{why}; jobs finished {finished}"
     util = ", ".join(f"{res} {fmt_percent(u)}" for res, u in summary["utilization"].items())
     parts = [head, f"mean completion {human_duration(ct['mean'])}", f"utilization {util}",
              f"longest starvation {_starvation(summary['starvation']['max_s'], summary['starvation']['job'])}"]
