@@ -146,3 +146,34 @@ def test_demo_scenario_shows_dff_using_the_mics_under_contention(tmp_path: Path,
     rows = queue_rows(out)
     n4 = {p: float(rows[("n4", p)][2].rstrip("%")) for p in ("drf", "hdrf", "dff")}
     assert n4["dff"] > max(n4["drf"], n4["hdrf"])
+    # the compare report overlays each top-level queue's share across the policies, with
+    # the fair share line (four queues, weight 1 each: one plot per queue)
+    html = (tmp_path / "demo" / "report.html").read_text()
+    for queue in ("n1", "n2", "n3", "n4"):
+        assert f"Dominant share of {queue}" in html
+    assert html.count("fair share (hdrf)") == 4
+
+
+def test_reports_say_nothing_finished_instead_of_empty_plots(tmp_path: Path, capsys):
+    # starvation.yaml's jobs are unbounded: cut at --until 200, none finishes
+    assert main(["compare", str(EXAMPLES / "starvation.yaml"), "--policies", "hdrf-naive,hdrf", "--until", "200",
+                 "--out", str(tmp_path / "st")]) == 0
+    for report in ("report.html", "hdrf/report.html"):
+        html = (tmp_path / "st" / report).read_text()
+        assert "Nothing finished in this run (the run was cut at --until 200 s)" in html
+        assert "Completion-time CDF" not in html
+
+
+def test_compare_bar_title_counts_the_unfinished_jobs(tmp_path: Path, capsys):
+    # quick: 1 task of 1 s, finishes; slow: 1 task of 100 s, unfinished at --until 10.
+    # Under each of the two policies one job is unfinished: 2 bars drawn at 0.
+    scen = tmp_path / "two.yaml"
+    scen.write_text("cluster: {capacity: {cpu: 2}}\n"
+                    "jobs:\n"
+                    "  - {name: quick, tasks: [{demand: {cpu: 1}, count: 1, duration: 1}]}\n"
+                    "  - {name: slow, tasks: [{demand: {cpu: 1}, count: 1, duration: 100}]}\n")
+    assert main(["compare", str(scen), "--policies", "drf,fifo", "--until", "10", "--out", str(tmp_path / "c")]) == 0
+    html = (tmp_path / "c" / "report.html").read_text()
+    assert "Completion time per job (2 unfinished drawn at 0)" in html
+    assert "unfinished: 0" not in html
+    assert "horizon 10 s (cut by --until); jobs finished 1/2" in capsys.readouterr().out

@@ -366,12 +366,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print(run_line(summary, label=f"{n.ljust(width)}  "), flush=True)
     shown = _display_name(args.scenario)
     doc = comparison(runs, scenario_name=shown)
+    fair = _fair_shares(args, scenario)
     (out / "compare.json").write_text(summary_json(doc), encoding="utf-8")
-    (out / "report.html").write_text(compare_report(runs, scenario_name=shown), encoding="utf-8")
+    (out / "report.html").write_text(compare_report(runs, scenario_name=shown, fair_shares=fair), encoding="utf-8")
     if args.format == "json":
         _print_json(doc)
         return EXIT_OK
-    sys.stdout.write(compare_text([(n, s) for n, _, s in runs], _fair_shares(args, scenario)))
+    sys.stdout.write(compare_text([(n, s) for n, _, s in runs], fair))
     print(f"report: {out / 'report.html'}")
     return EXIT_OK
 

@@ -4,8 +4,11 @@ One file, no external resources: inline CSS and the plots as inline SVG (``repor
 The report of one run has the utilization per resource over time, the dominant shares of
 the top-level queues and (up to :data:`MAX_JOB_LINES` jobs) of the jobs over time, the
 completion-time CDF and the summary tables. The comparison overlays the policies: the
-utilization per resource, the completion-time CDFs, the completion time per job, and a
-table of makespan, completion times, utilization, starvation and fairness gap.
+utilization per resource, each top-level queue's dominant share against its fair share
+(H-DRF's and DFF's effects are who gets what), the completion-time CDFs, the completion
+time per job, and a table of makespan, completion times, utilization, starvation and
+fairness gap. A plot with nothing to draw (no job finished) is a note instead; titles
+say what the run shows, never a fixed count.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from fairshare.sim.simulator import CLUSTER, PREEMPT, SimResult
 MAX_JOB_LINES = 20
 #: per-job rows in the comparison's completion-time bar chart
 MAX_JOB_BARS = 30
+#: per-queue share plots in the comparison only up to this many top-level queues
+MAX_QUEUE_PLOTS = 8
 
 _CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1100px;
@@ -64,6 +69,12 @@ def _page(title: str, body: str) -> str:
 
 def _plot(svg: str) -> str:
     return f'<div class="plot">{svg}</div>'
+
+
+def _nothing_finished(opts) -> str:
+    """The note drawn instead of completion-time plots when no job finished."""
+    why = f" (the run was cut at --until {fmt_number(opts.until)} s)" if opts.until is not None else ""
+    return f'<p class="note">Nothing finished in this run{_e(why)}: no completion times to plot.</p>'
 
 
 # --- series from a run ----------------------------------------------------------------------
@@ -181,8 +192,11 @@ def run_report(result: SimResult, summary: dict, *, scenario_name: str, citation
 
     parts.append("<h2>Job completion times</h2>")
     times = [j["completion_time"] for j in summary["jobs"].values() if j["completion_time"] is not None]
-    parts.append(_plot(plots.cdf({result.policy: times}, title="Completion-time CDF (finish - submit)",
-                                 xlabel="completion time (s)", totals={result.policy: len(sc.jobs)})))
+    if times:
+        parts.append(_plot(plots.cdf({result.policy: times}, title="Completion-time CDF (finish - submit)",
+                                     xlabel="completion time (s)", totals={result.policy: len(sc.jobs)})))
+    else:
+        parts.append(_nothing_finished(opts))
 
     parts.append("<h2>Jobs</h2>")
     job_rows = []
@@ -210,8 +224,11 @@ def run_report(result: SimResult, summary: dict, *, scenario_name: str, citation
 
 # --- several policies ----------------------------------------------------------------------------
 
-def compare_report(runs: list[tuple[str, SimResult, dict]], *, scenario_name: str) -> str:
-    """``runs``: (policy, result, summary) in the order given on the command line."""
+def compare_report(runs: list[tuple[str, SimResult, dict]], *, scenario_name: str,
+                   fair_shares: tuple[str, dict[str, float]] | None = None) -> str:
+    """``runs``: (policy, result, summary) in the order given on the command line;
+    ``fair_shares``: (reference policy, queue -> dominant share) drawn as a flat line on
+    each queue's share plot (``sim.metrics.queue_fair_shares``), None for none."""
     first = runs[0][1]
     sc = first.scenario
     names = sc.resources
@@ -251,13 +268,44 @@ def compare_report(runs: list[tuple[str, SimResult, dict]], *, scenario_name: st
         parts.append(_plot(plots.lines_over_time({p: util[p][res] for p, _, _ in runs}, end,
                                                  title=f"{res} utilization", ylabel=f"{res} allocated (%)",
                                                  percent=True, height=2.6, dashed=True)))
+    parts.extend(_queue_share_plots(runs, end, fair_shares))
     parts.append("<h2>Job completion times</h2>")
     samples = {p: [j["completion_time"] for j in s["jobs"].values() if j["completion_time"] is not None]
                for p, _, s in runs}
-    parts.append(_plot(plots.cdf(samples, title="Completion-time CDF per policy", xlabel="completion time (s)",
-                                 totals={p: len(sc.jobs) for p, _, _ in runs})))
-    if len(sc.jobs) <= MAX_JOB_BARS:
+    if not any(samples.values()):
+        parts.append(_nothing_finished(opts))
+    else:
+        parts.append(_plot(plots.cdf(samples, title="Completion-time CDF per policy", xlabel="completion time (s)",
+                                     totals={p: len(sc.jobs) for p, _, _ in runs})))
+    if any(samples.values()) and len(sc.jobs) <= MAX_JOB_BARS:
         jobs = [j.name for j in sc.jobs]
+        unfinished = sum(s["jobs"][n]["completion_time"] is None for _, _, s in runs for n in jobs)
+        title = "Completion time per job" + (f" ({unfinished} unfinished drawn at 0)" if unfinished else "")
         parts.append(_plot(plots.bars(jobs, {p: [s["jobs"][n]["completion_time"] for n in jobs] for p, _, s in runs},
-                                      title="Completion time per job (unfinished: 0)", ylabel="completion time (s)")))
+                                      title=title, ylabel="completion time (s)")))
     return _page(f"fairshare compare: {scenario_name}", "\n".join(parts))
+
+
+def _queue_share_plots(runs: list[tuple[str, SimResult, dict]], end: float,
+                       fair_shares: tuple[str, dict[str, float]] | None) -> list[str]:
+    """One plot per top-level queue (up to :data:`MAX_QUEUE_PLOTS`): its dominant share
+    over time under each policy, and its fair share as a flat line."""
+    top = [p for p in runs[0][1].scenario.queues.paths if "." not in p]
+    if not top:
+        return []
+    series = {policy: entity_series(result) for policy, result, _ in runs}
+    parts = ["<h2>Dominant share per top-level queue</h2>"]
+    for path in top[:MAX_QUEUE_PLOTS]:
+        lines = {policy: (s[("queue", path)][0], s[("queue", path)][1])
+                 for policy, s in series.items() if ("queue", path) in s}
+        if fair_shares is not None and path in fair_shares[1]:
+            lines[f"fair share ({fair_shares[0]})"] = ([0.0], [fair_shares[1][path]])
+        parts.append(_plot(plots.lines_over_time(lines, end, title=f"Dominant share of {path}",
+                                                 ylabel="dominant share (%)", percent=True, height=2.6,
+                                                 dashed=True)))
+    if len(top) > MAX_QUEUE_PLOTS:
+        parts.append(f'<p class="small">{len(top)} top-level queues: share plots only for the first '
+                     f"{MAX_QUEUE_PLOTS}; see each policy's timeline.csv.</p>")
+    parts.append('<p class="small">Fair share: the queue\'s dominant share in the static allocation with every '
+                 "job demanding, the same line for every policy.</p>" if fair_shares else "")
+    return parts
