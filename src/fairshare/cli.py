@@ -13,7 +13,6 @@ DFF Sec. 4.1); write ``./default`` for a file of that name in the current direct
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import sys
@@ -21,7 +20,6 @@ import math
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from importlib import resources as importlib_resources
 from typing import Any
 
 #: the literal scenario argument that selects the bundled example
@@ -90,6 +88,39 @@ def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
+class _DeferredParser(argparse.ArgumentParser):
+    """A subcommand's parser whose last arguments are added on first use (parsing, usage
+    or help), by the functions given to :meth:`defer`, in order.
+
+    The policy option flags come from the policy classes and ``--placement``'s choices from
+    the engine, which import numpy and scipy: deferred, they are loaded only for the
+    commands that take them, so ``--version``, ``--help`` and the HTTP clients start
+    without them, and each command's usage and help are the same as if built at once."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deferred: list[Callable[[argparse.ArgumentParser], None]] = []
+
+    def defer(self, *add_arguments: Callable[[argparse.ArgumentParser], None]) -> None:
+        self._deferred.extend(add_arguments)
+
+    def _complete(self) -> None:
+        while self._deferred:
+            self._deferred.pop(0)(self)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._complete()
+        return super().parse_known_args(args, namespace)
+
+    def format_usage(self) -> str:
+        self._complete()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        self._complete()
+        return super().format_help()
+
+
 def build_parser() -> argparse.ArgumentParser:
     from fairshare import __version__
 
@@ -100,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
                "DFF Sec. 4.1 example. See docs/usage.md.",
     )
     parser.add_argument("--version", action="version", version=f"fairshare {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_DeferredParser)
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("scenario", metavar="SCENARIO",
@@ -126,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     alloc = sub.add_parser("allocate", help="compute a policy's static allocation",
                            description="The static allocation of a policy on a scenario.")
     common(alloc)
-    policy_options(alloc)
+    alloc.defer(policy_options)
 
     aud = sub.add_parser("audit", help="check the papers' fairness properties for a policy",
                          description="Check the papers' fairness properties for a policy's static allocation.")
@@ -170,12 +201,14 @@ def build_parser() -> argparse.ArgumentParser:
     simp.add_argument("scenario", metavar="SCENARIO",
                       help=f"scenario file (YAML or JSON), or '{DEFAULT_SCENARIO}' for the bundled example")
     simp.add_argument("--policy", required=True, metavar="P", help="policy name (see `fairshare policies`)")
-    sim_common(simp)
-    simp.add_argument("--stream", action="store_true",
-                      help="bounded memory for large traces: jobs enter the simulator in submit order and leave "
-                           "it when they finish; timeline.csv is written as the run goes and summary.json from "
-                           "running totals; no fairness gap (null) and no report.html (docs/simulation.md)")
-    policy_options(simp)
+
+    def stream_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--stream", action="store_true",
+                       help="bounded memory for large traces: jobs enter the simulator in submit order and leave "
+                            "it when they finish; timeline.csv is written as the run goes and summary.json from "
+                            "running totals; no fairness gap (null) and no report.html (docs/simulation.md)")
+
+    simp.defer(sim_common, stream_option, policy_options)
 
     comp = sub.add_parser("compare", help="simulate several policies on the same scenario and seed",
                           description="Simulate each policy on the same scenario, options and seed; writes each "
@@ -186,8 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"scenario file (YAML or JSON), or '{DEFAULT_SCENARIO}' for the bundled example")
     comp.add_argument("--policies", required=True, metavar="A,B,...",
                       help="comma-separated policy names (see `fairshare policies`)")
-    sim_common(comp)
-    policy_options(comp)
+    comp.defer(sim_common, policy_options)
 
     sub.add_parser("policies", help="list the registered policies with their citations",
                    description="List the registered policies, one per line, with the paper they implement.")
@@ -195,10 +227,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_parsers(sub, _positive_int)
 
-    from fairshare.traces.cli import add_trace_parser  # `fairshare trace convert` (docs/traces.md)
-
-    add_trace_parser(sub)
+    trace = sub.add_parser("trace", help="convert real cluster traces into scenario files",
+                           description="Convert real cluster traces into scenario files (docs/traces.md).")
+    trace.defer(_add_trace_actions)
     return parser
+
+
+def _add_trace_actions(trace: argparse.ArgumentParser) -> None:
+    from fairshare.traces.cli import add_trace_actions  # `fairshare trace convert` (docs/traces.md)
+
+    add_trace_actions(trace)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -561,6 +599,8 @@ def _policy_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def _accepts(func: Any, param: str) -> bool:
     """True when ``func`` (a callable, or a class via its constructor) takes keyword ``param``."""
+    import inspect
+
     try:
         sig = inspect.signature(func)
     except (TypeError, ValueError):
@@ -614,6 +654,8 @@ def load_scenario_argument(argument: str):
             raise ScenarioError(FieldError("", str(exc)), argument) from None
     if argument != DEFAULT_SCENARIO:
         return load_scenario(argument)
+    from importlib import resources as importlib_resources
+
     ref = importlib_resources.files("fairshare").joinpath("data/default.yaml")
     with importlib_resources.as_file(ref) as path:
         return load_scenario(path)

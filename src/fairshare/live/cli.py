@@ -2,7 +2,8 @@
 (contract: "Live scheduling").
 
 The clients use only the standard library (urllib): they need no Ray, FastAPI or
-uvicorn. A refused request exits 2 with the server's field and reason; a server that
+uvicorn, and import nothing of fairshare at start (``submit`` reads its JOBFILE with the
+scenario loader's parser), so they start at once. A refused request exits 2 with the server's field and reason; a server that
 cannot be reached exits 1. ``submit`` sends an ``Idempotency-Key`` (a new UUID per
 invocation) and retries, with the same key, on a lost connection, a 5xx or a 429 (up to
 ``--retries`` times, waiting 0.5, 1, 2, 4 ... s or the server's ``Retry-After``): a
@@ -25,8 +26,6 @@ import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
-
-from fairshare.model.errors import ScenarioError
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 SERVER_ENV, TOKEN_ENV = "FAIRSHARE_SERVER", "FAIRSHARE_TOKEN"
@@ -95,6 +94,7 @@ def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from fairshare.live.config import load_config
     from fairshare.live.store import Store, StoreError
+    from fairshare.model.errors import ScenarioError
     from fairshare.policies import REGISTRY, make_policy
     from fairshare.policies.base import PolicyModeError
 
@@ -313,6 +313,7 @@ def _request_once(args: argparse.Namespace, method: str, path: str, body: Any, h
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    from fairshare.model.errors import ScenarioError
     from fairshare.model.loader import parse_text
 
     path = Path(args.jobfile)

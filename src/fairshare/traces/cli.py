@@ -1,6 +1,7 @@
 """``fairshare trace convert KIND PATH... -o SCENARIO`` and ``KIND:PATH`` scenario arguments.
 
-:func:`add_trace_parser` adds the ``trace`` command to the main parser's subcommands;
+:func:`add_trace_actions` adds the ``trace`` command's actions to its parser (the main
+parser makes that parser, and calls this only when the command is used or its help shown);
 :func:`load_kind_path` is what the main CLI calls for a ``KIND:PATH`` scenario argument
 (convert with the kind's default options, in memory, then validate like any scenario).
 """
@@ -18,9 +19,8 @@ from fairshare.traces.base import add_common_arguments, common_options
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
-def add_trace_parser(sub: Any) -> None:
-    trace = sub.add_parser("trace", help="convert real cluster traces into scenario files",
-                           description="Convert real cluster traces into scenario files (docs/traces.md).")
+def add_trace_actions(trace: argparse.ArgumentParser) -> None:
+    """``convert`` and its one subcommand per trace kind, with the kind's options."""
     trace_sub = trace.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
     conv = trace_sub.add_parser("convert", help="convert a trace into a scenario file",
                                 description="Convert a trace into a scenario file. Bad rows are counted and "
