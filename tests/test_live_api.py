@@ -249,6 +249,29 @@ def test_openapi_lists_the_routes(api):
     assert client.get("/healthz").json()["status"] == "ok"
 
 
+@pytest.mark.parametrize("path, token", [("/", None), ("/dashboard/dashboard.js", None), ("/healthz", None),
+                                         ("/v1/jobs", ALICE), ("/v1/queues", ALICE), ("/v1/status", ADMIN),
+                                         ("/metrics", ADMIN)])
+def test_head_answers_as_get_without_the_body(api, path, token):
+    # (HEAD / was a 405: FastAPI's routes answer only the methods they declare)
+    client, _, _ = api
+    headers = H(token) if token else {}
+    get = client.get(path, headers=headers)
+    head = client.head(path, headers=headers)
+    assert get.status_code == 200, get.text
+    assert (head.status_code, head.content) == (200, b"")
+    assert head.headers["content-type"] == get.headers["content-type"]
+    if not path.startswith(("/v1/", "/metrics")):  # (the others change from one call to the next)
+        assert head.headers["content-length"] == str(len(get.content))
+
+
+def test_head_is_refused_where_get_is(api):
+    client, _, _ = api
+    assert client.head("/v1/jobs").status_code == 401  # no token
+    assert client.head("/v1/jobs/1/cancel", headers=H(ADMIN)).status_code == 405  # a POST route
+    assert client.head("/nowhere").status_code == 404
+
+
 # --- config: the auth section ------------------------------------------------------------------------
 @pytest.mark.parametrize("auth, field", [
     (None, "auth"),

@@ -323,6 +323,29 @@ class BodyLimit:
         return _errors(413, [FieldError("body", f"must be at most {self.limit} bytes, got {size}")])
 
 
+class HeadAsGet:
+    """ASGI middleware: ``HEAD`` answered as ``GET`` without the body (RFC 9110, 9.3.2),
+    on every route. FastAPI's routes answer only the methods they declare, so ``HEAD /``
+    was a 405 for a monitor or a link checker that probes the dashboard; Starlette adds
+    ``HEAD`` to its own routes the same way. The app sees a ``GET`` on a copy of the
+    scope: the server's scope still says ``HEAD``, so it sends no body either."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: dict) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)
+
+
 class SubmitRoute:
     """ASGI middleware: ``POST /v1/jobs`` answered by ``submit`` here, inside ``BodyLimit``
     and outside FastAPI's exception middleware, routing and endpoint machinery, which
@@ -487,6 +510,7 @@ def create_app(service: LiveService) -> FastAPI:
     # (the last added is the outermost: the size limit holds for the submissions too)
     app.add_middleware(SubmitRoute, submit=submit)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
+    app.add_middleware(HeadAsGet)
 
     @app.get("/v1/jobs", response_model=list[JobOut], tags=["jobs"])
     def list_jobs(caller: Caller, limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
