@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -247,3 +248,23 @@ def test_the_listening_socket_gives_connections_tcp_nodelay():
     assert asyncio.run(accepted_nodelay(listen_socket("127.0.0.1", 0))) != 0
     # the way serve made its socket before: no TCP_NODELAY (the delayed-ACK stall)
     assert asyncio.run(accepted_nodelay(socket.create_server(("127.0.0.1", 0)))) == 0
+
+
+def test_the_readme_queues_sample_is_what_the_command_prints(monkeypatch, capsys):
+    # the README's `fairshare queues` sample, its numbers sent back by a stub server: the
+    # command prints exactly the sample (every column, same layout)
+    import fairshare.live.cli as live_cli
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text().splitlines()
+    start = readme.index("$ .venv/bin/fairshare queues --token bob-demo-token") + 1
+    sample = readme[start:next(i for i in range(start, len(readme)) if readme[i].startswith("$ "))]
+    header = sample[0].split()
+    rows = [dict(zip(header, line.split())) for line in sample[1:]]
+    answer = {row["QUEUE"]: {"weight": float(row["WEIGHT"]), "current_dominant_share": float(row["CURRENT"]),
+                             "fair_dominant_share": float(row["FAIR"]), "running_tasks": int(row["RUNNING"]),
+                             "pending_tasks": int(row["PENDING"]), "guarantee": {}, "limit": {},
+                             "time_below_fair_share": None}  # (the example's config: none, preemption off)
+              for row in rows}
+    monkeypatch.setattr(live_cli, "_request", lambda *args, **kwargs: answer)
+    assert main(["queues", "--token", BOB]) == 0
+    assert capsys.readouterr().out.splitlines() == sample
