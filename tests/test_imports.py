@@ -187,3 +187,30 @@ def test_every_imported_distribution_is_declared():
         if not names & declared:
             undeclared.append(f"{top} (imported by {importer})")
     assert undeclared == []
+
+
+# --- what a library user pays for: no plotting library without a plot ---------------------------
+def matplotlib_after(code: str) -> list[str]:
+    """The matplotlib modules loaded once ``code`` ran in a fresh interpreter (this tree's
+    sources first on the path)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = f"{code}; import json, sys; print(json.dumps(sorted(m for m in sys.modules " \
+             f"if m.split('.')[0] == 'matplotlib')))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT.parent)})
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("module", ["fairshare", "fairshare.api", "fairshare.cli"])
+def test_importing_the_library_does_not_import_matplotlib(module):
+    # (a library user computing allocations, or `fairshare --version`, must not pay for
+    # matplotlib: only report/plots.py imports it, on the first plot)
+    assert matplotlib_after(f"import {module}") == []
+
+
+def test_the_matplotlib_check_sees_a_plot_import_it():
+    assert "matplotlib.pyplot" in matplotlib_after("import fairshare.report.plots as p; p._plt()")
