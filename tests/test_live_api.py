@@ -298,9 +298,22 @@ def test_bad_auth_config_names_the_field(auth, field):
 def test_parse_auth_alone_collects_every_problem():
     errors = []
     parse_auth({"tenants": [{"name": "", "queues": "ads"}]}, {"ads"}, errors)
-    # and, with no valid tenant left and no admin, that nobody could use the service
+    # only the tenant's problems: not also that nobody could use the service, which is
+    # false once the tenant is fixed
     assert {e.path for e in errors} == {"auth.tenants[0].name", "auth.tenants[0].token_sha256",
-                                        "auth.tenants[0].queues", "auth"}
+                                        "auth.tenants[0].queues"}
+
+
+@pytest.mark.parametrize("auth, paths", [
+    ({"tenants": []}, ["auth"]),  # nobody could use the service: that is the problem
+    ({}, ["auth"]),
+    ({"admin_token": "short"}, ["auth.admin_token"]),
+    ({"tenants": [{"name": "x", "token_sha256": "abc", "queues": ["ads"]}]}, ["auth.tenants[0].token_sha256"]),
+])
+def test_no_user_at_all_is_reported_only_when_nothing_else_is_wrong(auth, paths):
+    errors = []
+    parse_auth(auth, {"ads"}, errors)
+    assert [e.path for e in errors] == paths
 
 
 # --- Idempotency-Key ----------------------------------------------------------------------------------
