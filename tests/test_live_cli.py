@@ -59,6 +59,27 @@ def test_serve_refuses_bad_input_with_status_2(tmp_path, capsys, doc, extra, mes
     assert "Traceback" not in err
 
 
+def test_serve_reports_config_problems_as_allocate_reports_a_scenario(tmp_path, capsys):
+    # one FILE: FIELD.PATH: REASON line per problem, then the count (allocate's layout)
+    doc = bad_capacity()
+    doc["colour"] = "red"
+    config = write(tmp_path / "c.yaml", doc)
+    assert main(["serve", "--config", config, "--db", str(tmp_path / "fs.db")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"{config}: colour: unknown key (allowed: auth, cluster, preemption, queues, resources)",
+        f"{config}: cluster.nodes[0].capacity.cpu: must be >= 0, got -4",
+        f"fairshare: error: 2 problems in {config}; nothing was started"]
+
+
+def test_submit_reports_an_unparsable_jobfile_as_allocate_reports_a_scenario(tmp_path, capsys):
+    jobfile = tmp_path / "jobs.yaml"
+    jobfile.write_text("jobs: [\n")
+    assert main(["submit", str(jobfile), "--server", "http://127.0.0.1:9", "--token", ALICE]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"{jobfile}: invalid YAML at line 2")
+    assert err[1:] == [f"fairshare: error: 1 problem in {jobfile}; nothing was sent"]
+
+
 def test_serve_refuses_a_database_of_another_program(tmp_path, capsys):
     import sqlite3
 

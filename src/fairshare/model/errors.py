@@ -36,6 +36,10 @@ class ScenarioError(ValueError):
         lines = [f"{self.source}: {err}" for err in self.errors]
         return "\n".join(lines)
 
+    def summary(self) -> str:
+        """``N problems in SOURCE``: the line a command ends the list of problems with."""
+        return f"{len(self.errors)} problem{'s' if len(self.errors) != 1 else ''} in {self.source}"
+
     @property
     def paths(self) -> list[str]:
         return [err.path for err in self.errors]
