@@ -438,10 +438,15 @@ def test_job_tasks_and_job_lists_come_in_pages(api):
     rest = client.get("/v1/jobs", params={"after": first[-1]["id"]}, headers=H(ALICE)).json()
     assert [j["id"] for j in first] == [big, b2] and [j["id"] for j in rest] == [b3]
     assert len(client.get("/v1/jobs", headers=H(ALICE)).json()) == 3  # no limit: every job, as before
+    # newest first (the dashboard's page): after is then the id the page continues below
+    newest = client.get("/v1/jobs", params={"order": "newest", "limit": 2}, headers=H(ALICE)).json()
+    older = client.get("/v1/jobs", params={"order": "newest", "after": newest[-1]["id"]}, headers=H(ALICE)).json()
+    assert [j["id"] for j in newest] == [b3, b2] and [j["id"] for j in older] == [big]
 
 
 @pytest.mark.parametrize("path, params, field", [
     ("/v1/jobs", {"limit": 0}, "limit"), ("/v1/jobs", {"limit": 10_001}, "limit"), ("/v1/jobs", {"after": -1}, "after"),
+    ("/v1/jobs", {"order": "random"}, "order"),
     ("/v1/jobs/1", {"tasks_limit": 0}, "tasks_limit"), ("/v1/jobs/1", {"tasks_after": "x"}, "tasks_after"),
 ])
 def test_bad_page_parameters_are_422_naming_them(api, path, params, field):

@@ -332,6 +332,26 @@ def test_a_failing_server_keeps_the_last_picture_and_says_so(serve, loaded, page
     assert page.errors == []
 
 
+def test_the_page_asks_for_one_page_of_the_newest_jobs(serve, loaded, page):
+    # a poll every 2 s must not fetch every job the service has seen: one page, the newest
+    asked = []
+    page.on("request", lambda request: asked.append(request.url) if "/v1/jobs" in request.url else None)
+    sign_in(page, serve, ADMIN)
+    page.wait_for_selector("body[data-ready='true']")
+    assert asked and all(url.endswith("/v1/jobs?order=newest&limit=200") for url in asked), asked
+    assert page.locator("#jobs tr.job td.name").all_inner_texts() == ["train", "etl"]  # oldest first, as before
+    assert not page.locator("#jobs-more").is_visible()  # 2 jobs: all of them are shown
+    # a full page (200 jobs, newest first as the API sends it): shown oldest first, with a note
+    full = [{"id": 1000 - k, "name": f"j{1000 - k}", "queue": "dev", "tenant": "bob", "state": "pending",
+             "tasks_done": 0, "tasks_total": 1} for k in range(200)]
+    page.route("**/v1/jobs?*", lambda route: route.fulfill(status=200, content_type="application/json",
+                                                           body=json.dumps(full)))
+    page.locator("#jobs-more").wait_for(state="visible")
+    ids = page.locator("#jobs tr.job td.id").all_inner_texts()
+    assert ids == [str(i) for i in range(801, 1001)]
+    assert page.errors == []
+
+
 def test_a_tenant_sees_only_its_own_jobs(serve, loaded, page):
     sign_in(page, serve, BOB)
     page.wait_for_selector("body[data-ready='true']")

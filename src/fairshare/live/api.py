@@ -514,10 +514,13 @@ def create_app(service: LiveService) -> FastAPI:
 
     @app.get("/v1/jobs", response_model=list[JobOut], tags=["jobs"])
     def list_jobs(caller: Caller, limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
-                  after: Annotated[int | None, Query(ge=0)] = None) -> list[dict]:
-        """Your jobs (the admin: every job), oldest first; with ``limit`` a page of at most
-        that many, after the job id ``after`` (the last id of the previous page)."""
-        return service.list_jobs(None if caller.admin else caller.name, after=after, limit=limit)
+                  after: Annotated[int | None, Query(ge=0)] = None,
+                  order: Annotated[Literal["oldest", "newest"], Query()] = "oldest") -> list[dict]:
+        """Your jobs (the admin: every job), oldest first (``order=newest``: newest first);
+        with ``limit`` a page of at most that many, after the job id ``after`` in that order
+        (the last id of the previous page). The dashboard asks for the newest page."""
+        return service.list_jobs(None if caller.admin else caller.name, after=after, limit=limit,
+                                 newest=order == "newest")
 
     @app.get("/v1/jobs/{job_id}", response_model=JobDetailOut, tags=["jobs"], response_model_by_alias=True)
     def get_job(job_id: JobId, caller: Caller,
