@@ -31,7 +31,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from live_helpers import ADMIN, ALICE, BOB, config_doc, free_port, repo_root
+from live_helpers import ADMIN, ALICE, BOB, config_doc, free_port, repo_root, serve_env
 
 CHROMIUM = Path("/usr/bin/chromium")
 # The flags the machine's notes prescribe for headless Chromium as root on a closed
@@ -116,7 +116,8 @@ def serve(tmp_path_factory):
         process = subprocess.Popen(
             [sys.executable, "-m", "fairshare", "serve", "--config", str(config), "--db", str(workdir / "fs.db"),
              "--port", str(port)],
-            stdout=log_file, stderr=subprocess.STDOUT, cwd=workdir,
+            # (this tree's sources: the page under test is this tree's static files)
+            stdout=log_file, stderr=subprocess.STDOUT, cwd=workdir, env=serve_env(),
         )
     server = Serve(f"http://127.0.0.1:{port}", process, log_path)
     try:
@@ -232,6 +233,10 @@ def test_the_page_and_its_files_are_served_with_a_strict_policy(serve):
         assert "script-src 'self'" in response.headers["content-security-policy"], path
     # no outside resource: the machine (and a user's cluster) may have no internet
     assert "http" not in serve.get("/", token=None).text.replace("http://www.w3.org", "")
+    # HEAD as GET, without the body, through the real server (uvicorn) too
+    head = httpx.head(serve.url + "/", timeout=30)
+    assert (head.status_code, head.content) == (200, b"")
+    assert head.headers["content-length"] == str(len(serve.get("/", token=None).content))
 
 
 def test_a_wrong_token_shows_the_servers_reason(serve, page):
