@@ -24,12 +24,18 @@ CHROMIUM_LOG  := $(VENV)/chromium-install.log
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
+# Not --quiet: a first install downloads for minutes, and pip's own lines (each package,
+# its download's progress bar) show that it is working and on what.
 $(STAMP): pyproject.toml | $(PY)
-	$(PIP) install --quiet -e .
+	@echo "installing fairshare and its dependencies into $(VENV) (numpy, scipy, matplotlib, PyYAML):"
+	@echo "a few minutes the first time, seconds after that"
+	$(PIP) install -e .
 	touch $@
 
 $(STAMP_TEST): pyproject.toml | $(PY)
-	$(PIP) install --quiet -e '.[test]'
+	@echo "installing fairshare with the live and test extras into $(VENV) (Ray, FastAPI, pytest, Playwright, ...):"
+	@echo "several minutes the first time, seconds after that"
+	$(PIP) install -e '.[test]'
 	touch $@ $(STAMP)
 
 # Every step runs even if an earlier one failed; the demo fails at the end if any did.

@@ -350,7 +350,7 @@ def test_scenario_errors_name_file_and_field(capsys, tmp_path):
     bad.write_text(DRF_EXAMPLE.replace("memory: 4}", "memory: -4}"))
     code, out, err = run(capsys, "allocate", bad, "--policy", "drf")
     assert code == 2 and out == ""
-    assert f"{bad}: jobs[0].tasks[0].demand.memory: " in err
+    assert f"{bad}: jobs[0] (A).tasks[0].demand.memory: " in err
     assert "Traceback" not in err
 
 
@@ -384,7 +384,7 @@ def _python_m(*argv, env_extra=None) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("argv, status, stream, needle", [
     (["allocate", "{drf}", "--policy", "drf", "--format", "json"], 0, "stdout", '"dominant_share": 0.6666666666666666'),
     (["allocate", "default", "--policy", "dff"], 0, "stdout", "job5"),
-    (["allocate", "{bad}", "--policy", "drf"], 2, "stderr", "jobs[1].tasks[0].demand.gpu"),
+    (["allocate", "{bad}", "--policy", "drf"], 2, "stderr", "jobs[1] (B).tasks[0].demand.gpu"),
     (["allocate", "{drf}", "--policy", "drf", "--no-rescale"], 2, "stderr", "--no-rescale"),
     (["policies"], 0, "stdout", "dff"),
 ])

@@ -139,3 +139,78 @@ def test_layer_check_catches_an_upward_import():
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if part(n) in LAYER))
 def test_layers_flow_one_way(name):
     assert layer_violations(name, GRAPH[name]) == []
+
+
+# --- third-party imports: each one's distribution is declared --------------------------------------
+def third_party_imports() -> dict[str, str]:
+    """Top-level name of every non-standard, non-fairshare module imported anywhere in the
+    package -> one module that imports it."""
+    import sys
+
+    found: dict[str, str] = {}
+    for name, path in sorted(MODULES.items()):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                tops = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                tops = [node.module.split(".")[0]]
+            else:
+                continue
+            for top in tops:
+                if top != "fairshare" and top not in sys.stdlib_module_names:
+                    found.setdefault(top, name)
+    return found
+
+
+def declared_distributions() -> set[str]:
+    """The distributions ``pyproject.toml`` declares for the package and its ``live``
+    extra (the test extra does not count: the package must not need it), normalized."""
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT.parents[1] / "pyproject.toml").read_text())["project"]
+    requirements = project["dependencies"] + project["optional-dependencies"]["live"]
+    return {re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9_.-]+", r).group()).lower() for r in requirements}
+
+
+def test_every_imported_distribution_is_declared():
+    # (pydantic came in with FastAPI: an upgrade of FastAPI that dropped it, or a pydantic
+    # 1, would have broken serve with nothing in pyproject.toml saying what it needs)
+    import re
+    from importlib.metadata import packages_distributions
+
+    distributions = packages_distributions()
+    declared = declared_distributions()
+    undeclared = []
+    for top, importer in third_party_imports().items():
+        names = {re.sub(r"[-_.]+", "-", d).lower() for d in distributions.get(top, [top])}
+        if not names & declared:
+            undeclared.append(f"{top} (imported by {importer})")
+    assert undeclared == []
+
+
+# --- what a library user pays for: no plotting library without a plot ---------------------------
+def matplotlib_after(code: str) -> list[str]:
+    """The matplotlib modules loaded once ``code`` ran in a fresh interpreter (this tree's
+    sources first on the path)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = f"{code}; import json, sys; print(json.dumps(sorted(m for m in sys.modules " \
+             f"if m.split('.')[0] == 'matplotlib')))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT.parent)})
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("module", ["fairshare", "fairshare.api", "fairshare.cli"])
+def test_importing_the_library_does_not_import_matplotlib(module):
+    # (a library user computing allocations, or `fairshare --version`, must not pay for
+    # matplotlib: only report/plots.py imports it, on the first plot)
+    assert matplotlib_after(f"import {module}") == []
+
+
+def test_the_matplotlib_check_sees_a_plot_import_it():
+    assert "matplotlib.pyplot" in matplotlib_after("import fairshare.report.plots as p; p._plt()")

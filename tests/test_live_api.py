@@ -249,6 +249,29 @@ def test_openapi_lists_the_routes(api):
     assert client.get("/healthz").json()["status"] == "ok"
 
 
+@pytest.mark.parametrize("path, token", [("/", None), ("/dashboard/dashboard.js", None), ("/healthz", None),
+                                         ("/v1/jobs", ALICE), ("/v1/queues", ALICE), ("/v1/status", ADMIN),
+                                         ("/metrics", ADMIN)])
+def test_head_answers_as_get_without_the_body(api, path, token):
+    # (HEAD / was a 405: FastAPI's routes answer only the methods they declare)
+    client, _, _ = api
+    headers = H(token) if token else {}
+    get = client.get(path, headers=headers)
+    head = client.head(path, headers=headers)
+    assert get.status_code == 200, get.text
+    assert (head.status_code, head.content) == (200, b"")
+    assert head.headers["content-type"] == get.headers["content-type"]
+    if not path.startswith(("/v1/", "/metrics")):  # (the others change from one call to the next)
+        assert head.headers["content-length"] == str(len(get.content))
+
+
+def test_head_is_refused_where_get_is(api):
+    client, _, _ = api
+    assert client.head("/v1/jobs").status_code == 401  # no token
+    assert client.head("/v1/jobs/1/cancel", headers=H(ADMIN)).status_code == 405  # a POST route
+    assert client.head("/nowhere").status_code == 404
+
+
 # --- config: the auth section ------------------------------------------------------------------------
 @pytest.mark.parametrize("auth, field", [
     (None, "auth"),
@@ -275,9 +298,22 @@ def test_bad_auth_config_names_the_field(auth, field):
 def test_parse_auth_alone_collects_every_problem():
     errors = []
     parse_auth({"tenants": [{"name": "", "queues": "ads"}]}, {"ads"}, errors)
-    # and, with no valid tenant left and no admin, that nobody could use the service
+    # only the tenant's problems: not also that nobody could use the service, which is
+    # false once the tenant is fixed
     assert {e.path for e in errors} == {"auth.tenants[0].name", "auth.tenants[0].token_sha256",
-                                        "auth.tenants[0].queues", "auth"}
+                                        "auth.tenants[0].queues"}
+
+
+@pytest.mark.parametrize("auth, paths", [
+    ({"tenants": []}, ["auth"]),  # nobody could use the service: that is the problem
+    ({}, ["auth"]),
+    ({"admin_token": "short"}, ["auth.admin_token"]),
+    ({"tenants": [{"name": "x", "token_sha256": "abc", "queues": ["ads"]}]}, ["auth.tenants[0].token_sha256"]),
+])
+def test_no_user_at_all_is_reported_only_when_nothing_else_is_wrong(auth, paths):
+    errors = []
+    parse_auth(auth, {"ads"}, errors)
+    assert [e.path for e in errors] == paths
 
 
 # --- Idempotency-Key ----------------------------------------------------------------------------------
@@ -402,10 +438,15 @@ def test_job_tasks_and_job_lists_come_in_pages(api):
     rest = client.get("/v1/jobs", params={"after": first[-1]["id"]}, headers=H(ALICE)).json()
     assert [j["id"] for j in first] == [big, b2] and [j["id"] for j in rest] == [b3]
     assert len(client.get("/v1/jobs", headers=H(ALICE)).json()) == 3  # no limit: every job, as before
+    # newest first (the dashboard's page): after is then the id the page continues below
+    newest = client.get("/v1/jobs", params={"order": "newest", "limit": 2}, headers=H(ALICE)).json()
+    older = client.get("/v1/jobs", params={"order": "newest", "after": newest[-1]["id"]}, headers=H(ALICE)).json()
+    assert [j["id"] for j in newest] == [b3, b2] and [j["id"] for j in older] == [big]
 
 
 @pytest.mark.parametrize("path, params, field", [
     ("/v1/jobs", {"limit": 0}, "limit"), ("/v1/jobs", {"limit": 10_001}, "limit"), ("/v1/jobs", {"after": -1}, "after"),
+    ("/v1/jobs", {"order": "random"}, "order"),
     ("/v1/jobs/1", {"tasks_limit": 0}, "tasks_limit"), ("/v1/jobs/1", {"tasks_after": "x"}, "tasks_after"),
 ])
 def test_bad_page_parameters_are_422_naming_them(api, path, params, field):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -56,6 +57,27 @@ def test_serve_refuses_bad_input_with_status_2(tmp_path, capsys, doc, extra, mes
     err = capsys.readouterr().err
     assert message in err
     assert "Traceback" not in err
+
+
+def test_serve_reports_config_problems_as_allocate_reports_a_scenario(tmp_path, capsys):
+    # one FILE: FIELD.PATH: REASON line per problem, then the count (allocate's layout)
+    doc = bad_capacity()
+    doc["colour"] = "red"
+    config = write(tmp_path / "c.yaml", doc)
+    assert main(["serve", "--config", config, "--db", str(tmp_path / "fs.db")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"{config}: colour: unknown key (allowed: auth, cluster, preemption, queues, resources)",
+        f"{config}: cluster.nodes[0].capacity.cpu: must be >= 0, got -4",
+        f"fairshare: error: 2 problems in {config}; nothing was started"]
+
+
+def test_submit_reports_an_unparsable_jobfile_as_allocate_reports_a_scenario(tmp_path, capsys):
+    jobfile = tmp_path / "jobs.yaml"
+    jobfile.write_text("jobs: [\n")
+    assert main(["submit", str(jobfile), "--server", "http://127.0.0.1:9", "--token", ALICE]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"{jobfile}: invalid YAML at line 2")
+    assert err[1:] == [f"fairshare: error: 1 problem in {jobfile}; nothing was sent"]
 
 
 def test_serve_refuses_a_database_of_another_program(tmp_path, capsys):
@@ -247,3 +269,23 @@ def test_the_listening_socket_gives_connections_tcp_nodelay():
     assert asyncio.run(accepted_nodelay(listen_socket("127.0.0.1", 0))) != 0
     # the way serve made its socket before: no TCP_NODELAY (the delayed-ACK stall)
     assert asyncio.run(accepted_nodelay(socket.create_server(("127.0.0.1", 0)))) == 0
+
+
+def test_the_readme_queues_sample_is_what_the_command_prints(monkeypatch, capsys):
+    # the README's `fairshare queues` sample, its numbers sent back by a stub server: the
+    # command prints exactly the sample (every column, same layout)
+    import fairshare.live.cli as live_cli
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text().splitlines()
+    start = readme.index("$ .venv/bin/fairshare queues --token bob-demo-token") + 1
+    sample = readme[start:next(i for i in range(start, len(readme)) if readme[i].startswith("$ "))]
+    header = sample[0].split()
+    rows = [dict(zip(header, line.split())) for line in sample[1:]]
+    answer = {row["QUEUE"]: {"weight": float(row["WEIGHT"]), "current_dominant_share": float(row["CURRENT"]),
+                             "fair_dominant_share": float(row["FAIR"]), "running_tasks": int(row["RUNNING"]),
+                             "pending_tasks": int(row["PENDING"]), "guarantee": {}, "limit": {},
+                             "time_below_fair_share": None}  # (the example's config: none, preemption off)
+              for row in rows}
+    monkeypatch.setattr(live_cli, "_request", lambda *args, **kwargs: answer)
+    assert main(["queues", "--token", BOB]) == 0
+    assert capsys.readouterr().out.splitlines() == sample

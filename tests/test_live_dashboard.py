@@ -31,7 +31,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from live_helpers import ADMIN, ALICE, BOB, config_doc, free_port, repo_root
+from live_helpers import ADMIN, ALICE, BOB, config_doc, free_port, repo_root, serve_env
 
 CHROMIUM = Path("/usr/bin/chromium")
 # The flags the machine's notes prescribe for headless Chromium as root on a closed
@@ -116,7 +116,8 @@ def serve(tmp_path_factory):
         process = subprocess.Popen(
             [sys.executable, "-m", "fairshare", "serve", "--config", str(config), "--db", str(workdir / "fs.db"),
              "--port", str(port)],
-            stdout=log_file, stderr=subprocess.STDOUT, cwd=workdir,
+            # (this tree's sources: the page under test is this tree's static files)
+            stdout=log_file, stderr=subprocess.STDOUT, cwd=workdir, env=serve_env(),
         )
     server = Serve(f"http://127.0.0.1:{port}", process, log_path)
     try:
@@ -232,6 +233,10 @@ def test_the_page_and_its_files_are_served_with_a_strict_policy(serve):
         assert "script-src 'self'" in response.headers["content-security-policy"], path
     # no outside resource: the machine (and a user's cluster) may have no internet
     assert "http" not in serve.get("/", token=None).text.replace("http://www.w3.org", "")
+    # HEAD as GET, without the body, through the real server (uvicorn) too
+    head = httpx.head(serve.url + "/", timeout=30)
+    assert (head.status_code, head.content) == (200, b"")
+    assert head.headers["content-length"] == str(len(serve.get("/", token=None).content))
 
 
 def test_a_wrong_token_shows_the_servers_reason(serve, page):
@@ -329,6 +334,26 @@ def test_a_failing_server_keeps_the_last_picture_and_says_so(serve, loaded, page
     assert not page.locator("#token-form").is_visible()
     page.unroute("**/v1/status")
     error.wait_for(state="hidden")  # the next poll succeeds and clears the banner
+    assert page.errors == []
+
+
+def test_the_page_asks_for_one_page_of_the_newest_jobs(serve, loaded, page):
+    # a poll every 2 s must not fetch every job the service has seen: one page, the newest
+    asked = []
+    page.on("request", lambda request: asked.append(request.url) if "/v1/jobs" in request.url else None)
+    sign_in(page, serve, ADMIN)
+    page.wait_for_selector("body[data-ready='true']")
+    assert asked and all(url.endswith("/v1/jobs?order=newest&limit=200") for url in asked), asked
+    assert page.locator("#jobs tr.job td.name").all_inner_texts() == ["train", "etl"]  # oldest first, as before
+    assert not page.locator("#jobs-more").is_visible()  # 2 jobs: all of them are shown
+    # a full page (200 jobs, newest first as the API sends it): shown oldest first, with a note
+    full = [{"id": 1000 - k, "name": f"j{1000 - k}", "queue": "dev", "tenant": "bob", "state": "pending",
+             "tasks_done": 0, "tasks_total": 1} for k in range(200)]
+    page.route("**/v1/jobs?*", lambda route: route.fulfill(status=200, content_type="application/json",
+                                                           body=json.dumps(full)))
+    page.locator("#jobs-more").wait_for(state="visible")
+    ids = page.locator("#jobs tr.job td.id").all_inner_texts()
+    assert ids == [str(i) for i in range(801, 1001)]
     assert page.errors == []
 
 

@@ -8,6 +8,7 @@ status 2". Tests assert the path, never the wording. Each error line has the sha
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -141,12 +142,14 @@ def run(capsys, path: Path, *extra: str) -> tuple[int, str, str]:
 
 
 def reported_paths(err: str, source: str) -> list[str]:
-    """The field paths in ``FILE: PATH: REASON`` lines ('' for a whole-file problem)."""
+    """The field paths in ``FILE: PATH: REASON`` lines ('' for a whole-file problem), the
+    names shown after an entry's index (``jobs[0] (A).weight``) left out."""
     paths = []
     for line in err.splitlines():
         if line.startswith(f"{source}: "):
             rest = line[len(source) + 2:]
             head, sep, _reason = rest.partition(": ")
+            head = re.sub(r"(?<=\]) \([^()]*\)", "", head)
             # a whole-file line has no path: its first part is already the reason
             paths.append(head if sep and " " not in head else "")
     return paths
@@ -195,6 +198,30 @@ def test_whole_file_problems(capsys, tmp_path, make):
     assert code == 2 and out == ""
     assert reported_paths(err, str(path)) == [""]  # one problem, with the file, no field
     assert "Traceback" not in err
+
+
+def test_a_job_problem_names_the_job(capsys, tmp_path):
+    # jobs[i] alone makes the reader count entries in a long file: the job's name follows
+    # its index on every line about it; a job without a name shows none, and the paths
+    # tools read (ScenarioError.paths, the API's field) stay bare
+    path = tmp_path / "named.yaml"
+    path.write_text(scenario(jobs="jobs:\n" + "".join(f"  - {{name: j{i}, tasks: [{{demand: {{cpu: 1}}}}]}}\n"
+                                                      for i in range(10))
+                             + "  - {name: big, weight: 0, tasks: [{demand: {cpu: 90}}]}\n"
+                             + "  - {tasks: [{demand: {cpu: 90}}]}\n"))
+    code, _, err = run(capsys, path)
+    assert code == 2
+    assert err.splitlines()[:3] == [
+        f"{path}: jobs[10] (big).weight: must be > 0, got 0",
+        f"{path}: jobs[10] (big).tasks[0].demand: no node can ever hold this task (cpu=90 exceeds the pooled "
+        f"capacity)",
+        f"{path}: jobs[11].tasks[0].demand: no node can ever hold this task (cpu=90 exceeds the pooled capacity)",
+    ], err
+    from fairshare.model import ScenarioError, load_scenario
+
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert info.value.paths == ["jobs[10].weight", "jobs[10].tasks[0].demand", "jobs[11].tasks[0].demand"]
 
 
 def test_all_problems_reported_at_once(capsys, tmp_path):

@@ -675,8 +675,7 @@ def _load(argument: str):
         # One problem per line, each "file: field.path: reason"; no prefix, so the lines
         # stay easy to grep and to jump to.
         print(str(exc), file=sys.stderr)
-        raise CLIError(f"{len(exc.errors)} problem{'s' if len(exc.errors) != 1 else ''} "
-                       f"in {exc.source}; nothing was computed") from None
+        raise CLIError(f"{exc.summary()}; nothing was computed") from None
 
 
 def _print_json(obj: Any) -> None:

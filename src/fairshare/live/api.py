@@ -323,6 +323,29 @@ class BodyLimit:
         return _errors(413, [FieldError("body", f"must be at most {self.limit} bytes, got {size}")])
 
 
+class HeadAsGet:
+    """ASGI middleware: ``HEAD`` answered as ``GET`` without the body (RFC 9110, 9.3.2),
+    on every route. FastAPI's routes answer only the methods they declare, so ``HEAD /``
+    was a 405 for a monitor or a link checker that probes the dashboard; Starlette adds
+    ``HEAD`` to its own routes the same way. The app sees a ``GET`` on a copy of the
+    scope: the server's scope still says ``HEAD``, so it sends no body either."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: dict) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)
+
+
 class SubmitRoute:
     """ASGI middleware: ``POST /v1/jobs`` answered by ``submit`` here, inside ``BodyLimit``
     and outside FastAPI's exception middleware, routing and endpoint machinery, which
@@ -487,13 +510,17 @@ def create_app(service: LiveService) -> FastAPI:
     # (the last added is the outermost: the size limit holds for the submissions too)
     app.add_middleware(SubmitRoute, submit=submit)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
+    app.add_middleware(HeadAsGet)
 
     @app.get("/v1/jobs", response_model=list[JobOut], tags=["jobs"])
     def list_jobs(caller: Caller, limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
-                  after: Annotated[int | None, Query(ge=0)] = None) -> list[dict]:
-        """Your jobs (the admin: every job), oldest first; with ``limit`` a page of at most
-        that many, after the job id ``after`` (the last id of the previous page)."""
-        return service.list_jobs(None if caller.admin else caller.name, after=after, limit=limit)
+                  after: Annotated[int | None, Query(ge=0)] = None,
+                  order: Annotated[Literal["oldest", "newest"], Query()] = "oldest") -> list[dict]:
+        """Your jobs (the admin: every job), oldest first (``order=newest``: newest first);
+        with ``limit`` a page of at most that many, after the job id ``after`` in that order
+        (the last id of the previous page). The dashboard asks for the newest page."""
+        return service.list_jobs(None if caller.admin else caller.name, after=after, limit=limit,
+                                 newest=order == "newest")
 
     @app.get("/v1/jobs/{job_id}", response_model=JobDetailOut, tags=["jobs"], response_model_by_alias=True)
     def get_job(job_id: JobId, caller: Caller,

@@ -136,6 +136,7 @@ def parse_auth(raw: Any, queue_paths: set[str], errors: list[FieldError]) -> Aut
     if not isinstance(raw, Mapping):
         errors.append(FieldError("auth", "must be a mapping with admin_token_sha256 and tenants"))
         return AuthConfig(None, ())
+    problems_before = len(errors)
     for key in raw:
         if key not in AUTH_KEYS:
             errors.append(FieldError(f"auth.{key}", f"unknown key (allowed: {', '.join(sorted(AUTH_KEYS))})"))
@@ -185,7 +186,9 @@ def parse_auth(raw: Any, queue_paths: set[str], errors: list[FieldError]) -> Aut
         limits[name] = _parse_limits(t.get("limits"), defaults, f"{p}.limits", errors)
         if h is not None:
             tenants.append((name, h, tuple(granted)))
-    if admin_hash is None and not tenants:
+    # (only when nothing else was wrong: a bad admin token or tenant is the problem to
+    # fix, and the service would have had a user without it)
+    if admin_hash is None and not tenants and len(errors) == problems_before:
         errors.append(FieldError("auth", "no admin token and no tenants: nobody could use the service"))
     return AuthConfig(admin_hash, tuple(tenants), limits)
 

@@ -111,7 +111,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
     except ScenarioError as exc:
-        raise ClientError(exc.format()) from None
+        raise _problems(exc, "nothing was started") from None
     try:
         import fastapi  # noqa: F401
         import ray  # noqa: F401
@@ -324,7 +324,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     try:
         doc = parse_text(text, args.jobfile, json_first=path.suffix.lower() == ".json")
     except ScenarioError as exc:
-        raise ClientError(exc.format()) from None
+        raise _problems(exc, "nothing was sent") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
         raise ClientError(f"{args.jobfile}: jobs: a JOBFILE needs a top-level `jobs:` list")
     extra = sorted(k for k in doc if k != "jobs")
@@ -376,6 +376,14 @@ def cmd_queues(args: argparse.Namespace) -> int:
              for path, q in queues.items()]
     _table(rows)
     return EXIT_OK
+
+
+def _problems(exc: ScenarioError, consequence: str) -> ClientError:
+    """A file's problems as ``allocate`` reports a scenario's: one ``FILE: FIELD.PATH:
+    REASON`` line each on stderr (no prefix: easy to grep and to jump to), then the error
+    ``N problems in FILE; CONSEQUENCE``, exit status 2."""
+    print(exc.format(), file=sys.stderr)
+    return ClientError(f"{exc.summary()}; {consequence}")
 
 
 def _amounts(amounts: dict | None) -> str:

@@ -3,7 +3,7 @@
 The page (``static/index.html``, ``dashboard.js``, ``dashboard.css``: plain HTML, CSS and
 JavaScript, no build step, nothing loaded from outside the server) asks for a token,
 keeps it in the tab's ``sessionStorage`` and polls ``/v1/status``, ``/v1/history`` and
-``/v1/jobs`` with it. It shows only what the API says, so it needs no route of its own
+one page of ``/v1/jobs`` (the 200 newest) with it. It shows only what the API says, so it needs no route of its own
 beyond the files, and serving them needs no token: the page holds no data until the
 user's token fetches some.
 

@@ -282,9 +282,11 @@ class LiveService:
                 self._wake.notify_all()
         return self.get_job(job_id, None if principal.admin else principal.name)
 
-    def list_jobs(self, tenant: str | None, *, after: int | None = None, limit: int | None = None) -> list[dict]:
-        """The jobs by id; a page of at most ``limit`` with ids above ``after`` when given."""
-        rows = self.store.jobs(tenant, after=after, limit=limit)
+    def list_jobs(self, tenant: str | None, *, after: int | None = None, limit: int | None = None,
+                  newest: bool = False) -> list[dict]:
+        """The jobs by id (``newest``: from the highest down); a page of at most ``limit``,
+        after the id ``after`` in that order, when given."""
+        rows = self.store.jobs(tenant, after=after, limit=limit, newest=newest)
         counts = self.store.task_counts(r.id for r in rows)
         return [_job_summary(r, counts.get(r.id, {})) for r in rows]
 

@@ -467,13 +467,14 @@ class Store:
         return _job(row) if row else None
 
     def jobs(self, tenant: str | None = None, *, unfinished_only: bool = False, after: int | None = None,
-             limit: int | None = None) -> list[JobRow]:
+             limit: int | None = None, newest: bool = False) -> list[JobRow]:
         """Jobs by id; ``after``/``limit``: the page of at most ``limit`` jobs with ids above
-        ``after`` (a cursor: the last id of the previous page)."""
+        ``after`` (a cursor: the last id of the previous page). ``newest``: by id from the
+        highest down, ``after`` then the id the page continues below."""
         filters = [("tenant=?", tenant)] if tenant is not None else []
         if unfinished_only:
             filters.append(("finished_at IS NULL", None))
-        return [_job(r) for r in self._page("jobs", filters, after, limit)]
+        return [_job(r) for r in self._page("jobs", filters, after, limit, newest=newest)]
 
     def task_counts(self, job_ids: Iterable[int] | None = None) -> dict[int, dict[str, int]]:
         """job id -> task state -> number of tasks."""
@@ -502,15 +503,18 @@ class Store:
         filters = [(cond, value) for cond, value in (("job_id=?", job_id), (state_cond, state)) if value is not None]
         return [TaskRow(**dict(r)) for r in self._page("tasks", filters, after, limit)]
 
-    def _page(self, table: str, filters: list[tuple[str, Any]], after: int | None, limit: int | None) -> list:
+    def _page(self, table: str, filters: list[tuple[str, Any]], after: int | None, limit: int | None, *,
+              newest: bool = False) -> list:
         """``SELECT * FROM table`` under ``filters`` (condition, its ``?`` value or None for
-        a condition without one), ordered by id, from after ``after``, at most ``limit``."""
+        a condition without one), ordered by id (``newest``: descending), from after
+        ``after`` in that order, at most ``limit``."""
         where = [cond for cond, _value in filters]
         args: list[Any] = [value for cond, value in filters if "?" in cond]
         if after is not None:
-            where.append("id>?")
+            where.append("id<?" if newest else "id>?")
             args.append(after)
-        sql = f"SELECT * FROM {table}" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
+        sql = f"SELECT * FROM {table}" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id" \
+            + (" DESC" if newest else "")
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -11,9 +11,15 @@ class FieldError:
 
     path: str
     reason: str
+    #: ``path`` as a reader finds the field in a long file: each named entry's name after
+    #: its index (``jobs[3] (big).tasks[0].demand.gpu``); empty when nothing on the path
+    #: has a name. Only printed: the API's ``field``, ``ScenarioError.paths`` and equality
+    #: use ``path``, which tools parse.
+    named_path: str = field(default="", compare=False)
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.reason}" if self.path else self.reason
+        shown = self.named_path or self.path
+        return f"{shown}: {self.reason}" if shown else self.reason
 
 
 class ScenarioError(ValueError):
@@ -29,6 +35,10 @@ class ScenarioError(ValueError):
     def format(self) -> str:
         lines = [f"{self.source}: {err}" for err in self.errors]
         return "\n".join(lines)
+
+    def summary(self) -> str:
+        """``N problems in SOURCE``: the line a command ends the list of problems with."""
+        return f"{len(self.errors)} problem{'s' if len(self.errors) != 1 else ''} in {self.source}"
 
     @property
     def paths(self) -> list[str]:

@@ -10,6 +10,7 @@ section parsers (``loader_cluster``, ``loader_queues``, ``loader_jobs``,
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,9 +26,32 @@ class Collector:
 
     def __init__(self) -> None:
         self.errors: list[FieldError] = []
+        #: entry path (``jobs[3]``) -> its name, shown after the index in the errors below it
+        self.entry_names: dict[str, str] = {}
 
     def add(self, path: str, reason: str) -> None:
-        self.errors.append(FieldError(path, reason))
+        self.errors.append(FieldError(path, reason, self._named(path)))
+
+    def name_entry(self, path: str, name: Any) -> None:
+        """Show ``name`` after ``path`` (an entry such as ``jobs[3]``) in every problem
+        reported under it, so a reader of a long file finds it by name too. A name that
+        is not printable text is not shown (its own field reports it)."""
+        if isinstance(name, str) and name.strip() and name.isprintable():
+            self.entry_names[path] = name
+
+    def _named(self, path: str) -> str:
+        """``jobs[3].tasks[0].demand`` -> ``jobs[3] (big).tasks[0].demand``; '' when
+        no entry on the path has a name."""
+        if not self.entry_names:
+            return ""
+        shown, start = [], 0
+        # (an entry ends where a key or an index follows it, or at the end of the path)
+        for end in [m.start() for m in _PATH_STEP.finditer(path)] + [len(path)]:
+            name = self.entry_names.get(path[:end])
+            if name is not None:
+                shown.append(f"{path[start:end]} ({name})")
+                start = end
+        return "".join(shown) + path[start:] if shown else ""
 
     def unknown_keys(self, obj: Mapping, allowed: set[str], path: str) -> None:
         for key in obj:
@@ -61,6 +85,9 @@ class Collector:
             self.add(path, f"must not contain '.', which separates queue paths (got {value!r})")
             return None
         return value
+
+
+_PATH_STEP = re.compile(r"[.\[]")
 
 
 def join(path: str, key: str) -> str:

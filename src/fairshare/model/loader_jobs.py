@@ -75,6 +75,7 @@ def parse_jobs(col: Collector, jobs_raw: Any, queue_paths: set[str], note: NoteR
         if not isinstance(jb, Mapping):
             col.add(p, f"must be a mapping, got {show(jb)}")
             continue
+        col.name_entry(p, jb.get("name"))  # (before any check, so each problem of the job names it)
         col.unknown_keys(jb, JOB_KEYS, p)
         name = col.name(jb.get("name", f"job{i}"), f"{p}.name")
         if name is not None:

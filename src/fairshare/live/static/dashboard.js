@@ -6,6 +6,10 @@
 
 const TOKEN_KEY = "fairshare.token";
 const POLL_INTERVAL_MS = 2000;
+// The jobs table shows this many of the newest jobs: a poll every 2 s must not fetch
+// every job a long-running service has seen (one page of the API, GET /v1/jobs?limit=).
+const JOBS_SHOWN = 200;
+const JOBS_PATH = "/v1/jobs?order=newest&limit=" + JOBS_SHOWN;
 // Chart line colours, picked by position (resources in the server's order, queues by
 // path), so a resource keeps its colour from one poll to the next.
 const PALETTE = ["#2f6fde", "#e0781f", "#1a7f37", "#b3261e", "#7b4bd1", "#0f8b8d",
@@ -301,6 +305,7 @@ async function renderJobs(jobs) {
     }
   }
   body.replaceChildren(...rows);
+  $("jobs-more").hidden = jobs.length < JOBS_SHOWN;
 }
 
 function toggleJob(id) {
@@ -335,14 +340,14 @@ async function refresh() {
   refreshing = true;
   refreshAgain = false;
   try {
-    const [status, history, jobs] = await Promise.all([api("/v1/status"), api("/v1/history"), api("/v1/jobs")]);
+    const [status, history, jobs] = await Promise.all([api("/v1/status"), api("/v1/history"), api(JOBS_PATH)]);
     if (!sessionStorage.getItem(TOKEN_KEY)) return;  // signed out while the answers were on their way
     renderSummary(status);
     renderQueues(status);
     renderUtilization(status, Array.isArray(history) ? history : []);
     renderShareHistory(status, Array.isArray(history) ? history : []);
     renderNodes(status);
-    await renderJobs(Array.isArray(jobs) ? jobs : []);
+    await renderJobs(Array.isArray(jobs) ? jobs.reverse() : []);  // (oldest of the page first, as before)
     $("dashboard").hidden = false;
     $("session").hidden = false;
     showError("");
