@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from fairshare.engine import (Engine, Event, JobArrived, JobCancelled, Launch, NodeAdded, NodeLost, Scheduler,
                               TaskFinished, instant_rank)
+from fairshare.engine.executor import ExecutorDefaults
 from fairshare.model import Node
 from fairshare.model.scenario import Scenario
 from fairshare.conformance.workloads import Workload
@@ -52,7 +53,7 @@ class EventHeap:
         return now, events
 
 
-class AccountingExecutor:
+class AccountingExecutor(ExecutorDefaults):
     """The checks' executor (``engine.executor.Executor``): a started task "runs" by
     pushing its completion onto the heap; a killed one ends now, failed (as the
     simulator's). Its account (``alive``, ``running``, ``started``) changes only with the
