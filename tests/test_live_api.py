@@ -484,3 +484,48 @@ def test_submit_middleware_answers_as_the_fastapi_route_does(api):
         else:
             assert got[0].json() == got[1].json()
     assert len(svc.list_jobs(None)) == 2  # one accepted job through each path, nothing else stored
+
+
+@pytest.mark.parametrize("method, path", [("post", "/v1/jobs"), ("put", "/v1/queues")])
+def test_a_body_nested_too_deep_is_a_400_naming_the_body_on_every_route(api, method, path):
+    """A body nested past the bound (here 10,000 arrays: deeper than Python's JSON parser
+    recurses, which answered 500) is refused before it is parsed, on both body routes."""
+    from fairshare.live.api import MAX_BODY_DEPTH
+
+    client, _, _ = api
+    deep = "[" * 10_000 + "]" * 10_000
+    r = getattr(client, method)(path, content=deep, headers={**H(ADMIN), "Content-Type": "application/json"})
+    assert r.status_code == 400, r.text
+    (error,) = r.json()["errors"]
+    assert error["field"] == "body" and f"10000 arrays or objects deep, more than the {MAX_BODY_DEPTH}" in \
+        error["reason"]
+    # at the bound it is JSON of the wrong shape (422), not a nesting refusal
+    at_bound = "[" * MAX_BODY_DEPTH + "]" * MAX_BODY_DEPTH
+    assert getattr(client, method)(path, content=at_bound, headers=H(ADMIN)).status_code == 422
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
+def test_put_queues_reads_its_body_as_json_whatever_the_content_type_as_submit_does(api, content_type):
+    import json as json_module
+
+    client, svc, _ = api
+    headers = H(ADMIN) if content_type is None else {**H(ADMIN), "Content-Type": content_type}
+    # a wrong shape: the same 422 with its field, not an empty field and a pydantic message
+    r = client.put("/v1/queues", content=json_module.dumps({"weights": {"dev": "x"}}), headers=headers)
+    assert r.status_code == 422 and [e["field"] for e in r.json()["errors"]] == ["weights.dev"], r.text
+    r = client.put("/v1/queues", content="not json", headers=headers)
+    assert r.status_code == 400 and r.json()["errors"][0]["field"] == "body", r.text
+    svc.start()  # (the loop applies a valid change)
+    try:
+        r = client.put("/v1/queues", content=json_module.dumps({"weights": {"dev": 2}}), headers=headers)
+        assert r.status_code == 200 and r.json()["dev"]["weight"] == 2, r.text
+    finally:
+        svc.stop()
+
+
+def test_the_openapi_document_declares_put_queues_body(api):
+    client, _, _ = api
+    doc = client.get("/openapi.json").json()
+    body = doc["paths"]["/v1/queues"]["put"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"$ref": "#/components/schemas/QueueChangeIn"}
+    assert set(doc["components"]["schemas"]["QueueChangeIn"]["properties"]) == {"weights", "add", "bounds"}

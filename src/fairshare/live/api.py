@@ -31,6 +31,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fairshare.live.auth import AuthError, Principal, SubmitRateLimiter
@@ -279,6 +280,47 @@ _SUBMIT_OPENAPI: dict[str, Any] = {
     "requestBody": {"required": True,
                     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SubmitIn"}}}},
 }
+#: what FastAPI would have written for PUT /v1/queues' body (its route reads it itself)
+_QUEUES_OPENAPI: dict[str, Any] = {
+    "requestBody": {"required": True,
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueueChangeIn"}}}},
+}
+#: the deepest nesting of arrays and objects a request body may have: a job document is
+#: about 5 levels deep and a queue change 4, so 64 leaves room and stops a body that
+#: would exhaust the parser's recursion (it answered 500 before)
+MAX_BODY_DEPTH = 64
+_BRACKETS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def body_depth(raw: bytes) -> int:
+    """The deepest nesting of ``[`` and ``{`` in a JSON text (brackets inside strings not
+    counted): one scan of the brackets and strings, no parse."""
+    depth = deepest = 0
+    for match in _BRACKETS.finditer(raw):
+        token = match.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return deepest
+
+
+async def read_json(request: Request) -> Any:
+    """A request's body as JSON, the same way on every route that takes one, whatever its
+    Content-Type says: 400 naming ``body`` when it is not JSON or is nested deeper than
+    ``MAX_BODY_DEPTH``."""
+    raw = await request.body()
+    if raw.count(b"[") + raw.count(b"{") > MAX_BODY_DEPTH and body_depth(raw) > MAX_BODY_DEPTH:
+        raise LiveError(400, FieldError("body", f"is nested {body_depth(raw)} arrays or objects deep, more than "
+                                                f"the {MAX_BODY_DEPTH} a request may have"))
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        raise LiveError(400, FieldError("body", f"is not valid JSON: {exc}")) from None
+
+
 #: an Idempotency-Key: 1 to 255 visible ASCII characters (a UUID is the usual choice)
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 
@@ -475,10 +517,7 @@ def create_app(service: LiveService) -> FastAPI:
                 raise LiveError(429, FieldError("rate", f"tenant {caller.name!r} may submit {limits.submit_rate:g} "
                                                         f"request(s)/s (bursts of {limits.submit_burst}): retry in "
                                                         f"{retry} s"), headers={"Retry-After": str(retry)})
-        try:
-            document = json.loads(await request.body())
-        except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
-            raise LiveError(400, FieldError("body", f"is not valid JSON: {exc}")) from None
+        document = await read_json(request)
         try:
             body = SubmitIn.model_validate(document)
         except ValidationError as exc:
@@ -503,6 +542,9 @@ def create_app(service: LiveService) -> FastAPI:
             submit = SubmitIn.model_json_schema(ref_template="#/components/schemas/{model}")
             schemas.update(submit.pop("$defs", {}))
             schemas["SubmitIn"] = submit
+            queues = QueueChangeIn.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas.update(queues.pop("$defs", {}))
+            schemas["QueueChangeIn"] = queues
             app.openapi_schema = document
         return app.openapi_schema
 
@@ -541,15 +583,22 @@ def create_app(service: LiveService) -> FastAPI:
         limit, fair share and time below it (docs/live.md)."""
         return service.queues()
 
-    @app.put("/v1/queues", response_model=dict[str, QueueOut], tags=["queues"])
-    def put_queues(body: QueueChangeIn, caller: Caller) -> dict:
+    @app.put("/v1/queues", response_model=dict[str, QueueOut], tags=["queues"], openapi_extra=_QUEUES_OPENAPI)
+    async def put_queues(request: Request, caller: Caller) -> dict:
         """Admin only: change weights, add queues and set guarantees and limits at run time (kept across
         restarts)."""
+        # the body is read as POST /v1/jobs reads its own (``read_json``: any Content-Type,
+        # the same 400s), then checked by the same kind of model
+        try:
+            body = QueueChangeIn.model_validate(await read_json(request))
+        except ValidationError as exc:
+            raise LiveError(422, _pydantic_errors(exc.errors())) from None
         change = body.model_dump(exclude_unset=True, mode="json")
         problems = request_problems(change)  # NUL or lone surrogates in a queue path
         if problems:
             raise LiveError(422, problems)
-        return service.update_queues(caller, change)
+        # (update_queues waits for the scheduling pass: off the event loop)
+        return await run_in_threadpool(service.update_queues, caller, change)
 
     @app.get("/v1/status", response_model=StatusOut, tags=["service"])
     def get_status(caller: Caller) -> dict:
