@@ -292,14 +292,23 @@ def test_the_readme_queues_sample_is_what_the_command_prints(monkeypatch, capsys
 
 
 # --- job, status, queues set, --token-file ---------------------------------------------------------
+def submit_and_start(server, tmp_path, capsys, tasks: int, running: int) -> None:
+    """alice's job ``etl`` of ``tasks`` one-CPU tasks, submitted through the CLI; returns
+    once ``running`` of them run on the manual executor."""
+    from live_helpers import wait_for
+
+    url, svc = server
+    jobfile = write(tmp_path / "jobs.yaml", {"jobs": [job("etl", "ads.prod", tasks, {"cpu": 1})]})
+    assert main(["submit", jobfile, "--server", url, "--token", ALICE]) == 0
+    capsys.readouterr()
+    wait_for(lambda: len(svc.executor.running) == running, 20, f"{running} tasks to start")
+
+
 def test_job_shows_its_summary_and_its_tasks_page_by_page(server, tmp_path, capsys):
     from live_helpers import wait_for
 
     url, svc = server
-    jobfile = write(tmp_path / "jobs.yaml", {"jobs": [job("etl", "ads.prod", 3, {"cpu": 1})]})
-    assert main(["submit", jobfile, "--server", url, "--token", ALICE]) == 0
-    capsys.readouterr()
-    wait_for(lambda: len(svc.executor.running) == 3, 20, "the three tasks to start")
+    submit_and_start(server, tmp_path, capsys, tasks=3, running=3)
     failed = min(svc.executor.running)
     for _attempt in range(3):  # (the service's default --max-attempts: 3)
         wait_for(lambda: failed in svc.executor.running, 20, "the task to run (again)")
@@ -360,14 +369,9 @@ def test_job_follows_tasks_next_with_the_remaining_bound(monkeypatch, capsys):
 
 
 def test_status_prints_health_policy_nodes_tasks_and_decisions(server, tmp_path, capsys):
-    from live_helpers import wait_for
-
-    url, svc = server
-    jobfile = write(tmp_path / "jobs.yaml", {"jobs": [job("etl", "ads.prod", 10, {"cpu": 1})]})
-    assert main(["submit", jobfile, "--server", url, "--token", ALICE]) == 0
-    capsys.readouterr()
+    url, _ = server
     # 8 CPUs on three nodes (4 + 2 + 2): 8 of the 10 tasks run, 2 wait
-    wait_for(lambda: len(svc.executor.running) == 8, 20, "eight tasks to start")
+    submit_and_start(server, tmp_path, capsys, tasks=10, running=8)
     assert main(["status", "--server", url, "--token", BOB]) == 0
     summary, nodes = capsys.readouterr().out.split("\n\n")
     fields = {line.split(":", 1)[0]: line.split(":", 1)[1].strip() for line in summary.splitlines()}
