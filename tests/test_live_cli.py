@@ -289,3 +289,190 @@ def test_the_readme_queues_sample_is_what_the_command_prints(monkeypatch, capsys
     monkeypatch.setattr(live_cli, "_request", lambda *args, **kwargs: answer)
     assert main(["queues", "--token", BOB]) == 0
     assert capsys.readouterr().out.splitlines() == sample
+
+
+# --- job, status, queues set, --token-file ---------------------------------------------------------
+def submit_and_start(server, tmp_path, capsys, tasks: int, running: int) -> None:
+    """alice's job ``etl`` of ``tasks`` one-CPU tasks, submitted through the CLI; returns
+    once ``running`` of them run on the manual executor."""
+    from live_helpers import wait_for
+
+    url, svc = server
+    jobfile = write(tmp_path / "jobs.yaml", {"jobs": [job("etl", "ads.prod", tasks, {"cpu": 1})]})
+    assert main(["submit", jobfile, "--server", url, "--token", ALICE]) == 0
+    capsys.readouterr()
+    wait_for(lambda: len(svc.executor.running) == running, 20, f"{running} tasks to start")
+
+
+def test_job_shows_its_summary_and_its_tasks_page_by_page(server, tmp_path, capsys):
+    from live_helpers import wait_for
+
+    url, svc = server
+    submit_and_start(server, tmp_path, capsys, tasks=3, running=3)
+    failed = min(svc.executor.running)
+    for _attempt in range(3):  # (the service's default --max-attempts: 3)
+        wait_for(lambda: failed in svc.executor.running, 20, "the task to run (again)")
+        svc.executor.finish(failed, ok=False, reason="line one\nboom: disk full")
+    wait_for(lambda: any(t.state == "failed" for t in svc.store.tasks(1)), 20, "the failure to be recorded")
+    assert main(["job", "1", "--server", url, "--token", ALICE]) == 0
+    out = capsys.readouterr()
+    summary, table = out.out.split("\n\n")
+    assert "job:" in summary and "1 etl" in summary and "ads.prod" in summary and "alice" in summary
+    assert "1/3 done: 0 succeeded, 1 failed, 2 running" in summary
+    rows = table.splitlines()
+    assert rows[0].split() == ["TASK", "CLASS", "STATE", "NODE", "ATTEMPTS", "EXIT", "MESSAGE"]
+    assert len(rows) == 4 and out.err == ""
+    by_id = {int(r.split()[0]): r for r in rows[1:]}
+    assert set(by_id) == {t.id for t in svc.store.tasks(1)}
+    failed_row = by_id[failed].split()
+    assert (failed_row[2], failed_row[4]) == ("failed", "3")  # state, attempts (the default three)
+    assert by_id[failed].endswith("boom: disk full")  # the message's last line
+    assert all("running" in r and "-" in r.split() for i, r in by_id.items() if i != failed)
+    # a bound below the job's tasks: the pages stop there, and stderr says so
+    assert main(["job", "1", "--max-tasks", "2", "--server", url, "--token", ALICE]) == 0
+    out = capsys.readouterr()
+    assert len(out.out.split("\n\n")[1].splitlines()) == 3  # header + 2 tasks
+    assert "showing the first 2 of 3 tasks (--max-tasks)" in out.err
+    # json: every page joined, the cursor of the last one read
+    assert main(["job", "1", "--max-tasks", "1", "--format", "json", "--server", url, "--token", ALICE]) == 0
+    assert len(json.loads(capsys.readouterr().out)["tasks"]) == 1
+    assert main(["job", "1", "--format", "json", "--server", url, "--token", ALICE]) == 0
+    whole = json.loads(capsys.readouterr().out)
+    assert len(whole["tasks"]) == 3 and whole["tasks_next"] is None
+    # not yours: the server's field error, exit 2
+    assert main(["job", "1", "--server", url, "--token", BOB]) == 2
+    assert "id: no job 1" in capsys.readouterr().err
+
+
+def test_job_follows_tasks_next_with_the_remaining_bound(monkeypatch, capsys):
+    # three pages of one task: each request continues after the previous page's cursor
+    from fairshare.live import cli as live_cli
+
+    pages = {None: ([1], 1), "1": ([2], 2), "2": ([3], None)}
+    asked: list[str] = []
+
+    def answer(args, method, path, body=None, **kwargs):
+        asked.append(path)
+        after = path.partition("tasks_after=")[2].partition("&")[0] or None
+        ids, nxt = pages[after]
+        return {"id": 7, "name": "j", "queue": "q", "tenant": "t", "state": "running", "tasks_total": 3,
+                "tasks_done": 0, "tasks_succeeded": 0, "tasks_failed": 0, "tasks_running": 3,
+                "submitted_at": 0.0, "finished_at": None, "tasks_next": nxt,
+                "tasks": [{"id": i, "class": "c", "state": "running", "node": "n", "attempts": 1,
+                           "exit_code": None, "message": None} for i in ids]}
+
+    monkeypatch.setattr(live_cli, "_request", answer)
+    assert main(["job", "7", "--max-tasks", "5", "--format", "json"]) == 0
+    assert [t["id"] for t in json.loads(capsys.readouterr().out)["tasks"]] == [1, 2, 3]
+    assert asked == ["/v1/jobs/7?tasks_limit=5", "/v1/jobs/7?tasks_after=1&tasks_limit=4",
+                     "/v1/jobs/7?tasks_after=2&tasks_limit=3"]
+
+
+def test_status_prints_health_policy_nodes_tasks_and_decisions(server, tmp_path, capsys):
+    url, _ = server
+    # 8 CPUs on three nodes (4 + 2 + 2): 8 of the 10 tasks run, 2 wait
+    submit_and_start(server, tmp_path, capsys, tasks=10, running=8)
+    assert main(["status", "--server", url, "--token", BOB]) == 0
+    summary, nodes = capsys.readouterr().out.split("\n\n")
+    fields = {line.split(":", 1)[0]: line.split(":", 1)[1].strip() for line in summary.splitlines()}
+    assert fields["health"].startswith("ok") and fields["policy"] == "hdrf"
+    assert fields["nodes"] == "3 up, 0 down" and fields["tasks"] == "8 running, 2 pending"
+    assert int(fields["decisions"]) >= 8 and fields["preemptions"] == "-"  # (preemption off)
+    assert fields["utilization"].startswith("cpu=100.0%")
+    assert nodes.splitlines()[0].split() == ["NODE", "STATE", "CAPACITY", "USED"]
+    assert [r.split()[:2] for r in nodes.splitlines()[1:]] == [["cpu-node", "up"], ["mic-node", "up"],
+                                                                ["gpu-node", "up"]]
+    assert main(["status", "--format", "json", "--server", url, "--token", BOB]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["health"]["status"] == "ok" and doc["status"]["running_tasks"] == 8
+
+
+def test_status_reports_an_unavailable_service_and_exits_1(monkeypatch, capsys):
+    # /healthz answers 503 with its document: printed, not an error, and the exit status says it
+    import io
+    import urllib.error
+
+    from fairshare.live import cli as live_cli
+
+    def urlopen(req, timeout):
+        if req.full_url.endswith("/healthz"):
+            raise urllib.error.HTTPError(req.full_url, 503, "Service Unavailable", {},
+                                         io.BytesIO(b'{"status": "unavailable", "detail": "the loop stopped"}'))
+        return io.BytesIO(json.dumps({"policy": "drf", "nodes": [{"name": "a", "alive": False, "capacity": {},
+                                                                   "used": {}}],
+                                      "running_tasks": 0, "pending_tasks": 4, "decisions_total": 2,
+                                      "preemptions_total": 1, "utilization": {"cpu": 0.0}}).encode())
+
+    monkeypatch.setattr(live_cli.urllib.request, "urlopen", urlopen)
+    assert main(["status", "--server", "http://x", "--token", BOB]) == 1
+    out = capsys.readouterr().out
+    assert "unavailable (the loop stopped)" in out and "0 up, 1 down" in out and "0 running, 4 pending" in out
+
+
+def test_queues_set_sends_one_change_and_prints_the_queues_after(server, monkeypatch, capsys):
+    from fairshare.live import cli as live_cli
+
+    url, _ = server
+    real_urlopen = live_cli.urllib.request.urlopen
+    sent: list[tuple[str, dict | None]] = []
+
+    def recording(req, timeout):
+        sent.append((req.get_method(), json.loads(req.data) if req.data else None))
+        return real_urlopen(req, timeout=timeout)
+
+    monkeypatch.setattr(live_cli.urllib.request, "urlopen", recording)
+    assert main(["queues", "set", "dev", "--weight", "3", "--limit", "cpu=2", "--limit", "gpu=1",
+                 "--no-guarantee", "--server", url, "--token", ADMIN]) == 0
+    assert sent == [("PUT", {"weights": {"dev": 3.0},
+                             "bounds": {"dev": {"guarantee": None, "limit": {"cpu": 2.0, "gpu": 1.0}}}})]
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:2] == ["QUEUE", "WEIGHT"]
+    dev = next(line.split() for line in table if line.startswith("dev"))
+    assert dev[1] == "3" and dev[-2] == "cpu=2,gpu=1"
+    # the options before the action count too; the guarantee alone: the limit is kept
+    sent.clear()
+    assert main(["queues", "--server", url, "--token", ADMIN, "set", "dev", "--guarantee", "cpu=1",
+                 "--format", "json"]) == 0
+    assert sent == [("PUT", {"bounds": {"dev": {"guarantee": {"cpu": 1.0}}}})]
+    after = json.loads(capsys.readouterr().out)["dev"]
+    assert after["guarantee"] == {"cpu": 1.0} and after["limit"] == {"cpu": 2.0, "gpu": 1.0}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--limit", "tpu=1"], "bounds.dev.limit"),  # the server's field error
+    (["--weight", "0"], "weights.dev"),
+    (["--limit", "cpu"], "--limit: must be RES=AMOUNT (e.g. cpu=4), got 'cpu'"),  # refused before sending
+    (["--guarantee", "cpu=x"], "--guarantee: must be RES=AMOUNT"),
+    (["--limit", "cpu=1", "--limit", "cpu=2"], "--limit: cpu given twice"),
+    ([], "queues set: nothing to change"),
+])
+def test_queues_set_refusals_exit_2_with_the_field(server, capsys, args, message):
+    url, _ = server
+    assert main(["queues", "set", "dev", *args, "--server", url, "--token", ADMIN]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_queues_set_is_for_the_admin(server, capsys):
+    url, _ = server
+    assert main(["queues", "set", "dev", "--weight", "2", "--server", url, "--token", BOB]) == 2
+    assert "the server refused (403)" in capsys.readouterr().err
+
+
+def test_token_file_is_read_stripped_and_a_bad_one_names_the_flag(server, tmp_path, capsys, monkeypatch):
+    url, _ = server
+    monkeypatch.delenv("FAIRSHARE_TOKEN", raising=False)
+    token_file = tmp_path / "token"
+    token_file.write_text(f"  {ADMIN}\n")
+    assert main(["queues", "set", "dev", "--weight", "2", "--server", url, "--token-file", str(token_file)]) == 0
+    capsys.readouterr()
+    for argv in (["jobs"], ["job", "1"], ["cancel", "1"], ["queues"], ["status"]):
+        assert main([*argv, "--server", url, "--token-file", str(tmp_path / "missing")]) == 2, argv
+        assert f"--token-file: cannot read {tmp_path / 'missing'}" in capsys.readouterr().err
+    (tmp_path / "empty").write_text("\n")
+    assert main(["jobs", "--server", url, "--token-file", str(tmp_path / "empty")]) == 2
+    assert f"--token-file: {tmp_path / 'empty'} is empty" in capsys.readouterr().err
+    # --token and --token-file together: a usage error; the environment still serves
+    assert main(["jobs", "--server", url, "--token", ADMIN, "--token-file", str(token_file)]) == 2
+    monkeypatch.setenv("FAIRSHARE_TOKEN", ADMIN)
+    assert main(["jobs", "--server", url, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []

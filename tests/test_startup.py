@@ -1,7 +1,7 @@
 """What the ``fairshare`` command imports to start (issue 19, "Fast, light clients").
 
-``--version``, ``--help`` and the HTTP clients (``submit``, ``jobs``, ``cancel``,
-``queues``) must not pay for the policies (numpy, scipy), the engine, the reports
+``--version``, ``--help`` and the HTTP clients (``submit``, ``jobs``, ``job``, ``cancel``,
+``queues``, ``queues set``, ``status``) must not pay for the policies (numpy, scipy), the engine, the reports
 (matplotlib) or the live server stack (Ray, FastAPI). Each case runs in a fresh
 interpreter (``sys.modules`` of this one already holds everything) and lists the heavy
 modules loaded after parsing, or after running, the command. The times themselves are
@@ -22,7 +22,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 #: modules a light command must not load
 HEAVY = ("numpy", "scipy", "matplotlib", "fairshare.policies", "fairshare.engine", "fairshare.sim",
          "fairshare.api", "fairshare.traces", "ray", "fastapi", "uvicorn", "pydantic")
-CLIENT_COMMANDS = [["jobs"], ["queues"], ["cancel", "1"], ["submit", "{jobfile}", "--retries", "0"]]
+CLIENT_COMMANDS = [["jobs"], ["queues"], ["cancel", "1"], ["submit", "{jobfile}", "--retries", "0"], ["job", "1"],
+                   ["status"], ["queues", "set", "dev", "--weight", "2"]]
 
 # The child, given HOW (parse or run), whether the command is a client, the heavy
 # modules and the arguments: a server URL that refuses connections (a socket bound but
@@ -88,12 +89,12 @@ def test_version_and_help_load_nothing_heavy(argv, tmp_path):
     assert heavy_modules_after("parse", argv, client=False, tmp_path=tmp_path) == []
 
 
-@pytest.mark.parametrize("argv", CLIENT_COMMANDS, ids=lambda argv: argv[0])
+@pytest.mark.parametrize("argv", CLIENT_COMMANDS, ids=lambda argv: " ".join(argv[:2]))
 def test_parsing_a_client_command_loads_nothing_heavy(argv, tmp_path):
     assert heavy_modules_after("parse", argv, client=True, tmp_path=tmp_path) == []
 
 
-@pytest.mark.parametrize("argv", CLIENT_COMMANDS, ids=lambda argv: argv[0])
+@pytest.mark.parametrize("argv", CLIENT_COMMANDS, ids=lambda argv: " ".join(argv[:2]))
 def test_running_a_client_command_loads_nothing_heavy(argv, tmp_path):
     # (against a server that refuses: the command runs to its "cannot reach" error)
     assert heavy_modules_after("run", argv, client=True, tmp_path=tmp_path) == []

@@ -420,7 +420,8 @@ COMMANDS = {"allocate": cmd_allocate, "audit": cmd_audit, "simulate": cmd_simula
 
 
 def _live_command(name: str):
-    """``serve``, ``submit``, ``jobs``, ``cancel``, ``queues`` live in ``fairshare.live.cli``."""
+    """``serve`` and its clients (``submit``, ``jobs``, ``job``, ``cancel``, ``queues``,
+    ``status``) live in ``fairshare.live.cli``."""
 
     def run(args: argparse.Namespace) -> int:
         from fairshare.live.cli import COMMANDS as LIVE_COMMANDS, ClientError
@@ -433,7 +434,8 @@ def _live_command(name: str):
     return run
 
 
-COMMANDS.update({name: _live_command(name) for name in ("serve", "submit", "jobs", "cancel", "queues")})
+COMMANDS.update({name: _live_command(name)
+                 for name in ("serve", "submit", "jobs", "job", "cancel", "queues", "status")})
 
 
 # --- simulation helpers ----------------------------------------------------------------------

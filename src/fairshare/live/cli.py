@@ -1,5 +1,5 @@
-"""``fairshare serve`` and its clients ``submit``, ``jobs``, ``cancel``, ``queues``
-(contract: "Live scheduling").
+"""``fairshare serve`` and its clients ``submit``, ``jobs``, ``job``, ``cancel``, ``queues``
+(and ``queues set``), ``status`` (contract: "Live scheduling").
 
 The clients use only the standard library (urllib): they need no Ray, FastAPI or
 uvicorn, and import nothing of fairshare at start (``submit`` reads its JOBFILE with the
@@ -10,7 +10,8 @@ invocation) and retries, with the same key, on a lost connection, a 5xx or a 429
 retry of a submission the server committed but whose answer was lost gets the same job
 ids back instead of creating the jobs twice. ``--server`` and ``--token`` default to the environment
 variables ``FAIRSHARE_SERVER`` and ``FAIRSHARE_TOKEN`` (an extension of the contract:
-a token on the command line is visible to other users in ``ps``).
+a token on the command line is visible to other users in ``ps``); ``--token-file`` reads
+the token from a file instead (its content, stripped), which ``ps`` does not show.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 SERVER_ENV, TOKEN_ENV = "FAIRSHARE_SERVER", "FAIRSHARE_TOKEN"
 #: first wait before a retry of ``submit`` (doubled each time), and the longest wait
 RETRY_FIRST_S, RETRY_MAX_S = 0.5, 30.0
+#: how many of a job's tasks ``fairshare job`` reads by default (ten of the server's
+#: default pages), and the most one page may hold (the server's ``MAX_PAGE``)
+MAX_TASKS_SHOWN, MAX_TASKS_PAGE = 10_000, 10_000
 _sleep = time.sleep  # the tests replace it
 
 
@@ -66,11 +70,18 @@ def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
                             "taken out of scheduling and its tasks re-queued, as if it had died; it comes back "
                             "when it answers again (default 10; see docs/live.md, Node health)")
 
-    def client(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--server", default=os.environ.get(SERVER_ENV), metavar="URL",
+    def client(p: argparse.ArgumentParser, *, inherited: bool = False) -> None:
+        """The server and token options; ``inherited``: a sub-action's copies, which leave
+        the values given before the action (``queues --token T set ...``) alone unless
+        given again (argparse copies a sub-parser's defaults over its parent's)."""
+        unset = argparse.SUPPRESS if inherited else None
+        p.add_argument("--server", default=argparse.SUPPRESS if inherited else os.environ.get(SERVER_ENV),
+                       metavar="URL",
                        help=f"the serve URL, e.g. http://127.0.0.1:8000 (default ${SERVER_ENV})")
-        p.add_argument("--token", default=os.environ.get(TOKEN_ENV), metavar="T",
-                       help=f"your API token (default ${TOKEN_ENV})")
+        token = p.add_mutually_exclusive_group()
+        token.add_argument("--token", default=unset, metavar="T", help=f"your API token (default ${TOKEN_ENV})")
+        token.add_argument("--token-file", default=unset, metavar="PATH",
+                           help="read the token from this file (its content, stripped)")
 
     submit = sub.add_parser("submit", help="submit the jobs of a JOBFILE to serve",
                             description="JOBFILE (YAML or JSON) has a top-level `jobs:` list in the scenario "
@@ -82,12 +93,45 @@ def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
     jobs = sub.add_parser("jobs", help="list your jobs on serve")
     jobs.add_argument("--format", choices=("table", "json"), default="table")
     client(jobs)
+    job = sub.add_parser("job", help="one job on serve: its summary and its tasks",
+                         description="The job's summary and a table of its tasks (id, class, state, node, "
+                                     "attempts, exit code, message), read page by page.")
+    job.add_argument("job_id", metavar="ID", type=positive_int)
+    job.add_argument("--max-tasks", type=positive_int, default=MAX_TASKS_SHOWN, metavar="N",
+                     help=f"read at most N tasks (default {MAX_TASKS_SHOWN:,}); a cut list says so")
+    job.add_argument("--format", choices=("table", "json"), default="table")
+    client(job)
     cancel = sub.add_parser("cancel", help="cancel jobs on serve")
     cancel.add_argument("job_ids", nargs="+", metavar="JOB", type=positive_int)
     client(cancel)
-    queues = sub.add_parser("queues", help="current and fair dominant share of every queue")
+    queues = sub.add_parser("queues", help="current and fair dominant share of every queue; `queues set` changes one",
+                            description="Every queue's weight, current and fair dominant share, tasks, guarantee "
+                                        "and limit. `fairshare queues set QUEUE ...` changes a queue (admin).")
     queues.add_argument("--format", choices=("table", "json"), default="table")
     client(queues)
+    queue_actions = queues.add_subparsers(dest="queues_action", metavar="ACTION")
+    queue_set = queue_actions.add_parser(
+        "set", help="change a queue's weight, guarantee or limit (admin; PUT /v1/queues)",
+        description="Change a queue's weight, guarantee or limit (admin only; kept across restarts), then print "
+                    "the queues. A --guarantee or --limit replaces the queue's whole guarantee or limit: give "
+                    "every resource it should bound.")
+    queue_set.add_argument("queue", metavar="QUEUE", help="the queue's dotted path, e.g. ads.prod")
+    queue_set.add_argument("--weight", type=float, default=None, metavar="W", help="the queue's new weight")
+    for bound in ("guarantee", "limit"):
+        group = queue_set.add_mutually_exclusive_group()
+        group.add_argument(f"--{bound}", action="append", default=None, metavar="RES=AMOUNT",
+                           help=f"the new {bound}, one resource per flag (repeat it: --{bound} cpu=4 "
+                                f"--{bound} gpu=1)")
+        group.add_argument(f"--no-{bound}", action="store_true", help=f"remove the queue's {bound}")
+    queue_set.add_argument("--format", choices=("table", "json"), default=argparse.SUPPRESS,
+                           help="how to print the queues after the change (default table)")
+    client(queue_set, inherited=True)
+    status = sub.add_parser("status", help="the service's state: health, policy, nodes, tasks, decisions",
+                            description="The service's health (GET /healthz) and state (GET /v1/status): "
+                                        "policy, nodes up and down, running and pending tasks, decisions. "
+                                        "Exits 1 when the health is `unavailable`.")
+    status.add_argument("--format", choices=("table", "json"), default="table")
+    client(status)
 
 
 # --- serve ---------------------------------------------------------------------------------------
@@ -280,22 +324,49 @@ def _request(args: argparse.Namespace, method: str, path: str, body: Any = None,
     raise AssertionError("unreachable")
 
 
-def _request_once(args: argparse.Namespace, method: str, path: str, body: Any, headers: dict[str, str]) -> Any:
+def _token(args: argparse.Namespace) -> str:
+    """The token: ``--token``, else ``--token-file``'s content (stripped), else
+    ``$FAIRSHARE_TOKEN``. A missing, unreadable or empty token file is a usage error."""
+    if getattr(args, "token", None):
+        return args.token
+    path = getattr(args, "token_file", None)
+    if path is None:
+        token = os.environ.get(TOKEN_ENV)
+        if not token:
+            raise ClientError(f"--token: is required (or --token-file, or set ${TOKEN_ENV})")
+        return token
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ClientError(f"--token-file: cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not token:
+        raise ClientError(f"--token-file: {path} is empty")
+    return token
+
+
+def _request_once(args: argparse.Namespace, method: str, path: str, body: Any, headers: dict[str, str],
+                  answered: tuple[int, ...] = ()) -> Any:
+    """One API call's JSON answer; an error status in ``answered`` is returned as an
+    answer (``/healthz`` answers 503 with its document), any other raises."""
     if not args.server:
         raise ClientError(f"--server: is required (or set ${SERVER_ENV})")
-    if not args.token:
-        raise ClientError(f"--token: is required (or set ${TOKEN_ENV})")
+    token = _token(args)
     url = args.server.rstrip("/") + path
     if not url.startswith(("http://", "https://")):
         raise ClientError(f"--server: must be an http:// or https:// URL, got {args.server!r}")
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Authorization": f"Bearer {args.token}", "Content-Type": "application/json",
+                                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json",
                                           "Accept": "application/json", **headers})
     try:
         with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 - the user's own server URL
             return json.loads(resp.read() or b"null")
     except urllib.error.HTTPError as exc:
+        if exc.code in answered:
+            try:
+                return json.loads(exc.read())
+            except ValueError:
+                pass  # not a fairshare server's answer: reported below
         try:
             payload = json.loads(exc.read())
             items = payload.get("errors") or [payload["error"]]
@@ -365,17 +436,117 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
-    queues = _request(args, "GET", "/v1/queues")
+    if getattr(args, "queues_action", None) == "set":
+        return cmd_queues_set(args)
+    _print_queues(_request(args, "GET", "/v1/queues"), args.format)
+    return EXIT_OK
+
+
+def cmd_queues_set(args: argparse.Namespace) -> int:
+    """``queues set QUEUE``: one ``PUT /v1/queues`` change document (live/queues.py),
+    then the queues as the server has them after it."""
+    change: dict[str, Any] = {}
+    if args.weight is not None:
+        change["weights"] = {args.queue: args.weight}
+    bounds: dict[str, dict[str, float] | None] = {}
+    for bound in ("guarantee", "limit"):
+        if getattr(args, f"no_{bound}"):
+            bounds[bound] = None  # (null removes it)
+        elif getattr(args, bound) is not None:
+            bounds[bound] = _parse_amounts(f"--{bound}", getattr(args, bound))
+    if bounds:
+        change["bounds"] = {args.queue: bounds}
+    if not change:
+        raise ClientError("queues set: nothing to change (give --weight, --guarantee, --limit, --no-guarantee "
+                          "or --no-limit)")
+    _print_queues(_request(args, "PUT", "/v1/queues", change), getattr(args, "format", "table"))
+    return EXIT_OK
+
+
+def _parse_amounts(flag: str, items: list[str]) -> dict[str, float]:
+    """``["cpu=4", "gpu=1"]`` as ``{"cpu": 4.0, "gpu": 1.0}``; the server checks the
+    resources and amounts, this only the form."""
+    amounts: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        try:
+            amount = float(value)
+        except ValueError:
+            amount = None
+        if not sep or not name or amount is None:
+            raise ClientError(f"{flag}: must be RES=AMOUNT (e.g. cpu=4), got {item!r}")
+        if name in amounts:
+            raise ClientError(f"{flag}: {name} given twice")
+        amounts[name] = amount
+    return amounts
+
+
+def cmd_job(args: argparse.Namespace) -> int:
+    """``job ID``: the job and its tasks, ``tasks_next`` followed until ``--max-tasks``."""
+    job = _request(args, "GET", f"/v1/jobs/{args.job_id}?tasks_limit={min(args.max_tasks, MAX_TASKS_PAGE)}")
+    tasks = job["tasks"]
+    while job.get("tasks_next") is not None and len(tasks) < args.max_tasks:
+        page = min(args.max_tasks - len(tasks), MAX_TASKS_PAGE)
+        job = _request(args, "GET", f"/v1/jobs/{args.job_id}?tasks_after={job['tasks_next']}&tasks_limit={page}")
+        tasks += job["tasks"]
+    cut = job.get("tasks_next") is not None
+    job = {**job, "tasks": tasks, "tasks_next": job.get("tasks_next")}
     if args.format == "json":
+        print(json.dumps(job, indent=2))
+    else:
+        summary = [("job", f"{job['id']} {job['name']}"), ("queue", job["queue"] or "(root)"),
+                   ("tenant", job["tenant"]), ("state", job["state"]),
+                   ("tasks", f"{job['tasks_done']}/{job['tasks_total']} done: {job['tasks_succeeded']} succeeded, "
+                             f"{job['tasks_failed']} failed, {job['tasks_running']} running"),
+                   ("submitted", _clock(job["submitted_at"])), ("finished", _clock(job["finished_at"]))]
+        _table([(f"{key}:", value) for key, value in summary])
+        print()
+        rows = [("TASK", "CLASS", "STATE", "NODE", "ATTEMPTS", "EXIT", "MESSAGE")]
+        rows += [(str(t["id"]), t["class"], t["state"], t["node"] or "-", str(t["attempts"]),
+                  "-" if t["exit_code"] is None else str(t["exit_code"]), _one_line(t["message"]))
+                 for t in tasks]
+        _table(rows)
+    if cut:
+        print(f"fairshare: showing the first {len(tasks)} of {job['tasks_total']} tasks (--max-tasks)",
+              file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """``status``: ``/healthz`` (503 is an answer: ``unavailable``), then ``/v1/status``."""
+    health = _request_once(args, "GET", "/healthz", None, {}, answered=(503,))
+    state = _request(args, "GET", "/v1/status")
+    if args.format == "json":
+        print(json.dumps({"health": health, "status": state}, indent=2))
+    else:
+        up = sum(1 for n in state["nodes"] if n["alive"])
+        preemptions = state.get("preemptions_total")
+        _table([("health:", f"{health['status']} ({health['detail']})" if health.get("detail") else health["status"]),
+                ("policy:", state["policy"]),
+                ("nodes:", f"{up} up, {len(state['nodes']) - up} down"),
+                ("tasks:", f"{state['running_tasks']} running, {state['pending_tasks']} pending"),
+                ("decisions:", str(state["decisions_total"])),
+                ("preemptions:", "-" if preemptions is None else str(preemptions)),
+                ("utilization:", ",".join(f"{r}={u:.1%}" for r, u in state["utilization"].items()) or "-")])
+        print()
+        rows = [("NODE", "STATE", "CAPACITY", "USED")]
+        rows += [(n["name"], "up" if n["alive"] else "down", _amounts(n["capacity"]), _amounts(n["used"]))
+                 for n in state["nodes"]]
+        _table(rows)
+    return EXIT_INTERNAL if health["status"] == "unavailable" else EXIT_OK
+
+
+def _print_queues(queues: dict[str, Any], format: str) -> None:
+    if format == "json":
         print(json.dumps(queues, indent=2))
-        return EXIT_OK
+        return
     rows = [("QUEUE", "WEIGHT", "CURRENT", "FAIR", "RUNNING", "PENDING", "GUARANTEE", "LIMIT", "BELOW_FAIR_S")]
     rows += [(path, f"{q['weight']:g}", f"{q['current_dominant_share']:.3f}", f"{q['fair_dominant_share']:.3f}",
               str(q["running_tasks"]), str(q["pending_tasks"]), _amounts(q.get("guarantee")),
               _amounts(q.get("limit")), _seconds(q.get("time_below_fair_share")))
              for path, q in queues.items()]
     _table(rows)
-    return EXIT_OK
 
 
 def _problems(exc: ScenarioError, consequence: str) -> ClientError:
@@ -396,10 +567,25 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def _clock(epoch_s: float | None) -> str:
+    """A server time as local ``YYYY-MM-DD HH:MM:SS``; ``-`` for none (not finished)."""
+    return "-" if epoch_s is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch_s))
+
+
+def _one_line(text: str | None, width: int = 60) -> str:
+    """A task's message on one table line: its last line (a command's output ends with
+    the reason), cut to ``width`` characters; ``-`` for none."""
+    if not text or not text.strip():
+        return "-"
+    last = text.strip().splitlines()[-1]
+    return last if len(last) <= width else last[:width - 3] + "..."
+
+
 def _table(rows: list[tuple[str, ...]]) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
-COMMANDS = {"serve": cmd_serve, "submit": cmd_submit, "jobs": cmd_jobs, "cancel": cmd_cancel, "queues": cmd_queues}
+COMMANDS = {"serve": cmd_serve, "submit": cmd_submit, "jobs": cmd_jobs, "job": cmd_job, "cancel": cmd_cancel,
+            "queues": cmd_queues, "status": cmd_status}
