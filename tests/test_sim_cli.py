@@ -99,7 +99,8 @@ def test_compare_writes_each_policy_and_the_side_by_side(small: Path, tmp_path: 
         assert {"makespan", "completion_time_mean", "completion_time_p95", "utilization", "starvation",
                 "fairness_gap"} <= set(row)
         assert set(row["starvation"]) == {"max_s", "job"}
-        assert row["fairness_gap"]["static_policy"] == p  # each has its own static allocation
+        assert row["fairness_gap"]["static_policy"] == "hdrf"  # one reference for every row (queues)
+    assert doc["fairness_reference_policy"] == "hdrf"
     html = (out / "report.html").read_text()
     assert html.count("<svg") >= 3 and 'href="hdrf/report.html"' in html
 
@@ -117,6 +118,59 @@ def test_fairness_gap_falls_back_for_online_only_policies(small: Path, tmp_path:
     gap = json.loads((tmp_path / "s" / "summary.json").read_text())["fairness_gap"]
     assert gap["static_policy"] == "hdrf"  # hierarchical scenario; slots has no static allocation
     assert "no static allocation" in gap["static_policy_reason"]
+
+
+HIERARCHY = Path(__file__).resolve().parents[1] / "examples" / "hierarchy.yaml"
+
+
+def _gap(out: Path) -> tuple[float, str, str | None]:
+    summary = json.loads((out / "summary.json").read_text())
+    return summary["fairness_gap"]["value"], summary["fairness_gap"]["static_policy"], \
+        summary.get("fairness_reference_policy")
+
+
+def test_simulate_reference_measures_the_gap_against_that_policy(tmp_path: Path, capsys):
+    # examples/hierarchy.yaml: drf (one share per job) and hdrf (one per queue, H-DRF
+    # Sec. 3) allocate differently, so the same run's gap differs with the yardstick
+    run = ["simulate", str(HIERARCHY), "--policy", "hdrf", "--until", "300"]
+    assert main([*run, "--out", str(tmp_path / "own")]) == 0
+    assert main([*run, "--out", str(tmp_path / "drf"), "--reference", "drf"]) == 0
+    own, drf = _gap(tmp_path / "own"), _gap(tmp_path / "drf")
+    assert own[1:] == ("hdrf", None)  # the default: the policy's own, and no key (the summary it always had)
+    assert drf[1:] == ("drf", "drf")
+    assert drf[0] != pytest.approx(own[0])
+    assert "fair share (drf)" in capsys.readouterr().out  # the terminal's column follows the reference
+
+
+def test_compare_rows_share_one_reference(tmp_path: Path, capsys):
+    out = tmp_path / "cmp"
+    assert main(["compare", str(HIERARCHY), "--policies", "hdrf,dff", "--until", "300", "--reference", "drf",
+                 "--out", str(out)]) == 0
+    stdout = capsys.readouterr().out
+    doc = json.loads((out / "compare.json").read_text())
+    assert doc["fairness_reference_policy"] == "drf"
+    for p in ("hdrf", "dff"):
+        assert doc["results"][p]["fairness_gap"]["static_policy"] == "drf"
+        assert _gap(out / p)[1:] == ("drf", "drf")
+    assert "fairness gap against drf's static allocation (every policy; --reference)" in stdout
+    # the hdrf row measured against drf is simulate's --reference drf, not hdrf's own gap
+    assert main(["simulate", str(HIERARCHY), "--policy", "hdrf", "--until", "300", "--reference", "drf",
+                 "--out", str(tmp_path / "one")]) == 0
+    assert _gap(out / "hdrf")[0] == _gap(tmp_path / "one")[0]
+
+
+@pytest.mark.parametrize("command", [["simulate", "--policy", "drf"], ["compare", "--policies", "drf,hdrf"]])
+@pytest.mark.parametrize("reference, message", [
+    ("timefair", "--reference timefair: policy 'timefair' has no static allocation"),
+    ("slots", "--reference slots: policy 'slots' has no static allocation"),
+    ("nope", "--reference: unknown policy 'nope'"),
+])
+def test_a_reference_without_a_static_allocation_is_refused(small: Path, tmp_path: Path, capsys, command,
+                                                             reference, message):
+    out = tmp_path / "out"
+    assert main([command[0], str(small), *command[1:], "--reference", reference, "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()  # refused before any run
 
 
 def test_fairness_gap_reference_is_declared_by_one_policy_of_each_kind():

@@ -208,7 +208,17 @@ def build_parser() -> argparse.ArgumentParser:
                             "it when they finish; timeline.csv is written as the run goes and summary.json from "
                             "running totals; no fairness gap (null) and no report.html (docs/simulation.md)")
 
-    simp.defer(sim_common, stream_option, policy_options)
+    def reference_option(default: str) -> Callable[[argparse.ArgumentParser], None]:
+        def add(p: argparse.ArgumentParser) -> None:
+            p.add_argument("--reference", metavar="POLICY", default=None,
+                           help="measure the fairness gap against this policy's static allocation (with its "
+                                f"default options), and show its fair shares; default: {default} "
+                                "(summary.json: fairness_reference_policy)")
+        return add
+
+    simp.defer(sim_common, stream_option, policy_options,
+               reference_option("the policy under test (its own static allocation; hdrf, or drf without "
+                                "queues, for a policy that has none)"))
 
     comp = sub.add_parser("compare", help="simulate several policies on the same scenario and seed",
                           description="Simulate each policy on the same scenario, options and seed; writes each "
@@ -219,7 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"scenario file (YAML or JSON), or '{DEFAULT_SCENARIO}' for the bundled example")
     comp.add_argument("--policies", required=True, metavar="A,B,...",
                       help="comma-separated policy names (see `fairshare policies`)")
-    comp.defer(sim_common, policy_options)
+    comp.defer(sim_common, policy_options,
+               reference_option("hdrf for every policy (drf for a scenario without queues)"))
 
     sub.add_parser("policies", help="list the registered policies with their citations",
                    description="List the registered policies, one per line, with the paper they implement.")
@@ -337,10 +348,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     _check_resource_options(options, scenario)
     _check_out(args.out)
     if args.stream:
+        if args.reference is not None:
+            raise CLIError("--reference does not apply to --stream (a streamed run has no fairness gap)")
         return _simulate_streaming(args, scenario, policy)
+    fair = _reference_shares(args, scenario, args.reference)
     sim = _simulator(args, scenario, policy, f"--policy {args.policy}")
     out = _out_dir(args.out)
-    result, summary = _run_one(args, sim, label="")
+    result, summary = _run_one(args, sim, label="", reference=args.reference)
     _write_run(out, args, result, summary)
     _print_notes(result)
     if args.format == "json":
@@ -348,7 +362,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         return EXIT_OK
     from fairshare.report.terminal import simulate_text
 
-    sys.stdout.write(simulate_text(summary, _fair_shares(args, scenario)))
+    sys.stdout.write(simulate_text(summary, fair))
     print(f"report: {out / 'report.html'}")
     return EXIT_OK
 
@@ -383,6 +397,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for n in names:
         _check_resource_options(per_policy[n], scenario)
     _check_out(args.out)
+    # One reference for every row, so the fairness gaps can be compared across them.
+    from fairshare.sim.metrics import reference_policy
+
+    reference = args.reference if args.reference is not None else reference_policy(scenario)[0]
+    fair = _reference_shares(args, scenario, reference)
     # Build every simulator first: a policy that refuses online mode stops us before any
     # run and before anything is written.
     sims = {n: _simulator(args, scenario, policies[n], f"--policies {n}") for n in names}
@@ -396,7 +415,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     runs = []
     width = max(len(n) for n in names)
     for n in names:
-        result, summary = _run_one(args, sims[n], label=f"{n.ljust(width)} ")
+        result, summary = _run_one(args, sims[n], label=f"{n.ljust(width)} ", reference=reference)
         _write_run(out / n, args, result, summary)
         runs.append((n, result, summary))
         _print_notes(result, label=f"{n.ljust(width)}  ")
@@ -404,7 +423,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print(run_line(summary, label=f"{n.ljust(width)}  "), flush=True)
     shown = _display_name(args.scenario)
     doc = comparison(runs, scenario_name=shown)
-    fair = _fair_shares(args, scenario)
     (out / "compare.json").write_text(summary_json(doc), encoding="utf-8")
     (out / "report.html").write_text(compare_report(runs, scenario_name=shown, fair_shares=fair), encoding="utf-8")
     if args.format == "json":
@@ -530,7 +548,7 @@ def _simulate_streaming(args: argparse.Namespace, scenario, policy) -> int:
     return EXIT_OK
 
 
-def _run_one(args: argparse.Namespace, sim, *, label: str):
+def _run_one(args: argparse.Namespace, sim, *, label: str, reference: str | None):
     from fairshare.sim.metrics import summarize
     from fairshare.sim.progress import ProgressBar
 
@@ -543,7 +561,8 @@ def _run_one(args: argparse.Namespace, sim, *, label: str):
     result = sim.run()
     if bar is not None:
         bar.close(result.end_time, result.tasks_completed)
-    summary = summarize(result, fairness_gap=not args.no_fairness_gap, scenario_name=_display_name(args.scenario))
+    summary = summarize(result, fairness_gap=not args.no_fairness_gap, scenario_name=_display_name(args.scenario),
+                        reference=reference)
     return result, summary
 
 
@@ -563,19 +582,30 @@ def _print_notes(result, label: str = "") -> None:
         print(f"{label}note: {note}", file=sys.stderr)
 
 
-def _fair_shares(args: argparse.Namespace, scenario):
-    """The terminal's fair-share column: (reference policy, queue -> dominant share) of
-    the static allocation with every job demanding; None with ``--no-fairness-gap``, for
-    a scenario without queues, or when the reference has no allocation for it."""
+def _reference_shares(args: argparse.Namespace, scenario, reference: str | None):
+    """Check the fairness reference before any run, and return the terminal's fair-share
+    column: (reference policy, queue -> dominant share) of its static allocation with
+    every job demanding (``reference`` None: the scenario's default reference). None with
+    ``--no-fairness-gap``, for a scenario without queues, or when the default reference
+    has no allocation for it. A ``--reference`` without a static allocation (timefair,
+    slots) is refused: the gap could not be measured against it."""
+    from fairshare.policies import REGISTRY
     from fairshare.policies.base import PolicyModeError
-    from fairshare.sim.metrics import queue_fair_shares
+    from fairshare.sim.metrics import queue_fair_shares, reference_policy
 
-    if args.no_fairness_gap or not scenario.queues.paths:
+    chosen = args.reference
+    if chosen is not None and chosen not in REGISTRY:
+        raise CLIError(f"--reference: unknown policy {chosen!r}; known policies: {', '.join(REGISTRY)}")
+    if args.no_fairness_gap or not (scenario.queues.paths or chosen is not None):
         return None
     try:
-        return queue_fair_shares(scenario)
-    except PolicyModeError:
-        return None
+        fair = queue_fair_shares(scenario, reference)
+    except PolicyModeError as exc:
+        if chosen is None:
+            return None
+        raise CLIError(f"--reference {chosen}: {exc}; the fairness gap is measured against a static allocation "
+                       f"(e.g. --reference {reference_policy(scenario)[0]})") from None
+    return fair if scenario.queues.paths else None
 
 
 # --- helpers --------------------------------------------------------------------------------

@@ -125,8 +125,22 @@ def simulate_text(summary: dict, fair: tuple[str, dict[str, float]] | None) -> s
     return run_line(summary) + "\n" + (("\n" + table) if table else "")
 
 
+def fairness_gap_line(runs: Sequence[tuple[str, dict]]) -> str:
+    """Each run's fairness gap and the one static allocation they are all measured
+    against (``fairness_reference_policy``, compare's ``--reference``: hdrf by default),
+    so the figures compare across the policies. Empty text when no gap was measured."""
+    gaps = [(policy, s.get("fairness_gap")) for policy, s in runs]
+    if all(gap is None for _, gap in gaps):
+        return ""
+    reference = runs[0][1].get("fairness_reference_policy") or gaps[0][1]["static_policy"]
+    shown = ", ".join(f"{policy} {'-' if gap is None or gap['value'] is None else fmt_number(round(gap['value'], 4))}"
+                      for policy, gap in gaps)
+    return f"fairness gap against {reference}'s static allocation (every policy; --reference): {shown}\n"
+
+
 def compare_text(runs: Sequence[tuple[str, dict]], fair: tuple[str, dict[str, float]] | None) -> str:
-    """``compare``'s terminal summary after the runs' lines: the per-queue table across
-    the policies."""
+    """``compare``'s terminal summary after the runs' lines: the fairness gaps against
+    their common reference, then the per-queue table across the policies."""
     table = queue_table(runs, fair)
-    return ("\n" + table) if table else ""
+    text = fairness_gap_line(runs) + (("\n" + table) if table else "")
+    return ("\n" + text) if text else ""

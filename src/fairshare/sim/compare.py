@@ -41,6 +41,8 @@ def comparison(runs: list[tuple[str, SimResult, dict]], *, scenario_name: str) -
         "placement": opts.placement,
         "headroom": opts.headroom,
         "resources": list(first.scenario.resources),
+        # (the one static allocation every row's fairness gap is measured against)
+        "fairness_reference_policy": runs[0][2].get("fairness_reference_policy"),
         "policies": [p for p, _, _ in runs],
         "results": table,
     }

@@ -143,18 +143,26 @@ def queue_fair_shares(scenario: Scenario, policy: str | None = None) -> tuple[st
 
 class StaticShares:
     """Dominant shares in the static allocation of the scenario restricted to a set of
-    jobs, cached by (set, capacity). Uses the run's own policy when it has a static
-    allocation, else the registered policy declaring itself the reference for the
-    scenario's kind (``Policy.fairness_reference``: hdrf with queues, drf without)."""
+    jobs, cached by (set, capacity). Uses ``reference`` (a policy name, with its default
+    options) when given: one yardstick shared by every run measured against it, with no
+    fallback. Otherwise the run's own policy when it has a static allocation, else the
+    registered policy declaring itself the reference for the scenario's kind
+    (``Policy.fairness_reference``: hdrf with queues, drf without)."""
 
-    def __init__(self, scenario: Scenario, policy: str, params: dict):
+    def __init__(self, scenario: Scenario, policy: str, params: dict, reference: str | None = None):
         from fairshare.policies import make_policy
 
         self.scenario = scenario
+        self.cache: dict[tuple[frozenset, Vector], dict[str, float] | None] = {}
+        if reference is not None:
+            self.policy = make_policy(reference)
+            self.name = reference
+            self.reason = "the common reference's static allocation, chosen for the run"
+            self._fallback_done = True  # (a chosen reference that refuses is an error, not replaced)
+            return
         self.policy = make_policy(policy, **params)
         self.name = policy
         self.reason = "the policy's own static allocation"
-        self.cache: dict[tuple[frozenset, Vector], dict[str, float] | None] = {}
         self._fallback_done = False
 
     def _fallback(self, why: str) -> None:
@@ -190,8 +198,9 @@ class StaticShares:
         return out
 
 
-def replay(result: SimResult, *, fairness_gap: bool = True) -> Replay:
-    """Walk the run's job states in time order: starvation per job and the fairness gap."""
+def replay(result: SimResult, *, fairness_gap: bool = True, reference: str | None = None) -> Replay:
+    """Walk the run's job states in time order: starvation per job and the fairness gap
+    (against ``reference``'s static allocation when given: see :class:`StaticShares`)."""
     sc = result.scenario
     end = result.end_time
     events: list[tuple[float, int, object]] = []
@@ -201,7 +210,7 @@ def replay(result: SimResult, *, fairness_gap: bool = True) -> Replay:
     events.extend((row[0], 2, row) for row in result.rows if row[1] == "job")
     events.sort(key=lambda e: (e[0], e[1]))
 
-    static = StaticShares(sc, result.policy, result.params) if fairness_gap else None
+    static = StaticShares(sc, result.policy, result.params, reference) if fairness_gap else None
     capacity: Vector = tuple(sc.capacity)
     demanding: set[str] = set()
     running: dict[str, int] = {}
@@ -277,10 +286,15 @@ def replay(result: SimResult, *, fairness_gap: bool = True) -> Replay:
 
 # --- the summary (contract: summary.json) ---------------------------------------------------
 
-def summarize(result: SimResult, *, fairness_gap: bool = True, scenario_name: str | None = None) -> dict:
+def summarize(result: SimResult, *, fairness_gap: bool = True, scenario_name: str | None = None,
+              reference: str | None = None) -> dict:
     """The ``summary.json`` document: the contract's keys first, then extensions.
 
     ``fairness_gap=False`` skips the static allocations the gap needs (``null`` then).
+    ``reference``: the policy whose static allocation the gap is measured against, the
+    same for every run compared (recorded as ``fairness_reference_policy``); None: the
+    run's own policy, with the fallback of :class:`StaticShares` (no key recorded, so a
+    run without a chosen reference keeps the summary it always had).
     A streaming run's summary comes from ``sim.stream.StreamingOutput`` instead, with the
     same entries (``job_entry``, ``queue_entry``, ``document``)."""
     if result.streamed:
@@ -293,7 +307,7 @@ def summarize(result: SimResult, *, fairness_gap: bool = True, scenario_name: st
     ints = integrals(result)
     zero = Integral(0.0, [0.0] * m, 0.0)
 
-    rep = replay(result, fairness_gap=fairness_gap)
+    rep = replay(result, fairness_gap=fairness_gap, reference=reference)
     preempting = result.preemptions is not None
     jobs: dict[str, dict] = {}
     for job in sc.jobs:
@@ -326,7 +340,7 @@ def summarize(result: SimResult, *, fairness_gap: bool = True, scenario_name: st
     }
     return document(result, ints.get(("cluster", CLUSTER), zero), capacity_integral(result), jobs, queues,
                     list(ct.values()), len(sc.jobs), starvation, rep.gap, scenario_name,
-                    math.fsum(result.work_lost.values()))
+                    math.fsum(result.work_lost.values()), reference=reference)
 
 
 def job_entry(queue: str, o, it: Integral, names: tuple[str, ...], end: float, longest_starvation: float,
@@ -366,9 +380,10 @@ def queue_entry(it: Integral, span: float, names: tuple[str, ...], time_below: f
 
 def document(result: SimResult, cluster: Integral, cap_int: list[float], jobs: dict, queues: dict,
              completion: list[float], n_jobs: int, starvation: dict, gap: FairnessGap | None,
-             scenario_name: str | None, work_lost: float) -> dict:
+             scenario_name: str | None, work_lost: float, *, reference: str | None = None) -> dict:
     """The whole ``summary.json`` from its parts (the contract's keys first; ``work_lost``:
-    the total, read only when preemption was on)."""
+    the total, read only when preemption was on; ``reference``: the chosen fairness
+    reference, recorded only when one was chosen)."""
     sc = result.scenario
     utilization = {res: (cluster.allocation[r] / cap_int[r] if cap_int[r] > 0 else 0.0)
                    for r, res in enumerate(sc.resources)}
@@ -400,6 +415,7 @@ def document(result: SimResult, cluster: Integral, cap_int: list[float], jobs: d
             "covered_s": gap.covered_s,
             "static_allocations": gap.static_allocations,
         },
+        **({} if reference is None else {"fairness_reference_policy": reference}),
         "decisions": result.decisions,
         "tasks": {
             "launched": result.tasks_launched,
