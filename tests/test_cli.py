@@ -419,3 +419,33 @@ def test_policy_specific_flags(argv, accepted, capsys):
     assert (code == 0) == accepted
     if not accepted:
         assert code == 2
+
+
+@pytest.mark.parametrize("argv, hint", [
+    (["simulat", "default"], "invalid choice: 'simulat'"),  # a mistyped command
+    (["simulate", "default", "--policy", "drf", "--out", "x", "--placement", "frist-fit"],
+     "invalid choice: 'frist-fit'"),
+])
+def test_a_mistyped_choice_gets_the_closest_one(capsys, argv, hint):
+    assert main(argv) == 2  # (a usage error)
+    err = capsys.readouterr().err
+    assert hint in err
+    closest = {"simulat": "simulate", "frist-fit": "first-fit"}[hint.split("'")[1]]
+    assert err.rstrip().endswith(f"did you mean {closest!r}?"), err
+
+
+@pytest.mark.parametrize("argv", [["allocate", "default", "--policy", "hdfr"],
+                                  ["compare", "default", "--policies", "drf,hdfr", "--out", "unused"]])
+def test_a_mistyped_policy_gets_the_closest_one(capsys, argv):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "unknown policy 'hdfr' (did you mean 'hdrf'?); known policies: drf," in err
+
+
+def test_no_suggestion_when_nothing_is_close(capsys):
+    assert main(["allocate", "default", "--policy", "zzz"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown policy 'zzz'; known policies" in err and "did you mean" not in err
+    assert main(["zzzz"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'zzzz'" in err and "did you mean" not in err

@@ -88,7 +88,25 @@ def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
-class _DeferredParser(argparse.ArgumentParser):
+class _SuggestingParser(argparse.ArgumentParser):
+    """argparse's parser, which adds to an invalid choice (a mistyped command, placement
+    or trace kind) the closest valid one: ``invalid choice: 'simulat' (...); did you mean
+    'simulate'?`` (Python 3.11's argparse has no suggestions of its own)."""
+
+    def error(self, message: str):
+        import difflib
+        import re
+
+        got = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if got:
+            choices = re.findall(r"'([^']*)'", got.group(2))
+            close = difflib.get_close_matches(got.group(1), choices, n=1)
+            if close:
+                message += f"; did you mean {close[0]!r}?"
+        super().error(message)
+
+
+class _DeferredParser(_SuggestingParser):
     """A subcommand's parser whose last arguments are added on first use (parsing, usage
     or help), by the functions given to :meth:`defer`, in order.
 
@@ -124,7 +142,7 @@ class _DeferredParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from fairshare import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _SuggestingParser(
         prog="fairshare",
         description="Multi-resource, hierarchical fair-share scheduling (DRF, H-DRF, DFF, Tan et al.).",
         epilog=f"SCENARIO is a YAML or JSON scenario file, or '{DEFAULT_SCENARIO}' for the bundled "
@@ -368,14 +386,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from fairshare.policies import REGISTRY
+    from fairshare.policies import REGISTRY, unknown_policy
 
     names = [n.strip() for n in args.policies.split(",")]
     if not all(names):
         raise CLIError(f"--policies: empty policy name in {args.policies!r} (write e.g. --policies drf,hdrf)")
     unknown = [n for n in names if n not in REGISTRY]
     if unknown:
-        raise CLIError(f"--policies: unknown policy {', '.join(map(repr, unknown))}; known policies: "
+        raise CLIError(f"--policies: {unknown_policy(unknown[0])}" if len(unknown) == 1 else
+                       f"--policies: unknown policy {', '.join(map(repr, unknown))}; known policies: "
                        f"{', '.join(REGISTRY)}")
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -589,13 +608,13 @@ def _reference_shares(args: argparse.Namespace, scenario, reference: str | None)
     ``--no-fairness-gap``, for a scenario without queues, or when the default reference
     has no allocation for it. A ``--reference`` without a static allocation (timefair,
     slots) is refused: the gap could not be measured against it."""
-    from fairshare.policies import REGISTRY
+    from fairshare.policies import REGISTRY, unknown_policy
     from fairshare.policies.base import PolicyModeError
     from fairshare.sim.metrics import queue_fair_shares, reference_policy
 
     chosen = args.reference
     if chosen is not None and chosen not in REGISTRY:
-        raise CLIError(f"--reference: unknown policy {chosen!r}; known policies: {', '.join(REGISTRY)}")
+        raise CLIError(f"--reference: {unknown_policy(chosen)}")
     if args.no_fairness_gap or not (scenario.queues.paths or chosen is not None):
         return None
     try:

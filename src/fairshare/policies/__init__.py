@@ -31,13 +31,22 @@ class UnknownPolicyError(ValueError):
     pass
 
 
+def unknown_policy(name: str) -> str:
+    """Why ``name`` is refused: the known policies, and the closest one when ``name`` looks
+    like a typo of it: ``unknown policy 'hdfr' (did you mean 'hdrf'?); known policies: ...``."""
+    import difflib
+
+    close = difflib.get_close_matches(name, REGISTRY, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown policy {name!r}{hint}; known policies: {', '.join(REGISTRY)}"
+
+
 def make_policy(name: str, **options) -> Policy:
     """Instantiate a registered policy; options the policy does not take are an error."""
     try:
         cls = REGISTRY[name]
     except KeyError:
-        raise UnknownPolicyError(
-            f"unknown policy {name!r}; known policies: {', '.join(REGISTRY)}") from None
+        raise UnknownPolicyError(unknown_policy(name)) from None
     try:
         return cls(**options)
     except TypeError as exc:
