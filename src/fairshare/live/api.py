@@ -312,8 +312,10 @@ async def read_json(request: Request) -> Any:
     Content-Type says: 400 naming ``body`` when it is not JSON or is nested deeper than
     ``MAX_BODY_DEPTH``."""
     raw = await request.body()
-    if raw.count(b"[") + raw.count(b"{") > MAX_BODY_DEPTH and body_depth(raw) > MAX_BODY_DEPTH:
-        raise LiveError(400, FieldError("body", f"is nested {body_depth(raw)} arrays or objects deep, more than "
+    # (counting brackets is cheap; the scan runs only for a body that could be too deep)
+    depth = body_depth(raw) if raw.count(b"[") + raw.count(b"{") > MAX_BODY_DEPTH else 0
+    if depth > MAX_BODY_DEPTH:
+        raise LiveError(400, FieldError("body", f"is nested {depth} arrays or objects deep, more than "
                                                 f"the {MAX_BODY_DEPTH} a request may have"))
     try:
         return json.loads(raw)

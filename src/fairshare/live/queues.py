@@ -195,8 +195,12 @@ def queue_changes(change: dict) -> list[QueueChange]:
     return out
 
 
-def _pairs(raw: dict | None) -> tuple[tuple[str, float], ...]:
-    return () if not raw else tuple(sorted((str(k), float(v)) for k, v in raw.items()))
+def _pairs(raw: Any) -> BoundPairs:
+    """A validated document's guarantee or limit as ``_bound`` reads it (it had no problems)."""
+    unexpected: list[FieldError] = []
+    got = _bound(raw, "", unexpected)
+    assert got is not None and not unexpected, unexpected
+    return got
 
 
 def tree_entries(tree: QueueTree) -> tuple[QueueEntries, QueueBounds]:
