@@ -9,8 +9,9 @@ An executor gets whatever it needs (an event heap, a duration sampler, the comma
 run) through its constructor; the engine calls the four methods ``nodes``, ``start``,
 ``kill``, ``poll``. A runtime that outlives its tasks' starter (the live service, whose
 commands keep running under node agents across a restart) also calls ``recover``,
-``acknowledge`` and ``health``; an executor whose tasks end with the process takes
-their trivial forms from ``ExecutorDefaults``.
+``acknowledge`` and ``health``, and keeps each attempt's output (``task_outputs``,
+``read_task_output``); an executor whose tasks end with the process takes their trivial
+forms from ``ExecutorDefaults``.
 """
 
 from __future__ import annotations
@@ -63,6 +64,17 @@ class Executor(Protocol):
         """The machinery's own state for ``/healthz`` and ``/metrics`` (None: none)."""
         ...
 
+    def task_outputs(self, task_ids: list[int]) -> dict[tuple[int, int], tuple[int, int]]:
+        """``(task id, attempt) -> (bytes kept, bytes dropped by rotation)`` of the attempts
+        of ``task_ids`` whose output is kept."""
+        ...
+
+    def read_task_output(self, task_id: int, attempt: int, offset: int, limit: int):
+        """At most ``limit`` bytes of that attempt's output from byte ``offset`` (a
+        ``live.task_output.OutputChunk``: moved up to the first byte kept), or None when
+        none is kept."""
+        ...
+
 
 class ExecutorDefaults:
     """``recover``, ``acknowledge`` and ``health`` of an executor whose tasks end with the
@@ -76,4 +88,10 @@ class ExecutorDefaults:
         pass
 
     def health(self) -> dict | None:
+        return None
+
+    def task_outputs(self, task_ids: list[int]) -> dict[tuple[int, int], tuple[int, int]]:
+        return {}
+
+    def read_task_output(self, task_id: int, attempt: int, offset: int, limit: int):
         return None

@@ -37,6 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from fairshare.live.auth import AuthError, Principal, SubmitRateLimiter
 from fairshare.live.config import MAX_BODY_BYTES, MAX_COMMAND_CHARS, MAX_NAME_CHARS, MAX_WEIGHT, request_problems
 from fairshare.live.service import MAX_PAGE, TASKS_PAGE, LiveError, LiveService, submission_refusal
+from fairshare.live.task_output import READ_DEFAULT, READ_MAX
 from fairshare.model.errors import FieldError
 
 log = logging.getLogger(__name__)
@@ -149,6 +150,32 @@ class JobDetailOut(JobOut):
     tasks: list[TaskOut]
     #: the cursor of the next page of tasks (``?tasks_after=``); null on the last page
     tasks_next: int | None = None
+
+
+class AttemptLogOut(BaseModel):
+    task: int
+    attempt: int
+    bytes: int = Field(description="bytes of output kept (the tail: at most serve's --output-max-bytes)")
+    dropped: int = Field(description="bytes lost to rotation (before the first kept)")
+    ended: bool = Field(description="the attempt has ended")
+
+
+class JobLogsOut(BaseModel):
+    job: int
+    logs: list[AttemptLogOut] = Field(description="one per (task, attempt) with output kept, by task then attempt")
+
+
+class TaskLogOut(BaseModel):
+    job: int
+    task: int
+    attempt: int
+    offset: int = Field(description="the byte offset of data in the attempt's whole output: the one asked for, "
+                                    "or the first byte still kept if that is later")
+    next_offset: int = Field(description="offset + bytes returned: where a follower reads next")
+    dropped: int = Field(description="bytes lost to rotation before offset")
+    data: str = Field(description="the bytes, UTF-8 decoded with replacement")
+    ended: bool = Field(description="the attempt has ended: once a read returns fewer bytes than its limit, there "
+                                    "is no more")
 
 
 class QueueOut(BaseModel):
@@ -578,6 +605,20 @@ def create_app(service: LiveService) -> FastAPI:
     def cancel_job(job_id: JobId, caller: Caller) -> dict:
         """Cancel: pending tasks are dropped, running ones are interrupted."""
         return service.cancel(caller, job_id)
+
+    @app.get("/v1/jobs/{job_id}/logs", response_model=JobLogsOut, tags=["jobs"])
+    def get_job_logs(job_id: JobId, caller: Caller) -> dict:
+        """The attempts of the job's tasks whose output is kept: size, bytes dropped by rotation, ended."""
+        return service.job_logs(caller, job_id)
+
+    @app.get("/v1/jobs/{job_id}/tasks/{task_id}/logs", response_model=TaskLogOut, tags=["jobs"])
+    def get_task_log(job_id: JobId, task_id: Annotated[int, Path(ge=1, le=MAX_ID, description="task id")],
+                     caller: Caller, attempt: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+                     offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+                     limit: Annotated[int, Query(ge=1, le=READ_MAX)] = READ_DEFAULT) -> dict:
+        """Bytes of one attempt's output (default: the task's latest attempt) from ``offset``; a follower
+        reads again from ``next_offset`` until the attempt has ended and a read comes back short."""
+        return service.task_log(caller, job_id, task_id, attempt=attempt, offset=offset, limit=limit)
 
     @app.get("/v1/queues", response_model=dict[str, QueueOut], tags=["queues"])
     def get_queues(caller: Caller) -> dict:

@@ -16,6 +16,10 @@ drive it directly). Each command runs as a subprocess keyed by ``(task id, attem
 - its result (exit code, output tail) is kept until serve acknowledges it (``reports``
   with ``ack``) after recording it in its database: a serve that dies between the
   command's end and that record finds the result here after its restart.
+- its whole output (stdout and stderr merged) goes, as it comes, to the attempt's files
+  under ``output_dir`` (``live.task_output``: bounded, rotated, the tail kept), which
+  outlive the attempt, the agent and serve; ``output_list`` and ``output_read`` read
+  them for a serve on another machine.
 
 Fencing: serve's *incarnation* (a counter in its database, incremented at each start)
 comes with every call that can start work or drop results. The agent remembers the
@@ -29,11 +33,18 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import logging
 import subprocess
 import threading
 import time
 
+from fairshare.live.task_output import DEFAULT_MAX_BYTES, OutputFiles, OutputWriter
+
+log = logging.getLogger(__name__)
+
 OUTPUT_TAIL = 2000  # characters of a task's output kept with its record
+#: bytes read from a command's pipe at a time
+PIPE_CHUNK = 65536
 
 #: what ``run`` answers
 STARTED, REFUSED, FENCED, STALE = "started", "refused", "fenced", "stale"
@@ -101,13 +112,13 @@ class _Run:
         return (self.task_id, self.attempt, self.incarnation, self.pid, self.code, self.seq)
 
     def start(self, argv: list[str], shell: bool, env: dict[str, str], cwd: str | None,
-              on_end) -> None:
-        thread = threading.Thread(target=self._main, args=(argv, shell, env, cwd, on_end),
+              on_end, output: OutputWriter | None = None) -> None:
+        thread = threading.Thread(target=self._main, args=(argv, shell, env, cwd, on_end, output),
                                   name=f"task-{self.task_id}-{self.attempt}", daemon=True)
         thread.start()
         self._started.wait()
 
-    def _main(self, argv, shell, env, cwd, on_end) -> None:
+    def _main(self, argv, shell, env, cwd, on_end, output: OutputWriter | None) -> None:
         full_env = dict(os.environ)
         full_env.update(env)
         if cwd is not None and not os.path.isdir(cwd):
@@ -116,10 +127,12 @@ class _Run:
             args, hook = _command(argv, shell, full_env)
             # its own session: ``kill`` signals the command's whole process group
             proc = subprocess.Popen(args, env=full_env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True,
-                                    preexec_fn=hook)
+                                    stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=hook)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:  # not found, not executable, ...
             self.error = f"cannot run {argv[0]!r}: {exc}"
+            if output is not None:
+                output.write(self.error.encode("utf-8", "replace") + b"\n")
+                output.close()
             self._started.set()
             on_end(self, 127, self.error)
             return
@@ -130,16 +143,37 @@ class _Run:
             except ProcessLookupError:
                 pass
         self._started.set()
-        out, _ = proc.communicate()
-        on_end(self, proc.returncode, (out or "")[-OUTPUT_TAIL:])
+        # the output as it comes: to the attempt's files, and its tail for the record
+        # (4 bytes per character at most: the tail decodes to OUTPUT_TAIL characters)
+        tail = b""
+        try:
+            while chunk := proc.stdout.read1(PIPE_CHUNK):
+                if output is not None:
+                    try:
+                        output.write(chunk)
+                    except OSError as exc:  # a full disk: the command runs on, unrecorded
+                        output.close()
+                        output = None
+                        tail += f"\n[fairshare: output no longer kept: {exc}]\n".encode()
+                tail = (tail + chunk)[-4 * OUTPUT_TAIL:]
+        finally:
+            proc.stdout.close()
+            if output is not None:
+                output.close()
+        code = proc.wait()
+        on_end(self, code, tail.decode("utf-8", "replace")[-OUTPUT_TAIL:])
 
 
 class NodeAgent:
     """The agent of one node (module docstring). Every method is safe to call from
     several threads at once (Ray runs the actor with ``max_concurrency`` > 1)."""
 
-    def __init__(self, node: str):
+    def __init__(self, node: str, output_dir: str | None = None, output_max_bytes: int = DEFAULT_MAX_BYTES):
+        """``output_dir``: where each attempt's output goes (``live.task_output``; None:
+        nowhere, only the tail of the record)."""
         self.node = node
+        self.output_dir = output_dir
+        self.output_max_bytes = output_max_bytes
         self.incarnation = 0  # the newest serve incarnation seen
         self._lock = threading.Condition()
         self._runs: dict[int, _Run] = {}  # task id -> its newest attempt here
@@ -177,7 +211,14 @@ class NodeAgent:
                     self._kill(old)
             run = _Run(task_id, attempt, incarnation)
             self._runs[task_id] = run
-        run.start(list(argv), bool(shell), dict(env), cwd, self._ended)
+        output = None
+        if self.output_dir is not None:
+            try:
+                output = OutputWriter(self.output_dir, task_id, attempt, self.output_max_bytes)
+            except OSError as exc:  # the command runs without its output kept
+                log.warning("node %s: task %d attempt %d: its output is not kept: %s", self.node, task_id, attempt,
+                            exc)
+        run.start(list(argv), bool(shell), dict(env), cwd, self._ended, output)
         return (REFUSED, run.error) if run.error else (STARTED, str(run.pid))
 
     def kill(self, task_id: int, attempt: int, incarnation: int) -> bool:
@@ -237,6 +278,14 @@ class NodeAgent:
         """Commands running now."""
         with self._lock:
             return sum(1 for r in self._runs.values() if r.code is None)
+
+    def output_list(self, task_ids: list[int]) -> dict[tuple[int, int], tuple[int, int]]:
+        """``OutputFiles.list`` of this node's output (serve on another machine reads here)."""
+        return {} if self.output_dir is None else OutputFiles(self.output_dir).list(task_ids)
+
+    def output_read(self, task_id: int, attempt: int, offset: int, limit: int):
+        """``OutputFiles.read`` of this node's output."""
+        return None if self.output_dir is None else OutputFiles(self.output_dir).read(task_id, attempt, offset, limit)
 
     def ping(self) -> str:
         return self.node

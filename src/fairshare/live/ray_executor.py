@@ -62,6 +62,7 @@ from fairshare.live.crashpoints import crash_point
 from fairshare.live.node_agent import FENCED, STALE, STARTED, NodeAgent
 from fairshare.live.ray_health import DEFAULT_NODE_TIMEOUT_S, DEFAULT_PROBE_INTERVAL_S, NodeProber
 from fairshare.live.ray_local import NODE_MARK, PREFIX, start_or_attach
+from fairshare.live.task_output import DEFAULT_MAX_BYTES, OutputFiles
 from fairshare.model.cluster import Node
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,8 @@ REPORT_WAIT_S = 1.0
 REPORT_RETRY_S = 0.5
 #: calls an agent serves at once (``run``, ``kill`` and a ``reports`` long poll overlap)
 AGENT_CONCURRENCY = 64
+#: how long a read of a task's output waits for the agents (attach mode)
+OUTPUT_READ_TIMEOUT_S = 10.0
 
 
 def _trial() -> int:
@@ -87,16 +90,22 @@ class RayExecutor:
     def __init__(self, resources: tuple[str, ...], nodes: tuple[Node, ...] = (), *, commands: CommandBook,
                  address: str | None = None, node_poll_s: float = 1.0, object_store_mb: int = 100,
                  state_file: str | None = None, node_timeout_s: float = DEFAULT_NODE_TIMEOUT_S,
-                 probe_interval_s: float = DEFAULT_PROBE_INTERVAL_S):
+                 probe_interval_s: float = DEFAULT_PROBE_INTERVAL_S, output_dir: str | None = None,
+                 output_max_bytes: int = DEFAULT_MAX_BYTES):
         """``state_file`` (local mode): where the local cluster is recorded, to re-attach
         to it after a restart (``fairshare serve`` uses ``<db>.ray.json``); without it the
-        cluster is not found again by another process."""
+        cluster is not found again by another process. ``output_dir``: the directory
+        (an absolute path, on every node) under which each agent keeps the output of the
+        attempts it runs, in ``<output_dir>/<service id>/`` (``live.task_output``); None:
+        no output is kept."""
         import ray
 
         self.ray = ray
         self.resources = tuple(resources)
         self.address = address
         self.node_poll_s = node_poll_s
+        self.output_dir = output_dir
+        self.output_max_bytes = output_max_bytes
         self.cluster = None  # local mode: the ray_local.LocalCluster
         self._configured = {node.name: node for node in nodes}
         if address is None:
@@ -203,7 +212,8 @@ class RayExecutor:
             agent = self._agent_class.options(
                 name=f"{self.service_id}/{name}", namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
                 num_cpus=0, max_concurrency=AGENT_CONCURRENCY, max_restarts=0,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote(name)
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote(
+                    name, self._service_output_dir(), self.output_max_bytes)
             self._agents[name] = agent
             self._after_seq.setdefault(name, 0)
         return agent
@@ -339,26 +349,103 @@ class RayExecutor:
     def running(self) -> int:
         return len(self._running)
 
-    def shutdown(self) -> None:
-        """Local mode: stop the cluster (its nodes, agents and commands). Attach mode: the
-        agents that hold nothing (no command running, no end the database has not
-        recorded) are killed; the others stay, with their commands and ends, for the next
-        serve on this database to adopt."""
+    def shutdown(self, stop_commands: bool = False) -> int:
+        """A clean stop (SIGTERM, Ctrl-C) leaves what a ``kill -9`` leaves: an agent that
+        holds something (a command running, an end the database has not recorded) stays,
+        with its commands, for the next serve on this database to adopt (``recover``);
+        the agents that hold nothing are killed, and a local cluster none of whose agents
+        holds anything is stopped (it is left up otherwise, recorded in its state file,
+        for the next serve to re-attach to). ``stop_commands`` (``serve
+        --stop-commands-on-exit``): every agent is killed, its commands with it (their
+        parent-death signal), and a local cluster is stopped; the next serve re-queues
+        the tasks they ran. Returns the commands left running."""
+        left_running = 0
+        holding = 0
         try:
-            if self.cluster is None:
-                for name, agent in list(self._agents.items()):
-                    try:  # (the acknowledgements not sent yet first)
-                        self.ray.get(agent.reports.remote(self.incarnation, self._acks.pop(name, []), 0, 0.0),
-                                     timeout=10)
-                        if not self.ray.get(agent.hello.remote(self.incarnation), timeout=10)["runs"]:
+            killed = []
+            for name, agent in list(self._agents.items()):
+                try:
+                    if stop_commands:
+                        if self.cluster is None:
                             self.ray.kill(agent)
-                    except Exception as exc:  # noqa: BLE001 - best effort
-                        log.debug("agent of %s: %s", name, exc)
+                            killed.append(agent)
+                        continue
+                    # (the acknowledgements not sent yet first: a recorded end is not held)
+                    self.ray.get(agent.reports.remote(self.incarnation, self._acks.pop(name, []), 0, 0.0),
+                                 timeout=10)
+                    hello = self.ray.get(agent.hello.remote(self.incarnation), timeout=10)
+                    if hello["fenced"] or hello["runs"]:  # (fenced: a newer serve's now)
+                        holding += 1
+                        left_running += sum(1 for run in hello["runs"] if run[4] is None)
+                    else:
+                        self.ray.kill(agent)
+                        killed.append(agent)
+                except Exception as exc:  # noqa: BLE001 - not known idle: left alone
+                    holding += 1
+                    log.warning("clean stop: the agent of %s did not answer (%s); left as it is", name,
+                                _first_line(exc))
+            # ``ray.kill`` only sends the request: see each killed agent gone before this
+            # driver disconnects, or the request may go with it
+            for agent in killed:
+                try:
+                    self.ray.get(agent.ping.remote(), timeout=10)
+                except Exception:  # noqa: BLE001, S110 - gone, as asked
+                    pass
+            if holding:
+                log.info("clean stop: %d command(s) left running under %d node agent(s); the next serve on "
+                         "this database adopts them", left_running, holding)
             self.ray.shutdown()
         finally:
             if self.cluster is not None:
-                self.cluster.stop()
+                if holding == 0:
+                    self.cluster.stop()
                 self.cluster = None
+        return left_running
+
+    # --- task output ---------------------------------------------------------------------------
+    def _service_output_dir(self) -> str | None:
+        """This database's output directory (per service id: a new database on the same
+        cluster and directory starts its task ids again)."""
+        return None if self.output_dir is None else f"{self.output_dir}/{self.service_id}"
+
+    def task_outputs(self, task_ids: list[int]) -> dict[tuple[int, int], tuple[int, int]]:
+        """Local mode: the files, read here (every node is on this machine, and they are
+        there even when the agents are not); attach mode: every agent's, through it."""
+        if self.output_dir is None:
+            return {}
+        if self.cluster is not None:
+            return OutputFiles(self._service_output_dir()).list(task_ids)
+        out: dict[tuple[int, int], tuple[int, int]] = {}
+        for listed in self._ask_agents("output_list", list(task_ids)):
+            for key, (kept, dropped) in listed.items():
+                if key not in out or kept > out[key][0]:  # (a re-run attempt's leftovers: the longer)
+                    out[key] = (kept, dropped)
+        return out
+
+    def read_task_output(self, task_id: int, attempt: int, offset: int, limit: int):
+        if self.output_dir is None:
+            return None
+        if self.cluster is not None:
+            return OutputFiles(self._service_output_dir()).read(task_id, attempt, offset, limit)
+        chunks = [c for c in self._ask_agents("output_read", task_id, attempt, offset, limit) if c is not None]
+        return max(chunks, key=lambda c: c.size, default=None)
+
+    def _ask_agents(self, method: str, *args) -> list:
+        """The answers of every known agent (called from API threads: the handles are
+        read, not changed; an agent that does not answer in time is left out)."""
+        refs = []
+        for name, agent in list(self._agents.items()):
+            try:
+                refs.append((name, getattr(agent, method).remote(*args)))
+            except Exception as exc:  # noqa: BLE001 - an agent going away
+                log.debug("agent of %s: %s", name, exc)
+        answers = []
+        for name, ref in refs:
+            try:
+                answers.append(self.ray.get(ref, timeout=OUTPUT_READ_TIMEOUT_S))
+            except Exception as exc:  # noqa: BLE001 - unreachable: its output is not listed now
+                log.warning("the agent of %s did not answer %s: %s", name, method, _first_line(exc))
+        return answers
 
     # --- test hooks (local mode) -----------------------------------------------------------------
     def remove_node(self, name: str) -> None:

@@ -39,7 +39,8 @@ from fairshare.live.config import LiveConfig, QueueEntries, SubmittedJob, build_
 from fairshare.live.crashpoints import crash_point
 from fairshare.live.loop import SchedulingLoop
 from fairshare.live.queues import apply_queue_tree_changes, queue_changes, tree_entries
-from fairshare.live.store import IdempotencyConflict, PendingCapExceeded, Store, Submission, job_state
+from fairshare.live.store import IdempotencyConflict, PendingCapExceeded, Store, Submission, TaskRow, job_state
+from fairshare.live.task_output import READ_DEFAULT
 from fairshare.live.views import HISTORY_EVERY_S, FairShares, History, status_doc
 from fairshare.model.cluster import Node
 from fairshare.model.errors import FieldError, ScenarioError
@@ -312,6 +313,56 @@ class LiveService:
         out["tasks_next"] = page[-1].id if more else None
         return out
 
+    # --- task output (``GET /v1/jobs/{id}/logs``, ``.../tasks/{task}/logs``) ------------------
+    def _visible_job(self, principal: Principal, job_id: int):
+        row = self.store.job(job_id)
+        if row is None or not principal.sees_tenant(row.tenant):
+            raise LiveError(404, FieldError("job_id", f"no job {job_id}"))
+        return row
+
+    def job_logs(self, principal: Principal, job_id: int) -> dict:
+        """The attempts of the job's tasks whose output is kept (``live.task_output``), by
+        task id then attempt, with their size, the bytes rotation dropped, and whether the
+        attempt has ended."""
+        self._visible_job(principal, job_id)
+        tasks = {t.id: t for t in self.store.tasks(job_id)}
+        kept = self.executor.task_outputs(sorted(tasks))
+        return {"job": job_id, "logs": [{"task": task_id, "attempt": attempt, "bytes": size, "dropped": dropped,
+                                         "ended": attempt_ended(tasks[task_id], attempt)}
+                                        for (task_id, attempt), (size, dropped) in sorted(kept.items())
+                                        if task_id in tasks]}
+
+    def task_log(self, principal: Principal, job_id: int, task_id: int, *, attempt: int | None = None,
+                 offset: int = 0, limit: int = READ_DEFAULT) -> dict:
+        """At most ``limit`` bytes of one attempt's output (default: the task's latest)
+        from byte ``offset`` of its whole output, moved up to the first byte kept (the
+        bytes before were dropped by rotation). ``ended``: the attempt has ended, so once
+        ``next_offset`` reaches its size there is no more."""
+        self._visible_job(principal, job_id)
+        page = self.store.tasks(job_id, after=task_id - 1, limit=1)
+        if not page or page[0].id != task_id:
+            raise LiveError(404, FieldError("task_id", f"no task {task_id} in job {job_id}"))
+        task = page[0]
+        if attempt is None:
+            if task.attempts == 0:
+                raise LiveError(404, FieldError("attempt", f"task {task_id} has not started yet"))
+            attempt = task.attempts
+        elif attempt > task.attempts:
+            raise LiveError(404, FieldError("attempt", f"task {task_id} has run {task.attempts} attempt(s), "
+                                                       f"not {attempt}"))
+        ended = attempt_ended(task, attempt)
+        chunk = self.executor.read_task_output(task_id, attempt, offset, limit)
+        if chunk is None:
+            if ended:  # (its node's agent is gone, or output is not kept: nothing to show)
+                raise LiveError(404, FieldError("attempt", f"no output kept for attempt {attempt} of task "
+                                                           f"{task_id}"))
+            # started, its output not there yet (the agent is being called): none so far
+            return {"job": job_id, "task": task_id, "attempt": attempt, "offset": offset, "next_offset": offset,
+                    "dropped": 0, "data": "", "ended": False}
+        return {"job": job_id, "task": task_id, "attempt": attempt, "offset": chunk.offset,
+                "next_offset": chunk.offset + len(chunk.data), "dropped": chunk.dropped,
+                "data": chunk.data.decode("utf-8", "replace"), "ended": ended}
+
     def update_queues(self, principal: Principal, change: Any) -> dict:
         """Admin: ``{"weights": {path: w}, "add": [{"path", "weight", "order", "guarantee",
         "limit"}], "bounds": {path: {"guarantee", "limit"}}}`` (``live.queues``). The
@@ -442,6 +493,13 @@ class LiveService:
     def _refresh_views(self, now: float) -> None:
         if now - self.history_samples.at >= HISTORY_EVERY_S:
             self.history_samples.record(self.loop.engine, self.wall_clock(), now)
+
+
+def attempt_ended(task: TaskRow, attempt: int) -> bool:
+    """Whether ``attempt`` of ``task`` has ended, by the database: the task's row runs
+    another attempt, or none. (The agent writes an attempt's last byte before it reports
+    the end, so an attempt recorded as ended has all its output written.)"""
+    return not (task.state == "running" and task.attempts == attempt)
 
 
 def body_fingerprint(body: Any) -> str:
