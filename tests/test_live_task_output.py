@@ -200,3 +200,62 @@ def test_a_task_that_has_not_started_has_no_attempt_yet(api):
     response = client.get(f"/v1/jobs/{job_id}/tasks/{task}/logs", headers=H(ALICE))
     assert response.status_code == 404 and response.json()["errors"][0]["field"] == "attempt"
     assert client.get(f"/v1/jobs/{job_id}/logs", headers=H(ALICE)).json() == {"job": job_id, "logs": []}
+
+
+# --- the client: fairshare logs ----------------------------------------------------------------------
+@pytest.fixture
+def cli_on(api, monkeypatch):
+    """``fairshare logs`` with its requests sent to the app (as ALICE); the polls' waits
+    run ``before_wait`` (the test moves the service on) instead of sleeping."""
+    from fairshare.live import cli as live_cli
+
+    client, svc, executor = api
+    waits: list = []
+
+    def request(args, method, path, body=None, **kwargs):
+        response = client.request(method, path, headers=H(ALICE))
+        if response.status_code >= 400:
+            raise live_cli.ClientError(f"the server refused ({response.status_code}): {response.text}")
+        return response.json()
+
+    monkeypatch.setattr(live_cli, "_request", request)
+    monkeypatch.setattr(live_cli, "_sleep", lambda s: waits.pop(0)())
+    return client, svc, executor, waits
+
+
+def test_logs_prints_each_tasks_latest_attempt_under_a_header(cli_on, capsys):
+    from fairshare.cli import main
+
+    client, svc, executor, _waits = cli_on
+    job_id, (t1, t2) = started(client, svc, ALICE, job("a", "ads.prod", 2, {"cpu": 1}))
+    executor.output(t1, 1, "one\n")
+    executor.output(t2, 1, "two\n")
+    assert main(["logs", str(job_id)]) == 0
+    assert capsys.readouterr().out == f"==> task {t1} (attempt 1) <==\none\n\n==> task {t2} (attempt 1) <==\ntwo\n"
+    assert main(["logs", str(job_id), str(t2)]) == 0
+    assert capsys.readouterr().out == "two\n"  # one task: no header
+    assert main(["logs", str(job_id), "--attempt", "1"]) == 2
+    assert "--attempt: needs a TASK" in capsys.readouterr().err
+
+
+def test_logs_follow_prints_new_output_until_the_attempt_ends(cli_on, capsys, tmp_path):
+    from fairshare.cli import main
+
+    client, svc, executor, waits = cli_on
+    job_id, (task,) = started(client, svc, ALICE, job("a", "ads.prod", 1, {"cpu": 1}))
+    writer = OutputWriter(tmp_path / "out", task, 1, max_bytes=MIN_MAX_BYTES)
+    writer.write(b"begin\n")
+
+    def more():  # (the first wait: more output, still running)
+        writer.write(b"middle\n")
+
+    def end():  # (the second: the last line, then the end recorded)
+        writer.write(b"end\n")
+        writer.close()
+        executor.finish(task)
+        svc.step()
+
+    waits.extend([more, end])
+    assert main(["logs", str(job_id), str(task), "--follow"]) == 0
+    assert capsys.readouterr().out == "begin\nmiddle\nend\n"
+    assert waits == []  # it stopped at the end, after exactly two waits

@@ -1,5 +1,5 @@
 """``fairshare serve`` and its clients ``submit``, ``jobs``, ``job``, ``cancel``, ``queues``
-(and ``queues set``), ``status`` (contract: "Live scheduling").
+(and ``queues set``), ``status``, ``logs`` (contract: "Live scheduling").
 
 The clients use only the standard library (urllib): they need no Ray, FastAPI or
 uvicorn, and import nothing of fairshare at start (``submit`` reads its JOBFILE with the
@@ -69,6 +69,20 @@ def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
                        help="a Ray node that does not answer a probe (a tiny task pinned to it) for this long is "
                             "taken out of scheduling and its tasks re-queued, as if it had died; it comes back "
                             "when it answers again (default 10; see docs/live.md, Node health)")
+    serve.add_argument("--output-dir", default=None, metavar="DIR",
+                       help="where each task attempt's output is kept, on the node that runs it (default: DB.output "
+                            "next to the database; with --ray-address the same path on every node)")
+    serve.add_argument("--output-max-bytes", type=positive_int, default=None, metavar="N",
+                       help="output kept per attempt: beyond it the oldest half is dropped, the tail kept "
+                            "(default 8 MiB)")
+    serve.add_argument("--stop-commands-on-exit", action="store_true",
+                       help="on a clean stop (SIGTERM, Ctrl-C) kill the running commands (the next serve runs them "
+                            "again); without it they run on and the next serve adopts them, as after a crash")
+    serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
+                       help="the least severe log lines shown (default info; debug adds the HTTP access lines)")
+    serve.add_argument("--log-format", default="text", choices=("text", "json"),
+                       help="text lines, or one JSON object per line (time, level, logger, message and any extra "
+                            "fields); for every log line of serve, the HTTP server's included")
 
     def client(p: argparse.ArgumentParser, *, inherited: bool = False) -> None:
         """The server and token options; ``inherited``: a sub-action's copies, which leave
@@ -132,6 +146,16 @@ def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
                                         "Exits 1 when the health is `unavailable`.")
     status.add_argument("--format", choices=("table", "json"), default="table")
     client(status)
+    logs = sub.add_parser("logs", help="a job's task output on serve (--follow: as it comes)",
+                          description="The output (stdout and stderr) of a job's tasks: with TASK that task's, "
+                                      "else every task's latest attempt, each under a '==> task ID (attempt N) <==' "
+                                      "header when there are several. --follow polls until each has ended.")
+    logs.add_argument("job_id", metavar="JOB", type=positive_int)
+    logs.add_argument("task_id", metavar="TASK", type=positive_int, nargs="?")
+    logs.add_argument("--attempt", type=positive_int, default=None, metavar="N",
+                      help="that attempt of TASK (default its latest)")
+    logs.add_argument("--follow", "-f", action="store_true", help="print new output as it comes, until it ends")
+    client(logs)
 
 
 # --- serve ---------------------------------------------------------------------------------------
@@ -142,7 +166,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from fairshare.policies import REGISTRY, make_policy
     from fairshare.policies.base import PolicyModeError
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(args.log_level, args.log_format)
     if not (0 <= args.port <= 65535):
         raise ClientError(f"--port: must be 0..65535, got {args.port}")
     from fairshare.live.ray_health import DEFAULT_NODE_TIMEOUT_S
@@ -189,29 +213,89 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ClientError(f"--port: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     port = sock.getsockname()[1]
     commands = CommandBook()  # what each task runs: filled by the service, read by the executor
-    # a local cluster is recorded next to the database, to re-attach to it after a restart
+    progress = logging.getLogger("fairshare.serve")
+    t0 = time.monotonic()
+    if args.ray_address:
+        progress.info("attaching to the Ray cluster at %s...", args.ray_address)
+    else:
+        progress.info("starting Ray: a local cluster of %d node(s), or re-attaching to this database's "
+                      "(30-70 s to start on a busy machine)...", len(config.nodes))
+    # a local cluster is recorded next to the database, to re-attach to it after a restart;
+    # the tasks' output is kept next to it too (docs/live.md, Task output)
+    output_dir = os.path.abspath(args.output_dir or f"{args.db}.output")
+    from fairshare.live.task_output import DEFAULT_MAX_BYTES, MIN_MAX_BYTES
+
+    output_max = DEFAULT_MAX_BYTES if args.output_max_bytes is None else args.output_max_bytes
+    if output_max < MIN_MAX_BYTES:
+        store.close()
+        raise ClientError(f"--output-max-bytes: must be >= {MIN_MAX_BYTES}, got {output_max}")
     executor = RayExecutor(config.resources, config.nodes, commands=commands, address=args.ray_address,
                            state_file=None if args.ray_address else f"{args.db}.ray.json",
-                           node_timeout_s=node_timeout)
+                           node_timeout_s=node_timeout, output_dir=output_dir, output_max_bytes=output_max)
+    progress.info("Ray is up: %d node(s) (%.0f s)", len(executor.nodes()), time.monotonic() - t0)
     service = None
     try:
         service = LiveService(config, store, executor, policy=args.policy, placement=args.placement,
                               max_attempts=args.max_attempts, commands=commands)
         app = create_app(service)
         service.start()
+        adopted, requeued = service.recovered
+        progress.info("node agents on %d node(s); recovered %d running task(s) from the agents, re-queued %d",
+                      len(executor.nodes()), adopted, requeued)
         tune_gc()
         tune_switching()
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level=args.log_level,
+                                               access_log=args.log_level == "debug"))
         names = ", ".join(n.name for n in executor.nodes())
-        print(f"fairshare serve: policy {args.policy}, nodes {names}, db {args.db}", file=sys.stderr)
-        print(f"fairshare serve: listening on http://{args.host}:{port}", file=sys.stderr, flush=True)
+        progress.info("policy %s, nodes %s, db %s, task output in %s", args.policy, names, args.db, output_dir)
+        progress.info("listening on http://%s:%d", args.host, port)
         server.run(sockets=[sock])  # uvicorn handles SIGINT and SIGTERM: a clean stop
     finally:
         if service is not None:
             service.stop()
-        executor.shutdown()
+        executor.shutdown(stop_commands=args.stop_commands_on_exit)
         store.close()
     return EXIT_OK
+
+
+#: the attributes every ``logging.LogRecord`` has: the others are a line's extra fields
+_RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line: ``time`` (ISO 8601, UTC), ``level``, ``logger``,
+    ``message``, any extra fields of the record (``log.info(..., extra={...})``), and
+    ``exception`` (the traceback) when there is one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc = {"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+                       + f".{int(record.msecs):03d}Z",
+               "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage()}
+        for key, value in vars(record).items():
+            if key not in _RECORD_FIELDS and key not in doc:
+                doc[key] = value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
+        if record.exc_info:
+            doc["exception"] = self.formatException(record.exc_info)
+        return json.dumps(doc, ensure_ascii=False)
+
+
+#: the text format of every log line of serve
+TEXT_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def configure_logging(level: str, format: str) -> None:
+    """One handler on stderr for every logger of the process (fairshare's, uvicorn's,
+    which propagate to the root once uvicorn is told ``log_config=None``), in one format.
+    uvicorn's loggers get their own level set here: by default they keep WARNING."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLogFormatter() if format == "json" else logging.Formatter(TEXT_LOG_FORMAT))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logging.getLogger(name).setLevel(level.upper())
 
 
 #: the garbage collector's thresholds while serving (Python's default: 700, 10, 10)
@@ -537,6 +621,57 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_INTERNAL if health["status"] == "unavailable" else EXIT_OK
 
 
+#: how often ``logs --follow`` asks for more, and the bytes one read asks for
+FOLLOW_EVERY_S, LOG_READ_BYTES = 1.0, 1 << 20
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    """``logs JOB [TASK]``: the attempt's output (``GET .../tasks/{task}/logs``, read on
+    from ``next_offset`` until a read comes back short); without TASK each task's latest
+    attempt of ``GET /v1/jobs/{id}/logs``, under a header when there are several.
+    ``--follow``: again every ``FOLLOW_EVERY_S`` until every attempt has ended."""
+    if args.attempt is not None and args.task_id is None:
+        raise ClientError("--attempt: needs a TASK")
+    if args.task_id is not None:
+        attempts: dict[int, int | None] = {args.task_id: args.attempt}
+    else:
+        attempts = {}
+        for entry in _request(args, "GET", f"/v1/jobs/{args.job_id}/logs")["logs"]:
+            attempts[entry["task"]] = max(attempts.get(entry["task"]) or 0, entry["attempt"])
+        if not attempts:
+            print(f"fairshare: job {args.job_id} has no task output yet", file=sys.stderr)
+            return EXIT_OK
+    several = len(attempts) > 1
+    offsets = dict.fromkeys(attempts, 0)
+    ended: set[int] = set()
+    shown = None  # the task whose output was printed last (its header is up)
+    while True:
+        for task_id in sorted(attempts):
+            if task_id in ended:
+                continue
+            while True:
+                query = f"offset={offsets[task_id]}&limit={LOG_READ_BYTES}"
+                if attempts[task_id] is not None:
+                    query += f"&attempt={attempts[task_id]}"
+                got = _request(args, "GET", f"/v1/jobs/{args.job_id}/tasks/{task_id}/logs?{query}")
+                attempts[task_id] = got["attempt"]  # (followed: the attempt read first, not a newer one)
+                if several and shown != task_id and (got["data"] or not args.follow):
+                    print(f"{'' if shown is None else chr(10)}==> task {task_id} (attempt {got['attempt']}) <==",
+                          flush=True)
+                    shown = task_id
+                if got["data"]:
+                    sys.stdout.write(got["data"])
+                    sys.stdout.flush()
+                offsets[task_id] = got["next_offset"]
+                if got["next_offset"] - got["offset"] < LOG_READ_BYTES:  # no more for now
+                    if got["ended"]:
+                        ended.add(task_id)
+                    break
+        if not args.follow or len(ended) == len(attempts):
+            return EXIT_OK
+        _sleep(FOLLOW_EVERY_S)
+
+
 def _print_queues(queues: dict[str, Any], format: str) -> None:
     if format == "json":
         print(json.dumps(queues, indent=2))
@@ -588,4 +723,4 @@ def _table(rows: list[tuple[str, ...]]) -> None:
 
 
 COMMANDS = {"serve": cmd_serve, "submit": cmd_submit, "jobs": cmd_jobs, "job": cmd_job, "cancel": cmd_cancel,
-            "queues": cmd_queues, "status": cmd_status}
+            "queues": cmd_queues, "status": cmd_status, "logs": cmd_logs}

@@ -116,6 +116,8 @@ class LiveService:
         # this start's incarnation, from the store (``recover``): the fencing token, and
         # also how many services have started on this database (``/metrics``)
         self.incarnation = 0
+        #: what ``recover`` found: (tasks adopted from the executor, tasks re-queued)
+        self.recovered = (0, 0)
 
     @property
     def scheduler(self) -> Scheduler:
@@ -179,6 +181,7 @@ class LiveService:
         requeued = self.store.requeue_running(wall, keep=adopted)
         if requeued:
             log.info("re-queued %d task(s) left running by the previous service", len(requeued))
+        self.recovered = (len(adopted), len(requeued))
         for row, exc in ended:
             if exc is None:
                 self.store.cancel_job(row.id, wall)  # its re-queued tasks become cancelled
