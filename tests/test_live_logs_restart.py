@@ -28,7 +28,8 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 from fairshare.live.ray_local import load  # noqa: E402
 
-TASKS, LINES = 3, 12
+#: 20 lines, one each half second: the commands run on across the restart
+TASKS, LINES = 3, 20
 
 
 def start_serve(root: Path, log_name: str) -> tuple[subprocess.Popen, int]:
@@ -90,6 +91,11 @@ def test_sigterm_keeps_running_commands_for_the_next_serve_and_their_output(tmp_
         server, port = start_serve(tmp_path, "serve2.log")
         servers.append(server)
         assert "recovered 3 running task(s)" in (tmp_path / "serve2.log").read_text()
+        # follow the first task with the client until its attempt ends (it runs on meanwhile)
+        cli = subprocess.run([sys.executable, "-m", "fairshare", "logs", str(job_id), str(task), "--follow",
+                              "--server", f"http://127.0.0.1:{port}", "--token", ALICE],
+                             capture_output=True, text=True, timeout=60, env=serve_env())
+        assert (cli.returncode, cli.stdout) == (0, expected.format(task=task)), cli.stderr
         wait_for(lambda: call(port, f"/v1/jobs/{job_id}")["state"] == "succeeded", 60, "the job to succeed")
 
         ran = Counter(int(line) for line in marker.read_text().split())
@@ -103,10 +109,6 @@ def test_sigterm_keeps_running_commands_for_the_next_serve_and_their_output(tmp_
         # the rest of the followed task from where the follower was before the stop
         rest = call(port, f"/v1/jobs/{job_id}/tasks/{task}/logs?offset={offset}")
         assert followed + rest["data"] == expected.format(task=task)
-        cli = subprocess.run([sys.executable, "-m", "fairshare", "logs", str(job_id), str(task), "--follow",
-                              "--server", f"http://127.0.0.1:{port}", "--token", ALICE],
-                             capture_output=True, text=True, timeout=60, env=serve_env())
-        assert (cli.returncode, cli.stdout) == (0, expected.format(task=task)), cli.stderr
     finally:
         for proc in servers:
             if proc.poll() is None:
