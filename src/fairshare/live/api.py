@@ -4,7 +4,7 @@ Every route but ``/healthz`` needs ``Authorization: Bearer TOKEN`` (``live.auth`
 Every refusal is JSON ``{"error": {"field": PATH, "reason": TEXT}, "errors": [...]}``
 with a 4xx status: 400 the body is not JSON, 401 no or unknown token, 403 not allowed
 (queue not granted, not the admin), 404 no such job (also another tenant's job: its
-existence is not revealed), 413 the body is larger than ``MAX_BODY_BYTES``, 422 invalid
+existence is not revealed), task of the job or attempt with output, 413 the body is larger than ``MAX_BODY_BYTES``, 422 invalid
 input (every problem, first one in ``error``), 429 over the tenant's submission rate or
 pending-task cap (with ``Retry-After``). Request bodies are checked in this order: size
 (before reading them), JSON, the pydantic models below (shape and types; they also

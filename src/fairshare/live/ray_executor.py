@@ -6,7 +6,8 @@ Two ways to get a cluster:
   ``ray start --block`` in a session of its own (``live.ray_local``), so the cluster
   outlives serve: a ``kill -9`` of serve leaves it, and the tasks it runs, alone, and the
   restarted serve re-attaches to it (its address and processes are recorded next to the
-  database). A clean stop (SIGTERM, Ctrl-C) stops it. Each node advertises every
+  database). A clean stop (SIGTERM, Ctrl-C) stops it when no agent holds anything, and
+  leaves it up, as a crash does, while commands run (``shutdown``). Each node advertises every
   fairshare resource ``r`` as the custom Ray resource ``fs_<r>`` with the configured
   amount, and ``fs_node_<name>: 1`` so its name can be found again.
 - **attach** (``--ray-address``): ``ray.init(address=...)``; the nodes and their
