@@ -259,3 +259,36 @@ def test_logs_follow_prints_new_output_until_the_attempt_ends(cli_on, capsys, tm
     assert main(["logs", str(job_id), str(task), "--follow"]) == 0
     assert capsys.readouterr().out == "begin\nmiddle\nend\n"
     assert waits == []  # it stopped at the end, after exactly two waits
+
+
+# --- serve's log lines -----------------------------------------------------------------------------
+def test_json_log_lines_carry_time_level_logger_message_and_extra_fields():
+    import json
+    import logging
+
+    from fairshare.live.cli import JsonLogFormatter
+
+    record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, "GET %s %d", ("/v1/jobs", 200), None)
+    record.client = "127.0.0.1"  # (an extra field, as log.info(..., extra={...}) sets it)
+    doc = json.loads(JsonLogFormatter().format(record))
+    assert {k: doc[k] for k in ("level", "logger", "message", "client")} == \
+        {"level": "info", "logger": "uvicorn.access", "message": "GET /v1/jobs 200", "client": "127.0.0.1"}
+    assert doc["time"].endswith("Z") and "T" in doc["time"]
+    assert "args" not in doc and "msg" not in doc  # (the record's own attributes are not extra)
+
+
+def test_serve_logging_puts_every_logger_on_one_handler_at_the_level(monkeypatch):
+    import logging
+
+    from fairshare.live.cli import JsonLogFormatter, configure_logging
+
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    try:
+        configure_logging("warning", "json")
+        (handler,) = root.handlers
+        assert isinstance(handler.formatter, JsonLogFormatter) and root.level == logging.WARNING
+        assert logging.getLogger("uvicorn.error").level == logging.WARNING
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
