@@ -352,11 +352,12 @@ def _check_isolation(args: argparse.Namespace, run_as: dict[str, str]) -> None:
             raise ClientError(f"--workdir: {exc}") from None
     db = args.db
     for path, mode in open_to_others([args.config, db, f"{db}-wal", f"{db}-shm", args.tls_key]):
-        flag = {args.config: "--config", args.tls_key: "--tls-key"}.get(path, "--db")
-        problem = f"{flag}: {path} is open to other users (mode {mode:04o}; chmod 600 {path})"
         if run_as:
-            raise ClientError(f"{problem}: tenants with run_as must not read it")
-        logging.getLogger("fairshare.serve").warning("%s", problem)
+            flag = {args.config: "--config", args.tls_key: "--tls-key"}.get(path, "--db")
+            raise ClientError(f"{flag}: {path} is open to other users (mode {mode:04o}), and tenants with run_as "
+                              f"must not read it: chmod 600 {path}")
+        logging.getLogger("fairshare.serve").warning("%s is open to other users (mode %04o): chmod 600 %s (with "
+                                                     "run_as tenants, serve refuses to start)", path, mode, path)
 
 
 def _lock_database(db: str):
