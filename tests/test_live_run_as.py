@@ -328,3 +328,89 @@ def test_the_clients_speak_https_to_serve_with_a_certificate(tmp_path, capsys, c
         srv.should_exit = True
         thread.join(timeout=10)
         svc.stop()
+
+
+# --- end to end: serve over HTTPS on a local Ray cluster, two run_as tenants -----------------------
+E2E_PROBE = """
+pid=$(pgrep -u {user_a} -x sleep)
+[ -n "$pid" ] || {{ echo "alice's command is not running"; exit 3; }}
+for probe in "cat {db}" "cat {workdir}/{job_a}/secret" "ls {workdir}/{job_a}" "kill -0 $pid" "kill $pid"; do
+  if eval "$probe" >/dev/null 2>&1; then echo "allowed: $probe"; exit 1; fi
+done
+[ "$(id -un)" = {user_b} ] && [ "$PWD" = {workdir}/$FAIRSHARE_JOB_ID ] || {{ echo "not {user_b} in its job dir"; exit 4; }}
+echo all denied
+"""
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@needs_root_and_useradd
+@needs_openssl
+def test_serve_over_https_runs_each_tenant_as_its_user_apart_from_the_other(two_users, open_base, certificate):
+    import json
+    import signal
+    import ssl
+    import urllib.request
+
+    pytest.importorskip("ray", reason="the live extra (ray) is not installed")
+    from live_helpers import BOB, job, serve_env
+
+    user_a, user_b = two_users
+    cert, key = certificate
+    state = open_base / "state"
+    state.mkdir(mode=0o755)
+    config = write(state / "cluster.yaml", run_as_doc(user_a, user_b))
+    db, workdir, port = state / "fs.db", open_base / "work", free_port()
+    log = open(state / "serve.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "fairshare", "serve", "--config", config, "--db", str(db),
+                             "--port", str(port), "--workdir", str(workdir), "--tls-cert", cert, "--tls-key", key],
+                            cwd=state, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=serve_env())
+    url = f"https://127.0.0.1:{port}"
+    context = ssl.create_default_context(cafile=cert)
+
+    def healthy() -> bool:
+        assert proc.poll() is None, (state / "serve.log").read_text()[-3000:]
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=2, context=context) as resp:
+                return json.loads(resp.read())["status"] == "ok"
+        except OSError:
+            return False
+
+    def client(token: str, *args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "fairshare", *args, "--server", url, "--token", token,
+                               "--ca-cert", cert], capture_output=True, text=True, timeout=60, env=serve_env())
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def job_state(token: str, job_id: str) -> dict:
+        return json.loads(client(token, "job", job_id, "--format", "json"))
+
+    try:
+        wait_for(healthy, 180, "serve to come up", every_s=0.5)
+        assert f"listening on {url}" in (state / "serve.log").read_text()
+        (state / "a.yaml").write_text(yaml.safe_dump({"jobs": [job("a", "ads.prod", 1, {"cpu": 1}, [
+            "sh", "-c", "echo alice-secret > secret; exec sleep 120"])]}))
+        job_a = client(ALICE, "submit", str(state / "a.yaml")).strip()
+        wait_for(lambda: (workdir / job_a / "secret").exists(), 60, "alice's command to write its file")
+        probe = E2E_PROBE.format(user_a=user_a, user_b=user_b, db=db, workdir=workdir, job_a=job_a)
+        (state / "b.yaml").write_text(yaml.safe_dump({"jobs": [job("b", "dev", 1, {"cpu": 1}, ["sh", "-c", probe])]}))
+        job_b = client(BOB, "submit", str(state / "b.yaml")).strip()
+        final = wait_for(lambda: (j := job_state(BOB, job_b))["state"] in ("succeeded", "failed") and j, 90,
+                         "bob's job to end", every_s=0.5)
+        assert final["state"] == "succeeded", final
+        assert job_state(ALICE, job_a)["state"] == "running"  # bob's kill did not reach it
+        assert os.stat(workdir / job_a).st_uid == pwd.getpwnam(user_a).pw_uid
+        assert stat.S_IMODE(os.stat(db).st_mode) == 0o600
+        client(ALICE, "cancel", job_a)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        log.close()
