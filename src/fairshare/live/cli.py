@@ -12,6 +12,8 @@ ids back instead of creating the jobs twice. ``--server`` and ``--token`` defaul
 variables ``FAIRSHARE_SERVER`` and ``FAIRSHARE_TOKEN`` (an extension of the contract:
 a token on the command line is visible to other users in ``ps``); ``--token-file`` reads
 the token from a file instead (its content, stripped), which ``ps`` does not show.
+An ``https://`` server is trusted through the system's certificate authorities, or
+``--ca-cert FILE``'s (a self-signed serve ``--tls-cert``).
 """
 
 from __future__ import annotations
@@ -310,8 +312,6 @@ def tls_options(cert: str | None, key: str | None) -> dict[str, str]:
         raise ClientError("--tls-key: is required with --tls-cert")
     if cert is None:
         raise ClientError("--tls-cert: is required with --tls-key")
-    import ssl
-
     for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
         try:
             with open(path, "rb"):
