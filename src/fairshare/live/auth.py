@@ -15,6 +15,11 @@ most ``max_pending_tasks`` tasks waiting to start, and ``POST /v1/jobs`` request
 ``submit_rate`` per second on average with bursts of ``submit_burst`` (a token bucket).
 ``auth.limits`` sets the defaults, a tenant's own ``limits`` overrides any of them. The
 admin (the operator) has none.
+
+A tenant's ``run_as`` names the operating-system user its commands run as (in a working
+directory of their own per job; ``live.node_agent``), so that tenants' commands cannot
+read serve's files nor each other's, nor signal each other's processes (docs/live.md,
+"Trust model"). The user must exist on the serve host and must not be root.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
+import pwd
 import re
 import threading
 from collections.abc import Mapping
@@ -33,7 +39,7 @@ from fairshare.model.errors import FieldError
 ADMIN = "admin"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 AUTH_KEYS = {"admin_token_sha256", "admin_token", "tenants", "limits"}
-TENANT_KEYS = {"name", "token_sha256", "token", "queues", "limits"}
+TENANT_KEYS = {"name", "token_sha256", "token", "queues", "limits", "run_as"}
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,9 @@ class AuthConfig:
     admin_hash: str | None
     tenants: tuple[tuple[str, str, tuple[str, ...]], ...]  # (name, token hash, granted queues)
     limits: Mapping[str, TenantLimits] = field(default_factory=dict)  # tenant name -> its limits
+    #: tenant name -> the operating-system user its commands run as (tenants without
+    #: ``run_as`` are absent: their commands run as the user that runs serve)
+    run_as: Mapping[str, str] = field(default_factory=dict)
 
     def limits_of(self, tenant: str) -> TenantLimits | None:
         """The tenant's limits; ``None`` for the admin (unlimited)."""
@@ -145,6 +154,7 @@ def parse_auth(raw: Any, queue_paths: set[str], errors: list[FieldError]) -> Aut
     tenants_raw = raw.get("tenants", [])
     tenants: list[tuple[str, str, tuple[str, ...]]] = []
     limits: dict[str, TenantLimits] = {}
+    run_as: dict[str, str] = {}
     if not isinstance(tenants_raw, list):
         errors.append(FieldError("auth.tenants", "must be a list of tenants"))
         tenants_raw = []
@@ -184,13 +194,35 @@ def parse_auth(raw: Any, queue_paths: set[str], errors: list[FieldError]) -> Aut
                 else:
                     granted.append(q)
         limits[name] = _parse_limits(t.get("limits"), defaults, f"{p}.limits", errors)
+        if "run_as" in t:
+            user = _parse_run_as(t["run_as"], name, f"{p}.run_as", errors)
+            if user is not None:
+                run_as[name] = user
         if h is not None:
             tenants.append((name, h, tuple(granted)))
     # (only when nothing else was wrong: a bad admin token or tenant is the problem to
     # fix, and the service would have had a user without it)
     if admin_hash is None and not tenants and len(errors) == problems_before:
         errors.append(FieldError("auth", "no admin token and no tenants: nobody could use the service"))
-    return AuthConfig(admin_hash, tuple(tenants), limits)
+    return AuthConfig(admin_hash, tuple(tenants), limits, run_as)
+
+
+def _parse_run_as(raw: Any, tenant: str, path: str, errors: list[FieldError]) -> str | None:
+    """A tenant's ``run_as``: a user of this host other than root (root would isolate
+    nothing: its commands could read and signal everything)."""
+    if not isinstance(raw, str) or not raw.strip():
+        errors.append(FieldError(path, f"must be the name of an operating-system user, got {raw!r}"))
+        return None
+    try:
+        entry = pwd.getpwnam(raw)
+    except KeyError:
+        errors.append(FieldError(path, f"no user {raw!r} on this host (tenant {tenant!r}'s commands would run as it)"))
+        return None
+    if entry.pw_uid == 0:
+        errors.append(FieldError(path, f"{raw!r} is root (uid 0): its commands could read serve's database and "
+                                       "signal every process; name an unprivileged user"))
+        return None
+    return raw
 
 
 def _parse_limits(raw: Any, base: TenantLimits, path: str, errors: list[FieldError]) -> TenantLimits:

@@ -12,6 +12,8 @@ ids back instead of creating the jobs twice. ``--server`` and ``--token`` defaul
 variables ``FAIRSHARE_SERVER`` and ``FAIRSHARE_TOKEN`` (an extension of the contract:
 a token on the command line is visible to other users in ``ps``); ``--token-file`` reads
 the token from a file instead (its content, stripped), which ``ps`` does not show.
+An ``https://`` server is trusted through the system's certificate authorities, or
+``--ca-cert FILE``'s (a self-signed serve ``--tls-cert``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import argparse
 import json
 import logging
 import os
+import ssl  # (urllib imports it anyway)
 import sys
 import time
 import urllib.error
@@ -83,6 +86,12 @@ def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
     serve.add_argument("--log-format", default="text", choices=("text", "json"),
                        help="text lines, or one JSON object per line (time, level, logger, message and any extra "
                             "fields); for every log line of serve, the HTTP server's included")
+    serve.add_argument("--workdir", default=None, metavar="DIR",
+                       help="root of the per-job working directories of the tenants with run_as (required with "
+                            "them; created mode 0711 on each node, each job's directory owned by its user, 0700)")
+    serve.add_argument("--tls-cert", default=None, metavar="FILE",
+                       help="serve HTTPS with this PEM certificate (chain); needs --tls-key")
+    serve.add_argument("--tls-key", default=None, metavar="FILE", help="the PEM private key of --tls-cert")
 
     def client(p: argparse.ArgumentParser, *, inherited: bool = False) -> None:
         """The server and token options; ``inherited``: a sub-action's copies, which leave
@@ -96,6 +105,8 @@ def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
         token.add_argument("--token", default=unset, metavar="T", help=f"your API token (default ${TOKEN_ENV})")
         token.add_argument("--token-file", default=unset, metavar="PATH",
                            help="read the token from this file (its content, stripped)")
+        p.add_argument("--ca-cert", default=argparse.SUPPRESS if inherited else None, metavar="FILE",
+                       help="trust the https server whose certificate this PEM file (or the CA in it) signs")
 
     submit = sub.add_parser("submit", help="submit the jobs of a JOBFILE to serve",
                             description="JOBFILE (YAML or JSON) has a top-level `jobs:` list in the scenario "
@@ -180,6 +191,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config = load_config(args.config)
     except ScenarioError as exc:
         raise _problems(exc, "nothing was started") from None
+    tls = tls_options(args.tls_cert, args.tls_key)
+    _check_isolation(args, config.auth.run_as)
     try:
         import fastapi  # noqa: F401
         import ray  # noqa: F401
@@ -195,6 +208,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             Preemptor(config.preemption, make_policy(args.policy), config.resources)
     except PolicyModeError as exc:
         raise ClientError(f"--policy: {exc}") from None
+    from fairshare.live.isolation import create_private
+
+    try:  # (the database's -wal and -shm files get its mode from SQLite)
+        create_private(args.db)
+        create_private(f"{args.db}.lock")
+    except OSError as exc:
+        raise ClientError(f"--db: cannot create {args.db}: {exc.strerror or exc}") from None
     db_lock = _lock_database(args.db)  # noqa: F841 - held (open) for the life of the process
     try:
         store = Store(args.db)
@@ -212,7 +232,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         store.close()
         raise ClientError(f"--port: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     port = sock.getsockname()[1]
-    commands = CommandBook()  # what each task runs: filled by the service, read by the executor
+    # what each task runs: filled by the service, read by the executor
+    commands = CommandBook(run_as=config.auth.run_as,
+                           workdir=os.path.abspath(args.workdir) if args.workdir is not None else None)
     progress = logging.getLogger("fairshare.serve")
     t0 = time.monotonic()
     if args.ray_address:
@@ -229,6 +251,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if output_max < MIN_MAX_BYTES:
         store.close()
         raise ClientError(f"--output-max-bytes: must be >= {MIN_MAX_BYTES}, got {output_max}")
+    try:  # readable by serve's user only: it holds every tenant's output
+        os.makedirs(output_dir, mode=0o700, exist_ok=True)
+        os.chmod(output_dir, 0o700)
+    except OSError as exc:
+        store.close()
+        raise ClientError(f"--output-dir: cannot create {output_dir}: {exc.strerror or exc}") from None
     executor = RayExecutor(config.resources, config.nodes, commands=commands, address=args.ray_address,
                            state_file=None if args.ray_address else f"{args.db}.ray.json",
                            node_timeout_s=node_timeout, output_dir=output_dir, output_max_bytes=output_max)
@@ -245,10 +273,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tune_gc()
         tune_switching()
         server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level=args.log_level,
-                                               access_log=args.log_level == "debug"))
+                                               access_log=args.log_level == "debug", **tls))
         names = ", ".join(n.name for n in executor.nodes())
         progress.info("policy %s, nodes %s, db %s, task output in %s", args.policy, names, args.db, output_dir)
-        progress.info("listening on http://%s:%d", args.host, port)
+        progress.info("listening on %s://%s:%d", "https" if tls else "http", args.host, port)
         server.run(sockets=[sock])  # uvicorn handles SIGINT and SIGTERM: a clean stop
     finally:
         if service is not None:
@@ -363,6 +391,64 @@ def listen_socket(host: str, port: int):
     return sock
 
 
+def tls_options(cert: str | None, key: str | None) -> dict[str, str]:
+    """uvicorn's options for HTTPS with ``--tls-cert``/``--tls-key`` (none: plain HTTP),
+    checked here, before anything starts: both or neither, readable, a certificate and
+    its (unencrypted) private key."""
+    if cert is None and key is None:
+        return {}
+    if key is None:
+        raise ClientError("--tls-key: is required with --tls-cert")
+    if cert is None:
+        raise ClientError("--tls-cert: is required with --tls-key")
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            raise ClientError(f"{flag}: cannot read {path}: {exc.strerror or exc}") from None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_verify_locations(cafile=cert)
+    except ssl.SSLError as exc:
+        raise ClientError(f"--tls-cert: {cert} holds no PEM certificate ({exc.reason or exc})") from None
+    try:  # (a password callback, so that an encrypted key is refused instead of prompted for)
+        context.load_cert_chain(cert, key, password=lambda: b"")
+    except ssl.SSLError as exc:
+        raise ClientError(f"--tls-key: {key} is not the unencrypted PEM private key of --tls-cert's certificate "
+                          f"({exc.reason or exc})") from None
+    return {"ssl_certfile": cert, "ssl_keyfile": key}
+
+
+def _check_isolation(args: argparse.Namespace, run_as: dict[str, str]) -> None:
+    """With ``run_as`` tenants: serve runs as root (to start commands as their users),
+    has a ``--workdir``, and refuses files with secrets that other users may read.
+    Without: such files are only warned about (every command runs as serve's user, which
+    reads them anyway)."""
+    from fairshare.live.isolation import open_to_others, prepare_workdir
+
+    if run_as:
+        tenant, user = next(iter(run_as.items()))
+        if os.geteuid() != 0:
+            raise ClientError(f"--config: tenant {tenant!r} has run_as {user!r}: serve must run as root to run "
+                              f"commands as other users (it runs as uid {os.geteuid()})")
+        if args.workdir is None:
+            raise ClientError("--workdir: is required when a tenant has run_as (the root of the per-job working "
+                              "directories)")
+        try:
+            prepare_workdir(os.path.abspath(args.workdir))
+        except ValueError as exc:
+            raise ClientError(f"--workdir: {exc}") from None
+    db = args.db
+    for path, mode in open_to_others([args.config, db, f"{db}-wal", f"{db}-shm", args.tls_key]):
+        if run_as:
+            flag = {args.config: "--config", args.tls_key: "--tls-key"}.get(path, "--db")
+            raise ClientError(f"{flag}: {path} is open to other users (mode {mode:04o}), and tenants with run_as "
+                              f"must not read it: chmod 600 {path}")
+        logging.getLogger("fairshare.serve").warning("%s is open to other users (mode %04o): chmod 600 %s (with "
+                                                     "run_as tenants, serve refuses to start)", path, mode, path)
+
+
 def _lock_database(db: str):
     """One serve per database: an exclusive lock on ``DB.lock`` (released by the kernel
     when the process ends, even on kill -9), so a second serve cannot re-queue the first
@@ -425,6 +511,9 @@ def _token(args: argparse.Namespace) -> str:
         raise ClientError(f"--token-file: cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     if not token:
         raise ClientError(f"--token-file: {path} is empty")
+    if os.stat(path).st_mode & 0o007:
+        print(f"fairshare: warning: --token-file: {path} may be read by other users (chmod 600 {path})",
+              file=sys.stderr)
     return token
 
 
@@ -442,8 +531,11 @@ def _request_once(args: argparse.Namespace, method: str, path: str, body: Any, h
     req = urllib.request.Request(url, data=data, method=method,
                                  headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json",
                                           "Accept": "application/json", **headers})
+    # (no --ca-cert: urllib's default, the system's certificate authorities)
+    https = {"context": _ca_context(args.ca_cert)} if getattr(args, "ca_cert", None) and url.startswith("https://") \
+        else {}
     try:
-        with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 - the user's own server URL
+        with urllib.request.urlopen(req, timeout=60, **https) as resp:  # noqa: S310 - the user's own server URL
             return json.loads(resp.read() or b"null")
     except urllib.error.HTTPError as exc:
         if exc.code in answered:
@@ -464,7 +556,20 @@ def _request_once(args: argparse.Namespace, method: str, path: str, body: Any, h
                              float(retry_after) if retry_after.isdigit() else None) from None
         raise ClientError(message, EXIT_USAGE if 400 <= exc.code < 500 else EXIT_INTERNAL) from None
     except (urllib.error.URLError, OSError) as exc:
-        raise _Retryable(f"cannot reach {args.server}: {getattr(exc, 'reason', exc)}", EXIT_INTERNAL) from None
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, ssl.SSLCertVerificationError):  # (no retry cures it)
+            raise ClientError(f"cannot trust {args.server}: {reason.verify_message} (give its certificate or CA "
+                              f"with --ca-cert FILE)", EXIT_INTERNAL) from None
+        raise _Retryable(f"cannot reach {args.server}: {reason}", EXIT_INTERNAL) from None
+
+
+def _ca_context(path: str):
+    """An SSL context that trusts the certificates of the PEM file ``path``."""
+    try:
+        return ssl.create_default_context(cafile=path)
+    except (OSError, ssl.SSLError) as exc:
+        raise ClientError(f"--ca-cert: cannot read a PEM certificate from {path}: "
+                          f"{getattr(exc, 'strerror', None) or getattr(exc, 'reason', None) or exc}") from None
 
 
 def cmd_submit(args: argparse.Namespace) -> int:

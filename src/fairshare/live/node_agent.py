@@ -21,6 +21,12 @@ drive it directly). Each command runs as a subprocess keyed by ``(task id, attem
   outlive the attempt, the agent and serve; ``output_list`` and ``output_read`` read
   them for a serve on another machine.
 
+A command with a ``user`` (its tenant's ``run_as``) runs as that user: its uid, primary
+gid and the user's groups (``Popen``'s ``user``, ``group``, ``extra_groups``), ``HOME``,
+``USER`` and ``LOGNAME`` set, in its job's directory (``_as_user``). That needs the agent
+to run as root; such a start is forked, not vforked (CPython does not vfork a child that
+changes its ids).
+
 Fencing: serve's *incarnation* (a counter in its database, incremented at each start)
 comes with every call that can start work or drop results. The agent remembers the
 newest incarnation it has seen and refuses ``run`` and ``ack`` from an older one, so a
@@ -30,10 +36,12 @@ the new serve listed the agent (``hello``), nor drop a result the new serve need
 
 from __future__ import annotations
 
+import logging
 import os
+import pwd
 import shutil
 import signal
-import logging
+import stat
 import subprocess
 import threading
 import time
@@ -92,6 +100,37 @@ def _command(argv: list[str], shell: bool, env: dict[str, str]) -> tuple[list[st
     return args, _die_with_parent_hook()
 
 
+_WORKDIR_LOCK = threading.Lock()
+
+
+def _as_user(user: str, workdir: str, env: dict[str, str]) -> dict:
+    """``Popen``'s arguments that run a command as ``user``, whose working directory is
+    ``workdir`` (its job's): created here if missing, owned by the user, mode 0700, under
+    a parent owned by the agent's user (0711: others may pass through, not list it).
+    Sets the user's ``HOME``, ``USER`` and ``LOGNAME`` in ``env``. Raises ``OSError``
+    with the reason when the command cannot run so (``run`` then refuses it)."""
+    if os.geteuid() != 0:
+        raise OSError(f"run_as {user!r}: the node agent runs as uid {os.geteuid()}, not root, "
+                      "so it cannot run commands as another user")
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        raise OSError(f"run_as {user!r}: no such user on this node") from None
+    with _WORKDIR_LOCK:  # (two tasks of a job starting at once: one makes it, both see it the user's)
+        os.makedirs(os.path.dirname(workdir), mode=0o711, exist_ok=True)
+        try:
+            os.mkdir(workdir, 0o700)
+            os.chown(workdir, entry.pw_uid, entry.pw_gid)
+            os.chmod(workdir, 0o700)  # (mkdir's mode is cut by the umask)
+        except FileExistsError:  # an earlier task of the job made it: it must be the user's own
+            st = os.lstat(workdir)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != entry.pw_uid:
+                raise OSError(f"run_as {user!r}: {workdir} exists and is not a directory of {user!r}") from None
+    env.update(HOME=entry.pw_dir, USER=user, LOGNAME=user)
+    return {"user": entry.pw_uid, "group": entry.pw_gid,
+            "extra_groups": os.getgrouplist(user, entry.pw_gid)}
+
+
 class _Run:
     """One command of one attempt: forked, waited for and reaped by its own thread."""
 
@@ -107,6 +146,7 @@ class _Run:
         self.killed = False
         self._started = threading.Event()
         self.error: str | None = None
+        self.user: str | None = None  # the user it runs as (None: the agent's)
 
     def snapshot(self) -> tuple:
         return (self.task_id, self.attempt, self.incarnation, self.pid, self.code, self.seq)
@@ -121,13 +161,15 @@ class _Run:
     def _main(self, argv, shell, env, cwd, on_end, output: OutputWriter | None) -> None:
         full_env = dict(os.environ)
         full_env.update(env)
-        if cwd is not None and not os.path.isdir(cwd):
-            cwd = None
         try:
+            as_user = _as_user(self.user, cwd, full_env) if self.user is not None else {}
+            if cwd is not None and not os.path.isdir(cwd):
+                cwd = None
             args, hook = _command(argv, shell, full_env)
             # its own session: ``kill`` signals the command's whole process group
             proc = subprocess.Popen(args, env=full_env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=hook)
+                                    stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=hook,
+                                    **as_user)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:  # not found, not executable, ...
             self.error = f"cannot run {argv[0]!r}: {exc}"
             if output is not None:
@@ -192,11 +234,12 @@ class NodeAgent:
                     "runs": [r.snapshot() for r in self._runs.values()]}
 
     def run(self, task_id: int, attempt: int, incarnation: int, argv: list[str], shell: bool,
-            env: dict[str, str], cwd: str | None) -> tuple[str, str]:
+            env: dict[str, str], cwd: str | None, user: str | None = None) -> tuple[str, str]:
         """Start attempt ``attempt`` of task ``task_id``: ``(STARTED, pid)``; ``(REFUSED,
         reason)`` when the command cannot be started (its end is reported, as exit status
         127); ``(FENCED, ...)`` for an older incarnation; ``(STALE, ...)`` when a newer
-        attempt of the task is already here. A repeated call is answered as the first."""
+        attempt of the task is already here. A repeated call is answered as the first.
+        ``user``: run it as that user, in ``cwd`` (its job's directory; ``_as_user``)."""
         with self._lock:
             if incarnation < self.incarnation:
                 return FENCED, f"incarnation {incarnation} < {self.incarnation}"
@@ -210,6 +253,7 @@ class NodeAgent:
                 if old.code is None:  # an older attempt still running: never two at once
                     self._kill(old)
             run = _Run(task_id, attempt, incarnation)
+            run.user = user
             self._runs[task_id] = run
         output = None
         if self.output_dir is not None:

@@ -240,6 +240,8 @@ class RayExecutor:
         if fresh:
             self._poll_reports(launch.node)
         args = (launch.task_id, spec.attempt, self.incarnation, list(spec.argv), spec.shell, dict(spec.env), spec.cwd)
+        if spec.user is not None:  # (only then: the call stays the one an agent of an older serve knows)
+            args += (spec.user,)
         ref = agent.run.remote(*args)
         self._running[launch.task_id] = (spec.attempt, launch.node)
         self._starts[ref] = (launch.task_id, spec.attempt, launch.node, args)

@@ -149,7 +149,8 @@ class LocalCluster:
         doc = {"version": STATE_VERSION, "address": self.address, "fingerprint": self.fingerprint,
                "nodes": self.nodes}
         tmp = self.state_file.with_name(self.state_file.name + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=1))
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
+            out.write(json.dumps(doc, indent=1))
         os.replace(tmp, self.state_file)
 
 
@@ -179,7 +180,7 @@ def start_or_attach(resources: tuple[str, ...], nodes: tuple[Node, ...], *, stat
         import tempfile
 
         log_dir = Path(tempfile.mkdtemp(prefix="fairshare-ray-"))
-    log_dir.mkdir(exist_ok=True)
+    log_dir.mkdir(mode=0o700, exist_ok=True)  # (serve's logs: not for the tenants' users to read)
     if path is not None and path.exists():
         try:
             old = load(path)

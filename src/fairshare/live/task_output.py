@@ -62,6 +62,11 @@ def _segments(task_dir: Path, attempt: int | None = None) -> dict[int, list[tupl
     return out
 
 
+def _open_private(path: Path):
+    """``path`` opened to append, unbuffered, created readable by its owner only."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab", buffering=0)
+
+
 class OutputWriter:
     """Appends one attempt's output to its segments (module docstring). Not thread-safe:
     the one thread that reads the command's pipe writes."""
@@ -70,7 +75,9 @@ class OutputWriter:
         if max_bytes < MIN_MAX_BYTES:
             raise ValueError(f"max_bytes: must be >= {MIN_MAX_BYTES}, got {max_bytes}")
         self.task_dir = Path(directory) / str(task_id)
-        self.task_dir.mkdir(parents=True, exist_ok=True)
+        # private to serve's user: with run_as, tenants share this machine (docs/live.md,
+        # Trust model), and one tenant must not read another's output
+        self.task_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.attempt = attempt
         self.segment_bytes = max_bytes // 2
         # (a repeated start of the same attempt: ``NodeAgent.run`` answers it without a
@@ -79,7 +86,7 @@ class OutputWriter:
             path.unlink(missing_ok=True)
         self.size = 0  # bytes written in all
         self._start = 0
-        self._file = open(self.task_dir / _segment_name(attempt, 0), "ab", buffering=0)  # noqa: SIM115
+        self._file = _open_private(self.task_dir / _segment_name(attempt, 0))
 
     def write(self, data: bytes) -> None:
         while data:
@@ -97,7 +104,7 @@ class OutputWriter:
     def _rotate(self) -> None:
         self._file.close()
         self._start = self.size
-        self._file = open(self.task_dir / _segment_name(self.attempt, self._start), "ab", buffering=0)  # noqa: SIM115
+        self._file = _open_private(self.task_dir / _segment_name(self.attempt, self._start))
         for _start, path in _segments(self.task_dir, self.attempt).get(self.attempt, [])[:-2]:
             path.unlink(missing_ok=True)
 
