@@ -317,9 +317,11 @@ def configure_logging(level: str, format: str) -> None:
     uvicorn's loggers get their own level set here: by default they keep WARNING."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLogFormatter() if format == "json" else logging.Formatter(TEXT_LOG_FORMAT))
+    handler.set_name("fairshare")
     root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
+    for old in list(root.handlers):  # (ours from an earlier call; others, e.g. a test's capture, stay)
+        if old.get_name() == "fairshare":
+            root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
