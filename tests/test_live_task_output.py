@@ -285,9 +285,11 @@ def test_serve_logging_puts_every_logger_on_one_handler_at_the_level(monkeypatch
     root = logging.getLogger()
     saved = (list(root.handlers), root.level)
     try:
-        configure_logging("warning", "json")
-        (handler,) = root.handlers
+        configure_logging("info", "text")
+        configure_logging("warning", "json")  # replaces the first: one handler of ours
+        (handler,) = [h for h in root.handlers if h.get_name() == "fairshare"]
         assert isinstance(handler.formatter, JsonLogFormatter) and root.level == logging.WARNING
+        assert all(h in root.handlers for h in saved[0])  # the others (pytest's capture) stay
         assert logging.getLogger("uvicorn.error").level == logging.WARNING
     finally:
         root.handlers[:] = saved[0]
