@@ -186,11 +186,12 @@ def test_client_errors_without_a_server(tmp_path, capsys, monkeypatch):
 # --- submit: one Idempotency-Key per invocation, retried after a lost answer -------------------------
 def test_submit_retries_a_lost_answer_with_the_same_key(server, tmp_path, capsys, monkeypatch):
     import urllib.error
+    import urllib.request
 
     from fairshare.live import cli
 
     url, svc = server
-    real_urlopen = cli.urllib.request.urlopen
+    real_urlopen = urllib.request.urlopen
     sent: list[tuple[str | None, int]] = []
     failures = {"left": 2}
 
@@ -210,7 +211,7 @@ def test_submit_retries_a_lost_answer_with_the_same_key(server, tmp_path, capsys
         return answer
 
     waits: list[float] = []
-    monkeypatch.setattr(cli.urllib.request, "urlopen", flaky)
+    monkeypatch.setattr(urllib.request, "urlopen", flaky)
     monkeypatch.setattr(cli, "_sleep", waits.append)
     jobfile = write(tmp_path / "jobs.yaml", {"jobs": [job("etl", "ads.prod", 3, {"cpu": 1})]})
     assert main(["submit", jobfile, "--server", url, "--token", ALICE]) == 0
@@ -274,7 +275,7 @@ def test_the_listening_socket_gives_connections_tcp_nodelay():
 def test_the_readme_queues_sample_is_what_the_command_prints(monkeypatch, capsys):
     # the README's `fairshare queues` sample, its numbers sent back by a stub server: the
     # command prints exactly the sample (every column, same layout)
-    import fairshare.live.cli as live_cli
+    from fairshare.client import Client
 
     readme = (Path(__file__).parents[1] / "README.md").read_text().splitlines()
     start = readme.index("$ .venv/bin/fairshare queues --token bob-demo-token") + 1
@@ -286,7 +287,8 @@ def test_the_readme_queues_sample_is_what_the_command_prints(monkeypatch, capsys
                              "pending_tasks": int(row["PENDING"]), "guarantee": {}, "limit": {},
                              "time_below_fair_share": None}  # (the example's config: none, preemption off)
               for row in rows}
-    monkeypatch.setattr(live_cli, "_request", lambda *args, **kwargs: answer)
+    monkeypatch.setattr(Client, "request", lambda *args, **kwargs: answer)
+    monkeypatch.setenv("FAIRSHARE_SERVER", "http://stub")
     assert main(["queues", "--token", BOB]) == 0
     assert capsys.readouterr().out.splitlines() == sample
 
@@ -346,12 +348,12 @@ def test_job_shows_its_summary_and_its_tasks_page_by_page(server, tmp_path, caps
 
 def test_job_follows_tasks_next_with_the_remaining_bound(monkeypatch, capsys):
     # three pages of one task: each request continues after the previous page's cursor
-    from fairshare.live import cli as live_cli
+    from fairshare.client import Client
 
     pages = {None: ([1], 1), "1": ([2], 2), "2": ([3], None)}
     asked: list[str] = []
 
-    def answer(args, method, path, body=None, **kwargs):
+    def answer(client, method, path, body=None, **kwargs):
         asked.append(path)
         after = path.partition("tasks_after=")[2].partition("&")[0] or None
         ids, nxt = pages[after]
@@ -361,7 +363,8 @@ def test_job_follows_tasks_next_with_the_remaining_bound(monkeypatch, capsys):
                 "tasks": [{"id": i, "class": "c", "state": "running", "node": "n", "attempts": 1,
                            "exit_code": None, "message": None} for i in ids]}
 
-    monkeypatch.setattr(live_cli, "_request", answer)
+    monkeypatch.setattr(Client, "request", answer)
+    monkeypatch.setenv("FAIRSHARE_SERVER", "http://stub")
     assert main(["job", "7", "--max-tasks", "5", "--format", "json"]) == 0
     assert [t["id"] for t in json.loads(capsys.readouterr().out)["tasks"]] == [1, 2, 3]
     assert asked == ["/v1/jobs/7?tasks_limit=5", "/v1/jobs/7?tasks_after=1&tasks_limit=4",
@@ -391,8 +394,7 @@ def test_status_reports_an_unavailable_service_and_exits_1(monkeypatch, capsys):
     # /healthz answers 503 with its document: printed, not an error, and the exit status says it
     import io
     import urllib.error
-
-    from fairshare.live import cli as live_cli
+    import urllib.request
 
     def urlopen(req, timeout):
         if req.full_url.endswith("/healthz"):
@@ -403,24 +405,24 @@ def test_status_reports_an_unavailable_service_and_exits_1(monkeypatch, capsys):
                                       "running_tasks": 0, "pending_tasks": 4, "decisions_total": 2,
                                       "preemptions_total": 1, "utilization": {"cpu": 0.0}}).encode())
 
-    monkeypatch.setattr(live_cli.urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
     assert main(["status", "--server", "http://x", "--token", BOB]) == 1
     out = capsys.readouterr().out
     assert "unavailable (the loop stopped)" in out and "0 up, 1 down" in out and "0 running, 4 pending" in out
 
 
 def test_queues_set_sends_one_change_and_prints_the_queues_after(server, monkeypatch, capsys):
-    from fairshare.live import cli as live_cli
+    import urllib.request
 
     url, _ = server
-    real_urlopen = live_cli.urllib.request.urlopen
+    real_urlopen = urllib.request.urlopen
     sent: list[tuple[str, dict | None]] = []
 
     def recording(req, timeout):
         sent.append((req.get_method(), json.loads(req.data) if req.data else None))
         return real_urlopen(req, timeout=timeout)
 
-    monkeypatch.setattr(live_cli.urllib.request, "urlopen", recording)
+    monkeypatch.setattr(urllib.request, "urlopen", recording)
     assert main(["queues", "set", "dev", "--weight", "3", "--limit", "cpu=2", "--limit", "gpu=1",
                  "--no-guarantee", "--server", url, "--token", ADMIN]) == 0
     assert sent == [("PUT", {"weights": {"dev": 3.0},
