@@ -365,6 +365,7 @@ def test_job_follows_tasks_next_with_the_remaining_bound(monkeypatch, capsys):
 
     monkeypatch.setattr(Client, "request", answer)
     monkeypatch.setenv("FAIRSHARE_SERVER", "http://stub")
+    monkeypatch.setenv("FAIRSHARE_TOKEN", "t")
     assert main(["job", "7", "--max-tasks", "5", "--format", "json"]) == 0
     assert [t["id"] for t in json.loads(capsys.readouterr().out)["tasks"]] == [1, 2, 3]
     assert asked == ["/v1/jobs/7?tasks_limit=5", "/v1/jobs/7?tasks_after=1&tasks_limit=4",
