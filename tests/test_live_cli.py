@@ -5,8 +5,6 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -104,26 +102,10 @@ def test_serve_refuses_a_database_another_serve_holds(tmp_path, capsys):
 # --- the clients against a running API -----------------------------------------------------------
 @pytest.fixture
 def server(tmp_path):
-    import uvicorn
+    from live_helpers import api_in_thread
 
-    from fairshare.live.api import create_app
-    from fairshare.live.service import LiveService
-    from fairshare.live.store import Store
-
-    config = make_config()
-    svc = LiveService(config, Store(tmp_path / "fs.db"), ManualExecutor(config.nodes), policy="hdrf")
-    svc.start()
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not srv.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}", svc
-    srv.should_exit = True
-    thread.join(timeout=10)
-    svc.stop()
+    with api_in_thread(tmp_path / "fs.db") as running:
+        yield running
 
 
 def test_submit_jobs_cancel_queues(server, tmp_path, capsys):
