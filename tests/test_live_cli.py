@@ -461,3 +461,118 @@ def test_token_file_is_read_stripped_and_a_bad_one_names_the_flag(server, tmp_pa
     monkeypatch.setenv("FAIRSHARE_TOKEN", ADMIN)
     assert main(["jobs", "--server", url, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+# --- client profiles and --watch -----------------------------------------------------------------------
+def write_profiles(config_home: Path, text: str) -> Path:
+    path = config_home / "fairshare" / "client.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def clean_env(monkeypatch, tmp_path):
+    for name in ("FAIRSHARE_SERVER", "FAIRSHARE_TOKEN", "FAIRSHARE_PROFILE", "FAIRSHARE_CA_CERT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    return tmp_path / "config"
+
+
+def test_profiles_flag_over_env_over_profile_over_default(server, clean_env, tmp_path, monkeypatch, capsys):
+    url, _ = server
+    (tmp_path / "bob.token").write_text(BOB + "\n")
+    (tmp_path / "admin.token").write_text(ADMIN)
+    write_profiles(clean_env, f'default_profile = "bob"\n'
+                              f'[profiles.bob]\nurl = "{url}"\ntoken_file = "{tmp_path / "bob.token"}"\n'
+                              f'[profiles.admin]\nurl = "{url}"\ntoken_file = "../../admin.token"\n'
+                              f'[profiles.dead]\nurl = "http://127.0.0.1:9"\ntoken = "x"\n')
+
+    def whoami(*argv: str) -> str:
+        # bob may not change a queue (403, exit 2); the admin may (0); a dead URL: exit 1
+        return {0: "admin", 1: "dead", 2: "bob"}[main(["queues", "set", "dev", "--weight", "1", *argv])]
+
+    assert whoami() == "bob"  # the default profile; its token file read stripped
+    assert whoami("--profile", "admin") == "admin"  # a path relative to the file
+    monkeypatch.setenv("FAIRSHARE_PROFILE", "admin")
+    assert whoami() == "admin"
+    assert whoami("--profile", "bob") == "bob"  # the flag over the environment
+    monkeypatch.setenv("FAIRSHARE_TOKEN", BOB)
+    assert whoami() == "bob"  # the environment's token over the profile's
+    assert whoami("--token", ADMIN) == "admin"  # the flag over the environment
+    monkeypatch.setenv("FAIRSHARE_PROFILE", "dead")
+    assert whoami() == "dead"
+    monkeypatch.setenv("FAIRSHARE_SERVER", url)
+    assert whoami() == "bob"  # the environment's URL over the profile's
+    assert whoami("--server", "http://127.0.0.1:9") == "dead"
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("text, argv, message", [
+    ('[profiles.a]\nurl = "http://x"\ncolour = "red"\n', ["--profile", "a"],
+     "client.toml: profiles.a.colour: unknown key (allowed: url, token, token_file, ca_cert)"),
+    ('[profiles.a]\nurl = "http://x"\n', ["--profile", "b"], "client.toml: profile: no profile 'b' (profiles: a)"),
+    ('default_profile = "b"\n[profiles.a]\nurl = "http://x"\n', [],
+     "client.toml: default_profile: no profile 'b' (profiles: a)"),
+    ('[profiles.a\n', [], "client.toml: invalid TOML"),
+    ('servers = 1\n', [], "client.toml: servers: unknown key (allowed: default_profile, profiles)"),
+    ('[profiles.a]\nurl = 3\n', ["--profile", "a"], "client.toml: profiles.a.url: must be a non-empty string"),
+])
+def test_a_bad_config_file_names_the_file_and_the_key(clean_env, capsys, text, argv, message):
+    path = write_profiles(clean_env, text)
+    assert main(["jobs", "--token", "x", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and str(path) in err
+
+
+def test_an_unknown_profile_without_a_file_is_an_error(clean_env, capsys):
+    assert main(["jobs", "--token", "x", "--profile", "prod"]) == 2
+    assert f"profile 'prod': {clean_env / 'fairshare' / 'client.toml'} does not exist" in capsys.readouterr().err
+
+
+def test_watch_redraws_until_ctrl_c(server, monkeypatch, capsys):
+    from fairshare.live import cli as live_cli
+
+    url, _ = server
+    naps: list[float] = []
+
+    def nap(seconds):
+        naps.append(seconds)
+        if len(naps) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(live_cli, "_sleep", nap)
+    assert main(["queues", "--watch", "--server", url, "--token", BOB]) == 0  # Ctrl-C: a normal end
+    out = capsys.readouterr().out
+    assert naps == [2.0, 2.0, 2.0]  # the default period
+    assert out.count("every 2 s: fairshare queues") == 3 and out.count("\nQUEUE ") == 3
+    assert "\033[2J" not in out  # not a terminal: no clearing
+    naps.clear()
+    monkeypatch.setattr(live_cli.sys.stdout, "isatty", lambda: True)
+    assert main(["status", "--watch", "0.5", "--server", url, "--token", BOB]) == 0
+    out = capsys.readouterr().out
+    assert naps == [0.5] * 3 and out.count("\033[H\033[2J") == 3 and out.count("policy:") == 3
+
+
+def test_watch_ends_on_a_first_error_and_shows_a_later_one(server, monkeypatch, capsys):
+    from fairshare.client import Client, Unreachable
+    from fairshare.live import cli as live_cli
+    from live_helpers import free_port
+
+    assert main(["jobs", "--watch", "1", "--server", f"http://127.0.0.1:{free_port()}", "--token", BOB]) == 1
+    assert "cannot reach" in capsys.readouterr().err
+    url, _ = server
+    real = Client.jobs
+    answers = [real, lambda self: (_ for _ in ()).throw(Unreachable("cannot reach it: restarting")), real]
+    monkeypatch.setattr(Client, "jobs", lambda self: answers.pop(0)(self))
+    monkeypatch.setattr(live_cli, "_sleep", lambda s: None if answers else (_ for _ in ()).throw(KeyboardInterrupt))
+    assert main(["jobs", "--watch", "--server", url, "--token", BOB]) == 0
+    frames = capsys.readouterr().out.split("every 2 s: fairshare jobs")[1:]
+    assert ["\nID " in f for f in frames] == [True, False, True]
+    assert "fairshare: error: cannot reach it: restarting" in frames[1]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "x"])
+def test_watch_refuses_a_bad_period(value, capsys):
+    assert main(["jobs", "--watch", value, "--server", "http://x", "--token", "t"]) == 2
+    assert "--watch: must be a number of seconds > 0" in capsys.readouterr().err
