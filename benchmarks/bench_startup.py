@@ -40,6 +40,7 @@ def command_lines(jobfile: str) -> dict[str, list[str]]:
         "queues (unreachable)": ["queues", *client],
         "cancel 1 (unreachable)": ["cancel", "1", *client],
         "submit (unreachable)": ["submit", jobfile, "--retries", "0", *client],
+        "logs 1 (unreachable)": ["logs", "1", *client],
     }
 
 

@@ -4,6 +4,7 @@ task finishes)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -113,6 +114,34 @@ def wait_for(predicate, timeout_s: float, what: str, every_s: float = 0.05):
             return value
         time.sleep(every_s)
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+@contextlib.contextmanager
+def api_in_thread(db: Path, **service_options):
+    """serve's HTTP API on ``make_config()`` (uvicorn in a thread, the service on a
+    ``ManualExecutor``: no Ray): yields ``(url, service)``, stops both after."""
+    import threading
+
+    import uvicorn
+
+    from fairshare.live.api import create_app
+    from fairshare.live.service import LiveService
+    from fairshare.live.store import Store
+
+    config = make_config()
+    svc = LiveService(config, Store(db), ManualExecutor(config.nodes), policy="hdrf", **service_options)
+    svc.start()
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: srv.started, 20, "uvicorn to start", every_s=0.02)
+        yield f"http://127.0.0.1:{port}", svc
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=10)
+        svc.stop()
 
 
 def free_port() -> int:

@@ -5,8 +5,6 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -104,26 +102,10 @@ def test_serve_refuses_a_database_another_serve_holds(tmp_path, capsys):
 # --- the clients against a running API -----------------------------------------------------------
 @pytest.fixture
 def server(tmp_path):
-    import uvicorn
+    from live_helpers import api_in_thread
 
-    from fairshare.live.api import create_app
-    from fairshare.live.service import LiveService
-    from fairshare.live.store import Store
-
-    config = make_config()
-    svc = LiveService(config, Store(tmp_path / "fs.db"), ManualExecutor(config.nodes), policy="hdrf")
-    svc.start()
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not srv.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}", svc
-    srv.should_exit = True
-    thread.join(timeout=10)
-    svc.stop()
+    with api_in_thread(tmp_path / "fs.db") as running:
+        yield running
 
 
 def test_submit_jobs_cancel_queues(server, tmp_path, capsys):
@@ -186,11 +168,12 @@ def test_client_errors_without_a_server(tmp_path, capsys, monkeypatch):
 # --- submit: one Idempotency-Key per invocation, retried after a lost answer -------------------------
 def test_submit_retries_a_lost_answer_with_the_same_key(server, tmp_path, capsys, monkeypatch):
     import urllib.error
+    import urllib.request
 
     from fairshare.live import cli
 
     url, svc = server
-    real_urlopen = cli.urllib.request.urlopen
+    real_urlopen = urllib.request.urlopen
     sent: list[tuple[str | None, int]] = []
     failures = {"left": 2}
 
@@ -210,7 +193,7 @@ def test_submit_retries_a_lost_answer_with_the_same_key(server, tmp_path, capsys
         return answer
 
     waits: list[float] = []
-    monkeypatch.setattr(cli.urllib.request, "urlopen", flaky)
+    monkeypatch.setattr(urllib.request, "urlopen", flaky)
     monkeypatch.setattr(cli, "_sleep", waits.append)
     jobfile = write(tmp_path / "jobs.yaml", {"jobs": [job("etl", "ads.prod", 3, {"cpu": 1})]})
     assert main(["submit", jobfile, "--server", url, "--token", ALICE]) == 0
@@ -274,7 +257,7 @@ def test_the_listening_socket_gives_connections_tcp_nodelay():
 def test_the_readme_queues_sample_is_what_the_command_prints(monkeypatch, capsys):
     # the README's `fairshare queues` sample, its numbers sent back by a stub server: the
     # command prints exactly the sample (every column, same layout)
-    import fairshare.live.cli as live_cli
+    from fairshare.client import Client
 
     readme = (Path(__file__).parents[1] / "README.md").read_text().splitlines()
     start = readme.index("$ .venv/bin/fairshare queues --token bob-demo-token") + 1
@@ -286,7 +269,8 @@ def test_the_readme_queues_sample_is_what_the_command_prints(monkeypatch, capsys
                              "pending_tasks": int(row["PENDING"]), "guarantee": {}, "limit": {},
                              "time_below_fair_share": None}  # (the example's config: none, preemption off)
               for row in rows}
-    monkeypatch.setattr(live_cli, "_request", lambda *args, **kwargs: answer)
+    monkeypatch.setattr(Client, "request", lambda *args, **kwargs: answer)
+    monkeypatch.setenv("FAIRSHARE_SERVER", "http://stub")
     assert main(["queues", "--token", BOB]) == 0
     assert capsys.readouterr().out.splitlines() == sample
 
@@ -346,12 +330,12 @@ def test_job_shows_its_summary_and_its_tasks_page_by_page(server, tmp_path, caps
 
 def test_job_follows_tasks_next_with_the_remaining_bound(monkeypatch, capsys):
     # three pages of one task: each request continues after the previous page's cursor
-    from fairshare.live import cli as live_cli
+    from fairshare.client import Client
 
     pages = {None: ([1], 1), "1": ([2], 2), "2": ([3], None)}
     asked: list[str] = []
 
-    def answer(args, method, path, body=None, **kwargs):
+    def answer(client, method, path, body=None, **kwargs):
         asked.append(path)
         after = path.partition("tasks_after=")[2].partition("&")[0] or None
         ids, nxt = pages[after]
@@ -361,7 +345,9 @@ def test_job_follows_tasks_next_with_the_remaining_bound(monkeypatch, capsys):
                 "tasks": [{"id": i, "class": "c", "state": "running", "node": "n", "attempts": 1,
                            "exit_code": None, "message": None} for i in ids]}
 
-    monkeypatch.setattr(live_cli, "_request", answer)
+    monkeypatch.setattr(Client, "request", answer)
+    monkeypatch.setenv("FAIRSHARE_SERVER", "http://stub")
+    monkeypatch.setenv("FAIRSHARE_TOKEN", "t")
     assert main(["job", "7", "--max-tasks", "5", "--format", "json"]) == 0
     assert [t["id"] for t in json.loads(capsys.readouterr().out)["tasks"]] == [1, 2, 3]
     assert asked == ["/v1/jobs/7?tasks_limit=5", "/v1/jobs/7?tasks_after=1&tasks_limit=4",
@@ -391,8 +377,7 @@ def test_status_reports_an_unavailable_service_and_exits_1(monkeypatch, capsys):
     # /healthz answers 503 with its document: printed, not an error, and the exit status says it
     import io
     import urllib.error
-
-    from fairshare.live import cli as live_cli
+    import urllib.request
 
     def urlopen(req, timeout):
         if req.full_url.endswith("/healthz"):
@@ -403,24 +388,24 @@ def test_status_reports_an_unavailable_service_and_exits_1(monkeypatch, capsys):
                                       "running_tasks": 0, "pending_tasks": 4, "decisions_total": 2,
                                       "preemptions_total": 1, "utilization": {"cpu": 0.0}}).encode())
 
-    monkeypatch.setattr(live_cli.urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
     assert main(["status", "--server", "http://x", "--token", BOB]) == 1
     out = capsys.readouterr().out
     assert "unavailable (the loop stopped)" in out and "0 up, 1 down" in out and "0 running, 4 pending" in out
 
 
 def test_queues_set_sends_one_change_and_prints_the_queues_after(server, monkeypatch, capsys):
-    from fairshare.live import cli as live_cli
+    import urllib.request
 
     url, _ = server
-    real_urlopen = live_cli.urllib.request.urlopen
+    real_urlopen = urllib.request.urlopen
     sent: list[tuple[str, dict | None]] = []
 
     def recording(req, timeout):
         sent.append((req.get_method(), json.loads(req.data) if req.data else None))
         return real_urlopen(req, timeout=timeout)
 
-    monkeypatch.setattr(live_cli.urllib.request, "urlopen", recording)
+    monkeypatch.setattr(urllib.request, "urlopen", recording)
     assert main(["queues", "set", "dev", "--weight", "3", "--limit", "cpu=2", "--limit", "gpu=1",
                  "--no-guarantee", "--server", url, "--token", ADMIN]) == 0
     assert sent == [("PUT", {"weights": {"dev": 3.0},
@@ -476,3 +461,118 @@ def test_token_file_is_read_stripped_and_a_bad_one_names_the_flag(server, tmp_pa
     monkeypatch.setenv("FAIRSHARE_TOKEN", ADMIN)
     assert main(["jobs", "--server", url, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+# --- client profiles and --watch -----------------------------------------------------------------------
+def write_profiles(config_home: Path, text: str) -> Path:
+    path = config_home / "fairshare" / "client.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def clean_env(monkeypatch, tmp_path):
+    for name in ("FAIRSHARE_SERVER", "FAIRSHARE_TOKEN", "FAIRSHARE_PROFILE", "FAIRSHARE_CA_CERT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    return tmp_path / "config"
+
+
+def test_profiles_flag_over_env_over_profile_over_default(server, clean_env, tmp_path, monkeypatch, capsys):
+    url, _ = server
+    (tmp_path / "bob.token").write_text(BOB + "\n")
+    (tmp_path / "admin.token").write_text(ADMIN)
+    write_profiles(clean_env, f'default_profile = "bob"\n'
+                              f'[profiles.bob]\nurl = "{url}"\ntoken_file = "{tmp_path / "bob.token"}"\n'
+                              f'[profiles.admin]\nurl = "{url}"\ntoken_file = "../../admin.token"\n'
+                              f'[profiles.dead]\nurl = "http://127.0.0.1:9"\ntoken = "x"\n')
+
+    def whoami(*argv: str) -> str:
+        # bob may not change a queue (403, exit 2); the admin may (0); a dead URL: exit 1
+        return {0: "admin", 1: "dead", 2: "bob"}[main(["queues", "set", "dev", "--weight", "1", *argv])]
+
+    assert whoami() == "bob"  # the default profile; its token file read stripped
+    assert whoami("--profile", "admin") == "admin"  # a path relative to the file
+    monkeypatch.setenv("FAIRSHARE_PROFILE", "admin")
+    assert whoami() == "admin"
+    assert whoami("--profile", "bob") == "bob"  # the flag over the environment
+    monkeypatch.setenv("FAIRSHARE_TOKEN", BOB)
+    assert whoami() == "bob"  # the environment's token over the profile's
+    assert whoami("--token", ADMIN) == "admin"  # the flag over the environment
+    monkeypatch.setenv("FAIRSHARE_PROFILE", "dead")
+    assert whoami() == "dead"
+    monkeypatch.setenv("FAIRSHARE_SERVER", url)
+    assert whoami() == "bob"  # the environment's URL over the profile's
+    assert whoami("--server", "http://127.0.0.1:9") == "dead"
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("text, argv, message", [
+    ('[profiles.a]\nurl = "http://x"\ncolour = "red"\n', ["--profile", "a"],
+     "client.toml: profiles.a.colour: unknown key (allowed: url, token, token_file, ca_cert)"),
+    ('[profiles.a]\nurl = "http://x"\n', ["--profile", "b"], "client.toml: profile: no profile 'b' (profiles: a)"),
+    ('default_profile = "b"\n[profiles.a]\nurl = "http://x"\n', [],
+     "client.toml: default_profile: no profile 'b' (profiles: a)"),
+    ('[profiles.a\n', [], "client.toml: invalid TOML"),
+    ('servers = 1\n', [], "client.toml: servers: unknown key (allowed: default_profile, profiles)"),
+    ('[profiles.a]\nurl = 3\n', ["--profile", "a"], "client.toml: profiles.a.url: must be a non-empty string"),
+])
+def test_a_bad_config_file_names_the_file_and_the_key(clean_env, capsys, text, argv, message):
+    path = write_profiles(clean_env, text)
+    assert main(["jobs", "--token", "x", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and str(path) in err
+
+
+def test_an_unknown_profile_without_a_file_is_an_error(clean_env, capsys):
+    assert main(["jobs", "--token", "x", "--profile", "prod"]) == 2
+    assert f"profile 'prod': {clean_env / 'fairshare' / 'client.toml'} does not exist" in capsys.readouterr().err
+
+
+def test_watch_redraws_until_ctrl_c(server, monkeypatch, capsys):
+    from fairshare.live import cli as live_cli
+
+    url, _ = server
+    naps: list[float] = []
+
+    def nap(seconds):
+        naps.append(seconds)
+        if len(naps) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(live_cli, "_sleep", nap)
+    assert main(["queues", "--watch", "--server", url, "--token", BOB]) == 0  # Ctrl-C: a normal end
+    out = capsys.readouterr().out
+    assert naps == [2.0, 2.0, 2.0]  # the default period
+    assert out.count("every 2 s: fairshare queues") == 3 and out.count("\nQUEUE ") == 3
+    assert "\033[2J" not in out  # not a terminal: no clearing
+    naps.clear()
+    monkeypatch.setattr(live_cli.sys.stdout, "isatty", lambda: True)
+    assert main(["status", "--watch", "0.5", "--server", url, "--token", BOB]) == 0
+    out = capsys.readouterr().out
+    assert naps == [0.5] * 3 and out.count("\033[H\033[2J") == 3 and out.count("policy:") == 3
+
+
+def test_watch_ends_on_a_first_error_and_shows_a_later_one(server, monkeypatch, capsys):
+    from fairshare.client import Client, Unreachable
+    from fairshare.live import cli as live_cli
+    from live_helpers import free_port
+
+    assert main(["jobs", "--watch", "1", "--server", f"http://127.0.0.1:{free_port()}", "--token", BOB]) == 1
+    assert "cannot reach" in capsys.readouterr().err
+    url, _ = server
+    real = Client.jobs
+    answers = [real, lambda self: (_ for _ in ()).throw(Unreachable("cannot reach it: restarting")), real]
+    monkeypatch.setattr(Client, "jobs", lambda self: answers.pop(0)(self))
+    monkeypatch.setattr(live_cli, "_sleep", lambda s: None if answers else (_ for _ in ()).throw(KeyboardInterrupt))
+    assert main(["jobs", "--watch", "--server", url, "--token", BOB]) == 0
+    frames = capsys.readouterr().out.split("every 2 s: fairshare jobs")[1:]
+    assert ["\nID " in f for f in frames] == [True, False, True]
+    assert "fairshare: error: cannot reach it: restarting" in frames[1]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "x"])
+def test_watch_refuses_a_bad_period(value, capsys):
+    assert main(["jobs", "--watch", value, "--server", "http://x", "--token", "t"]) == 2
+    assert "--watch: must be a number of seconds > 0" in capsys.readouterr().err

@@ -259,6 +259,13 @@ def build_parser() -> argparse.ArgumentParser:
     trace = sub.add_parser("trace", help="convert real cluster traces into scenario files",
                            description="Convert real cluster traces into scenario files (docs/traces.md).")
     trace.defer(_add_trace_actions)
+    completion = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",
+                                description="Print a completion script for the shell, generated from this "
+                                            "command's options: commands, flags and their values (policy names "
+                                            "for --policy). bash: `source <(fairshare completion bash)` (or save it "
+                                            "in ~/.local/share/bash-completion/completions/fairshare); zsh: save "
+                                            "`fairshare completion zsh` as _fairshare in a directory of $fpath.")
+    completion.add_argument("shell", choices=("bash", "zsh"))
     return parser
 
 
@@ -359,6 +366,14 @@ def cmd_policies(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_completion(args: argparse.Namespace) -> int:
+    from fairshare.completion import SHELLS
+    from fairshare.policies import REGISTRY
+
+    sys.stdout.write(SHELLS[args.shell](build_parser(), list(REGISTRY)))
+    return EXIT_OK
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     options = _policy_options(args)
     policy = _make_policy(args.policy, options)
@@ -453,7 +468,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"allocate": cmd_allocate, "audit": cmd_audit, "simulate": cmd_simulate, "compare": cmd_compare,
-            "policies": cmd_policies, "trace": lambda args: args.func(args)}
+            "policies": cmd_policies, "trace": lambda args: args.func(args), "completion": cmd_completion}
 
 
 def _live_command(name: str):

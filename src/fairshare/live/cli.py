@@ -1,19 +1,21 @@
 """``fairshare serve`` and its clients ``submit``, ``jobs``, ``job``, ``cancel``, ``queues``
 (and ``queues set``), ``status``, ``logs`` (contract: "Live scheduling").
 
-The clients use only the standard library (urllib): they need no Ray, FastAPI or
-uvicorn, and import nothing of fairshare at start (``submit`` reads its JOBFILE with the
-scenario loader's parser), so they start at once. A refused request exits 2 with the server's field and reason; a server that
+The clients go through :class:`fairshare.client.Client`, which uses only the standard
+library (urllib): they need no Ray, FastAPI or uvicorn, and import nothing heavy of
+fairshare (``submit`` reads its JOBFILE with the scenario loader's parser), so they start
+at once. A refused request exits 2 with the server's field and reason; a server that
 cannot be reached exits 1. ``submit`` sends an ``Idempotency-Key`` (a new UUID per
 invocation) and retries, with the same key, on a lost connection, a 5xx or a 429 (up to
-``--retries`` times, waiting 0.5, 1, 2, 4 ... s or the server's ``Retry-After``): a
-retry of a submission the server committed but whose answer was lost gets the same job
-ids back instead of creating the jobs twice. ``--server`` and ``--token`` default to the environment
-variables ``FAIRSHARE_SERVER`` and ``FAIRSHARE_TOKEN`` (an extension of the contract:
-a token on the command line is visible to other users in ``ps``); ``--token-file`` reads
-the token from a file instead (its content, stripped), which ``ps`` does not show.
-An ``https://`` server is trusted through the system's certificate authorities, or
-``--ca-cert FILE``'s (a self-signed serve ``--tls-cert``).
+``--retries`` times, waiting 0.5, 1, 2, 4 ... s or the server's ``Retry-After``): a retry
+of a submission the server committed but whose answer was lost gets the same job ids back
+instead of creating the jobs twice. ``--server``, ``--token`` and ``--ca-cert`` default to
+the environment variables ``FAIRSHARE_SERVER``, ``FAIRSHARE_TOKEN`` and
+``FAIRSHARE_CA_CERT`` (an extension of the contract: a token on the command line is
+visible to other users in ``ps``), then to the profile of the client configuration file
+(``--profile``, ``FAIRSHARE_PROFILE``, its ``default_profile``; ``fairshare.client.settings``);
+``--token-file`` reads the token from a file instead (its content, stripped), which ``ps``
+does not show. ``jobs``, ``job``, ``queues`` and ``status`` take ``--watch [SECONDS]``.
 """
 
 from __future__ import annotations
@@ -21,23 +23,22 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
-import ssl  # (urllib imports it anyway)
 import sys
 import time
-import urllib.error
-import urllib.request
-import uuid
-from pathlib import Path
 from typing import Any
 
+from fairshare.client import (CA_CERT_ENV, PROFILE_ENV, SERVER_ENV, TOKEN_ENV, Client, Queue, Unreachable,
+                              read_jobfile, read_token_file, settings)
+from fairshare.client import ClientError as RequestError
+
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
-SERVER_ENV, TOKEN_ENV = "FAIRSHARE_SERVER", "FAIRSHARE_TOKEN"
-#: first wait before a retry of ``submit`` (doubled each time), and the longest wait
-RETRY_FIRST_S, RETRY_MAX_S = 0.5, 30.0
 #: how many of a job's tasks ``fairshare job`` reads by default (ten of the server's
-#: default pages), and the most one page may hold (the server's ``MAX_PAGE``)
-MAX_TASKS_SHOWN, MAX_TASKS_PAGE = 10_000, 10_000
+#: default pages)
+MAX_TASKS_SHOWN = 10_000
+#: ``--watch``'s redraw period when none is given
+WATCH_DEFAULT_S = 2.0
 _sleep = time.sleep  # the tests replace it
 
 
@@ -45,6 +46,17 @@ class ClientError(Exception):
     def __init__(self, message: str, status: int = EXIT_USAGE):
         super().__init__(message)
         self.status = status
+
+
+def _seconds_type(text: str) -> float:
+    """``--watch``'s period: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value
 
 
 def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
@@ -94,19 +106,30 @@ def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
     serve.add_argument("--tls-key", default=None, metavar="FILE", help="the PEM private key of --tls-cert")
 
     def client(p: argparse.ArgumentParser, *, inherited: bool = False) -> None:
-        """The server and token options; ``inherited``: a sub-action's copies, which leave
-        the values given before the action (``queues --token T set ...``) alone unless
-        given again (argparse copies a sub-parser's defaults over its parent's)."""
+        """The server, token and profile options; ``inherited``: a sub-action's copies,
+        which leave the values given before the action (``queues --token T set ...``)
+        alone unless given again (argparse copies a sub-parser's defaults over its
+        parent's)."""
         unset = argparse.SUPPRESS if inherited else None
-        p.add_argument("--server", default=argparse.SUPPRESS if inherited else os.environ.get(SERVER_ENV),
-                       metavar="URL",
-                       help=f"the serve URL, e.g. http://127.0.0.1:8000 (default ${SERVER_ENV})")
+        p.add_argument("--server", default=unset, metavar="URL",
+                       help=f"the serve URL, e.g. http://127.0.0.1:8000 (default ${SERVER_ENV}, then the profile's "
+                            "url)")
         token = p.add_mutually_exclusive_group()
-        token.add_argument("--token", default=unset, metavar="T", help=f"your API token (default ${TOKEN_ENV})")
+        token.add_argument("--token", default=unset, metavar="T",
+                           help=f"your API token (default ${TOKEN_ENV}, then the profile's token or token_file)")
         token.add_argument("--token-file", default=unset, metavar="PATH",
                            help="read the token from this file (its content, stripped)")
-        p.add_argument("--ca-cert", default=argparse.SUPPRESS if inherited else None, metavar="FILE",
-                       help="trust the https server whose certificate this PEM file (or the CA in it) signs")
+        p.add_argument("--ca-cert", default=unset, metavar="PEM",
+                       help="trust this certificate authority for an https:// server (default "
+                            f"${CA_CERT_ENV}, then the profile's ca_cert, then the system's)")
+        p.add_argument("--profile", default=unset, metavar="NAME",
+                       help=f"the client configuration file's profile (default ${PROFILE_ENV}, then its "
+                            "default_profile; docs/live.md, Client profiles)")
+
+    def watch(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--watch", type=_seconds_type, nargs="?", const=WATCH_DEFAULT_S, default=None,
+                       metavar="SECONDS",
+                       help=f"redraw every SECONDS (default {WATCH_DEFAULT_S:g}) until Ctrl-C")
 
     submit = sub.add_parser("submit", help="submit the jobs of a JOBFILE to serve",
                             description="JOBFILE (YAML or JSON) has a top-level `jobs:` list in the scenario "
@@ -117,6 +140,7 @@ def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
     client(submit)
     jobs = sub.add_parser("jobs", help="list your jobs on serve")
     jobs.add_argument("--format", choices=("table", "json"), default="table")
+    watch(jobs)
     client(jobs)
     job = sub.add_parser("job", help="one job on serve: its summary and its tasks",
                          description="The job's summary and a table of its tasks (id, class, state, node, "
@@ -125,6 +149,7 @@ def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
     job.add_argument("--max-tasks", type=positive_int, default=MAX_TASKS_SHOWN, metavar="N",
                      help=f"read at most N tasks (default {MAX_TASKS_SHOWN:,}); a cut list says so")
     job.add_argument("--format", choices=("table", "json"), default="table")
+    watch(job)
     client(job)
     cancel = sub.add_parser("cancel", help="cancel jobs on serve")
     cancel.add_argument("job_ids", nargs="+", metavar="JOB", type=positive_int)
@@ -133,6 +158,7 @@ def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
                             description="Every queue's weight, current and fair dominant share, tasks, guarantee "
                                         "and limit. `fairshare queues set QUEUE ...` changes a queue (admin).")
     queues.add_argument("--format", choices=("table", "json"), default="table")
+    watch(queues)
     client(queues)
     queue_actions = queues.add_subparsers(dest="queues_action", metavar="ACTION")
     queue_set = queue_actions.add_parser(
@@ -156,16 +182,20 @@ def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
                                         "policy, nodes up and down, running and pending tasks, decisions. "
                                         "Exits 1 when the health is `unavailable`.")
     status.add_argument("--format", choices=("table", "json"), default="table")
+    watch(status)
     client(status)
-    logs = sub.add_parser("logs", help="a job's task output on serve (--follow: as it comes)",
-                          description="The output (stdout and stderr) of a job's tasks: with TASK that task's, "
-                                      "else every task's latest attempt, each under a '==> task ID (attempt N) <==' "
-                                      "header when there are several. --follow polls until each has ended.")
+    logs = sub.add_parser("logs", help="a task's output on serve (stdout and stderr), or each task's",
+                          description="The output of a job's task (its latest attempt, or --attempt N), or, "
+                                      "without TASK, of each task's latest attempt (with several tasks, each "
+                                      "under a '==> task ID (attempt N) <==' header). Output beyond serve's "
+                                      "bound per attempt is rotated away; a gap is said on stderr.")
     logs.add_argument("job_id", metavar="JOB", type=positive_int)
-    logs.add_argument("task_id", metavar="TASK", type=positive_int, nargs="?")
+    logs.add_argument("task", metavar="TASK", type=positive_int, nargs="?", default=None)
     logs.add_argument("--attempt", type=positive_int, default=None, metavar="N",
-                      help="that attempt of TASK (default its latest)")
-    logs.add_argument("--follow", "-f", action="store_true", help="print new output as it comes, until it ends")
+                      help="this attempt of TASK (default: its latest)")
+    logs.add_argument("--follow", "-f", action="store_true",
+                      help="keep printing new output until every attempt shown (and, without TASK, the job) "
+                           "has ended")
     client(logs)
 
 
@@ -470,187 +500,166 @@ def _lock_database(db: str):
 
 
 # --- clients --------------------------------------------------------------------------------------
-class _Retryable(ClientError):
-    """A failure a retry may cure: no answer, a 5xx, a 429 (``wait``: its Retry-After)."""
-
-    def __init__(self, message: str, status: int, wait: float | None = None):
-        super().__init__(message, status)
-        self.wait = wait
+def _print_retry(message: str, wait_s: float) -> None:
+    print(f"fairshare: {message}; retrying in {wait_s:g} s", file=sys.stderr)
 
 
-def _request(args: argparse.Namespace, method: str, path: str, body: Any = None, *,
-             headers: dict[str, str] | None = None, retries: int = 0) -> Any:
-    """One API call; with ``retries``, the same request again after a lost connection, a
-    5xx or a 429, waiting ``RETRY_FIRST_S`` doubled each time (or the ``Retry-After``)."""
-    delay = RETRY_FIRST_S
-    for attempt in range(retries + 1):
-        try:
-            return _request_once(args, method, path, body, headers or {})
-        except _Retryable as exc:
-            if attempt == retries:
-                raise ClientError(str(exc) + (f" (after {retries} retries)" if retries else ""), exc.status) from None
-            wait = min(RETRY_MAX_S, exc.wait if exc.wait is not None else delay)
-            print(f"fairshare: {exc}; retrying in {wait:g} s", file=sys.stderr)
-            _sleep(wait)
-            delay *= 2
-    raise AssertionError("unreachable")
-
-
-def _token(args: argparse.Namespace) -> str:
-    """The token: ``--token``, else ``--token-file``'s content (stripped), else
-    ``$FAIRSHARE_TOKEN``. A missing, unreadable or empty token file is a usage error."""
+def _client(args: argparse.Namespace, *, retries: int = 0) -> Client:
+    """The client of a command: each setting from its flag, else the environment, else the
+    profile (``--profile``, else ``$FAIRSHARE_PROFILE``, else the config file's
+    ``default_profile``). The token: ``--token``, else ``--token-file``'s content
+    (stripped), else ``$FAIRSHARE_TOKEN``, else the profile's; a missing, unreadable or
+    empty token file is a usage error."""
+    found = settings(profile=getattr(args, "profile", None))
+    server = getattr(args, "server", None) or found.url
+    where = f" or a profile's url in {found.config}"
+    if not server:
+        raise ClientError(f"--server: is required (or set ${SERVER_ENV},{where})")
+    if not server.startswith(("http://", "https://")):
+        raise ClientError(f"--server: must be an http:// or https:// URL, got {server!r}")
     if getattr(args, "token", None):
-        return args.token
-    path = getattr(args, "token_file", None)
-    if path is None:
-        token = os.environ.get(TOKEN_ENV)
-        if not token:
-            raise ClientError(f"--token: is required (or --token-file, or set ${TOKEN_ENV})")
-        return token
-    try:
-        token = Path(path).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ClientError(f"--token-file: cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    if not token:
-        raise ClientError(f"--token-file: {path} is empty")
-    if os.stat(path).st_mode & 0o007:
-        print(f"fairshare: warning: --token-file: {path} may be read by other users (chmod 600 {path})",
-              file=sys.stderr)
-    return token
+        token = args.token
+    elif getattr(args, "token_file", None) is not None:
+        token = read_token_file(args.token_file, "--token-file")
+    elif found.token or found.token_file:
+        token = found.read_token()
+    else:
+        raise ClientError(f"--token: is required (or --token-file, or set ${TOKEN_ENV}, or a profile's token_file "
+                          f"in {found.config})")
+    ca_cert = getattr(args, "ca_cert", None) or found.ca_cert
+    return Client(server, token, ca_cert=ca_cert, retries=retries, sleep=lambda s: _sleep(s), on_retry=_print_retry)
 
 
-def _request_once(args: argparse.Namespace, method: str, path: str, body: Any, headers: dict[str, str],
-                  answered: tuple[int, ...] = ()) -> Any:
-    """One API call's JSON answer; an error status in ``answered`` is returned as an
-    answer (``/healthz`` answers 503 with its document), any other raises."""
-    if not args.server:
-        raise ClientError(f"--server: is required (or set ${SERVER_ENV})")
-    token = _token(args)
-    url = args.server.rstrip("/") + path
-    if not url.startswith(("http://", "https://")):
-        raise ClientError(f"--server: must be an http:// or https:// URL, got {args.server!r}")
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json",
-                                          "Accept": "application/json", **headers})
-    # (no --ca-cert: urllib's default, the system's certificate authorities)
-    https = {"context": _ca_context(args.ca_cert)} if getattr(args, "ca_cert", None) and url.startswith("https://") \
-        else {}
-    try:
-        with urllib.request.urlopen(req, timeout=60, **https) as resp:  # noqa: S310 - the user's own server URL
-            return json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        if exc.code in answered:
-            try:
-                return json.loads(exc.read())
-            except ValueError:
-                pass  # not a fairshare server's answer: reported below
+def _exit_status(exc: RequestError) -> int:
+    """A refusal (4xx) or bad input is the user's (2); no answer or a 5xx is not (1)."""
+    if isinstance(exc, Unreachable) or (exc.status is not None and exc.status >= 500):
+        return EXIT_INTERNAL
+    return EXIT_USAGE
+
+
+def _client_command(command):
+    """A client command whose requests' errors exit as ``_exit_status`` says."""
+
+    def run(args: argparse.Namespace) -> int:
         try:
-            payload = json.loads(exc.read())
-            items = payload.get("errors") or [payload["error"]]
-            lines = [f"{i['field']}: {i['reason']}" if i.get("field") else str(i["reason"]) for i in items]
-        except (ValueError, AttributeError, KeyError, TypeError):  # not a fairshare server's answer
-            lines = [str(exc.reason)]
-        message = f"the server refused ({exc.code}):\n  " + "\n  ".join(lines)
-        if exc.code >= 500 or exc.code == 429:
-            retry_after = exc.headers.get("Retry-After", "") if exc.headers else ""
-            raise _Retryable(message, EXIT_INTERNAL if exc.code >= 500 else EXIT_USAGE,
-                             float(retry_after) if retry_after.isdigit() else None) from None
-        raise ClientError(message, EXIT_USAGE if 400 <= exc.code < 500 else EXIT_INTERNAL) from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        if isinstance(reason, ssl.SSLCertVerificationError):  # (no retry cures it)
-            raise ClientError(f"cannot trust {args.server}: {reason.verify_message} (give its certificate or CA "
-                              f"with --ca-cert FILE)", EXIT_INTERNAL) from None
-        raise _Retryable(f"cannot reach {args.server}: {reason}", EXIT_INTERNAL) from None
+            return command(args)
+        except RequestError as exc:
+            raise ClientError(str(exc), _exit_status(exc)) from None
+
+    run.__doc__ = command.__doc__
+    return run
 
 
-def _ca_context(path: str):
-    """An SSL context that trusts the certificates of the PEM file ``path``."""
-    try:
-        return ssl.create_default_context(cafile=path)
-    except (OSError, ssl.SSLError) as exc:
-        raise ClientError(f"--ca-cert: cannot read a PEM certificate from {path}: "
-                          f"{getattr(exc, 'strerror', None) or getattr(exc, 'reason', None) or exc}") from None
+def _watching(command):
+    """A client command that, given ``--watch [SECONDS]``, redraws its output every SECONDS
+    until Ctrl-C (exit 0), like watch(1): the screen is cleared before each frame only on a
+    terminal (a pipe or a file gets the frames one after another, each under a header
+    line). A frame is drawn whole, from its output captured, so it does not flicker. An
+    error on the first frame ends the command; on a later one it is shown in the frame
+    (a server restarting is worth watching through)."""
+
+    def run(args: argparse.Namespace) -> int:
+        every_s = getattr(args, "watch", None)
+        if every_s is None:
+            return command(args)
+        import contextlib
+        import io
+
+        tty = sys.stdout.isatty()
+        frames = 0
+        try:
+            while True:
+                frame = io.StringIO()
+                try:
+                    with contextlib.redirect_stdout(frame):
+                        command(args)
+                except ClientError as exc:
+                    if not frames:
+                        raise
+                    frame.write(f"fairshare: error: {exc}\n")
+                header = f"every {every_s:g} s: fairshare {args.command}    {time.strftime('%Y-%m-%d %H:%M:%S')}"
+                sys.stdout.write(("\033[H\033[2J" if tty else "" if not frames else "\n")
+                                 + header + "\n\n" + frame.getvalue())
+                sys.stdout.flush()
+                frames += 1
+                _sleep(every_s)
+        except KeyboardInterrupt:
+            return EXIT_OK
+
+    run.__doc__ = command.__doc__
+    return run
 
 
+@_client_command
 def cmd_submit(args: argparse.Namespace) -> int:
     from fairshare.model.errors import ScenarioError
-    from fairshare.model.loader import parse_text
 
-    path = Path(args.jobfile)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ClientError(f"{args.jobfile}: cannot read: {exc}") from None
-    try:
-        doc = parse_text(text, args.jobfile, json_first=path.suffix.lower() == ".json")
+        jobs = read_jobfile(args.jobfile)
     except ScenarioError as exc:
         raise _problems(exc, "nothing was sent") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
-        raise ClientError(f"{args.jobfile}: jobs: a JOBFILE needs a top-level `jobs:` list")
-    extra = sorted(k for k in doc if k != "jobs")
-    if extra:
-        raise ClientError(f"{args.jobfile}: {extra[0]}: unknown key (allowed: jobs)")
     if args.retries < 0:
         raise ClientError(f"--retries: must be >= 0, got {args.retries}")
     # one key for every attempt of this invocation: the server creates the jobs once
-    out = _request(args, "POST", "/v1/jobs", {"jobs": doc["jobs"]},
-                   headers={"Idempotency-Key": str(uuid.uuid4())}, retries=args.retries)
-    for job_id in out["ids"]:
+    for job_id in _client(args, retries=args.retries).submit(jobs).ids:
         print(job_id)
     return EXIT_OK
 
 
+@_watching
+@_client_command
 def cmd_jobs(args: argparse.Namespace) -> int:
-    jobs = _request(args, "GET", "/v1/jobs")
+    jobs = _client(args).jobs()
     if args.format == "json":
-        print(json.dumps(jobs, indent=2))
+        print(json.dumps([j.raw for j in jobs], indent=2))
         return EXIT_OK
     rows = [("ID", "NAME", "QUEUE", "TENANT", "STATE", "DONE/TOTAL")]
-    rows += [(str(j["id"]), j["name"], j["queue"] or "(root)", j["tenant"], j["state"],
-              f"{j['tasks_done']}/{j['tasks_total']}") for j in jobs]
+    rows += [(str(j.id), j.name, j.queue or "(root)", j.tenant, j.state, f"{j.tasks_done}/{j.tasks_total}")
+             for j in jobs]
     _table(rows)
     return EXIT_OK
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    client = _client(args)
     status = EXIT_OK
     for job_id in args.job_ids:
         try:
-            job = _request(args, "POST", f"/v1/jobs/{job_id}/cancel")
-            print(f"{job['id']} {job['state']}")
-        except ClientError as exc:
+            job = client.cancel(job_id)[0]
+            print(f"{job.id} {job.state}")
+        except RequestError as exc:
             print(f"fairshare: error: job {job_id}: {exc}", file=sys.stderr)
-            status = max(status, exc.status)
+            status = max(status, _exit_status(exc))
     return status
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
     if getattr(args, "queues_action", None) == "set":
         return cmd_queues_set(args)
-    _print_queues(_request(args, "GET", "/v1/queues"), args.format)
+    return _show_queues(args)
+
+
+@_watching
+@_client_command
+def _show_queues(args: argparse.Namespace) -> int:
+    _print_queues(_client(args).queues(), args.format)
     return EXIT_OK
 
 
+@_client_command
 def cmd_queues_set(args: argparse.Namespace) -> int:
     """``queues set QUEUE``: one ``PUT /v1/queues`` change document (live/queues.py),
     then the queues as the server has them after it."""
-    change: dict[str, Any] = {}
-    if args.weight is not None:
-        change["weights"] = {args.queue: args.weight}
-    bounds: dict[str, dict[str, float] | None] = {}
+    bounds: dict[str, Any] = {}
     for bound in ("guarantee", "limit"):
         if getattr(args, f"no_{bound}"):
             bounds[bound] = None  # (null removes it)
         elif getattr(args, bound) is not None:
             bounds[bound] = _parse_amounts(f"--{bound}", getattr(args, bound))
-    if bounds:
-        change["bounds"] = {args.queue: bounds}
-    if not change:
+    if args.weight is None and not bounds:
         raise ClientError("queues set: nothing to change (give --weight, --guarantee, --limit, --no-guarantee "
                           "or --no-limit)")
-    _print_queues(_request(args, "PUT", "/v1/queues", change), getattr(args, "format", "table"))
+    _print_queues(_client(args).set_queue(args.queue, weight=args.weight, **bounds), getattr(args, "format", "table"))
     return EXIT_OK
 
 
@@ -673,120 +682,93 @@ def _parse_amounts(flag: str, items: list[str]) -> dict[str, float]:
     return amounts
 
 
+@_watching
+@_client_command
 def cmd_job(args: argparse.Namespace) -> int:
     """``job ID``: the job and its tasks, ``tasks_next`` followed until ``--max-tasks``."""
-    job = _request(args, "GET", f"/v1/jobs/{args.job_id}?tasks_limit={min(args.max_tasks, MAX_TASKS_PAGE)}")
-    tasks = job["tasks"]
-    while job.get("tasks_next") is not None and len(tasks) < args.max_tasks:
-        page = min(args.max_tasks - len(tasks), MAX_TASKS_PAGE)
-        job = _request(args, "GET", f"/v1/jobs/{args.job_id}?tasks_after={job['tasks_next']}&tasks_limit={page}")
-        tasks += job["tasks"]
-    cut = job.get("tasks_next") is not None
-    job = {**job, "tasks": tasks, "tasks_next": job.get("tasks_next")}
+    job = _client(args).job(args.job_id, max_tasks=args.max_tasks)
     if args.format == "json":
-        print(json.dumps(job, indent=2))
+        print(json.dumps(job.raw, indent=2))
     else:
-        summary = [("job", f"{job['id']} {job['name']}"), ("queue", job["queue"] or "(root)"),
-                   ("tenant", job["tenant"]), ("state", job["state"]),
-                   ("tasks", f"{job['tasks_done']}/{job['tasks_total']} done: {job['tasks_succeeded']} succeeded, "
-                             f"{job['tasks_failed']} failed, {job['tasks_running']} running"),
-                   ("submitted", _clock(job["submitted_at"])), ("finished", _clock(job["finished_at"]))]
+        summary = [("job", f"{job.id} {job.name}"), ("queue", job.queue or "(root)"),
+                   ("tenant", job.tenant), ("state", job.state),
+                   ("tasks", f"{job.tasks_done}/{job.tasks_total} done: {job.tasks_succeeded} succeeded, "
+                             f"{job.tasks_failed} failed, {job.tasks_running} running"),
+                   ("submitted", _clock(job.submitted_at)), ("finished", _clock(job.finished_at))]
         _table([(f"{key}:", value) for key, value in summary])
         print()
         rows = [("TASK", "CLASS", "STATE", "NODE", "ATTEMPTS", "EXIT", "MESSAGE")]
-        rows += [(str(t["id"]), t["class"], t["state"], t["node"] or "-", str(t["attempts"]),
-                  "-" if t["exit_code"] is None else str(t["exit_code"]), _one_line(t["message"]))
-                 for t in tasks]
+        rows += [(str(t.id), t.task_class, t.state, t.node or "-", str(t.attempts),
+                  "-" if t.exit_code is None else str(t.exit_code), _one_line(t.message))
+                 for t in job.tasks]
         _table(rows)
-    if cut:
-        print(f"fairshare: showing the first {len(tasks)} of {job['tasks_total']} tasks (--max-tasks)",
+    if job.tasks_next is not None:
+        print(f"fairshare: showing the first {len(job.tasks)} of {job.tasks_total} tasks (--max-tasks)",
               file=sys.stderr)
     return EXIT_OK
 
 
+@_watching
+@_client_command
 def cmd_status(args: argparse.Namespace) -> int:
     """``status``: ``/healthz`` (503 is an answer: ``unavailable``), then ``/v1/status``."""
-    health = _request_once(args, "GET", "/healthz", None, {}, answered=(503,))
-    state = _request(args, "GET", "/v1/status")
+    state = _client(args).status()
     if args.format == "json":
-        print(json.dumps({"health": health, "status": state}, indent=2))
+        print(json.dumps(state.raw, indent=2))
     else:
-        up = sum(1 for n in state["nodes"] if n["alive"])
-        preemptions = state.get("preemptions_total")
-        _table([("health:", f"{health['status']} ({health['detail']})" if health.get("detail") else health["status"]),
-                ("policy:", state["policy"]),
-                ("nodes:", f"{up} up, {len(state['nodes']) - up} down"),
-                ("tasks:", f"{state['running_tasks']} running, {state['pending_tasks']} pending"),
-                ("decisions:", str(state["decisions_total"])),
-                ("preemptions:", "-" if preemptions is None else str(preemptions)),
-                ("utilization:", ",".join(f"{r}={u:.1%}" for r, u in state["utilization"].items()) or "-")])
+        up = sum(1 for n in state.nodes if n.alive)
+        _table([("health:", f"{state.health} ({state.health_detail})" if state.health_detail else state.health),
+                ("policy:", state.policy),
+                ("nodes:", f"{up} up, {len(state.nodes) - up} down"),
+                ("tasks:", f"{state.running_tasks} running, {state.pending_tasks} pending"),
+                ("decisions:", str(state.decisions_total)),
+                ("preemptions:", "-" if state.preemptions_total is None else str(state.preemptions_total)),
+                ("utilization:", ",".join(f"{r}={u:.1%}" for r, u in state.utilization.items()) or "-")])
         print()
         rows = [("NODE", "STATE", "CAPACITY", "USED")]
-        rows += [(n["name"], "up" if n["alive"] else "down", _amounts(n["capacity"]), _amounts(n["used"]))
-                 for n in state["nodes"]]
+        rows += [(n.name, "up" if n.alive else "down", _amounts(n.capacity), _amounts(n.used)) for n in state.nodes]
         _table(rows)
-    return EXIT_INTERNAL if health["status"] == "unavailable" else EXIT_OK
+    return EXIT_INTERNAL if state.health == "unavailable" else EXIT_OK
 
 
-#: how often ``logs --follow`` asks for more, and the bytes one read asks for
-FOLLOW_EVERY_S, LOG_READ_BYTES = 1.0, 1 << 20
-
-
+@_client_command
 def cmd_logs(args: argparse.Namespace) -> int:
-    """``logs JOB [TASK]``: the attempt's output (``GET .../tasks/{task}/logs``, read on
-    from ``next_offset`` until a read comes back short); without TASK each task's latest
-    attempt of ``GET /v1/jobs/{id}/logs``, under a header when there are several.
-    ``--follow``: again every ``FOLLOW_EVERY_S`` until every attempt has ended."""
-    if args.attempt is not None and args.task_id is None:
-        raise ClientError("--attempt: needs a TASK")
-    if args.task_id is not None:
-        attempts: dict[int, int | None] = {args.task_id: args.attempt}
-    else:
-        attempts = {}
-        for entry in _request(args, "GET", f"/v1/jobs/{args.job_id}/logs")["logs"]:
-            attempts[entry["task"]] = max(attempts.get(entry["task"]) or 0, entry["attempt"])
-        if not attempts:
-            print(f"fairshare: job {args.job_id} has no task output yet", file=sys.stderr)
-            return EXIT_OK
-    several = len(attempts) > 1
-    offsets = dict.fromkeys(attempts, 0)
-    ended: set[int] = set()
-    shown = None  # the task whose output was printed last (its header is up)
-    while True:
-        for task_id in sorted(attempts):
-            if task_id in ended:
-                continue
-            while True:
-                query = f"offset={offsets[task_id]}&limit={LOG_READ_BYTES}"
-                if attempts[task_id] is not None:
-                    query += f"&attempt={attempts[task_id]}"
-                got = _request(args, "GET", f"/v1/jobs/{args.job_id}/tasks/{task_id}/logs?{query}")
-                attempts[task_id] = got["attempt"]  # (followed: the attempt read first, not a newer one)
-                if several and shown != task_id and (got["data"] or not args.follow):
-                    print(f"{'' if shown is None else chr(10)}==> task {task_id} (attempt {got['attempt']}) <==",
-                          flush=True)
-                    shown = task_id
-                if got["data"]:
-                    sys.stdout.write(got["data"])
-                    sys.stdout.flush()
-                offsets[task_id] = got["next_offset"]
-                if got["next_offset"] - got["offset"] < LOG_READ_BYTES:  # no more for now
-                    if got["ended"]:
-                        ended.add(task_id)
-                    break
-        if not args.follow or len(ended) == len(attempts):
-            return EXIT_OK
-        _sleep(FOLLOW_EVERY_S)
+    """``logs JOB [TASK]``: a task attempt's output (``--attempt``; default its latest), or
+    each task's latest attempt, under a ``==> task ID (attempt N) <==`` header (as tail
+    does for several files) when the job has several tasks. ``--follow``: until every
+    followed attempt (and, without TASK, the job) has ended."""
+    if args.attempt is not None and args.task is None:
+        raise ClientError("--attempt: needs TASK (an attempt of which task?)")
+    client = _client(args)
+    headers = args.task is None and client.job(args.job_id, max_tasks=1).tasks_total > 1
+    shown: tuple[int, int] | None = None
+    at_line_start = True
+    for chunk in client.logs(args.job_id, args.task, args.attempt, follow=args.follow):
+        if headers and shown != (chunk.task, chunk.attempt):
+            sys.stdout.write(("" if shown is None else "\n" if at_line_start else "\n\n")
+                             + f"==> task {chunk.task} (attempt {chunk.attempt}) <==\n")
+            at_line_start = True
+        shown = (chunk.task, chunk.attempt)
+        if chunk.skipped:
+            sys.stdout.flush()
+            print(f"fairshare: {chunk.skipped} bytes of task {chunk.task} (attempt {chunk.attempt}) were dropped "
+                  f"(rotated) before byte {chunk.offset}", file=sys.stderr)
+        if chunk.data:
+            sys.stdout.write(chunk.data)
+            at_line_start = chunk.data.endswith("\n")
+        if args.follow:
+            sys.stdout.flush()
+    return EXIT_OK
 
 
-def _print_queues(queues: dict[str, Any], format: str) -> None:
+def _print_queues(queues: dict[str, Queue], format: str) -> None:
     if format == "json":
-        print(json.dumps(queues, indent=2))
+        print(json.dumps({path: q.raw for path, q in queues.items()}, indent=2))
         return
     rows = [("QUEUE", "WEIGHT", "CURRENT", "FAIR", "RUNNING", "PENDING", "GUARANTEE", "LIMIT", "BELOW_FAIR_S")]
-    rows += [(path, f"{q['weight']:g}", f"{q['current_dominant_share']:.3f}", f"{q['fair_dominant_share']:.3f}",
-              str(q["running_tasks"]), str(q["pending_tasks"]), _amounts(q.get("guarantee")),
-              _amounts(q.get("limit")), _seconds(q.get("time_below_fair_share")))
+    rows += [(path, f"{q.weight:g}", f"{q.current_dominant_share:.3f}", f"{q.fair_dominant_share:.3f}",
+              str(q.running_tasks), str(q.pending_tasks), _amounts(q.guarantee), _amounts(q.limit),
+              _seconds(q.time_below_fair_share))
              for path, q in queues.items()]
     _table(rows)
 
@@ -829,5 +811,5 @@ def _table(rows: list[tuple[str, ...]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
-COMMANDS = {"serve": cmd_serve, "submit": cmd_submit, "jobs": cmd_jobs, "job": cmd_job, "cancel": cmd_cancel,
-            "queues": cmd_queues, "status": cmd_status, "logs": cmd_logs}
+COMMANDS = {"serve": cmd_serve, "submit": cmd_submit, "jobs": cmd_jobs, "job": cmd_job,
+            "cancel": _client_command(cmd_cancel), "queues": cmd_queues, "status": cmd_status, "logs": cmd_logs}
