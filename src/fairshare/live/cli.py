@@ -427,6 +427,8 @@ def tls_options(cert: str | None, key: str | None) -> dict[str, str]:
     """uvicorn's options for HTTPS with ``--tls-cert``/``--tls-key`` (none: plain HTTP),
     checked here, before anything starts: both or neither, readable, a certificate and
     its (unencrypted) private key."""
+    import ssl
+
     if cert is None and key is None:
         return {}
     if key is None:
@@ -527,7 +529,15 @@ def _client(args: argparse.Namespace, *, retries: int = 0) -> Client:
         raise ClientError(f"--token: is required (or --token-file, or set ${TOKEN_ENV}, or a profile's token_file "
                           f"in {found.config})")
     ca_cert = getattr(args, "ca_cert", None) or found.ca_cert
-    return Client(server, token, ca_cert=ca_cert, retries=retries, sleep=lambda s: _sleep(s), on_retry=_print_retry)
+    try:
+        return Client(server, token, ca_cert=ca_cert, retries=retries, sleep=lambda s: _sleep(s),
+                      on_retry=_print_retry)
+    except RequestError as exc:  # a bad setting: named as the flag that gives it
+        message = str(exc)
+        for argument, flag in (("ca_cert: ", "--ca-cert: "), ("url: ", "--server: ")):
+            if message.startswith(argument):
+                message = flag + message[len(argument):]
+        raise ClientError(message) from None
 
 
 def _exit_status(exc: RequestError) -> int:
