@@ -276,10 +276,11 @@ _REFUSALS: dict[int, dict[str, Any]] = {
 }
 
 
-def _refusals(*statuses: int, **why: str) -> dict[int | str, dict[str, Any]]:
-    """The ``responses`` of a route that can refuse with ``statuses``; ``why``: a
-    description of this route's own cause, by status name (``s403="not the admin"``)."""
-    return {status: {**_REFUSALS[status], **({"description": why[f"s{status}"]} if f"s{status}" in why else {})}
+def _refusals(*statuses: int, why: dict[int, str] | None = None) -> dict[int | str, dict[str, Any]]:
+    """The ``responses`` of a route that can refuse with ``statuses``; ``why``: status ->
+    this route's own cause, instead of the general description."""
+    why = why or {}
+    return {status: {**_REFUSALS[status], **({"description": why[status]} if status in why else {})}
             for status in statuses}
 
 
@@ -517,7 +518,7 @@ def create_app(service: LiveService) -> FastAPI:
         return _AsciiJSON(HealthOut.model_validate(doc).model_dump(), status_code=code)
 
     @app.post("/v1/jobs", status_code=201, response_model=SubmitOut, tags=["jobs"], operation_id="submitJobs",
-              responses=_refusals(400, 401, 403, 413, 422, 429, s403="a queue not granted to the tenant"),
+              responses=_refusals(400, 401, 403, 413, 422, 429, why={403: "a queue not granted to the tenant"}),
               openapi_extra=_SUBMIT_OPENAPI)
     async def submit_jobs(request: Request) -> Response:
         """Submit jobs (the scenario format, each task class with a command)."""
@@ -613,7 +614,8 @@ def create_app(service: LiveService) -> FastAPI:
         return service.queues()
 
     @app.put("/v1/queues", response_model=dict[str, QueueOut], tags=["queues"], openapi_extra=_QUEUES_OPENAPI,
-             operation_id="updateQueues", responses=_refusals(400, 401, 403, 413, 422, s403="not the admin token"))
+             operation_id="updateQueues", responses=_refusals(400, 401, 403, 413, 422,
+                                                               why={403: "not the admin token"}))
     async def put_queues(request: Request, caller: Caller) -> dict:
         """Admin only: change weights, add queues and set guarantees and limits at run time (kept across
         restarts)."""
