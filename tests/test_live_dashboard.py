@@ -390,14 +390,14 @@ def test_metrics_of_the_running_service(serve, loaded):
     assert samples[("fairshare_decision_latency_seconds_sum", ())] > 0
     assert samples[("fairshare_running_tasks", ())] == 8
     for path, (_, current, fair, running, pending) in EXPECTED_QUEUES.items():
-        assert samples[("fairshare_queue_dominant_share", (("kind", "current"), ("queue", path)))] == \
+        assert samples[("fairshare_queue_dominant_share_ratio", (("kind", "current"), ("queue", path)))] == \
             pytest.approx(current)
-        assert samples[("fairshare_queue_dominant_share", (("kind", "fair"), ("queue", path)))] == \
+        assert samples[("fairshare_queue_dominant_share_ratio", (("kind", "fair"), ("queue", path)))] == \
             pytest.approx(fair)
-        assert samples[("fairshare_pending_tasks", (("queue", path),))] == pending
+        assert samples[("fairshare_queue_pending_tasks", (("queue", path),))] == pending
         assert samples[("fairshare_queue_running_tasks", (("queue", path),))] == running
     for resource, fraction in EXPECTED_UTILIZATION.items():
-        assert samples[("fairshare_utilization", (("resource", resource),))] == pytest.approx(fraction)
+        assert samples[("fairshare_utilization_ratio", (("resource", resource),))] == pytest.approx(fraction)
     assert samples[("fairshare_capacity", (("resource", "cpu"),))] == CPUS
     for node in ("cpu-node", "mic-node", "gpu-node"):
         assert samples[("fairshare_node_up", (("node", node),))] == 1

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fairshare.live.api import create_app
-from fairshare.live.metrics import Metrics, render
+from fairshare.live.metrics import registry_for, render
 from fairshare.live.ray_health import FIRST_ANSWER_S, TICK_S, NodeProber
 from fairshare.live.service import LiveService
 from fairshare.live.store import Store
@@ -302,11 +302,12 @@ def test_metrics_count_attempts_requeues_and_starts_and_show_node_health(tmp_pat
     assert math.isnan(parsed[("fairshare_node_last_answer_seconds", (("node", "gpu-node"),))])
 
 
-def test_render_leaves_out_what_it_is_not_given():
-    snapshot = Metrics().snapshot()
-    page = render(snapshot, {})
-    assert "fairshare_task_attempts_total" not in page and "fairshare_node_health" not in page
-    assert page == render(snapshot, {}, None, None)
+def test_the_ray_families_are_left_out_without_ray(tmp_path):
+    config = make_config()
+    service = LiveService(config, Store(tmp_path / "fs.db"), ManualExecutor(config.nodes), policy="hdrf")
+    page = render(registry_for(service))  # health() has no "ray" part: the executor is not Ray
+    assert "fairshare_task_attempts_total" in page
+    assert "fairshare_ray_reachable" not in page and "fairshare_node_health" not in page
 
 
 def test_service_starts_are_counted_across_reopenings(tmp_path):

@@ -20,7 +20,7 @@ from fairshare.engine.events import TaskFinished
 from fairshare.live.auth import Principal
 from fairshare.live.commands import CommandBook
 from fairshare.live.config import parse_config
-from fairshare.live.metrics import render
+from fairshare.live.metrics import registry_for
 from fairshare.live.service import LiveError, LiveService
 from fairshare.live.store import Store
 from fairshare.model.errors import ScenarioError
@@ -268,7 +268,7 @@ def test_preempted_attempts_are_recorded_requeued_and_run_once_more(tmp_path):
     assert q["ads"]["time_below_fair_share"] == 0.0
     assert q["dev"]["fair_share"]["cpu"] == pytest.approx(4.0)
     assert svc.status()["preemptions_total"] == 4
-    assert "fairshare_preemptions_total 4" in render(svc.metrics.snapshot(), svc.status()).splitlines()
+    assert registry_for(svc).get_sample_value("fairshare_preemptions_total") == 4
     # the killed attempts' reports ("cancelled") come in the next pass: fenced, not failures
     clock.t = 7.0
     svc.step()

@@ -9,6 +9,7 @@ import pytest
 from live_helpers import ManualExecutor, job, make_config
 from fairshare.live.auth import Principal
 from fairshare.live.commands import CommandBook
+from fairshare.live.metrics import registry_for
 from fairshare.live.service import LiveService
 from fairshare.live.store import Store
 
@@ -171,7 +172,7 @@ def test_status_has_the_dashboard_fields(tmp_path):
     assert [n["name"] for n in st["nodes"]] == ["cpu-node", "mic-node", "gpu-node"]
     assert st["nodes"][1]["used"]["mic"] == 1
     assert svc.history() and set(svc.history()[-1]) == {"time", "utilization", "queues"}
-    assert svc.metrics.snapshot().decisions_total == 1
+    assert registry_for(svc).get_sample_value("fairshare_decisions_total") == 1
 
 
 class RefusingExecutor(ManualExecutor):

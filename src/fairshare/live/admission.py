@@ -3,10 +3,11 @@
 The API threads put three kinds of entries in the inbox, each already committed to the
 store (a crash loses none of them):
 
-* ``("submit", (job id, tenant, SubmittedJob))`` becomes ``JobArrived``: the job with
-  the store's pending task rows as its task ids (in row order), their attempts so far,
-  and the tasks adopted at a restart (``ReportFilter.take_adopted``) as its running
-  ones; its commands go into the ``CommandBook``;
+* ``("submit", (job id, tenant, SubmittedJob, submitted_at))`` becomes ``JobArrived``:
+  the job with the store's pending task rows as its task ids (in row order), their
+  attempts so far, and the tasks adopted at a restart (``ReportFilter.take_adopted``) as
+  its running ones; its commands go into the ``CommandBook`` and its submission time (wall
+  clock, the store's) into ``submitted_at``, for the admission waits (``/metrics``);
 * ``("cancel", job id)`` becomes ``JobCancelled`` (void when the job has finished);
 * ``("queues", (changes, done))`` becomes one ``QueueChanged`` per change
   (``live.queues.queue_changes``); ``done`` is set once the pass has applied them.
@@ -30,6 +31,8 @@ class Admission:
         self.store = store
         self.commands = commands
         self.reports = reports
+        #: job name -> when it was submitted (wall clock), while the engine holds the job
+        self.submitted_at: dict[str, float] = {}
 
     def events(self, inbox: list, now: float, out: list[Event]) -> list[threading.Event]:
         """Append the inbox's events to ``out`` in arrival order; returns the ``done``
@@ -37,7 +40,8 @@ class Admission:
         done: list[threading.Event] = []
         for kind, payload in inbox:
             if kind == "submit":
-                job_id, tenant, submitted = payload
+                job_id, tenant, submitted, submitted_at = payload
+                self.submitted_at[str(job_id)] = submitted_at
                 out.append(self.arrival(job_id, tenant, submitted, now))
             elif kind == "cancel":
                 out.append(JobCancelled(str(payload)))

@@ -186,6 +186,8 @@ class QueueOut(BaseModel):
     pending_tasks: int
     guarantee: dict[str, float] = Field(default_factory=dict)
     limit: dict[str, float] = Field(default_factory=dict)
+    allocated: dict[str, float] = Field(default_factory=dict,
+                                        description="what its running tasks (its subtree's) hold, per resource")
     fair_share: dict[str, float] = Field(default_factory=dict,
                                          description="the allocation behind fair_dominant_share, per resource")
     time_below_fair_share: float | None = Field(None, description="seconds below its fair share by more than the "
@@ -284,18 +286,38 @@ def _field_path(loc: tuple) -> str:
     return out
 
 
-_REFUSALS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorOut, "description": "the request body is not valid JSON"},
+#: every refusal the API answers, by status; each route lists the ones it can answer
+#: (``_refusals``), so a client generated from the document handles those and no others
+_REFUSALS: dict[int, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "the request body is not valid JSON, or nests arrays and objects "
+                                            "deeper than a request may"},
     401: {"model": ErrorOut, "description": "missing or unknown bearer token"},
     403: {"model": ErrorOut, "description": "not allowed for this token"},
-    404: {"model": ErrorOut, "description": "no such job (or not yours)"},
+    404: {"model": ErrorOut, "description": "no such job (or not yours: another tenant's job is not revealed)"},
     413: {"model": ErrorOut, "description": f"the request body is larger than {MAX_BODY_BYTES} bytes"},
     422: {"model": ErrorOut, "description": "invalid input: every problem with its field path"},
+    429: {"model": ErrorOut, "description": "over the tenant's submission rate or pending-task cap; retry after "
+                                            "the Retry-After header's seconds",
+          "headers": {"Retry-After": {"schema": {"type": "integer"},
+                                      "description": "seconds to wait before retrying"}}},
 }
-_TOO_MANY = {429: {"model": ErrorOut, "description": "over the tenant's submission rate or pending-task cap; "
-                                                     "retry after the Retry-After header's seconds",
-                   "headers": {"Retry-After": {"schema": {"type": "integer"},
-                                               "description": "seconds to wait before retrying"}}}}
+
+
+def _refusals(*statuses: int, why: dict[int, str] | None = None) -> dict[int | str, dict[str, Any]]:
+    """The ``responses`` of a route that can refuse with ``statuses``; ``why``: status ->
+    this route's own cause, instead of the general description."""
+    why = why or {}
+    return {status: {**_REFUSALS[status], **({"description": why[status]} if status in why else {})}
+            for status in statuses}
+
+
+def _operation_id(route: Any) -> str:
+    """A route's operationId when it names none: its function's name in camelCase
+    (``get_job`` -> ``getJob``), not FastAPI's ``get_job_v1_jobs__job_id__get``."""
+    head, *rest = route.name.split("_")
+    return head + "".join(word.capitalize() for word in rest)
+
+
 #: what FastAPI would have written for POST /v1/jobs' parameters (its route reads them itself)
 _SUBMIT_OPENAPI: dict[str, Any] = {
     "security": [{"HTTPBearer": []}],
@@ -487,7 +509,8 @@ JobId = Annotated[int, Path(ge=1, le=MAX_ID, description="job id")]
 def create_app(service: LiveService) -> FastAPI:
     app = FastAPI(title="fairshare serve", version="1",
                   description="Live multi-resource fair-share scheduling (docs/live.md).",
-                  responses=_REFUSALS)
+                  # (a route added without an operation_id still gets a readable one)
+                  generate_unique_id_function=_operation_id)
     app.state.service = service
     rate = SubmitRateLimiter()
 
@@ -512,7 +535,7 @@ def create_app(service: LiveService) -> FastAPI:
     async def _internal_error(_request: Request, exc: Exception) -> JSONResponse:
         return _internal_error_response(exc)
 
-    @app.get("/healthz", response_model=HealthOut, tags=["service"],
+    @app.get("/healthz", response_model=HealthOut, tags=["service"], operation_id="getHealth",
              responses={503: {"model": HealthOut, "description": "the scheduling loop stopped or Ray is unreachable"}})
     def healthz() -> Response:
         """Health without a token: ``ok``; ``degraded`` (200) when a Ray node stopped
@@ -521,7 +544,8 @@ def create_app(service: LiveService) -> FastAPI:
         code, doc = service.health()
         return _AsciiJSON(HealthOut.model_validate(doc).model_dump(), status_code=code)
 
-    @app.post("/v1/jobs", status_code=201, response_model=SubmitOut, tags=["jobs"], responses=_TOO_MANY,
+    @app.post("/v1/jobs", status_code=201, response_model=SubmitOut, tags=["jobs"], operation_id="submitJobs",
+              responses=_refusals(400, 401, 403, 413, 422, 429, why={403: "a queue not granted to the tenant"}),
               openapi_extra=_SUBMIT_OPENAPI)
     async def submit_jobs(request: Request) -> Response:
         """Submit jobs (the scenario format, each task class with a command)."""
@@ -583,7 +607,8 @@ def create_app(service: LiveService) -> FastAPI:
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
     app.add_middleware(HeadAsGet)
 
-    @app.get("/v1/jobs", response_model=list[JobOut], tags=["jobs"])
+    @app.get("/v1/jobs", response_model=list[JobOut], tags=["jobs"], operation_id="listJobs",
+             responses=_refusals(401, 422))
     def list_jobs(caller: Caller, limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
                   after: Annotated[int | None, Query(ge=0)] = None,
                   order: Annotated[Literal["oldest", "newest"], Query()] = "oldest") -> list[dict]:
@@ -593,7 +618,8 @@ def create_app(service: LiveService) -> FastAPI:
         return service.list_jobs(None if caller.admin else caller.name, after=after, limit=limit,
                                  newest=order == "newest")
 
-    @app.get("/v1/jobs/{job_id}", response_model=JobDetailOut, tags=["jobs"], response_model_by_alias=True)
+    @app.get("/v1/jobs/{job_id}", response_model=JobDetailOut, tags=["jobs"], response_model_by_alias=True,
+             operation_id="getJob", responses=_refusals(401, 404, 422))
     def get_job(job_id: JobId, caller: Caller,
                 tasks_limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = TASKS_PAGE,
                 tasks_after: Annotated[int | None, Query(ge=0)] = None) -> dict:
@@ -601,17 +627,20 @@ def create_app(service: LiveService) -> FastAPI:
         return service.get_job(job_id, None if caller.admin else caller.name, tasks_after=tasks_after,
                                tasks_limit=tasks_limit)
 
-    @app.post("/v1/jobs/{job_id}/cancel", response_model=JobDetailOut, tags=["jobs"], response_model_by_alias=True)
+    @app.post("/v1/jobs/{job_id}/cancel", response_model=JobDetailOut, tags=["jobs"], response_model_by_alias=True,
+              operation_id="cancelJob", responses=_refusals(401, 404, 422))
     def cancel_job(job_id: JobId, caller: Caller) -> dict:
         """Cancel: pending tasks are dropped, running ones are interrupted."""
         return service.cancel(caller, job_id)
 
-    @app.get("/v1/jobs/{job_id}/logs", response_model=JobLogsOut, tags=["jobs"])
+    @app.get("/v1/jobs/{job_id}/logs", response_model=JobLogsOut, tags=["jobs"], operation_id="listJobLogs",
+             responses=_refusals(401, 404, 422))
     def get_job_logs(job_id: JobId, caller: Caller) -> dict:
         """The attempts of the job's tasks whose output is kept: size, bytes dropped by rotation, ended."""
         return service.job_logs(caller, job_id)
 
-    @app.get("/v1/jobs/{job_id}/tasks/{task_id}/logs", response_model=TaskLogOut, tags=["jobs"])
+    @app.get("/v1/jobs/{job_id}/tasks/{task_id}/logs", response_model=TaskLogOut, tags=["jobs"],
+             operation_id="getTaskLog", responses=_refusals(401, 404, 422))
     def get_task_log(job_id: JobId, task_id: Annotated[int, Path(ge=1, le=MAX_ID, description="task id")],
                      caller: Caller, attempt: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
                      offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
@@ -620,13 +649,16 @@ def create_app(service: LiveService) -> FastAPI:
         reads again from ``next_offset`` until the attempt has ended and a read comes back short."""
         return service.task_log(caller, job_id, task_id, attempt=attempt, offset=offset, limit=limit)
 
-    @app.get("/v1/queues", response_model=dict[str, QueueOut], tags=["queues"])
+    @app.get("/v1/queues", response_model=dict[str, QueueOut], tags=["queues"], operation_id="getQueues",
+             responses=_refusals(401))
     def get_queues(caller: Caller) -> dict:
         """Each queue's weight, current and fair dominant share, running and pending tasks, guarantee,
         limit, fair share and time below it (docs/live.md)."""
         return service.queues()
 
-    @app.put("/v1/queues", response_model=dict[str, QueueOut], tags=["queues"], openapi_extra=_QUEUES_OPENAPI)
+    @app.put("/v1/queues", response_model=dict[str, QueueOut], tags=["queues"], openapi_extra=_QUEUES_OPENAPI,
+             operation_id="updateQueues", responses=_refusals(400, 401, 403, 413, 422,
+                                                               why={403: "not the admin token"}))
     async def put_queues(request: Request, caller: Caller) -> dict:
         """Admin only: change weights, add queues and set guarantees and limits at run time (kept across
         restarts)."""
@@ -643,11 +675,13 @@ def create_app(service: LiveService) -> FastAPI:
         # (update_queues waits for the scheduling pass: off the event loop)
         return await run_in_threadpool(service.update_queues, caller, change)
 
-    @app.get("/v1/status", response_model=StatusOut, tags=["service"])
+    @app.get("/v1/status", response_model=StatusOut, tags=["service"], operation_id="getStatus",
+             responses=_refusals(401))
     def get_status(caller: Caller) -> dict:
         return service.status()
 
-    @app.get("/v1/history", response_model=list[HistoryOut], tags=["service"])
+    @app.get("/v1/history", response_model=list[HistoryOut], tags=["service"], operation_id="getHistory",
+             responses=_refusals(401))
     def get_history(caller: Caller) -> list[dict]:
         return service.history()
 
@@ -692,6 +726,6 @@ def _install_optional(app: FastAPI, service: LiveService, authorize) -> None:
         metrics = None  # type: ignore[assignment]
     if metrics is not None and hasattr(metrics, "install"):
         try:
-            metrics.install(app, service, authorize=authorize)
+            metrics.install(app, service, authorize=authorize, route={"responses": _refusals(401)})
         except TypeError:  # an install without the authorize argument
             metrics.install(app, service)

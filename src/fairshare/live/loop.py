@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from fairshare.engine.events import (Event, ExecutorEvent, JobArrived, JobCancelled, NodeLost, TaskFinished, Wake,
                                      instant_rank)
@@ -42,11 +43,14 @@ from fairshare.live.admission import Admission
 from fairshare.live.commands import CommandBook
 from fairshare.live.crashpoints import crash_point
 from fairshare.live.reports import REQUEUE_REASONS, Admitted, ReportFilter
-from fairshare.live.store import Store
+from fairshare.live.store import TERMINAL_TASK_STATES, Store, job_state
 from fairshare.model.cluster import Node
 from fairshare.model.queues import QueueTree
 from fairshare.model.scenario import PreemptionConfig
 from fairshare.policies import Policy
+
+if TYPE_CHECKING:  # (prometheus_client is imported only where metrics are kept)
+    from fairshare.live.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +96,11 @@ class SchedulingLoop:
     def __init__(self, store: Store, executor: Executor, commands: CommandBook, *, resources: tuple[str, ...],
                  policy: Policy, placement: str, tree: QueueTree, nodes: tuple[Node, ...], max_attempts: int,
                  wall_clock: Callable[[], float], record_rounds: bool = False,
-                 preemption: PreemptionConfig | None = None):
+                 preemption: PreemptionConfig | None = None, metrics: Metrics | None = None):
+        """``metrics``: where each task's admission wait and each job's end are counted
+        (the service's; None: nowhere)."""
         self.store = store
+        self.metrics = metrics
         self.executor = executor
         self.wall_clock = wall_clock
         self.reports = ReportFilter(max_attempts)
@@ -220,13 +227,37 @@ class SchedulingLoop:
         if launches:  # committed before anything runs, with their attempt numbers
             self.store.mark_running([(la.task_id, la.node, la.attempt) for la in launches], wall)
             self.attempts_total += len(launches)
+            if self.metrics is not None:
+                self._observe_first_starts(launches, wall)
+
+    def _observe_first_starts(self, launches: list[Launch], wall: float) -> None:
+        """Each task's admission wait: its job's submission to its first start (attempt 1;
+        a re-run after a failure, a lost node or a preemption is not a new admission), on
+        the wall clock the store records both with."""
+        submitted_at = self.admission.submitted_at
+        for la in launches:
+            if la.attempt == 1 and la.job in submitted_at:
+                # (clamped: the wall clock may step back between the two)
+                self.metrics.observe_admission_wait(max(0.0, wall - submitted_at[la.job]))
 
     def _check_finished(self, name: str, wall: float) -> None:
         rt = self.scheduler.jobs.get(name)
         if rt is not None and rt.finished_at is not None:
             self.store.set_job_finished(int(name), wall)
+            if self.metrics is not None:
+                self.metrics.job_finished(self._final_state(int(name)))
             self.admission.commands.forget(name)
+            self.admission.submitted_at.pop(name, None)
             self.engine.forget(name)  # (the engine's record of it goes too)
+
+
+    def _final_state(self, job_id: int) -> str:
+        """The job's state as ``GET /v1/jobs`` will show it (``store.job_state``, from the
+        store's row and task states: a failed task is known only there)."""
+        row = self.store.job(job_id)
+        state = job_state(row is not None and row.cancelled, self.store.task_counts([job_id]).get(job_id, {}))
+        # (a job of no tasks: "pending" by its task states, but it is done, as the API says)
+        return state if state in TERMINAL_TASK_STATES else "succeeded"
 
 
 def _jobs_named(events: list[Event]) -> set[str]:

@@ -1,35 +1,46 @@
-"""Prometheus metrics of the live scheduler: ``GET /metrics``.
+"""Prometheus metrics of the live scheduler: ``GET /metrics``, through ``prometheus_client``.
 
-Two sources feed one page in the Prometheus text exposition format (version 0.0.4):
+Two sources feed one page:
 
-- :class:`Metrics`, owned by the service, counts scheduling decisions and keeps a
-  histogram of their latency. The service calls :meth:`Metrics.observe_decision` once per
-  decision, from whichever thread decides, so every update holds a lock.
-- ``service.status()`` (the same snapshot ``GET /v1/status`` returns) gives the gauges:
-  dominant shares per queue (current and fair), pending and running tasks, utilization
-  and capacity per resource, nodes up.
-- ``service.counters()``: task attempts started, tasks re-queued by reason, starts of a
-  service on the database; ``service.health()``: Ray reachable, each node's health
-  (``live.ray_health``).
+- :class:`Metrics`, owned by the service, holds what is observed as it happens:
+  scheduling decisions and their latency, each task's admission wait (submit to first
+  start, observed by ``live.loop`` as the start is committed) and jobs finished by final
+  state. These are ``prometheus_client``'s own Counter and Histogram objects (their
+  locks make them safe from any thread), registered in no registry.
+- :class:`ServiceCollector` reads the service's state at scrape time: ``status()`` (the
+  document ``GET /v1/status`` returns: per queue its shares, tasks, allocation, fair share,
+  guarantee and limit per resource; per resource utilization and capacity; the nodes),
+  ``counters()`` (attempts started, tasks re-queued by reason, service starts) and the
+  ``ray`` part of ``health()`` (``live.ray_health``).
 
-The page is written by hand (no client library) because it is a few dozen lines of a
-stable, documented format; the tests parse it back with ``prometheus_client``'s own
-parser to prove it is well formed.
+Each app gets its own ``CollectorRegistry`` (``install``), never the library's global
+one, so a process may create several apps (the tests do) and a page shows one service.
+
+Names follow Prometheus' conventions, as Kueue's do (``kueue_admission_wait_time_seconds``,
+``kueue_cluster_queue_resource_usage``, ``kueue_build_info``): the unit in the name
+(``_seconds``, ``_tasks``), ``_ratio`` for a fraction, ``_total`` for a counter, ``queue_``
+for a per-queue family. Resource amounts carry no unit suffix: a resource's unit is the
+one the config gives it. docs/live.md (section Metrics) lists every metric and the names
+renamed from the hand-written page this module replaced.
 
 Access: ``/metrics`` needs ``Authorization: Bearer TOKEN`` with the admin token or any
 tenant's token, the same rule as ``GET /v1/status`` (it exposes the same numbers), so a
 Prometheus scrape job sets ``authorization: {credentials: TOKEN}``. Without a valid
-token it answers 401. docs/live.md (section Metrics) lists every metric.
+token it answers 401.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the route's parameter
 # annotations at run time, and ``Request`` is imported inside ``install``.
-import bisect
 import math
-import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from functools import partial
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from fairshare import __version__
 
 #: Upper bounds (seconds) of the decision latency histogram. One decision of the
 #: incremental sorters takes tens of microseconds and a reference-sorter decision on a
@@ -45,308 +56,273 @@ DEFAULT_DECISION_LATENCY_BUCKETS_S: tuple[float, ...] = (
     1.0,
 )
 
-#: The Content-Type Prometheus expects for the text format.
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: Upper bounds (seconds) of the admission wait histogram: a task on a free cluster
+#: starts at the next pass (milliseconds), one behind its fair share waits for others to
+#: end (minutes to hours), so from 10 ms to a day; Kueue's own starts at 1 s and doubles.
+DEFAULT_ADMISSION_WAIT_BUCKETS_S: tuple[float, ...] = (
+    0.01, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
+    3600.0, 7200.0, 14400.0, 43200.0, 86400.0,
+)
 
-
-@dataclass(frozen=True)
-class DecisionLatencySnapshot:
-    """A consistent copy of the decision counters, taken under the lock.
-
-    ``cumulative_counts[i]`` is the number of decisions that took at most
-    ``upper_bounds_s[i]`` seconds (Prometheus buckets are cumulative); the ``+Inf``
-    bucket is ``decisions_total``.
-    """
-
-    decisions_total: int
-    latency_sum_s: float
-    upper_bounds_s: tuple[float, ...]
-    cumulative_counts: tuple[int, ...]
-
-
-class Metrics:
-    """Thread-safe decision counter and decision latency histogram.
-
-    ``latency_buckets_s``: strictly increasing, positive, finite upper bounds in seconds
-    (``+Inf`` is always added). A latency equal to a bound falls in that bound's bucket
-    (Prometheus' ``le``, "less than or equal").
-    """
-
-    def __init__(self, latency_buckets_s: Sequence[float] = DEFAULT_DECISION_LATENCY_BUCKETS_S) -> None:
-        bounds = tuple(float(b) for b in latency_buckets_s)
-        for index, bound in enumerate(bounds):
-            if not (math.isfinite(bound) and bound > 0):
-                raise ValueError(f"latency_buckets_s[{index}]: must be a positive finite number, got {bound!r}")
-            if index and bound <= bounds[index - 1]:
-                raise ValueError(
-                    f"latency_buckets_s[{index}]: must be greater than the previous bound "
-                    f"{bounds[index - 1]!r}, got {bound!r}"
-                )
-        self._upper_bounds_s = bounds
-        self._lock = threading.Lock()
-        # Per-bucket (not cumulative) counts, one more than the bounds for +Inf; made
-        # cumulative only when a snapshot is taken, so an observation touches one slot.
-        self._bucket_counts = [0] * (len(bounds) + 1)
-        self._latency_sum_s = 0.0
-        self._decisions_total = 0
-
-    @property
-    def upper_bounds_s(self) -> tuple[float, ...]:
-        return self._upper_bounds_s
-
-    def observe_decision(self, latency_seconds: float) -> None:
-        """Count one scheduling decision that took ``latency_seconds`` (>= 0, finite).
-
-        Raises ValueError for a negative or non-finite latency: the caller measures with
-        a monotonic clock, so such a value is a bug there, not something to record.
-        """
-        latency_s = float(latency_seconds)
-        if not (math.isfinite(latency_s) and latency_s >= 0):
-            raise ValueError(f"latency_seconds: must be a finite number >= 0, got {latency_seconds!r}")
-        # bisect_left: the first bound >= latency, so a latency equal to a bound counts
-        # in that bound's bucket; past the last bound it lands in the +Inf slot.
-        slot = bisect.bisect_left(self._upper_bounds_s, latency_s)
-        with self._lock:
-            self._bucket_counts[slot] += 1
-            self._latency_sum_s += latency_s
-            self._decisions_total += 1
-
-    def snapshot(self) -> DecisionLatencySnapshot:
-        with self._lock:
-            per_bucket = list(self._bucket_counts)
-            latency_sum_s = self._latency_sum_s
-            decisions_total = self._decisions_total
-        cumulative: list[int] = []
-        running = 0
-        for count in per_bucket[:-1]:
-            running += count
-            cumulative.append(running)
-        return DecisionLatencySnapshot(
-            decisions_total=decisions_total,
-            latency_sum_s=latency_sum_s,
-            upper_bounds_s=self._upper_bounds_s,
-            cumulative_counts=tuple(cumulative),
-        )
-
-
-# ---------------------------------------------------------------- exposition format
-
-
-def escape_label_value(value: str) -> str:
-    """Escape a label value for the text format: backslash, double quote, line feed."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _escape_help(text: str) -> str:
-    # HELP lines escape only backslash and line feed (a quote is literal there).
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def format_value(value: float | int) -> str:
-    """A sample value as Prometheus writes it: integers plainly, ``+Inf``, ``NaN``."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    number = float(value)
-    if math.isnan(number):
-        return "NaN"
-    if math.isinf(number):
-        return "+Inf" if number > 0 else "-Inf"
-    return repr(number)
-
-
-def _labels(pairs: Iterable[tuple[str, str]]) -> str:
-    body = ",".join(f'{name}="{escape_label_value(value)}"' for name, value in pairs)
-    return "{" + body + "}" if body else ""
-
-
-class _Page:
-    """Accumulates metric families; each family's HELP and TYPE come once, first."""
-
-    def __init__(self) -> None:
-        self._lines: list[str] = []
-
-    def family(self, name: str, kind: str, help_text: str) -> None:
-        self._lines.append(f"# HELP {name} {_escape_help(help_text)}")
-        self._lines.append(f"# TYPE {name} {kind}")
-
-    def sample(self, name: str, value: float | int, labels: Iterable[tuple[str, str]] = ()) -> None:
-        self._lines.append(f"{name}{_labels(labels)} {format_value(value)}")
-
-    def text(self) -> str:
-        return "\n".join(self._lines) + "\n"
-
-
-def _number(value: Any) -> float | int:
-    """A status number as it is (an int stays an int, written without ``.0``); a missing
-    or malformed one is NaN, not a crash.
-
-    The status comes from the service; a scrape must never fail because one field is
-    absent (NaN is Prometheus' own "no value" and shows as a gap in a graph).
-    """
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, (int, float)):
-        return value
-    return math.nan
-
+#: the final states of a job (``store.job_state``), each a ``fairshare_jobs_finished_total`` series
+JOB_FINAL_STATES = ("succeeded", "failed", "cancelled")
 
 #: the states of ``fairshare_node_health`` (``live.ray_health.STATES``; not imported:
 #: this module needs no Ray)
 NODE_STATES = ("alive", "unhealthy", "dead")
 
+#: The Content-Type of the page: ``generate_latest`` writes the text format 0.0.4 (the
+#: library's CONTENT_TYPE_LATEST names 1.0.0 in its recent versions, the same text with
+#: UTF-8 metric names allowed, which this page does not use).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-def render(snapshot: DecisionLatencySnapshot, status: Mapping[str, Any],
-           counters: Mapping[str, Any] | None = None, health: Mapping[str, Any] | None = None) -> str:
-    """The ``/metrics`` page for one decision snapshot, one ``service.status()``, the
-    service's ``counters()`` and the ``ray`` part of its ``health()`` (the families of
-    a missing one are left out; None for ``health`` also when the executor is not Ray).
 
-    Families and samples come in a fixed order (labels sorted) so two scrapes of the
-    same state are byte-identical.
-    """
-    page = _Page()
+def _bounds(field: str, values: Sequence[float]) -> tuple[float, ...]:
+    """Histogram upper bounds: strictly increasing, positive, finite (``+Inf`` is added);
+    a bad one is named by its index."""
+    bounds = tuple(float(b) for b in values)
+    for index, bound in enumerate(bounds):
+        if not (math.isfinite(bound) and bound > 0):
+            raise ValueError(f"{field}[{index}]: must be a positive finite number, got {bound!r}")
+        if index and bound <= bounds[index - 1]:
+            raise ValueError(f"{field}[{index}]: must be greater than the previous bound "
+                             f"{bounds[index - 1]!r}, got {bound!r}")
+    return bounds
 
-    page.family("fairshare_decisions_total", "counter",
-                "Scheduling decisions made since the service started.")
-    page.sample("fairshare_decisions_total", snapshot.decisions_total)
 
-    name = "fairshare_decision_latency_seconds"
-    page.family(name, "histogram", "Time one scheduling decision took, in seconds.")
-    for bound, count in zip(snapshot.upper_bounds_s, snapshot.cumulative_counts):
-        page.sample(f"{name}_bucket", count, [("le", format_value(bound))])
-    page.sample(f"{name}_bucket", snapshot.decisions_total, [("le", "+Inf")])
-    page.sample(f"{name}_sum", snapshot.latency_sum_s)
-    page.sample(f"{name}_count", snapshot.decisions_total)
+def _seconds(field: str, value: float) -> float:
+    """A measured duration: finite and >= 0 (the callers measure with a clock, so anything
+    else is a bug there, not something to record)."""
+    seconds = float(value)
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise ValueError(f"{field}: must be a finite number >= 0, got {value!r}")
+    return seconds
 
-    page.family("fairshare_preemptions_total", "counter",
-                "Task attempts stopped by fair-share preemption since the service started "
-                "(0 when preemption is off).")
-    page.sample("fairshare_preemptions_total", _number(status.get("preemptions_total") or 0))
 
-    queues: Mapping[str, Mapping[str, Any]] = status.get("queues") or {}
-    queue_paths = sorted(queues)
+class Metrics:
+    """What the service observes as it runs; thread-safe (the library's metric objects).
 
-    page.family("fairshare_queue_dominant_share", "gauge",
-                "Dominant share of a queue: kind=current (what it holds now) or "
-                "kind=fair (what the policy entitles it to now).")
-    for path in queue_paths:
-        entry = queues[path]
-        page.sample("fairshare_queue_dominant_share", _number(entry.get("current_dominant_share")),
-                    [("queue", path), ("kind", "current")])
-        page.sample("fairshare_queue_dominant_share", _number(entry.get("fair_dominant_share")),
-                    [("queue", path), ("kind", "fair")])
+    A value equal to a bucket's bound falls in that bucket (Prometheus' ``le``, "less
+    than or equal")."""
 
-    page.family("fairshare_queue_weight", "gauge", "Configured weight of a queue (relative to its siblings).")
-    for path in queue_paths:
-        page.sample("fairshare_queue_weight", _number(queues[path].get("weight")), [("queue", path)])
+    def __init__(self, latency_buckets_s: Sequence[float] = DEFAULT_DECISION_LATENCY_BUCKETS_S,
+                 wait_buckets_s: Sequence[float] = DEFAULT_ADMISSION_WAIT_BUCKETS_S) -> None:
+        # registry=None: registered in no registry (each app's ServiceCollector yields them)
+        self.decisions = Counter("fairshare_decisions", "Scheduling decisions made since the service started.",
+                                 registry=None)
+        self.decision_latency = Histogram(
+            "fairshare_decision_latency_seconds", "Time one scheduling decision took, in seconds.",
+            buckets=_bounds("latency_buckets_s", latency_buckets_s), registry=None)
+        self.admission_wait = Histogram(
+            "fairshare_admission_wait_seconds",
+            "Seconds from a job's submission to the first start of each of its tasks, observed as the task "
+            "starts (a re-run is not observed again).",
+            buckets=_bounds("wait_buckets_s", wait_buckets_s), registry=None)
+        self.jobs_finished = Counter(
+            "fairshare_jobs_finished", "Jobs that reached a final state in this service process, by state.",
+            ["state"], registry=None)
+        for state in JOB_FINAL_STATES:  # every state shows from the start, at 0
+            self.jobs_finished.labels(state=state)
 
-    page.family("fairshare_pending_tasks", "gauge", "Tasks waiting to be placed, per queue.")
-    for path in queue_paths:
-        page.sample("fairshare_pending_tasks", _number(queues[path].get("pending_tasks")), [("queue", path)])
+    def observe_decision(self, latency_seconds: float) -> None:
+        """Count one scheduling decision that took ``latency_seconds`` (ValueError when
+        negative or not finite: nothing is recorded)."""
+        latency_s = _seconds("latency_seconds", latency_seconds)
+        self.decisions.inc()
+        self.decision_latency.observe(latency_s)
 
-    page.family("fairshare_queue_running_tasks", "gauge", "Tasks running now, per queue.")
-    for path in queue_paths:
-        page.sample("fairshare_queue_running_tasks", _number(queues[path].get("running_tasks")),
-                    [("queue", path)])
+    def observe_admission_wait(self, wait_seconds: float) -> None:
+        """One task's first start, ``wait_seconds`` after its job was submitted."""
+        self.admission_wait.observe(_seconds("wait_seconds", wait_seconds))
 
-    page.family("fairshare_running_tasks", "gauge", "Tasks running now on the whole cluster.")
-    page.sample("fairshare_running_tasks", _number(status.get("running_tasks")))
+    def job_finished(self, state: str) -> None:
+        if state not in JOB_FINAL_STATES:
+            raise ValueError(f"state: must be one of {', '.join(JOB_FINAL_STATES)}, got {state!r}")
+        self.jobs_finished.labels(state=state).inc()
 
-    utilization: Mapping[str, Any] = status.get("utilization") or {}
-    capacity: Mapping[str, Any] = status.get("capacity") or {}
-    resources = list(status.get("resources") or sorted(set(utilization) | set(capacity)))
+    def collect(self) -> Iterator[Metric]:
+        for metric in (self.decisions, self.decision_latency, self.admission_wait, self.jobs_finished):
+            for family in metric.collect():
+                # the library adds a ``_created`` timestamp to counters and histograms, which
+                # the text format writes as a gauge family of its own: one more series per
+                # counter for every dashboard, with nothing to graph in it
+                family.samples = [s for s in family.samples if not s.name.endswith("_created")]
+                yield family
 
-    page.family("fairshare_utilization", "gauge",
-                "Fraction of the cluster's capacity of a resource allocated to running tasks (0..1).")
-    for resource in resources:
-        page.sample("fairshare_utilization", _number(utilization.get(resource)), [("resource", resource)])
 
-    page.family("fairshare_capacity", "gauge", "Capacity of a resource over the nodes that are up, in its own unit.")
-    for resource in resources:
-        page.sample("fairshare_capacity", _number(capacity.get(resource)), [("resource", resource)])
+def _number(value: Any) -> float:
+    """A status number; None (not known: a node never answered) is NaN, Prometheus' "no
+    value", a gap in a graph."""
+    return math.nan if value is None else float(value)
 
-    nodes: Sequence[Mapping[str, Any]] = status.get("nodes") or []
-    page.family("fairshare_node_up", "gauge", "1 when the node is alive, 0 when it is not.")
-    for node in sorted(nodes, key=lambda n: str(n.get("name", ""))):
-        page.sample("fairshare_node_up", 1 if node.get("alive") else 0, [("node", str(node.get("name", "")))])
 
-    if counters is not None:
-        page.family("fairshare_task_attempts_total", "counter",
-                    "Task attempts started by this service process (every start, re-runs included).")
-        page.sample("fairshare_task_attempts_total", _number(counters.get("task_attempts_total")))
-        requeued: Mapping[str, Any] = counters.get("tasks_requeued_total") or {}
-        page.family("fairshare_tasks_requeued_total", "counter",
-                    "Tasks put back to pending by this service process, by reason: node_lost (its node died "
-                    "or stopped answering), infrastructure (Ray lost it), failed (its command failed or its "
-                    "start was refused, with attempts left).")
-        for reason in sorted(requeued):
-            page.sample("fairshare_tasks_requeued_total", _number(requeued[reason]), [("reason", reason)])
-        page.family("fairshare_service_starts_total", "counter",
-                    "Starts of a service on this database, this one included (restarts: this minus one).")
-        page.sample("fairshare_service_starts_total", _number(counters.get("service_starts_total")))
+def _family(kind: type, name: str, help_text: str, labels: Sequence[str],
+            samples: Iterable[tuple[Sequence[str], Any]]) -> Metric:
+    family = kind(name, help_text, labels=list(labels))
+    for label_values, value in samples:
+        family.add_metric(list(label_values), _number(value))
+    return family
 
-    if health is not None:
-        page.family("fairshare_ray_reachable", "gauge",
-                    "1 when Ray listed its nodes within the node timeout, else 0.")
-        page.sample("fairshare_ray_reachable", 1 if health.get("reachable") else 0)
-        states: Sequence[Mapping[str, Any]] = sorted(health.get("node_states") or [],
-                                                     key=lambda n: str(n.get("name", "")))
-        page.family("fairshare_node_health", "gauge",
-                    "1 for the node's health state, 0 for the others: alive (answers its probes), unhealthy "
-                    "(listed alive by Ray, no answer for the node timeout: out of scheduling), dead (Ray lists "
-                    "it dead).")
-        for node in states:
-            for state in NODE_STATES:
-                page.sample("fairshare_node_health", 1 if node.get("state") == state else 0,
-                            [("node", str(node.get("name", ""))), ("state", state)])
-        page.family("fairshare_node_last_answer_seconds", "gauge",
-                    "Seconds since the node last answered a probe (NaN: never, or dead).")
-        for node in states:
-            page.sample("fairshare_node_last_answer_seconds", _number(node.get("last_answer_s")),
-                        [("node", str(node.get("name", "")))])
 
-    return page.text()
+_gauge = partial(_family, GaugeMetricFamily)
+_counter = partial(_family, CounterMetricFamily)
+
+
+class ServiceCollector(Collector):
+    """The page of one service: its ``Metrics`` and its state read at scrape time.
+
+    Families come in a fixed order and samples sorted by their labels, so two scrapes of
+    the same state are byte-identical."""
+
+    def __init__(self, service: Any):
+        self.service = service
+
+    def collect(self) -> Iterator[Metric]:
+        service = self.service
+        yield _gauge("fairshare_build_info", "Always 1: the running fairshare's version and scheduling policy.",
+                     ("version", "policy"), [((__version__, str(service.policy_name)), 1)])
+        yield from service.metrics.collect()
+        status = service.status()
+        yield from status_families(status)
+        if hasattr(service, "counters"):
+            yield from counter_families(service.counters())
+        ray = service.health()[1].get("ray") if hasattr(service, "health") else None
+        if ray is not None:  # (the executor is Ray)
+            yield from ray_families(ray)
+
+
+def status_families(status: Mapping[str, Any]) -> Iterator[Metric]:
+    """The gauges of one ``service.status()`` document."""
+    yield _counter("fairshare_preemptions_total",
+                   "Task attempts stopped by fair-share preemption since the service started (0 when preemption "
+                   "is off).", (), [((), status.get("preemptions_total") or 0)])
+
+    queues: Mapping[str, Mapping[str, Any]] = status["queues"]
+    paths = sorted(queues)
+    resources = list(status["resources"])
+    yield _gauge("fairshare_queue_dominant_share_ratio",
+                 "Dominant share of a queue (0..1): kind=current what it holds now, kind=fair what the policy "
+                 "entitles it to now.", ("queue", "kind"),
+                 [((path, kind), queues[path][f"{kind}_dominant_share"]) for path in paths
+                  for kind in ("current", "fair")])
+    yield _gauge("fairshare_queue_weight", "Configured weight of a queue (relative to its siblings).", ("queue",),
+                 [((path,), queues[path]["weight"]) for path in paths])
+    yield _gauge("fairshare_queue_pending_tasks", "Tasks waiting to be placed, per queue (its subtree).", ("queue",),
+                 [((path,), queues[path]["pending_tasks"]) for path in paths])
+    yield _gauge("fairshare_queue_running_tasks", "Tasks running now, per queue (its subtree).", ("queue",),
+                 [((path,), queues[path]["running_tasks"]) for path in paths])
+    def per_resource(key: str, every_resource: bool) -> Iterator[tuple[tuple[str, str], float]]:
+        # (a guarantee or a limit names only some resources: the others have none, not 0)
+        for path in paths:
+            amounts = queues[path].get(key) or {}
+            for resource in (resources if every_resource else sorted(amounts)):
+                yield (path, resource), amounts.get(resource, 0.0)
+
+    yield _gauge("fairshare_queue_allocated",
+                 "Amount of a resource held by a queue's running tasks (its subtree), in the resource's unit.",
+                 ("queue", "resource"), per_resource("allocated", True))
+    yield _gauge("fairshare_queue_fair_share",
+                 "Amount of a resource the policy entitles a queue to now (the allocation behind its fair "
+                 "dominant share), in the resource's unit.", ("queue", "resource"), per_resource("fair_share", True))
+    yield _gauge("fairshare_queue_guarantee",
+                 "Amount of a resource guaranteed to a queue while it has demand (the resources it has one for).",
+                 ("queue", "resource"), per_resource("guarantee", False))
+    yield _gauge("fairshare_queue_limit", "Most of a resource a queue may hold (the resources it has one for).",
+                 ("queue", "resource"), per_resource("limit", False))
+
+    yield _gauge("fairshare_pending_tasks", "Tasks waiting to be placed on the whole cluster.", (),
+                 [((), status["pending_tasks"])])
+    yield _gauge("fairshare_running_tasks", "Tasks running now on the whole cluster.", (),
+                 [((), status["running_tasks"])])
+    yield _gauge("fairshare_utilization_ratio",
+                 "Fraction (0..1) of the cluster's capacity of a resource allocated to running tasks.",
+                 ("resource",), [((r,), status["utilization"].get(r)) for r in resources])
+    yield _gauge("fairshare_capacity", "Capacity of a resource over the nodes that are up, in its own unit.",
+                 ("resource",), [((r,), status["capacity"].get(r)) for r in resources])
+    nodes = sorted(status["nodes"], key=lambda n: str(n["name"]))
+    yield _gauge("fairshare_node_up", "1 when the node is alive, 0 when it is not.", ("node",),
+                 [((str(n["name"]),), 1 if n["alive"] else 0) for n in nodes])
+
+
+def counter_families(counters: Mapping[str, Any]) -> Iterator[Metric]:
+    """The counters of ``service.counters()``."""
+    yield _counter("fairshare_task_attempts_total",
+                   "Task attempts started by this service process (every start, re-runs included).", (),
+                   [((), counters["task_attempts_total"])])
+    requeued: Mapping[str, Any] = counters["tasks_requeued_total"]
+    yield _counter("fairshare_tasks_requeued_total",
+                   "Tasks put back to pending by this service process, by reason: node_lost (its node died or "
+                   "stopped answering), infrastructure (Ray lost it), failed (its command failed or its start "
+                   "was refused, with attempts left).", ("reason",),
+                   [((reason,), requeued[reason]) for reason in sorted(requeued)])
+    yield _counter("fairshare_service_starts_total",
+                   "Starts of a service on this database, this one included (restarts: this minus one).", (),
+                   [((), counters["service_starts_total"])])
+
+
+def ray_families(health: Mapping[str, Any]) -> Iterator[Metric]:
+    """The gauges of the ``ray`` part of ``service.health()``."""
+    yield _gauge("fairshare_ray_reachable", "1 when Ray listed its nodes within the node timeout, else 0.", (),
+                 [((), 1 if health["reachable"] else 0)])
+    states = sorted(health["node_states"], key=lambda n: str(n["name"]))
+    yield _gauge("fairshare_node_health",
+                 "1 for the node's health state, 0 for the others: alive (answers its probes), unhealthy (listed "
+                 "alive by Ray, no answer for the node timeout: out of scheduling), dead (Ray lists it dead).",
+                 ("node", "state"),
+                 [((str(n["name"]), state), 1 if n["state"] == state else 0) for n in states for state in NODE_STATES])
+    yield _gauge("fairshare_node_last_answer_seconds", "Seconds since the node last answered a probe (NaN: never, "
+                 "or dead).", ("node",), [((str(n["name"]),), n.get("last_answer_s")) for n in states])
+
+
+def registry_for(service: Any) -> CollectorRegistry:
+    """A registry of its own holding ``service``'s page (not the library's global one)."""
+    # auto_describe=False: the registry would otherwise call collect() once at register
+    # time to learn the names, reading the service's status before anything asks for it
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ServiceCollector(service))
+    return registry
+
+
+def render(registry: CollectorRegistry) -> str:
+    """The page (text format 0.0.4) of ``registry`` now."""
+    return generate_latest(registry).decode("utf-8")
 
 
 # ---------------------------------------------------------------- HTTP route
 
 
-def install(app: Any, service: Any, *, authorize: Callable[[Any], Any] | None = None) -> None:
-    """Add ``GET /metrics`` to the FastAPI ``app``.
+def install(app: Any, service: Any, *, authorize: Callable[[Any], Any] | None = None,
+            route: Mapping[str, Any] | None = None) -> None:
+    """Add ``GET /metrics`` to the FastAPI ``app``, with a registry of its own.
 
-    ``service`` provides ``status()`` and ``metrics`` (a :class:`Metrics`).
-    ``authorize(request)`` checks the bearer token and raises the API's own 401 error
-    when it is missing or unknown (``fairshare.live.api.authorize``, which ``create_app``
-    passes). Without it, the token is checked against ``service.auth`` here and a
-    refusal is a plain FastAPI 401.
+    ``service`` provides ``status()``, ``policy_name`` and ``metrics`` (a :class:`Metrics`),
+    and, when it has them, ``counters()`` and ``health()``. ``authorize(request)`` checks
+    the bearer token and raises the API's own 401 error when it is missing or unknown
+    (``fairshare.live.api.authorize``, which ``create_app`` passes). Without it, the token
+    is checked against ``service.auth`` here and a refusal is a plain FastAPI 401.
+    ``route``: more arguments of the route's decorator (the API's operationId and
+    responses).
     """
     from fastapi import Depends, Request
     from fastapi.responses import Response
     from fastapi.security import HTTPBearer
 
     check = authorize or _service_authorizer(service)
+    registry = registry_for(service)
+    app.state.metrics_registry = registry
     # Declared (auto_error=False: ``check`` decides) so the OpenAPI document says this
     # route takes the same bearer token as the API.
     bearer = HTTPBearer(auto_error=False, description="a tenant's token, or the admin token")
+    options: dict[str, Any] = {"tags": ["observability"], "operation_id": "getMetrics", **(route or {})}
+    options["responses"] = {200: {"description": "The metrics page (docs/live.md, section Metrics).",
+                                  "content": {"text/plain": {"schema": {"type": "string"}}}},
+                            **options.get("responses", {})}
 
-    @app.get(
-        "/metrics",
-        tags=["observability"],
-        summary="Prometheus metrics (text exposition format 0.0.4)",
-        response_class=Response,
-        dependencies=[Depends(bearer)],
-        # 401 (and the API's other refusals) come from the app-level responses.
-        responses={200: {"description": "The metrics page (docs/live.md, section Metrics).",
-                         "content": {"text/plain": {"schema": {"type": "string"}}}}},
-    )
+    @app.get("/metrics", summary="Prometheus metrics (text exposition format 0.0.4)", response_class=Response,
+             dependencies=[Depends(bearer)], **options)
     def get_metrics(request: Request) -> Response:
         check(request)
-        counters = service.counters() if hasattr(service, "counters") else None
-        health = service.health()[1].get("ray") if hasattr(service, "health") else None
-        page = render(service.metrics.snapshot(), service.status(), counters, health)
-        return Response(content=page, media_type=CONTENT_TYPE)
+        return Response(content=render(registry), media_type=CONTENT_TYPE)
 
 
 def _service_authorizer(service: Any) -> Callable[[Any], None]:

@@ -107,7 +107,7 @@ class LiveService:
                                    resources=self.resources, policy=self.policy, placement=placement,
                                    tree=build_tree(entries, bounds), nodes=self._nodes, max_attempts=max_attempts,
                                    wall_clock=wall_clock, record_rounds=record_rounds,
-                                   preemption=config.preemption)
+                                   preemption=config.preemption, metrics=self.metrics)
         self.fair = FairShares(self.policy)
         self.history_samples = History()
         self._thread: threading.Thread | None = None
@@ -190,11 +190,12 @@ class LiveService:
                 pend = [t.id for t in self.store.tasks(row.id, state="pending")]
                 self.store.finish_tasks([(t, "failed", None, f"cannot resume: {exc}") for t in pend], wall)
             self.store.set_job_finished(row.id, wall)
+            self.metrics.job_finished("cancelled" if exc is None else "failed")
         self.loop.expect_adoption({t: (running[t].job_id, running[t].class_index, running[t].node, running[t].attempts)
                                    for t in adopted})
         with self._wake:
             for row, submitted in resumable:
-                self._inbox.append(("submit", (row.id, row.tenant, submitted)))
+                self._inbox.append(("submit", (row.id, row.tenant, submitted, row.submitted_at)))
 
     # --- API (any thread) ------------------------------------------------------------------------
     def submit(self, principal: Principal, body: Any, *, idempotency_key: str | None = None) -> list[int]:
@@ -242,15 +243,16 @@ class LiveService:
                                                     f"(max_pending_tasks {limits.max_pending_tasks})"))
 
         crash_point("accepting")
+        submitted_at = self.wall_clock()  # (the jobs' submitted_at in the store)
 
         def arrived(ids: list[int]) -> None:  # in the writer thread, right after the commit
             crash_point("stored")
             with self._wake:
                 for job_id, job in zip(ids, jobs):
-                    self._inbox.append(("submit", (job_id, principal.name, job)))
+                    self._inbox.append(("submit", (job_id, principal.name, job, submitted_at)))
                 self._wake.notify_all()
 
-        return self.store.submit(Submission(principal.name, rows, self.wall_clock(), idempotency_key, fingerprint,
+        return self.store.submit(Submission(principal.name, rows, submitted_at, idempotency_key, fingerprint,
                                             None if limits is None else limits.max_pending_tasks, arrived))
 
     def _validate(self, principal: Principal, body: Any) -> list[SubmittedJob]:

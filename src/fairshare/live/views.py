@@ -38,7 +38,8 @@ def status_doc(snapshot: Snapshot, scheduler: Scheduler, fair: dict[str, float],
                wall: float, decisions_total: int, fair_allocations: dict[str, tuple[float, ...]] | None = None,
                time_below: dict[str, float] | None = None, preemptions_total: int | None = None) -> dict:
     """The ``/v1/status`` document. Per queue: its ``guarantee`` and ``limit`` (resource ->
-    amount, {} when none), its ``fair_share`` (the allocation behind
+    amount, {} when none), its ``allocated`` (what its running tasks hold, resource ->
+    amount), its ``fair_share`` (the allocation behind
     ``fair_dominant_share``, resource -> amount) and ``time_below_fair_share`` (seconds,
     from the preemptor; None when preemption is off). ``preemptions_total``: attempts
     preempted since the start (None when preemption is off)."""
@@ -53,6 +54,7 @@ def status_doc(snapshot: Snapshot, scheduler: Scheduler, fair: dict[str, float],
         queues[path] = {"weight": node.weight, "current_dominant_share": q.dominant_share,
                         "fair_dominant_share": fair.get(path, 0.0),
                         "running_tasks": q.running, "pending_tasks": snapshot.pending_queues[path],
+                        "allocated": dict(zip(resources, q.usage)),
                         "guarantee": dict(node.guarantee), "limit": dict(node.limit),
                         "fair_share": dict(zip(resources, fair_allocations.get(path, zero))),
                         "time_below_fair_share": None if time_below is None else time_below.get(path, 0.0)}
