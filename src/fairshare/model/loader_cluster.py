@@ -17,9 +17,10 @@ from typing import Any
 from fairshare.model.cluster import Node
 from fairshare.model.loader_fields import Collector, NoteResource, amounts, show
 from fairshare.model.resources import Vector
+from fairshare.model.schema import CLUSTER, NODE, keys
 
-CLUSTER_KEYS = {"capacity", "nodes", "devices"}
-NODE_KEYS = {"name", "count", "capacity", "attributes"}
+CLUSTER_KEYS = keys(CLUSTER)
+NODE_KEYS = keys(NODE)
 
 #: one ``cluster.nodes`` entry: (name, count, capacity, attributes, field path)
 NodeEntry = tuple[str, int, dict[str, float], dict[str, str], str]
