@@ -73,7 +73,8 @@ LIVE_TASK = schema.TASK.but("LiveTaskClass", fields={
     "count": Number("tasks of this class", minimum=0, maximum=MAX_TASKS_PER_CLASS, integer=True),
     "command": Either((Text("split like a shell would, run without one (with shell: through /bin/sh -c)",
                             pattern=r"\S", max_length=MAX_COMMAND_CHARS),
-                       ListOf(Text("an argument", min_length=0), "the program and its arguments", min_items=1)),
+                       ListOf(Text("an argument", min_length=0), "the program and its arguments", min_items=1,
+                              first=Text("the program"))),
                       f"what each task runs: a string or a list of arguments ({MAX_COMMAND_CHARS} characters "
                       f"in all at most)"),
     "shell": Boolean("run the command string through /bin/sh -c", default=False),

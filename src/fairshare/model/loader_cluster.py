@@ -129,7 +129,9 @@ def _nodes(col: Collector, nodes_raw: Any, note: NoteResource) -> list[NodeEntry
             col.add(f"{p}.capacity", "is required")
             continue
         caps = amounts(col, nd["capacity"], f"{p}.capacity", note)
-        attrs = nd.get("attributes", {}) or {}
+        attrs = nd.get("attributes")
+        if attrs is None:  # (absent or null; an empty list or string is refused, as the schema does)
+            attrs = {}
         if not isinstance(attrs, Mapping):
             col.add(f"{p}.attributes", f"must be a mapping of strings, got {show(attrs)}")
             attrs = {}

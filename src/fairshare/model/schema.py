@@ -82,6 +82,8 @@ class ListOf:
     max_items: int | None = None
     unique: bool = False
     nullable: bool = False
+    #: what the first item must be besides an item (a command's program: not empty)
+    first: Spec | None = None
 
 
 @dataclass(frozen=True)
@@ -310,6 +312,8 @@ def _shape(spec: Spec, defs: dict[str, Any], ref_prefix: str) -> dict[str, Any]:
         out["type"] = "boolean"
     elif isinstance(spec, ListOf):
         out["type"] = "array"
+        if spec.first is not None:
+            out["prefixItems"] = [render(spec.first, defs, ref_prefix)]
         out["items"] = render(spec.items, defs, ref_prefix)
         if spec.min_items:
             out["minItems"] = spec.min_items
