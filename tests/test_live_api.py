@@ -4,11 +4,11 @@ scheduling loop is stepped by hand where a test needs decisions."""
 
 from __future__ import annotations
 
-import copy
 import warnings
 
 import pytest
 
+from builders import DELETE, changed
 from live_helpers import ADMIN, ALICE, BOB, ManualExecutor, config_doc, job, make_config, sha
 from fairshare.live.auth import Principal, parse_auth, token_hash
 from fairshare.live.config import MAX_BODY_BYTES, parse_config
@@ -130,19 +130,9 @@ def good() -> dict:
 def with_(path_value) -> dict:
     """``good()`` with one change: ``(["tasks", 0, "demand", "gpu"], -1)``; value DELETE removes."""
     keys, value = path_value
-    doc = copy.deepcopy(good())
+    doc = good()
     doc["name"] = "a2"  # job names are unique within one request (the scenario rule)
-    target = doc
-    for k in keys[:-1]:
-        target = target[k]
-    if value is DELETE:
-        del target[keys[-1]]
-    else:
-        target[keys[-1]] = value
-    return doc
-
-
-DELETE = object()
+    return changed(doc, keys, value)
 
 BAD_JOBS = [
     # (what is wrong, change, status, field)

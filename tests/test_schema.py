@@ -17,7 +17,6 @@ the API against the scenario loader: one description of each document
 
 from __future__ import annotations
 
-import copy
 import json
 import warnings
 from pathlib import Path
@@ -28,6 +27,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builders import DELETE, changed
 from fairshare.cli import main
 from fairshare.live.config import CONFIG, JOBS, load_config, parse_config, parse_jobs, request_problems
 from fairshare.model.errors import ScenarioError
@@ -165,22 +165,6 @@ def test_schema_carries_descriptions_and_enums():
 
 
 # --- bad documents, each field named by both -------------------------------------------------------
-
-DELETE = object()
-
-
-def changed(doc, path: tuple, value):
-    """``doc`` with the field at ``path`` set to ``value`` (or removed: ``DELETE``)."""
-    out = copy.deepcopy(doc)
-    parent = out
-    for key in path[:-1]:
-        parent = parent[key]
-    if value is DELETE:
-        del parent[path[-1]]
-    else:
-        parent[path[-1]] = value
-    return out
-
 
 BAD = [
     # (document, example, field, value, the field named)
