@@ -70,6 +70,8 @@ CONFIG = Obj("Config", {
 _NAME = dict(max_length=MAX_NAME_CHARS)
 LIVE_TASK = schema.TASK.but("LiveTaskClass", fields={
     "class": replace(schema.TASK.fields["class"], **_NAME),
+    "demand": replace(schema.AMOUNTS, description=f"per task, e.g. {{cpu: 1, memory: 4}}; omitted resources are "
+                                                  f"0; each amount 0 or at least {DEMAND_RESOLUTION:g}"),
     "count": Number("tasks of this class", minimum=0, maximum=MAX_TASKS_PER_CLASS, integer=True),
     "command": Either((Text("split like a shell would, run without one (with shell: through /bin/sh -c)",
                             pattern=r"\S", max_length=MAX_COMMAND_CHARS),
