@@ -223,6 +223,10 @@ def test_bad_or_unknown_job_id_is_4xx(api, path):
     ({"add": [{"path": "a..b"}]}, "add[0].path"),
     ({"add": [{"path": "new", "order": "lifo"}]}, "add[0].order"),
     ({"remove": ["dev"]}, "remove"),
+    # the limits of a request (MAX_WEIGHT, MAX_NAME_CHARS), as for a job
+    ({"weights": {"dev": 1e7}}, "weights.dev"),
+    ({"add": [{"path": "new", "weight": 1e7}]}, "add[0].weight"),
+    ({"add": [{"path": "n" * 257}]}, "add[0].path"),
 ])
 def test_bad_queue_change_is_422_with_field(api, change, field):
     client, _, _ = api

@@ -264,6 +264,13 @@ def test_generated_bad_documents_get_the_same_verdict(kind, example):
     check()
 
 
+def test_too_many_jobs_in_one_file_is_refused_by_both(api):
+    one = read(ROOT / "examples/live/alice.yaml")["jobs"][0]
+    doc = {"jobs": [{**one, "name": f"j{i}"} for i in range(1001)]}  # (MAX_JOBS_PER_REQUEST + 1)
+    assert "jobs" in schema_paths("jobs", doc)
+    assert api_paths(api, doc) == ["jobs"]
+
+
 def test_a_queue_change_event_is_checked_by_both():
     doc = read(ROOT / "examples/hierarchy.yaml")
     doc["events"] = [{"time": 10, "queue": {"name": "x..y", "weight": -2}}]
