@@ -4,11 +4,11 @@ scheduling loop is stepped by hand where a test needs decisions."""
 
 from __future__ import annotations
 
-import copy
 import warnings
 
 import pytest
 
+from builders import DELETE, changed
 from live_helpers import ADMIN, ALICE, BOB, ManualExecutor, config_doc, job, make_config, sha
 from fairshare.live.auth import Principal, parse_auth, token_hash
 from fairshare.live.config import MAX_BODY_BYTES, parse_config
@@ -130,19 +130,9 @@ def good() -> dict:
 def with_(path_value) -> dict:
     """``good()`` with one change: ``(["tasks", 0, "demand", "gpu"], -1)``; value DELETE removes."""
     keys, value = path_value
-    doc = copy.deepcopy(good())
+    doc = good()
     doc["name"] = "a2"  # job names are unique within one request (the scenario rule)
-    target = doc
-    for k in keys[:-1]:
-        target = target[k]
-    if value is DELETE:
-        del target[keys[-1]]
-    else:
-        target[keys[-1]] = value
-    return doc
-
-
-DELETE = object()
+    return changed(doc, keys, value)
 
 BAD_JOBS = [
     # (what is wrong, change, status, field)
@@ -233,6 +223,10 @@ def test_bad_or_unknown_job_id_is_4xx(api, path):
     ({"add": [{"path": "a..b"}]}, "add[0].path"),
     ({"add": [{"path": "new", "order": "lifo"}]}, "add[0].order"),
     ({"remove": ["dev"]}, "remove"),
+    # the limits of a request (MAX_WEIGHT, MAX_NAME_CHARS), as for a job
+    ({"weights": {"dev": 1e7}}, "weights.dev"),
+    ({"add": [{"path": "new", "weight": 1e7}]}, "add[0].weight"),
+    ({"add": [{"path": "n" * 257}]}, "add[0].path"),
 ])
 def test_bad_queue_change_is_422_with_field(api, change, field):
     client, _, _ = api

@@ -252,6 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("policies", help="list the registered policies with their citations",
                    description="List the registered policies, one per line, with the paper they implement.")
+    schema = sub.add_parser("schema", help="print the JSON Schema of a scenario, config or job file",
+                            description="Print the JSON Schema (draft 2020-12) of a scenario file, serve's "
+                                        "config or a job file, for editors (docs/usage.md, \"JSON Schemas\").")
+    schema.add_argument("document", choices=SCHEMA_DOCUMENTS, help="which file's schema")
     from fairshare.live.cli import add_parsers  # serve and its clients (docs/live.md)
 
     add_parsers(sub, _positive_int)
@@ -467,8 +471,28 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+#: ``fairshare schema DOCUMENT``: the documents with a JSON Schema
+SCHEMA_DOCUMENTS = ("scenario", "config", "jobs")
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """The JSON Schema of a document, rendered from its description (``model.schema``),
+    which the loader reads its keys and enums from too."""
+    from fairshare.model.schema import SCENARIO, json_schema
+
+    if args.document == "scenario":
+        doc = SCENARIO
+    else:
+        from fairshare.live.config import CONFIG, JOBS
+
+        doc = CONFIG if args.document == "config" else JOBS
+    _print_json(json_schema(doc, title=f"fairshare {args.document} file"))
+    return EXIT_OK
+
+
 COMMANDS = {"allocate": cmd_allocate, "audit": cmd_audit, "simulate": cmd_simulate, "compare": cmd_compare,
-            "policies": cmd_policies, "trace": lambda args: args.func(args), "completion": cmd_completion}
+            "policies": cmd_policies, "schema": cmd_schema, "trace": lambda args: args.func(args),
+            "completion": cmd_completion}
 
 
 def _live_command(name: str):

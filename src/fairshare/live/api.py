@@ -7,9 +7,12 @@ with a 4xx status: 400 the body is not JSON, 401 no or unknown token, 403 not al
 existence is not revealed), task of the job or attempt with output, 413 the body is larger than ``MAX_BODY_BYTES``, 422 invalid
 input (every problem, first one in ``error``), 429 over the tenant's submission rate or
 pending-task cap (with ``Retry-After``). Request bodies are checked in this order: size
-(before reading them), JSON, the pydantic models below (shape and types; they also
-document the API), then ``config.request_problems`` (text and size limits) and the
-scenario loader (amounts, queues, feasibility), with the same field paths.
+(before reading them), JSON, then ``config.request_problems`` (text and size limits) and
+the loader that reads a job file or a config (``config.parse_jobs``: the scenario
+loader's checks, with the same field paths) or a queue change (``queues``). That loader
+is the one validation: the request bodies' schemas in the OpenAPI document are rendered
+from the same description of the documents (``model.schema``: ``config.JOBS``,
+``queues.QUEUE_CHANGES``), and the response models below only document the answers.
 
 ``POST /v1/jobs`` is the one route built for throughput: it is a coroutine (no thread
 per request), answered by the ``SubmitRoute`` middleware before FastAPI's own layers,
@@ -30,80 +33,25 @@ from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fairshare.live.auth import AuthError, Principal, SubmitRateLimiter
-from fairshare.live.config import MAX_BODY_BYTES, MAX_COMMAND_CHARS, MAX_NAME_CHARS, MAX_WEIGHT, request_problems
+from fairshare.live.config import JOBS, MAX_BODY_BYTES, request_problems
+from fairshare.live.queues import QUEUE_CHANGES
 from fairshare.live.service import MAX_PAGE, TASKS_PAGE, LiveError, LiveService, submission_refusal
 from fairshare.live.task_output import READ_DEFAULT, READ_MAX
 from fairshare.model.errors import FieldError
+from fairshare.model.schema import render
 
 log = logging.getLogger(__name__)
 MAX_ID = 2 ** 63 - 1  # SQLite's integer range
 
 
 # --- request and response models (the OpenAPI schema) -----------------------------------------
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True, allow_inf_nan=False)
-
-
-class TaskClassIn(_Strict):
-    class_: str | None = Field(None, alias="class", max_length=MAX_NAME_CHARS,
-                               description="task class name (default main)")
-    demand: dict[str, float] = Field(description="per task, e.g. {cpu: 1, memory: 4}; omitted resources are 0; "
-                                                 "each amount 0 or at least 0.0001")
-    count: int = Field(ge=0, le=100_000, description="number of tasks of this class")
-    command: str | list[str] = Field(description="a string (split like a shell would, run without one) "
-                                                 f"or a list of arguments; at most {MAX_COMMAND_CHARS} "
-                                                 "characters in all")
-    shell: bool = Field(False, description="run the command string through /bin/sh -c")
-    duration: Any = Field(None, description="accepted for scenario compatibility; ignored by serve")
-    constraints: dict[str, str | list[str]] | None = Field(None, description="node attribute -> allowed values")
-
-
-class JobIn(_Strict):
-    name: str | None = Field(None, max_length=MAX_NAME_CHARS)
-    queue: str | None = Field(None, max_length=MAX_NAME_CHARS,
-                              description="dotted queue path; must be granted to the tenant")
-    weight: float = Field(1.0, gt=0, le=MAX_WEIGHT)
-    submit: float | None = Field(None, description="accepted for scenario compatibility; ignored by serve")
-    tasks: list[TaskClassIn] = Field(min_length=1)
-
-
-class SubmitIn(_Strict):
-    jobs: list[JobIn] = Field(min_length=1, max_length=1000)
-
-
 class SubmitOut(BaseModel):
     ids: list[int]
-
-
-#: a queue's guarantee or limit: resource -> amount (checked like a config's: resources
-#: known, amounts >= 0, guarantees honourable on the nodes up now)
-Amounts = dict[Annotated[str, Field(max_length=MAX_NAME_CHARS)], float]
-
-
-class QueueAdd(_Strict):
-    path: str = Field(max_length=MAX_NAME_CHARS)
-    weight: float = Field(1.0, gt=0, le=MAX_WEIGHT)
-    order: Literal["fair", "fifo"] = "fair"
-    guarantee: Amounts | None = Field(None, description="at least this much while it has demand")
-    limit: Amounts | None = Field(None, description="never more than this")
-
-
-class QueueBoundsIn(_Strict):
-    guarantee: Amounts | None = Field(None, description="replaces the queue's guarantee; null or {} removes it")
-    limit: Amounts | None = Field(None, description="replaces the queue's limit; null or {} removes it")
-
-
-class QueueChangeIn(_Strict):
-    weights: dict[str, Annotated[float, Field(gt=0, le=MAX_WEIGHT)]] = Field(default_factory=dict)
-    add: list[QueueAdd] = Field(default_factory=list)
-    bounds: dict[str, QueueBoundsIn] = Field(default_factory=dict,
-                                             description="queue path -> new guarantee and/or limit "
-                                                         "(an omitted one is kept)")
 
 
 class ErrorItem(BaseModel):
@@ -570,13 +518,9 @@ def create_app(service: LiveService) -> FastAPI:
                 raise LiveError(429, FieldError("rate", f"tenant {caller.name!r} may submit {limits.submit_rate:g} "
                                                         f"request(s)/s (bursts of {limits.submit_burst}): retry in "
                                                         f"{retry} s"), headers={"Retry-After": str(retry)})
+        # (validated once, by the service: config.request_problems, then config.parse_jobs)
         document = await read_json(request)
-        try:
-            body = SubmitIn.model_validate(document)
-        except ValidationError as exc:
-            raise LiveError(422, _pydantic_errors(exc.errors())) from None
-        raw = _drop_nulls(body.model_dump(by_alias=True, exclude_unset=True))
-        future = service.submit_future(caller, raw, idempotency_key=idempotency_key)
+        future = service.submit_future(caller, document, idempotency_key=idempotency_key)
         try:
             ids, _replayed = await asyncio.wrap_future(future)
         except Exception as exc:  # noqa: BLE001 - the store's refusals become HTTP refusals
@@ -587,17 +531,18 @@ def create_app(service: LiveService) -> FastAPI:
     default_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:
-        """FastAPI's document plus the schemas of ``POST /v1/jobs``' body (its route reads
-        the body itself, so FastAPI does not list them)."""
+        """FastAPI's document plus the schemas of the request bodies (their routes read
+        the bodies themselves, so FastAPI does not list them), rendered from the documents'
+        description (``model.schema``), as ``fairshare schema jobs`` renders them."""
         if app.openapi_schema is None:
             document = default_openapi()
             schemas = document.setdefault("components", {}).setdefault("schemas", {})
-            submit = SubmitIn.model_json_schema(ref_template="#/components/schemas/{model}")
-            schemas.update(submit.pop("$defs", {}))
-            schemas["SubmitIn"] = submit
-            queues = QueueChangeIn.model_json_schema(ref_template="#/components/schemas/{model}")
-            schemas.update(queues.pop("$defs", {}))
-            schemas["QueueChangeIn"] = queues
+            defs: dict[str, Any] = {}
+            for name, doc in (("SubmitIn", JOBS), ("QueueChangeIn", QUEUE_CHANGES)):
+                render(doc.but(name), defs, "#/components/schemas/")
+            clash = set(defs) & set(schemas)
+            assert not clash, f"request schemas named as response models: {clash}"
+            schemas.update(defs)
             app.openapi_schema = document
         return app.openapi_schema
 
@@ -663,12 +608,9 @@ def create_app(service: LiveService) -> FastAPI:
         """Admin only: change weights, add queues and set guarantees and limits at run time (kept across
         restarts)."""
         # the body is read as POST /v1/jobs reads its own (``read_json``: any Content-Type,
-        # the same 400s), then checked by the same kind of model
-        try:
-            body = QueueChangeIn.model_validate(await read_json(request))
-        except ValidationError as exc:
-            raise LiveError(422, _pydantic_errors(exc.errors())) from None
-        change = body.model_dump(exclude_unset=True, mode="json")
+        # the same 400s), then checked by the one reader of change documents
+        # (``service.update_queues``: live.queues)
+        change = await read_json(request)
         problems = request_problems(change)  # NUL or lone surrogates in a queue path
         if problems:
             raise LiveError(422, problems)
@@ -690,7 +632,7 @@ def create_app(service: LiveService) -> FastAPI:
 
 
 def _pydantic_errors(errors: Any) -> list[FieldError]:
-    """pydantic's errors as field paths and reasons, each once."""
+    """pydantic's errors (a query or path parameter's) as field paths and reasons, each once."""
     out = []
     for err in errors:
         path = _field_path(tuple(err.get("loc", ())))
@@ -701,15 +643,6 @@ def _pydantic_errors(errors: Any) -> list[FieldError]:
             msg = "is required"
         out.append(FieldError(path, msg))
     return list(dict.fromkeys(out))
-
-
-def _drop_nulls(value: Any) -> Any:
-    """``null`` means "not given" in a request (the loader reads a missing key as its default)."""
-    if isinstance(value, dict):
-        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_drop_nulls(v) for v in value]
-    return value
 
 
 def _install_optional(app: FastAPI, service: LiveService, authorize) -> None:

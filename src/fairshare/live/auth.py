@@ -35,11 +35,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fairshare.model.errors import FieldError
+from fairshare.model.schema import ListOf, Number, Obj, Text, keys
 
 ADMIN = "admin"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-AUTH_KEYS = {"admin_token_sha256", "admin_token", "tenants", "limits"}
-TENANT_KEYS = {"name", "token_sha256", "token", "queues", "limits", "run_as"}
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,38 @@ class TenantLimits:
 
 
 DEFAULT_LIMITS = TenantLimits()
-LIMIT_KEYS = {"max_pending_tasks", "submit_rate", "submit_burst"}
+
+# --- the config's ``auth:`` section, described once (``model.schema``): the parser below
+# takes its keys from here, ``fairshare schema config`` renders it
+_HASH = Text("hex sha256 of the token (printf %s \"$TOKEN\" | sha256sum)", pattern="^[0-9a-fA-F]{64}$")
+_TOKEN = Text("the token itself (at least 8 characters; prefer its sha256)", min_length=8)
+LIMITS = Obj("TenantLimits", {
+    "max_pending_tasks": Number("most pending tasks; a submission over it gets 429", exclusive_minimum=0,
+                                integer=True, default=DEFAULT_LIMITS.max_pending_tasks),
+    "submit_rate": Number("POST /v1/jobs requests per second, sustained", exclusive_minimum=0,
+                          default=DEFAULT_LIMITS.submit_rate),
+    "submit_burst": Number("requests at once after a quiet spell", exclusive_minimum=0, integer=True,
+                           default=DEFAULT_LIMITS.submit_burst),
+}, "a tenant's limits (each optional)", nullable=True)
+TENANT = Obj("Tenant", {
+    "name": Text(f"the tenant's name ({ADMIN!r} is the admin's)", pattern=r"\S"),
+    "token_sha256": _HASH,
+    "token": _TOKEN,
+    "queues": ListOf(Text("a queue path"), "the queues it may submit to (and everything below them)",
+                     min_items=1),
+    "limits": replace(LIMITS, description="its limits (default: auth.limits)"),
+    "run_as": Text("the operating-system user its commands run as, in a per-job directory under serve's "
+                   "--workdir (a user of the serve host other than root; serve must run as root)", pattern=r"\S"),
+}, "a tenant: a token and its queues", required=("name", "queues"), exactly_one_of=("token_sha256", "token"))
+AUTH = Obj("Auth", {
+    "admin_token_sha256": replace(_HASH, description="the admin token's sha256 (the admin may do everything)"),
+    "admin_token": replace(_TOKEN, description="the admin token itself (prefer admin_token_sha256)"),
+    "tenants": ListOf(TENANT, "the tenants"),
+    "limits": replace(LIMITS, description="every tenant's limits unless its own says otherwise"),
+}, "who may use the service: an admin token and the tenants", at_most_one_of=("admin_token_sha256", "admin_token"))
+AUTH_KEYS = keys(AUTH)
+TENANT_KEYS = keys(TENANT)
+LIMIT_KEYS = keys(LIMITS)
 
 
 def token_hash(token: str) -> str:

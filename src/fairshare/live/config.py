@@ -23,19 +23,20 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from fairshare.live.auth import AuthConfig, parse_auth
+from fairshare.live.auth import AUTH, AuthConfig, parse_auth
+from fairshare.model import schema
 from fairshare.model.cluster import Node
 from fairshare.model.errors import FieldError, ScenarioError
 from fairshare.model.jobs import TaskClass
 from fairshare.model.loader import parse_jobs_on, parse_scenario, read_document
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.scenario import PreemptionConfig
+from fairshare.model.schema import Boolean, Either, ListOf, MapOf, Number, Obj, Text, keys
 
-CONFIG_KEYS = {"resources", "cluster", "queues", "auth", "preemption"}
 #: one request creates at most this many task rows (a bound on what one call can cost)
 MAX_TASKS_PER_REQUEST = 100_000
 #: Ray keeps resource amounts in fixed point with 4 decimals: a demand above 0 that
@@ -51,6 +52,51 @@ MAX_NAME_CHARS = 256
 MAX_COMMAND_CHARS = 64 * 1024
 #: bytes in one request body (checked from the headers and while reading, before parsing)
 MAX_BODY_BYTES = 8 * 1024 * 1024
+#: tasks of one class, and jobs of one request
+MAX_TASKS_PER_CLASS = 100_000
+MAX_JOBS_PER_REQUEST = 1000
+
+# --- the documents, described once (``model.schema``: the scenario's parts with the live
+# service's limits): the parsers below take their keys from here, ``fairshare schema
+# config|jobs`` and the OpenAPI document render them
+CONFIG = Obj("Config", {
+    "resources": schema.RESOURCES,
+    "cluster": schema.CLUSTER.but(drop=("capacity",), required=("nodes",), exactly_one_of=(),
+                                  description="the nodes (the live service needs discrete nodes)"),
+    "queues": schema.SCENARIO.fields["queues"],
+    "auth": AUTH,
+    "preemption": schema.PREEMPTION,
+}, "the config of fairshare serve (docs/live.md)", required=("cluster", "auth"))
+_NAME = dict(max_length=MAX_NAME_CHARS)
+LIVE_TASK = schema.TASK.but("LiveTaskClass", fields={
+    "class": replace(schema.TASK.fields["class"], **_NAME),
+    "demand": replace(schema.AMOUNTS, description=f"per task, e.g. {{cpu: 1, memory: 4}}; omitted resources are "
+                                                  f"0; each amount 0 or at least {DEMAND_RESOLUTION:g}"),
+    "count": Number("tasks of this class", minimum=0, maximum=MAX_TASKS_PER_CLASS, integer=True),
+    "command": Either((Text("split like a shell would, run without one (with shell: through /bin/sh -c)",
+                            pattern=r"\S", max_length=MAX_COMMAND_CHARS),
+                       ListOf(Text("an argument", min_length=0), "the program and its arguments", min_items=1,
+                              first=Text("the program"))),
+                      f"what each task runs: a string or a list of arguments ({MAX_COMMAND_CHARS} characters "
+                      f"in all at most)"),
+    "shell": Boolean("run the command string through /bin/sh -c", default=False),
+    "constraints": MapOf(schema.TASK.fields["constraints"].values, schema.TASK.fields["constraints"].description,
+                         key_max_length=MAX_NAME_CHARS, nullable=True),
+}, required=("demand", "count", "command"))
+LIVE_JOB = schema.JOB.but("LiveJob", fields={
+    "name": replace(schema.JOB.fields["name"], **_NAME),
+    "queue": replace(schema.JOB.fields["queue"], description="its queue's dotted path; granted to the tenant",
+                     **_NAME),
+    "weight": replace(schema.JOB.fields["weight"], maximum=MAX_WEIGHT),
+    "submit": replace(schema.JOB.fields["submit"], description="accepted for scenario compatibility; "
+                                                                "ignored by serve"),
+    "tasks": ListOf(LIVE_TASK, "one entry per task class", min_items=1),
+})
+JOBS = Obj("JobFile", {
+    "jobs": ListOf(LIVE_JOB, "the jobs to submit", min_items=1, max_items=MAX_JOBS_PER_REQUEST),
+}, "a job file (fairshare submit) or the body of POST /v1/jobs", required=("jobs",))
+CONFIG_KEYS = keys(CONFIG)
+JOBS_KEYS = keys(JOBS)
 #: the entries of a queue tree: (dotted path, weight, order), parents before children
 QueueEntries = tuple[tuple[str, float, str], ...]
 #: a guarantee or a limit: (resource name, amount) pairs, sorted by name (``QueueNode``'s form)
@@ -167,8 +213,8 @@ def parse_jobs(data: Any, resources: tuple[str, ...], nodes: tuple[Node, ...], q
         raise ScenarioError(FieldError("", "must be a mapping with a `jobs` list"), source)
     errors: list[FieldError] = []
     for key in data:
-        if key != "jobs":
-            errors.append(FieldError(str(key), "unknown key (allowed: jobs)"))
+        if key not in JOBS_KEYS:
+            errors.append(FieldError(str(key), f"unknown key (allowed: {', '.join(sorted(JOBS_KEYS))})"))
     jobs = data.get("jobs")
     if not isinstance(jobs, list) or not jobs:
         raise ScenarioError(errors + [FieldError("jobs", "must be a non-empty list of jobs")], source)
@@ -194,8 +240,9 @@ def parse_jobs(data: Any, resources: tuple[str, ...], nodes: tuple[Node, ...], q
                 errors.append(FieldError(f"{tp}.count", "is required for a live job (a task class runs a "
                                                          "finite number of commands)"))
             elif isinstance(count, (int, float)) and not isinstance(count, bool) and math.isfinite(count) \
-                    and count > 100_000:
-                errors.append(FieldError(f"{tp}.count", f"must be at most 100000 per class, got {count:g}"))
+                    and count > MAX_TASKS_PER_CLASS:
+                errors.append(FieldError(f"{tp}.count", f"must be at most {MAX_TASKS_PER_CLASS} per class, "
+                                                        f"got {count:g}"))
         commands.append(cmds)
     total = sum(tc.get("count") for jb in jobs if isinstance(jb, Mapping)
                 for tc in (jb.get("tasks") if isinstance(jb.get("tasks"), list) else [])
@@ -238,6 +285,8 @@ def request_problems(body: Any) -> list[FieldError]:
     errors: list[FieldError] = []
     _check_text(body, "", errors)
     jobs = body.get("jobs") if isinstance(body, Mapping) else None
+    if isinstance(jobs, list) and len(jobs) > MAX_JOBS_PER_REQUEST:
+        errors.append(FieldError("jobs", f"must be at most {MAX_JOBS_PER_REQUEST} jobs per request, got {len(jobs)}"))
     for i, jb in enumerate(jobs if isinstance(jobs, list) else []):
         if not isinstance(jb, Mapping):
             continue

@@ -22,19 +22,43 @@ mean what they meant.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from collections.abc import Sequence
 
-from fairshare.live.config import BoundPairs, QueueBounds, QueueEntries, build_tree
+from fairshare.live.config import MAX_NAME_CHARS, MAX_WEIGHT, BoundPairs, QueueBounds, QueueEntries, build_tree
+from fairshare.model import schema
 from fairshare.model.errors import FieldError, ScenarioError
 from fairshare.model.loader import ORDERS
 from fairshare.model.loader_fields import Collector, amounts
 from fairshare.model.queues import ROOT, QueueChange, QueueTree, bound_claims_problems
+from fairshare.model.schema import ListOf, MapOf, Number, Obj, Text, keys
 
-CHANGE_KEYS = ("add", "bounds", "weights")
-ADD_KEYS = ("guarantee", "limit", "order", "path", "weight")
-BOUND_KEYS = ("guarantee", "limit")
+# --- the change document, described once (``model.schema``): the reader below takes its
+# keys from here; the OpenAPI document of PUT /v1/queues renders it
+_WEIGHT = Number("the queue's weight among its siblings", exclusive_minimum=0, maximum=MAX_WEIGHT)
+_AMOUNTS = replace(schema.AMOUNTS, key_max_length=MAX_NAME_CHARS)
+BOUNDS_CHANGE = Obj("QueueBoundsIn", {
+    "guarantee": replace(_AMOUNTS, description="replaces the queue's guarantee; null or {} removes it",
+                         nullable=True),
+    "limit": replace(_AMOUNTS, description="replaces the queue's limit; null or {} removes it", nullable=True),
+}, "a queue's new guarantee and/or limit (an omitted one is kept)")
+QUEUE_CHANGES = Obj("QueueChangeIn", {
+    "weights": MapOf(_WEIGHT, "queue path -> its new weight", key_max_length=MAX_NAME_CHARS),
+    "add": ListOf(Obj("QueueAdd", {
+        "path": Text("the new queue's dotted path (its parent exists)", pattern=schema.PATH_PATTERN,
+                     max_length=MAX_NAME_CHARS),
+        "weight": replace(_WEIGHT, default=1),
+        "order": schema.ORDER,
+        "guarantee": replace(_AMOUNTS, description="at least this much while it has demand", nullable=True),
+        "limit": replace(_AMOUNTS, description="never more than this", nullable=True),
+    }, "a new queue", required=("path",)), "queues to add"),
+    "bounds": MapOf(BOUNDS_CHANGE, "queue path -> its new guarantee and/or limit", key_max_length=MAX_NAME_CHARS),
+}, "a change to the queue tree (PUT /v1/queues; admin only)")
+CHANGE_KEYS = tuple(sorted(keys(QUEUE_CHANGES)))
+ADD_KEYS = tuple(sorted(keys(QUEUE_CHANGES.fields["add"].items)))
+BOUND_KEYS = tuple(sorted(keys(BOUNDS_CHANGE)))
 
 
 def apply_queue_changes(entries: QueueEntries, changes: list[Any], *, validate: bool = False) -> QueueEntries:
@@ -79,6 +103,9 @@ def apply_queue_tree_changes(entries: QueueEntries, bounds: QueueBounds, changes
             if not isinstance(path, str) or not path or any(not part for part in path.split(".")):
                 errors.append(FieldError(f"{p}.path", f"must be a dotted queue path, got {path!r}"))
                 continue
+            if len(path) > MAX_NAME_CHARS:
+                errors.append(FieldError(f"{p}.path", f"must be at most {MAX_NAME_CHARS} characters, got {len(path)}"))
+                continue
             if path in paths:
                 errors.append(FieldError(f"{p}.path", f"queue {path!r} already exists"))
                 continue
@@ -90,6 +117,9 @@ def apply_queue_tree_changes(entries: QueueEntries, bounds: QueueBounds, changes
             if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) \
                     or weight <= 0:
                 errors.append(FieldError(f"{p}.weight", f"must be a positive number, got {weight!r}"))
+                continue
+            if weight > MAX_WEIGHT:
+                errors.append(FieldError(f"{p}.weight", f"must be at most {MAX_WEIGHT:g}, got {weight!r}"))
                 continue
             order = q.get("order", "fair")
             if order not in ORDERS:  # (the scenario loader's orders)
@@ -119,6 +149,9 @@ def apply_queue_tree_changes(entries: QueueEntries, bounds: QueueBounds, changes
             if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) \
                     or weight <= 0:
                 errors.append(FieldError(p, f"must be a positive number, got {weight!r}"))
+                continue
+            if weight > MAX_WEIGHT:
+                errors.append(FieldError(p, f"must be at most {MAX_WEIGHT:g}, got {weight!r}"))
                 continue
             match[0][1] = float(weight)
         changed = change.get("bounds", {})

@@ -31,8 +31,9 @@ from fairshare.model.loader_jobs import DURATION_KINDS, JOB_KEYS, TASK_KEYS, Job
 from fairshare.model.loader_queues import ORDERS, QUEUE_KEYS, build_tree, parse_queues
 from fairshare.model.loader_preemption import PREEMPTION_KEYS, parse_preemption
 from fairshare.model.scenario import Scenario
+from fairshare.model.schema import SCENARIO, keys
 
-TOP_KEYS = {"resources", "cluster", "queues", "jobs", "events", "preemption"}
+TOP_KEYS = keys(SCENARIO)
 # (each section's keys live with its parser; re-exported here, where the converters
 # look them up: ``traces.base.loader_accepts``)
 __all__ = ["ADDED_NODE_KEYS", "CLUSTER_KEYS", "DURATION_KINDS", "EVENT_KEYS", "EVENT_KINDS", "JOB_KEYS",

@@ -17,9 +17,10 @@ from typing import Any
 from fairshare.model.cluster import Node
 from fairshare.model.loader_fields import Collector, NoteResource, amounts, show
 from fairshare.model.resources import Vector
+from fairshare.model.schema import CLUSTER, NODE, keys
 
-CLUSTER_KEYS = {"capacity", "nodes", "devices"}
-NODE_KEYS = {"name", "count", "capacity", "attributes"}
+CLUSTER_KEYS = keys(CLUSTER)
+NODE_KEYS = keys(NODE)
 
 #: one ``cluster.nodes`` entry: (name, count, capacity, attributes, field path)
 NodeEntry = tuple[str, int, dict[str, float], dict[str, str], str]
@@ -128,7 +129,9 @@ def _nodes(col: Collector, nodes_raw: Any, note: NoteResource) -> list[NodeEntry
             col.add(f"{p}.capacity", "is required")
             continue
         caps = amounts(col, nd["capacity"], f"{p}.capacity", note)
-        attrs = nd.get("attributes", {}) or {}
+        attrs = nd.get("attributes")
+        if attrs is None:  # (absent or null; an empty list or string is refused, as the schema does)
+            attrs = {}
         if not isinstance(attrs, Mapping):
             col.add(f"{p}.attributes", f"must be a mapping of strings, got {show(attrs)}")
             attrs = {}

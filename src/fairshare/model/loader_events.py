@@ -19,16 +19,16 @@ from fairshare.model.cluster import Node
 from fairshare.model.loader_fields import Collector, amounts, show
 from fairshare.model.queues import ROOT, QueueChange, QueueTree, bound_claims_problems
 from fairshare.model.scenario import ClusterEvent
+from fairshare.model.schema import ADDED_NODE, EVENT, QUEUE_CHANGE, keys
 
 #: also their order at equal times (the engine's ``INSTANT_ORDER``): failures, additions,
 #: then queue changes (before the jobs arriving at that time)
-EVENT_KINDS = ("node_fail", "node_add", "queue")
-EVENT_KEYS = {"time", *EVENT_KINDS}
-ADDED_NODE_KEYS = {"name", "capacity", "attributes"}
-QUEUE_CHANGE_KEYS = {"name", "weight", "order", "guarantee", "limit", "remove"}
-#: a queue's order (``loader_queues.ORDERS``; repeated here: loader_queues imports nothing
-#: of the events)
-QUEUE_ORDERS = ("fair", "fifo")
+EVENT_KINDS = EVENT.exactly_one_of
+EVENT_KEYS = keys(EVENT)
+ADDED_NODE_KEYS = keys(ADDED_NODE)
+QUEUE_CHANGE_KEYS = keys(QUEUE_CHANGE)
+#: a queue's order (the same enum as ``loader_queues.ORDERS``)
+QUEUE_ORDERS = QUEUE_CHANGE.fields["order"].enum
 
 
 class EventSpec:

@@ -20,16 +20,12 @@ from fairshare.model.loader_cluster import device_amount_ok, vector
 from fairshare.model.loader_fields import Collector, NoteResource, amounts, show
 from fairshare.model.queues import ROOT
 from fairshare.model.resources import Vector, fits
+from fairshare.model.schema import DISTRIBUTIONS, JOB, TASK, keys
 
-JOB_KEYS = {"name", "queue", "weight", "submit", "tasks"}
-TASK_KEYS = {"class", "demand", "count", "duration", "constraints", "max_per_node", "checkpoint", "command",
-             "shell"}
-DURATION_KINDS = {
-    "fixed": {"value"},
-    "exponential": {"mean"},
-    "uniform": {"low", "high"},
-    "lognormal": {"mu", "sigma"},
-}
+JOB_KEYS = keys(JOB)
+TASK_KEYS = keys(TASK)
+#: ``duration: {dist: KIND, ...}`` -> the parameters that kind needs
+DURATION_KINDS = {kind: set(params) for kind, params in DISTRIBUTIONS.items()}
 
 Constraints = tuple[tuple[str, tuple[str, ...]], ...]
 

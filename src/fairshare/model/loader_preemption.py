@@ -8,8 +8,9 @@ from typing import Any
 
 from fairshare.model.loader_fields import Collector, show
 from fairshare.model.scenario import PREEMPTION_RULES, PreemptionConfig
+from fairshare.model.schema import PREEMPTION, keys
 
-PREEMPTION_KEYS = {"after", "tolerance", "max_per_round", "rule"}
+PREEMPTION_KEYS = keys(PREEMPTION)
 
 
 def parse_preemption(col: Collector, raw: Any) -> PreemptionConfig | None:

@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from fairshare.model.loader_fields import Collector, amounts, show
 from fairshare.model.queues import ROOT, QueueTree, bound_claims_problems
 from fairshare.model.resources import Vector
+from fairshare.model.schema import QUEUE, keys
 
-QUEUE_KEYS = {"name", "weight", "children", "order", "guarantee", "limit"}
-ORDERS = ("fair", "fifo")
+QUEUE_KEYS = keys(QUEUE)
+ORDERS = QUEUE.fields["order"].enum
 
 #: one queue: (dotted path, weight, order)
 QueueEntry = tuple[str, float, str]
