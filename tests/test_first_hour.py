@@ -177,3 +177,45 @@ def test_compare_bar_title_counts_the_unfinished_jobs(tmp_path: Path, capsys):
     assert "Completion time per job (2 unfinished drawn at 0)" in html
     assert "unfinished: 0" not in html
     assert "horizon 10 s (cut by --until); jobs finished 1/2" in capsys.readouterr().out
+
+
+SHARED_TRACES = ROOT.parent / "shared" / "traces"
+
+
+def documented_commands(doc: Path, after: str) -> list[list[str]]:
+    """The ``$ fairshare ...`` commands of the first console block after the text
+    ``after`` in ``doc`` (continuation lines joined), as argument lists without
+    ``fairshare``: the test runs what the docs say, not a copy of it."""
+    text = doc.read_text(encoding="utf-8")
+    block = text[text.index(after):]
+    block = block[block.index("```console"):]
+    block = block[:block.index("```", 3)].replace("\\\n", " ")
+    return [line[len("$ fairshare "):].split() for line in block.splitlines() if line.startswith("$ fairshare ")]
+
+
+@pytest.mark.skipif(not (SHARED_TRACES / "swim-facebook").is_dir(),
+                    reason="the shared SWIM trace (../shared/traces/swim-facebook) is not on this machine")
+def test_first_trace_example_shows_fifo_head_of_line_blocking(tmp_path: Path, capsys, monkeypatch):
+    # docs/traces.md's first example: fifo's mean completion and longest starvation are far
+    # above the fair policies' (a large job at the head of fifo's line holds the CPUs)
+    convert, compare = documented_commands(ROOT / "docs" / "traces.md", "**A first trace, where the policies differ.**")
+    monkeypatch.chdir(tmp_path)
+    convert = [arg.replace("../shared/traces", str(SHARED_TRACES)) for arg in convert]
+    assert main(convert) == 0
+    capsys.readouterr()
+    assert main(compare) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if " makespan " in line}
+    assert set(lines) == {"drf", "hdrf", "fifo"}
+
+    def figure(policy: str, name: str) -> float:
+        cell = re.search(rf"{name} (.+?)(;|$)", lines[policy]).group(1)
+        return starvation_cell(cell)[0] if name == "longest starvation" else seconds(cell)
+
+    for fair in ("drf", "hdrf"):
+        assert figure("fifo", "mean completion") > 3 * figure(fair, "mean completion")
+        assert figure("fifo", "longest starvation") > 10 * figure(fair, "longest starvation")
+    # the docs quote the run: their headline figures are this run's
+    doc = (ROOT / "docs" / "traces.md").read_text(encoding="utf-8")
+    for policy in ("drf", "fifo"):
+        assert lines[policy] in doc, policy

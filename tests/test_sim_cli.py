@@ -235,6 +235,21 @@ def test_progress_bar_on_request(small: Path, tmp_path: Path):
     assert proc.returncode == 0, proc.stderr
     assert "tasks" in proc.stderr and "elapsed" in proc.stderr and "[" in proc.stderr
     assert "report:" in proc.stdout
+    # no silent wait after 100%: each post-run step is said, with its time, in order
+    steps = [line.split("...")[0] for line in proc.stderr.splitlines() if "..." in line]
+    assert steps == ["summary and fairness gap", "summary.json and timeline.csv", "report.html"], proc.stderr
+
+
+@pytest.mark.parametrize("frac, elapsed, text", [
+    (0.01, 5.0, ""),                      # under ETA_AFTER (2%): the rate says little yet
+    (0.25, 10.0, ", about 30 s left"),    # 10 s for a quarter: 3 quarters left at 10 s each
+    (0.5, 61.0, ", about 61 s left"),
+    (1.0, 9.0, ""),                       # done: nothing left to estimate
+])
+def test_eta_is_the_rest_at_the_rate_so_far(frac, elapsed, text):
+    from fairshare.sim.progress import eta_text
+
+    assert eta_text(frac, elapsed) == text
 
 
 def test_outputs_do_not_depend_on_the_process(tmp_path: Path):

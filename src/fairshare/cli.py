@@ -454,7 +454,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     width = max(len(n) for n in names)
     for n in names:
         result, summary = _run_one(args, sims[n], label=f"{n.ljust(width)} ", reference=reference)
-        _write_run(out / n, args, result, summary)
+        _write_run(out / n, args, result, summary, label=f"{n.ljust(width)} ")
         runs.append((n, result, summary))
         _print_notes(result, label=f"{n.ljust(width)}  ")
         if args.format == "table":  # (one line as each run ends)
@@ -462,7 +462,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     shown = _display_name(args.scenario)
     doc = comparison(runs, scenario_name=shown)
     (out / "compare.json").write_text(summary_json(doc), encoding="utf-8")
-    (out / "report.html").write_text(compare_report(runs, scenario_name=shown, fair_shares=fair), encoding="utf-8")
+    html_text = _steps(args).run("the comparison's report.html", compare_report, runs, scenario_name=shown,
+                                 fair_shares=fair)
+    (out / "report.html").write_text(html_text, encoding="utf-8")
     if args.format == "json":
         _print_json(doc)
         return EXIT_OK
@@ -585,7 +587,7 @@ def _simulate_streaming(args: argparse.Namespace, scenario, policy) -> int:
     arrivals = sorted(scenario.jobs, key=lambda j: j.submit_s)
     empty = replace(scenario, jobs=())
     sim = _simulator(args, empty, policy, f"--policy {args.policy}", arrivals=arrivals, out=_out_dir(args.out))
-    if args.progress or sys.stderr.isatty():
+    if _showing_progress(args):
         totals = [j.total_count for j in arrivals]
         sim.progress = ProgressBar(sys.stderr, until=args.until, total_tasks=None if None in totals else sum(totals))
     result = sim.run()
@@ -606,12 +608,23 @@ def _simulate_streaming(args: argparse.Namespace, scenario, policy) -> int:
     return EXIT_OK
 
 
+def _showing_progress(args: argparse.Namespace) -> bool:
+    return bool(args.progress or sys.stderr.isatty())
+
+
+def _steps(args: argparse.Namespace, label: str = ""):
+    """The post-run steps' timer: a line per step on stderr when progress is shown."""
+    from fairshare.sim.progress import Steps
+
+    return Steps(sys.stderr if _showing_progress(args) else None, label=label)
+
+
 def _run_one(args: argparse.Namespace, sim, *, label: str, reference: str | None):
     from fairshare.sim.metrics import summarize
     from fairshare.sim.progress import ProgressBar
 
     bar = None
-    if args.progress or sys.stderr.isatty():
+    if _showing_progress(args):
         totals = [j.total_count for j in sim.scenario.jobs]
         total = None if any(t is None for t in totals) else sum(totals)
         bar = ProgressBar(sys.stderr, until=args.until, total_tasks=total, label=label)
@@ -619,19 +632,21 @@ def _run_one(args: argparse.Namespace, sim, *, label: str, reference: str | None
     result = sim.run()
     if bar is not None:
         bar.close(result.end_time, result.tasks_completed)
-    summary = summarize(result, fairness_gap=not args.no_fairness_gap, scenario_name=_display_name(args.scenario),
-                        reference=reference)
+    summary = _steps(args, label).run("summary" + ("" if args.no_fairness_gap else " and fairness gap"), summarize,
+                                      result, fairness_gap=not args.no_fairness_gap,
+                                      scenario_name=_display_name(args.scenario), reference=reference)
     return result, summary
 
 
-def _write_run(out, args: argparse.Namespace, result, summary) -> None:
+def _write_run(out, args: argparse.Namespace, result, summary, label: str = "") -> None:
     from fairshare.policies import REGISTRY
     from fairshare.report.html import run_report
     from fairshare.sim.output import write_outputs
 
-    write_outputs(out, result, summary)
-    html_text = run_report(result, summary, scenario_name=_display_name(args.scenario),
-                           citation=REGISTRY[result.policy].citation)
+    steps = _steps(args, label)
+    steps.run("summary.json and timeline.csv", write_outputs, out, result, summary)
+    html_text = steps.run("report.html", run_report, result, summary, scenario_name=_display_name(args.scenario),
+                          citation=REGISTRY[result.policy].citation)
     (out / "report.html").write_text(html_text, encoding="utf-8")
 
 

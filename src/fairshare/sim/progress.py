@@ -14,6 +14,42 @@ from typing import TextIO
 WIDTH = 28
 
 
+#: the share of the work done before an ETA is shown (earlier, the rate says little)
+ETA_AFTER = 0.02
+
+
+def eta_text(frac: float, elapsed_s: float) -> str:
+    """``", about 65 s left"`` (in the unit of the elapsed time beside it): the rest of the
+    work at the rate so far; nothing before ``ETA_AFTER`` of it is done, or once it is all
+    done."""
+    if not ETA_AFTER <= frac < 1.0:
+        return ""
+    return f", about {elapsed_s * (1.0 - frac) / frac:,.0f} s left"
+
+
+class Steps:
+    """The steps after a run (its summary, its files, its report), one line each on the
+    progress stream as each ends (``summary 1.1 s``): no silent wait after the bar's 100%.
+    Disabled (``stream`` None) it only runs the steps."""
+
+    def __init__(self, stream: TextIO | None, label: str = ""):
+        self.stream = stream
+        self.label = label
+
+    def run(self, name: str, work, *args, **kwargs):
+        """``work(*args, **kwargs)``, timed and reported as ``name``."""
+        if self.stream is None:
+            return work(*args, **kwargs)
+        started = time.monotonic()
+        self.stream.write(f"{self.label}{name}...")
+        self.stream.flush()
+        try:
+            return work(*args, **kwargs)
+        finally:
+            self.stream.write(f" {time.monotonic() - started:,.1f} s\n")
+            self.stream.flush()
+
+
 class ProgressBar:
     def __init__(self, stream: TextIO, *, until: float | None = None, total_tasks: int | None = None,
                  label: str = ""):
@@ -46,7 +82,8 @@ class ProgressBar:
             what = f"t={now:,.0f} s, {tasks_done:,} tasks done"
         filled = int(round(frac * WIDTH))
         bar = "#" * filled + "." * (WIDTH - filled)
-        text = f"{self.label}[{bar}] {100 * frac:5.1f}%  {what}  {wall - self.started:,.1f} s elapsed"
+        elapsed = wall - self.started
+        text = f"{self.label}[{bar}] {100 * frac:5.1f}%  {what}  {elapsed:,.1f} s elapsed{eta_text(frac, elapsed)}"
         if self.tty:
             self.stream.write("\r" + text + "\x1b[K")
         else:
