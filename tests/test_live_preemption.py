@@ -390,7 +390,7 @@ def test_on_ray_a_starved_tenant_gets_its_fair_share_by_preemption(tmp_path):
               f"{len(preempted)} of alice's tasks preempted")
     finally:
         svc.stop()
-        executor.shutdown()
+        executor.shutdown(stop_commands=True)  # (alice's commands still run: none outlives the test)
     assert svc.loop_error is None
 
 

@@ -50,7 +50,7 @@ def cluster():
     commands = CommandBook()
     executor = RayExecutor(config.resources, config.nodes, commands=commands)
     yield config, executor, commands
-    executor.shutdown()
+    executor.shutdown(stop_commands=True)  # (a test may leave a command running: none outlives the module)
 
 
 @pytest.fixture
@@ -174,7 +174,14 @@ def test_serve_attaches_to_an_existing_cluster_and_discovers_its_nodes(cluster, 
 
     from live_helpers import config_doc, free_port, serve_env
 
+    import ray
+
     _, executor, _ = cluster
+
+    def agents() -> set[str]:
+        return {a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == "fairshare"}
+
+    before = agents()  # (this module's own executor's)
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(config_doc()))
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "fairshare", "serve", "--config", str(tmp_path / "cluster.yaml"),
@@ -205,6 +212,11 @@ def test_serve_attaches_to_an_existing_cluster_and_discovers_its_nodes(cluster, 
         detail = wait_for(lambda: (d := call("GET", f"/v1/jobs/{job_id}", BOB))["state"] == "succeeded" and d,
                           60, "the attached serve's job")
         assert {t["node"] for t in detail["tasks"]} == {"gpu-node"}
+        assert agents() > before  # serve's agents, one per node it used
+        # a clean stop with nothing running: its agents, idle, go with it (docs/live.md)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        assert agents() == before
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
