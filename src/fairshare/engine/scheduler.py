@@ -17,6 +17,19 @@ Constrained fairness (``engine.constrained``): a job whose classes are all const
 is reported to the sorter with its usage normalized by its eligible capacity.
 ``Scheduler.usage``, the snapshot and every launch carry the real amounts.
 
+Gangs (``engine.gangs``): a gang job's pending tasks start in one decision, all of them
+or none; the sorter is told the gang's summed demand, so it sees one unit. When a task
+of a running gang fails or is lost with its node, the rest of the gang is stopped and
+goes back to pending with it (``gang_stopped``: the engine kills them), so a gang never
+runs while one of its tasks waits. Its tasks always count (``respect_counts`` aside).
+
+Priorities: within a queue, a job of higher ``priority`` goes first. The sorter chooses
+as always (fairness between queues untouched); when its choice has, in the same queue,
+a demanding job of higher priority, the sorter chooses again among those of the
+highest priority that can run (``pick_among``: the queue's own order as the tie rule).
+Queues whose demanding jobs all have one priority (every queue, without priorities)
+cost one set lookup per decision.
+
 The rest is split by concern: ``engine.shapes`` (the pending task shapes, their minimal
 ones, saturation), ``engine.fitmemo`` (where a shape fits, remembered between decisions;
 the freed-node scan), ``engine.placement`` (the nodes). This module keeps the jobs'
@@ -32,6 +45,7 @@ from dataclasses import dataclass, field
 from fairshare.engine.bounds import QueueBounds
 from fairshare.engine.constrained import EligibleCapacity
 from fairshare.engine.fitmemo import FitMemo
+from fairshare.engine.gangs import gang_members, place_gang
 from fairshare.engine.placement import DeviceAssignment, NodePool
 from fairshare.engine.shapes import PendingShapes
 from fairshare.model.cluster import Node
@@ -103,6 +117,8 @@ class JobRuntime:
     pending_ids: list[deque] | None = None
     #: with ``pending_ids``: task id -> its starts so far (``Launch.attempt``)
     attempts: dict[int, int] | None = None
+    #: the job is in ``Scheduler._ranks`` (demanding, priorities tracked)
+    ranked: bool = False
 
     @property
     def demanding(self) -> bool:
@@ -180,6 +196,13 @@ class Scheduler:
         self._among_cost = self.sorter.among_cost
         self.freed_scan_max = _FREED_SCAN_MAX
         self.decisions = 0
+        #: the running tasks of gangs stopped because one of their tasks failed, was lost
+        #: or preempted; the engine kills them and empties the list
+        self.gang_stopped: list[RunningTask] = []
+        # priorities: queue -> priority -> its demanding jobs (arrival order); ``_mixed``
+        # the queues with demanding jobs of more than one priority
+        self._ranks: dict[str, dict[int, dict[str, None]]] = {}
+        self._mixed: set[str] = set()
 
     @property
     def normalize_constrained(self) -> bool:
@@ -213,7 +236,7 @@ class Scheduler:
                 if cls.count is None or len(ids) + adopted[k] != cls.count:
                     raise ValueError(f"job {job.name!r}: class {k} has {cls.count} tasks, "
                                      f"{len(ids)} ids and {adopted[k]} running")
-        pending = [float("inf") if (c.count is None or not self.respect_counts) else float(c.count)
+        pending = [float("inf") if (c.count is None or not (self.respect_counts or job.gang)) else float(c.count)
                    for c in job.classes]
         rt = JobRuntime(job, now, pending, [0] * len(job.classes), [0] * len(job.classes),
                         running_per_class=[0] * len(job.classes),
@@ -228,8 +251,9 @@ class Scheduler:
         if rt.complete:  # nothing to run at all
             rt.finished_at = now
             return
-        self.sorter.add_job(job.name, job.queue, job.weight, job.composite_demand())
+        self.sorter.add_job(job.name, job.queue, job.weight, job.gang_demand() if job.gang else job.composite_demand())
         self.demand_version += 1
+        self._rank(rt, True)
         self._refile(rt)
         if self.use_headroom:
             self._update_headroom()
@@ -246,7 +270,16 @@ class Scheduler:
         return task
 
     def fail(self, task_id: int, now: float) -> RunningTask:
-        """A task failed (or its node died): release and run it again later."""
+        """A task failed (or its node died): release and run it again later. A gang's
+        other running tasks stop with it (``gang_stopped``; module docstring)."""
+        task = self._fail_one(task_id, now)
+        rt = self.jobs[task.job]
+        if rt.job.gang and rt.running and not rt.cancelled:
+            siblings = sorted(t.task_id for t in self.tasks.values() if t.job == task.job)
+            self.gang_stopped.extend(self._fail_one(sibling, now) for sibling in siblings)
+        return task
+
+    def _fail_one(self, task_id: int, now: float) -> RunningTask:
         task = self.tasks.pop(task_id)
         rt = self.jobs[task.job]
         self._release(rt, task, now)
@@ -261,6 +294,7 @@ class Scheduler:
             if not was:
                 self.sorter.set_demanding(task.job, True)
                 self.demand_version += 1
+                self._rank(rt, True)
             self._refile(rt)
         self._maybe_complete(rt, now)
         return task
@@ -281,6 +315,7 @@ class Scheduler:
             if job_name in self.sorter.jobs:
                 self.sorter.set_demanding(job_name, False)
                 self.demand_version += 1
+            self._rank(rt, False)
         self._maybe_complete(rt, now)
         return [t.task_id for t in self.tasks.values() if t.job == job_name]
 
@@ -297,7 +332,10 @@ class Scheduler:
         idx = self.pool.index_of[name]
         lost = sorted(t.task_id for t in self.tasks.values() if t.node_index == idx)
         for task_id in lost:
-            self.fail(task_id, now)
+            if task_id in self.tasks:  # (else stopped already with a gang member lost before it)
+                self.fail(task_id, now)
+        if self.gang_stopped:  # (the node's own tasks are lost, not stopped)
+            self.gang_stopped = [t for t in self.gang_stopped if t.node_index != idx]
         self.pool.remove_node(name)
         self.node_changes += 1
         self.sorter.set_capacity(self.pool.total_capacity)
@@ -348,9 +386,14 @@ class Scheduler:
         goes to the next decision round like any other)."""
         stopped = []
         for task_id in victims:
+            if task_id not in self.tasks:
+                continue  # (stopped already with an earlier victim of its gang)
             task = self.fail(task_id, now)
-            self.jobs[task.job].preempted += 1
             stopped.append(task)
+            stopped.extend(self.gang_stopped)  # (a victim gang loses all its tasks)
+            self.gang_stopped = []
+        for task in stopped:
+            self.jobs[task.job].preempted += 1
         rt = self.jobs[job_name]
         node = self.pool.index_of[node_name]
         cls = rt.job.classes[class_index]
@@ -476,6 +519,8 @@ class Scheduler:
             j = rt.shape_class
             if j is None:
                 return False
+            if rt.job.gang:
+                return self._gang_runnable(rt, chosen, exclude)
             cls = rt.job.classes[j]
             if bounds is not None and bounds.over_limit(rt.job.queue, cls.demand):
                 exclude(name)  # (usage only grows within a call: it stays over)
@@ -507,6 +552,20 @@ class Scheduler:
                 return False
             chosen[name] = (j, node)
             return True
+
+        def launched_on(node: int) -> None:
+            """A gang's task launched on ``node``, not its last (for the last, the loop
+            does this as for any launch): what this call found there may not hold."""
+            if first_fit:
+                for key in fits.fit_keys_on.pop(node, ()):
+                    if fit.get(key) == node:
+                        del fit[key]
+            if shapes is not None:
+                for key in [key for key, nodes in local.items() if node in nodes]:
+                    if not pool.fits_on(node, key[0]):
+                        local[key].discard(node)
+                        if not local[key]:
+                            del local[key]
 
         while True:
             if shapes is not None:
@@ -543,6 +602,7 @@ class Scheduler:
                 if n <= self.pick_among_max and n * n * self._among_cost <= self._filed:
                     among = [name for key in shapes for name in self._shape_jobs.get(key, ())]
             name = None
+            test = runnable
             if bounds is not None and bounds.has_guarantees:
                 # a queue owed its guarantee goes first, by the policy's own order
                 def owed_and_runnable(job_name: str) -> bool:
@@ -554,6 +614,8 @@ class Scheduler:
                     name = self.sorter.pick(owed_and_runnable, now)
                 else:
                     name = self.sorter.pick_among(among, owed_and_runnable, now)
+                if name is not None:
+                    test = owed_and_runnable
             if name is None:
                 if among is None:
                     name = self.sorter.pick(runnable, now)
@@ -563,8 +625,17 @@ class Scheduler:
                 return launches
             if name not in chosen and not runnable(name):  # a sorter must only return runnable jobs
                 raise AssertionError(f"sorter picked {name!r}, which cannot run")
+            if self._mixed and jobs[name].job.queue in self._mixed:
+                name = self._by_priority(name, test, now)
             j, node = chosen[name]
-            launches.append(self._launch(name, j, node, now))
+            if j is None:  # a gang: every pending task, one decision
+                members = node
+                for j, node in members:
+                    launches.append(self._launch(name, j, node, now))
+                for _j, other in members[:-1]:
+                    launched_on(other)
+            else:
+                launches.append(self._launch(name, j, node, now))
             last_node = node
             cls = jobs[name].job.classes[j]
             last_key = (cls.demand, cls.constraints)
@@ -572,6 +643,54 @@ class Scheduler:
                 for key in fits.fit_keys_on.pop(node, ()):
                     if fit.get(key) == node:
                         del fit[key]
+
+    def _gang_runnable(self, rt: JobRuntime, chosen: dict, exclude: Callable[[str], None]) -> bool:
+        """Whether every pending task of gang ``rt`` can start now (``engine.gangs``);
+        if so ``chosen`` gets ``(None, [(class index, node), ...])``. A gang that cannot
+        is excluded for the rest of the call (free capacity only shrinks within it)."""
+        job = rt.job
+        members = gang_members(job.classes, rt.pending)
+        demand = tuple(sum(job.classes[j].demand[r] for j in members) for r in range(self.m))
+        nodes = None
+        if self.bounds is None or not self.bounds.over_limit(job.queue, demand):
+            per_node = self._per_node
+            nodes = place_gang(self.pool, job.classes, members, demand, job.pack,
+                               lambda j, node: per_node.get((job.name, j), {}).get(node, 0))
+        if nodes is None:
+            exclude(job.name)
+            return False
+        chosen[job.name] = (None, list(zip(members, nodes)))
+        return True
+
+    def _by_priority(self, name: str, runnable: Callable[[str], bool], now: float) -> str:
+        """The job to serve in ``name``'s place: of the demanding jobs of its queue with a
+        higher priority, those of the highest priority that can run, as the sorter orders
+        them (``pick_among``); ``name`` itself when none can."""
+        ranks = self._ranks[self.jobs[name].job.queue]
+        mine = self.jobs[name].job.priority
+        for priority in sorted((p for p in ranks if p > mine), reverse=True):
+            got = self.sorter.pick_among(list(ranks[priority]), runnable, now)
+            if got is not None:
+                return got
+        return name
+
+    def _rank(self, rt: JobRuntime, demanding: bool) -> None:
+        """File a job that starts (stops) demanding under its queue and priority."""
+        if rt.ranked == demanding:
+            return
+        rt.ranked = demanding
+        queue, priority, name = rt.job.queue, rt.job.priority, rt.job.name
+        ranks = self._ranks.setdefault(queue, {})
+        if demanding:
+            ranks.setdefault(priority, {})[name] = None
+        else:
+            del ranks[priority][name]
+            if not ranks[priority]:
+                del ranks[priority]
+        if len(ranks) > 1:
+            self._mixed.add(queue)
+        else:
+            self._mixed.discard(queue)
 
     def _refile(self, rt: JobRuntime) -> None:
         """Keep ``rt.shape_class``/``shape_key`` (its next task) and ``_shape_jobs`` current."""
@@ -630,6 +749,7 @@ class Scheduler:
         if rt.pending[j] == 0 and not rt.demanding:  # (only the class just launched can have run out)
             self.sorter.set_demanding(name, False)
             self.demand_version += 1
+            self._rank(rt, False)
         self.decisions += 1
         return Launch(task_id, name, cls.name, j, self.pool.name(node), cls.demand,
                       tuple((self.resources[r], devs) for r, devs in held) if held else (), attempt)
@@ -690,6 +810,7 @@ class Scheduler:
             if rt.job.name in self.sorter.jobs:
                 self.sorter.remove_job(rt.job.name)
                 self.demand_version += 1
+            self._rank(rt, False)
             if self.use_headroom:
                 self._update_headroom()
 
