@@ -264,7 +264,7 @@ BROKEN_SCHEDULERS = {
                      check_gangs_run_whole_and_packed),
     "keeps a gang running when one of its tasks is lost": (
         lambda mp, sch: mp.setattr(sch.Scheduler, "fail", sch.Scheduler._fail_one), check_gangs_run_whole_and_packed),
-    "ignores priorities": (lambda mp, sch: mp.setattr(sch.Scheduler, "_by_priority", lambda self, name, *_: name),
+    "ignores priorities": (lambda mp, sch: mp.setattr(sch.Scheduler, "_rank", lambda self, rt, demanding: None),
                            check_priority_order_within_queue),
 }
 

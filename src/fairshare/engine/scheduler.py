@@ -23,12 +23,15 @@ of a running gang fails or is lost with its node, the rest of the gang is stoppe
 goes back to pending with it (``gang_stopped``: the engine kills them), so a gang never
 runs while one of its tasks waits. Its tasks always count (``respect_counts`` aside).
 
-Priorities: within a queue, a job of higher ``priority`` goes first. The sorter chooses
-as always (fairness between queues untouched); when its choice has, in the same queue,
-a demanding job of higher priority, the sorter chooses again among those of the
-highest priority that can run (``pick_among``: the queue's own order as the tie rule).
-Queues whose demanding jobs all have one priority (every queue, without priorities)
-cost one set lookup per decision.
+Priorities: within a queue, the demanding jobs of the highest ``priority`` are the
+only ones the sorter sees demanding; the others are *held* (``JobRuntime.held``) until
+no job of a higher priority in their queue demands. The policy's order among the jobs it
+sees is unchanged (the queue's order, fair or FIFO, is the tie rule within a priority),
+and so is fairness between queues: a queue's share is what its jobs hold, and a policy
+that weighs a queue by its demanding children (H-DRF's rescaling) sees only those that
+may run. Strict: a job of higher priority that cannot run holds its queue's lower ones
+back (their room goes to other queues); letting them backfill is left with
+``reserve_after`` (issue 20, item 2). Only demand changes pay for it, never a decision.
 
 The rest is split by concern: ``engine.shapes`` (the pending task shapes, their minimal
 ones, saturation), ``engine.fitmemo`` (where a shape fits, remembered between decisions;
@@ -119,6 +122,9 @@ class JobRuntime:
     attempts: dict[int, int] | None = None
     #: the job is in ``Scheduler._ranks`` (demanding, priorities tracked)
     ranked: bool = False
+    #: demanding, but a job of higher priority in its queue demands too: not demanding
+    #: for the sorter, no next task (``Scheduler._rank``)
+    held: bool = False
 
     @property
     def demanding(self) -> bool:
@@ -199,10 +205,8 @@ class Scheduler:
         #: the running tasks of gangs stopped because one of their tasks failed, was lost
         #: or preempted; the engine kills them and empties the list
         self.gang_stopped: list[RunningTask] = []
-        # priorities: queue -> priority -> its demanding jobs (arrival order); ``_mixed``
-        # the queues with demanding jobs of more than one priority
+        # priorities: queue -> priority -> its demanding jobs (arrival order)
         self._ranks: dict[str, dict[int, dict[str, None]]] = {}
-        self._mixed: set[str] = set()
 
     @property
     def normalize_constrained(self) -> bool:
@@ -447,8 +451,9 @@ class Scheduler:
         for name, rt in self.jobs.items():  # (arrival order)
             if name not in old.jobs:
                 continue  # finished or never demanding: the old sorter had let it go
-            self.sorter.add_job(name, rt.job.queue, rt.job.weight, rt.job.composite_demand())
-            if not rt.demanding:
+            self.sorter.add_job(name, rt.job.queue, rt.job.weight,
+                                rt.job.gang_demand() if rt.job.gang else rt.job.composite_demand())
+            if not rt.demanding or rt.held:
                 self.sorter.set_demanding(name, False)
         for task in self.tasks.values():  # (launch order: each task as it was allocated)
             self.sorter.allocated(task.job, self.jobs[task.job].reported[task.class_index], now)
@@ -602,7 +607,6 @@ class Scheduler:
                 if n <= self.pick_among_max and n * n * self._among_cost <= self._filed:
                     among = [name for key in shapes for name in self._shape_jobs.get(key, ())]
             name = None
-            test = runnable
             if bounds is not None and bounds.has_guarantees:
                 # a queue owed its guarantee goes first, by the policy's own order
                 def owed_and_runnable(job_name: str) -> bool:
@@ -614,8 +618,6 @@ class Scheduler:
                     name = self.sorter.pick(owed_and_runnable, now)
                 else:
                     name = self.sorter.pick_among(among, owed_and_runnable, now)
-                if name is not None:
-                    test = owed_and_runnable
             if name is None:
                 if among is None:
                     name = self.sorter.pick(runnable, now)
@@ -625,8 +627,6 @@ class Scheduler:
                 return launches
             if name not in chosen and not runnable(name):  # a sorter must only return runnable jobs
                 raise AssertionError(f"sorter picked {name!r}, which cannot run")
-            if self._mixed and jobs[name].job.queue in self._mixed:
-                name = self._by_priority(name, test, now)
             j, node = chosen[name]
             if j is None:  # a gang: every pending task, one decision
                 members = node
@@ -662,39 +662,40 @@ class Scheduler:
         chosen[job.name] = (None, list(zip(members, nodes)))
         return True
 
-    def _by_priority(self, name: str, runnable: Callable[[str], bool], now: float) -> str:
-        """The job to serve in ``name``'s place: of the demanding jobs of its queue with a
-        higher priority, those of the highest priority that can run, as the sorter orders
-        them (``pick_among``); ``name`` itself when none can."""
-        ranks = self._ranks[self.jobs[name].job.queue]
-        mine = self.jobs[name].job.priority
-        for priority in sorted((p for p in ranks if p > mine), reverse=True):
-            got = self.sorter.pick_among(list(ranks[priority]), runnable, now)
-            if got is not None:
-                return got
-        return name
-
     def _rank(self, rt: JobRuntime, demanding: bool) -> None:
-        """File a job that starts (stops) demanding under its queue and priority."""
+        """File a job that starts (stops) demanding under its queue and priority (after
+        the sorter was told); when that moves the queue's highest demanding priority, or
+        files a job below it, hold or release the jobs concerned (module docstring,
+        "Priorities"). Jobs of the levels not named stay as they were: held below the
+        top before and after."""
         if rt.ranked == demanding:
             return
         rt.ranked = demanding
         queue, priority, name = rt.job.queue, rt.job.priority, rt.job.name
         ranks = self._ranks.setdefault(queue, {})
+        was_top = max(ranks, default=None)
         if demanding:
             ranks.setdefault(priority, {})[name] = None
         else:
+            rt.held = False
             del ranks[priority][name]
             if not ranks[priority]:
                 del ranks[priority]
-        if len(ranks) > 1:
-            self._mixed.add(queue)
-        else:
-            self._mixed.discard(queue)
+        top = max(ranks, default=None)
+        if top == was_top and (not demanding or priority == top):
+            return  # (every queue whose jobs share one priority)
+        for level in {was_top, top, priority}:
+            hold = level != top
+            for other in ranks.get(level, ()):
+                held = self.jobs[other]
+                if held.held != hold:
+                    held.held = hold
+                    self.sorter.set_demanding(other, not hold)
+                    self._refile(held)
 
     def _refile(self, rt: JobRuntime) -> None:
         """Keep ``rt.shape_class``/``shape_key`` (its next task) and ``_shape_jobs`` current."""
-        j = None if rt.cancelled else rt.next_class()
+        j = None if rt.cancelled or rt.held else rt.next_class()
         key = None
         if j is not None:
             cls = rt.job.classes[j]
