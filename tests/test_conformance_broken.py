@@ -19,6 +19,7 @@ from dataclasses import replace
 import pytest
 
 from fairshare.conformance import (check_capacity_never_exceeded, check_counts_are_caps_with_respect_counts,
+                                   check_gangs_run_whole_and_packed, check_priority_order_within_queue,
                                    check_empty_cluster_and_empty_queue, check_infeasible_demand_reported_not_raised,
                                    check_job_weights_respected, check_no_mutation_and_reusable,
                                    check_queue_weights_respected, check_same_seed_same_launches, check_slot_limit,
@@ -239,3 +240,42 @@ def test_a_broken_policy_fails_its_check(broken, check, sound):
     check(sound)  # the unbroken policy passes: the failure below is the defect's
     with pytest.raises(AssertionError):
         check(broken)
+
+
+# --- gangs and priorities: rules of the engine, so the broken ones are schedulers --------
+# (docs/architecture.md, "Where new code goes": a rule every policy must obey lives in
+# engine/, and a policy cannot reach it. Each case breaks the scheduler the way a policy
+# with that defect would act, and every registered online policy must then fail.)
+
+def _first_member_only(classes, pending):
+    """Starts one task of a gang: part of it."""
+    return [j for j, p in enumerate(pending) if p > 0][:1]
+
+
+def _pack_ignored(place_gang):
+    return lambda pool, classes, members, demand, pack, running_on: place_gang(pool, classes, members, demand,
+                                                                               None, running_on)
+
+
+BROKEN_SCHEDULERS = {
+    "starts part of a gang": (lambda mp, sch: mp.setattr(sch, "gang_members", _first_member_only),
+                              check_gangs_run_whole_and_packed),
+    "ignores pack": (lambda mp, sch: mp.setattr(sch, "place_gang", _pack_ignored(sch.place_gang)),
+                     check_gangs_run_whole_and_packed),
+    "keeps a gang running when one of its tasks is lost": (
+        lambda mp, sch: mp.setattr(sch.Scheduler, "fail", sch.Scheduler._fail_one), check_gangs_run_whole_and_packed),
+    "ignores priorities": (lambda mp, sch: mp.setattr(sch.Scheduler, "_rank", lambda self, rt, demanding: None),
+                           check_priority_order_within_queue),
+}
+
+
+@pytest.mark.parametrize("defect", sorted(BROKEN_SCHEDULERS))
+@pytest.mark.parametrize("policy", ["drf", "hdrf", "fifo"])
+def test_a_broken_gang_or_priority_rule_fails_its_check(defect, policy, monkeypatch):
+    from fairshare.engine import scheduler
+
+    breaks, check = BROKEN_SCHEDULERS[defect]
+    check(lambda: make_policy(policy))  # sound: the failure below is the defect's
+    breaks(monkeypatch, scheduler)
+    with pytest.raises(AssertionError):
+        check(lambda: make_policy(policy))

@@ -78,6 +78,12 @@ class AccountingExecutor(ExecutorDefaults):
         self.heap.push(now + self.duration(launch, self.rng), TaskFinished(launch.task_id))
 
     def kill(self, task_id: int) -> None:
+        """The task stops now (out of the account at once: the engine may start another
+        task in its room within the same step, as for a preemption's victims or the rest
+        of a gang); its failure reaches the engine as an event of this time."""
+        ended = self.running.pop(task_id, None)
+        if ended is not None:
+            self.started[ended[0]] -= 1
         self.heap.push(self.heap.now, TaskFinished(task_id, ok=False, reason="killed"))
 
     def poll(self) -> list:
@@ -112,6 +118,8 @@ class Instant:
     launches: list[Launch]  # in decision order
     running: dict[str, list[tuple[str, tuple]]]  # node -> (job, demand) of each task running there
     capacity: dict[str, tuple]  # node up -> its capacity
+    #: per job, tasks started and not lost, failed or killed (finished ones included)
+    started: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -171,5 +179,5 @@ def drive(policy: Policy, workload: Workload, *, duration: Duration | None = Non
             if counts.get(la.job) is not None and executor.started[la.job] > counts[la.job]:
                 run.problems.append(f"t={now}: {la.job} runs {executor.started[la.job]} tasks, "
                                     f"past its count {counts[la.job]}")
-        run.instants.append(Instant(now, launches, executor.per_node(), dict(executor.alive)))
+        run.instants.append(Instant(now, launches, executor.per_node(), dict(executor.alive), dict(executor.started)))
     return run

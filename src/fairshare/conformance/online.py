@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from fairshare.conformance.driver import EventHeap, drive, engine_for
-from fairshare.conformance.workloads import (PAPER_EXAMPLES, Workload, bounded_workload, job, q, random_workload,
-                                             scenario, sim_scenario)
+from fairshare.conformance.workloads import (PAPER_EXAMPLES, Workload, bounded_workload, gang_workload, job,
+                                             priority_workload, q, random_workload, scenario, sim_scenario)
 from fairshare.engine import JobArrived, Wake
 from fairshare.model import Node
 from fairshare.model.resources import fit_limit
@@ -107,6 +107,80 @@ def check_queue_limits_hold(policy_factory: PolicyFactory) -> None:
                     assert used[path][r] <= fit_limit(lim[r]), (
                         f"{name_of(policy_factory())}, seed {seed}, t={inst.now}: queue {path} holds "
                         f"{used[path][r]:g} {res}, past its limit {lim[r]:g}")
+
+
+# --- gangs and priorities --------------------------------------------------------------------
+
+def check_gangs_run_whole_and_packed(policy_factory: PolicyFactory) -> None:
+    """No gang ever runs partly: after every ``Engine.step``, a gang job with a task
+    running has every one of its tasks started (running or finished; the executor's own
+    account, tasks lost, failed or killed not counted). And ``pack`` holds: the running
+    tasks of a ``pack: node`` gang on one node, of a ``pack: {attribute: A}`` gang on
+    nodes with one value of A. On three workloads where a node loss hits gangs."""
+    for seed in range(3):
+        policy = policy_factory()
+        workload = gang_workload(seed)
+        sc = workload.scenario
+        gangs = {jb.name: jb for jb in sc.jobs if jb.gang}
+        attributes = {nd.name: dict(nd.attributes) for nd in sc.cluster.nodes}
+        run = drive(policy, workload)
+        assert not run.problems, f"{name_of(policy)}, seed {seed}: {run.problems[:3]}"
+        started_whole = set()
+        for inst in run.instants:
+            where: dict[str, list[str]] = {}
+            for node, tasks in inst.running.items():
+                for jname, _demand in tasks:
+                    if jname in gangs:
+                        where.setdefault(jname, []).append(node)
+            for jname, nodes in where.items():
+                gang = gangs[jname]
+                started = inst.started.get(jname, 0)
+                assert started == gang.total_count, (
+                    f"{name_of(policy)}, seed {seed}, t={inst.now}: gang {jname} runs {len(nodes)} task(s) with "
+                    f"{started} of its {gang.total_count} started: it runs partly")
+                started_whole.add(jname)
+                if gang.pack is None:
+                    continue
+                attribute = gang.pack[1]
+                groups = set(nodes) if attribute is None else {attributes[n].get(attribute) for n in nodes}
+                assert len(groups) == 1 and None not in groups, (
+                    f"{name_of(policy)}, seed {seed}, t={inst.now}: gang {jname} (pack {gang.pack}) runs on "
+                    f"{sorted(set(nodes))}")
+        assert started_whole, f"{name_of(policy)}, seed {seed}: no gang ever ran"
+
+
+def check_priority_order_within_queue(policy_factory: PolicyFactory) -> None:
+    """Within a queue, higher priority first: at every launch (in decision order), no
+    job of the same queue with a higher priority has a task waiting. Every task has one
+    shape and no node is constrained, so a waiting job of higher priority could have
+    taken the launch's room: its waiting is an inversion. Pending tasks are counted
+    from the executor's own account (count minus tasks started and not lost)."""
+    for seed in range(3):
+        policy = policy_factory()
+        workload = priority_workload(seed)
+        sc = workload.scenario
+        cancelled_at = dict((name, t) for t, name in workload.cancels)
+        by_name = {jb.name: jb for jb in sc.jobs}
+        run = drive(policy, workload)
+        assert not run.problems, f"{name_of(policy)}, seed {seed}: {run.problems[:3]}"
+        inversions_possible = 0
+        for inst in run.instants:
+            started = Counter(inst.started)
+            started.subtract(Counter(la.job for la in inst.launches))  # (as the step began)
+            for la in inst.launches:
+                mine = by_name[la.job]
+                for other in sc.jobs:
+                    if other.queue != mine.queue or other.priority <= mine.priority or other.submit_s > inst.now \
+                            or cancelled_at.get(other.name, float("inf")) <= inst.now:
+                        continue
+                    inversions_possible += 1
+                    waiting = other.total_count - started[other.name]
+                    assert waiting <= 0, (
+                        f"{name_of(policy)}, seed {seed}, t={inst.now}: {la.job} (priority {mine.priority}) "
+                        f"launched while {other.name} (priority {other.priority}) of queue {mine.queue!r} "
+                        f"had {waiting} task(s) waiting")
+                started[la.job] += 1
+        assert inversions_possible, f"{name_of(policy)}, seed {seed}: no launch beside a job of higher priority"
 
 
 def check_slot_limit(policy_factory: PolicyFactory) -> None:

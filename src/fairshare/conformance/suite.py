@@ -55,6 +55,8 @@ ONLINE_CHECKS: tuple[Check, ...] = tuple(Check(name, "online", fn) for name, fn 
     ("queue weights", online_checks.check_queue_weights_respected),
     ("no mutation, reusable", online_checks.check_no_mutation_and_reusable),
     ("static limit", online_checks.check_tiny_tasks_reach_the_static_allocation),
+    ("gangs whole", online_checks.check_gangs_run_whole_and_packed),
+    ("priority within queue", online_checks.check_priority_order_within_queue),
     (SLOT_LIMIT, online_checks.check_slot_limit),
 ))
 CHECKS: dict[str, Check] = {check.name: check for check in STATIC_CHECKS + ONLINE_CHECKS}

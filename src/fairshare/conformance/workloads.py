@@ -151,6 +151,55 @@ def random_workload(seed: int) -> Workload:
     return Workload(sc, node_events=events, cancels=((9.0, "j0"),), seed=seed)
 
 
+def gang_workload(seed: int) -> Workload:
+    """Gangs among small jobs: six nodes on three racks (attribute ``rack``), a gang on
+    one node (``pack: node``), one on one rack, one anywhere with two task classes, and
+    small jobs that fill the gaps; every node lost in turn for 1.5 s, from 3 s every
+    2.5 s (the tasks of a gang on a lost node make the rest of the gang stop), a small
+    job cancelled at 9 s."""
+    rng = random.Random(seed)
+    nodes = [{"name": f"n{i}", "count": 1, "attributes": {"rack": f"r{i // 2}"},
+              "capacity": {"cpu": rng.choice([8, 16]), "mem": rng.choice([16, 32])}} for i in range(6)]
+    queues = [q("train", 2), q("batch", 1)]
+    jobs = []
+    for i in range(4):
+        jobs.append(job(f"s{i}", {"cpu": rng.randint(1, 3), "mem": rng.randint(1, 4)}, rng.choice(["train", "batch"]),
+                        count=rng.randint(6, 20), submit=float(rng.randint(0, 10))))
+    packs = [("node", rng.randint(2, 4), 2), ({"attribute": "rack"}, rng.randint(3, 5), 3), (None, 0, 2)]
+    for i, (pack, count, cpu) in enumerate(packs):
+        gang = job(f"g{i}", {"cpu": cpu, "mem": 2}, rng.choice(["train", "batch"]), count=count or None,
+                   submit=float(rng.randint(0, 12)),
+                   classes=None if count else [{"class": "worker", "demand": {"cpu": 2, "mem": 2}, "count": 4},
+                                               {"class": "ps", "demand": {"cpu": 1, "mem": 4}, "count": 2}])
+        gang["gang"] = True
+        if pack is not None:
+            gang["pack"] = pack
+        jobs.append(gang)
+    sc = scenario(nodes=nodes, queues=queues, jobs=jobs)
+    events = []
+    for k, node in enumerate(sc.cluster.nodes):  # (one node down at a time, every node once)
+        events += [(3.0 + 2.5 * k, "lose", node.name), (4.5 + 2.5 * k, "add", node)]
+    return Workload(sc, node_events=tuple(events), cancels=((9.0, "s0"),), seed=seed)
+
+
+def priority_workload(seed: int) -> Workload:
+    """Jobs of priorities -1 to 3 in two queues, all of one task shape on nodes without
+    constraints (so a job that launches could as well have launched any other of its
+    queue: the order within a queue is the only thing that decides), arriving over 0-10 s;
+    a node lost at 6 s and back at 12 s, a job cancelled at 8 s."""
+    rng = random.Random(seed)
+    nodes = [{"name": f"n{i}", "count": 1, "capacity": {"cpu": 8, "mem": 16}} for i in range(3)]
+    jobs = []
+    for i in range(10):
+        entry = job(f"p{i}", {"cpu": 2, "mem": 4}, rng.choice(["a", "b"]), count=rng.randint(2, 8),
+                    submit=float(rng.randint(0, 10)))
+        entry["priority"] = rng.randint(-1, 3)
+        jobs.append(entry)
+    sc = scenario(nodes=nodes, queues=[q("a", 1), q("b", 2, order="fifo")], jobs=jobs)
+    return Workload(sc, node_events=((6.0, "lose", "n1"), (12.0, "add", sc.cluster.nodes[1])),
+                    cancels=((8.0, "p0"),), seed=seed)
+
+
 def bounded_workload(seed: int) -> Workload:
     """``random_workload`` with limits on two queues and a guarantee on a third (the
     guarantee within the cluster's smallest possible CPU count, 16)."""

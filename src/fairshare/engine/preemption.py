@@ -24,6 +24,12 @@ Rules (docs/policies.md, "Fair-share preemption"):
   the least work lost, then the first node) make the preemptor's task fit; a node where
   freeing tasks cannot make it fit (a GPU task and a node without GPUs) is never touched.
 * **Budget.** At most ``max_per_round`` victims per call.
+* **Gangs.** A gang (``Job.gang``) is neither a victim nor a claimant: the planner works
+  task by task on one node, and a gang is all of its tasks at once (often on several
+  nodes). So preemption never splits a gang, and the argument below is unchanged (it
+  ranges over fewer moves). Whole-gang victims, and a starved gang preempting only when
+  room for all of it results, are left for later (issue 20, item 2). The scheduler
+  still stops a whole gang if one of its tasks is stopped (``Scheduler.preempt``).
 
 **Why it cannot loop.** Let ``rho_j = share_j / fair_j`` for every job (``inf`` for a job
 holding something with a fair share of 0), and let ``Phi`` be the vector of all ``rho_j``
@@ -353,7 +359,7 @@ class Preemptor:
             for name in sorted(self._demanding_below[path], key=lambda n: (rho(n), sch.jobs[n].submitted_at, n)):
                 rt = sch.jobs[name]
                 j = rt.shape_class
-                if name in seen or j is None or rho(name) >= 1.0:
+                if name in seen or j is None or rt.job.gang or rho(name) >= 1.0:
                     continue
                 seen.add(name)
                 cls = rt.job.classes[j]
@@ -368,7 +374,7 @@ class Preemptor:
         for t in sch.tasks.values():
             above = over.get(t.job)
             if above is None:
-                above = over[t.job] = t.job in fair and rho(t.job) > 1.0
+                above = over[t.job] = t.job in fair and not sch.jobs[t.job].job.gang and rho(t.job) > 1.0
             if above:
                 running.append(RunningTaskView(t.task_id, t.job, pool.name(t.node_index), t.demand, t.started_at))
         job_usage = {name: use(name) for name in {t.job for t in running} | seen}

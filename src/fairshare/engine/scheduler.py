@@ -17,6 +17,22 @@ Constrained fairness (``engine.constrained``): a job whose classes are all const
 is reported to the sorter with its usage normalized by its eligible capacity.
 ``Scheduler.usage``, the snapshot and every launch carry the real amounts.
 
+Gangs (``engine.gangs``): a gang job's pending tasks start in one decision, all of them
+or none; the sorter is told the gang's summed demand, so it sees one unit. When a task
+of a running gang fails or is lost with its node, the rest of the gang is stopped and
+goes back to pending with it (``gang_stopped``: the engine kills them), so a gang never
+runs while one of its tasks waits. Its tasks always count (``respect_counts`` aside).
+
+Priorities: within a queue, the demanding jobs of the highest ``priority`` are the
+only ones the sorter sees demanding; the others are *held* (``JobRuntime.held``) until
+no job of a higher priority in their queue demands. The policy's order among the jobs it
+sees is unchanged (the queue's order, fair or FIFO, is the tie rule within a priority),
+and so is fairness between queues: a queue's share is what its jobs hold, and a policy
+that weighs a queue by its demanding children (H-DRF's rescaling) sees only those that
+may run. Strict: a job of higher priority that cannot run holds its queue's lower ones
+back (their room goes to other queues); letting them backfill is left with
+``reserve_after`` (issue 20, item 2). Only demand changes pay for it, never a decision.
+
 The rest is split by concern: ``engine.shapes`` (the pending task shapes, their minimal
 ones, saturation), ``engine.fitmemo`` (where a shape fits, remembered between decisions;
 the freed-node scan), ``engine.placement`` (the nodes). This module keeps the jobs'
@@ -32,6 +48,7 @@ from dataclasses import dataclass, field
 from fairshare.engine.bounds import QueueBounds
 from fairshare.engine.constrained import EligibleCapacity
 from fairshare.engine.fitmemo import FitMemo
+from fairshare.engine.gangs import gang_members, place_gang
 from fairshare.engine.placement import DeviceAssignment, NodePool
 from fairshare.engine.shapes import PendingShapes
 from fairshare.model.cluster import Node
@@ -103,6 +120,11 @@ class JobRuntime:
     pending_ids: list[deque] | None = None
     #: with ``pending_ids``: task id -> its starts so far (``Launch.attempt``)
     attempts: dict[int, int] | None = None
+    #: the job is in ``Scheduler._ranks`` (demanding, priorities tracked)
+    ranked: bool = False
+    #: demanding, but a job of higher priority in its queue demands too: not demanding
+    #: for the sorter, no next task (``Scheduler._rank``)
+    held: bool = False
 
     @property
     def demanding(self) -> bool:
@@ -180,6 +202,11 @@ class Scheduler:
         self._among_cost = self.sorter.among_cost
         self.freed_scan_max = _FREED_SCAN_MAX
         self.decisions = 0
+        #: the running tasks of gangs stopped because one of their tasks failed, was lost
+        #: or preempted; the engine kills them and empties the list
+        self.gang_stopped: list[RunningTask] = []
+        # priorities: queue -> priority -> its demanding jobs (arrival order)
+        self._ranks: dict[str, dict[int, dict[str, None]]] = {}
 
     @property
     def normalize_constrained(self) -> bool:
@@ -213,7 +240,7 @@ class Scheduler:
                 if cls.count is None or len(ids) + adopted[k] != cls.count:
                     raise ValueError(f"job {job.name!r}: class {k} has {cls.count} tasks, "
                                      f"{len(ids)} ids and {adopted[k]} running")
-        pending = [float("inf") if (c.count is None or not self.respect_counts) else float(c.count)
+        pending = [float("inf") if (c.count is None or not (self.respect_counts or job.gang)) else float(c.count)
                    for c in job.classes]
         rt = JobRuntime(job, now, pending, [0] * len(job.classes), [0] * len(job.classes),
                         running_per_class=[0] * len(job.classes),
@@ -228,8 +255,9 @@ class Scheduler:
         if rt.complete:  # nothing to run at all
             rt.finished_at = now
             return
-        self.sorter.add_job(job.name, job.queue, job.weight, job.composite_demand())
+        self.sorter.add_job(job.name, job.queue, job.weight, job.gang_demand() if job.gang else job.composite_demand())
         self.demand_version += 1
+        self._rank(rt, True)
         self._refile(rt)
         if self.use_headroom:
             self._update_headroom()
@@ -246,7 +274,16 @@ class Scheduler:
         return task
 
     def fail(self, task_id: int, now: float) -> RunningTask:
-        """A task failed (or its node died): release and run it again later."""
+        """A task failed (or its node died): release and run it again later. A gang's
+        other running tasks stop with it (``gang_stopped``; module docstring)."""
+        task = self._fail_one(task_id, now)
+        rt = self.jobs[task.job]
+        if rt.job.gang and rt.running and not rt.cancelled:
+            siblings = sorted(t.task_id for t in self.tasks.values() if t.job == task.job)
+            self.gang_stopped.extend(self._fail_one(sibling, now) for sibling in siblings)
+        return task
+
+    def _fail_one(self, task_id: int, now: float) -> RunningTask:
         task = self.tasks.pop(task_id)
         rt = self.jobs[task.job]
         self._release(rt, task, now)
@@ -261,6 +298,7 @@ class Scheduler:
             if not was:
                 self.sorter.set_demanding(task.job, True)
                 self.demand_version += 1
+                self._rank(rt, True)
             self._refile(rt)
         self._maybe_complete(rt, now)
         return task
@@ -281,6 +319,7 @@ class Scheduler:
             if job_name in self.sorter.jobs:
                 self.sorter.set_demanding(job_name, False)
                 self.demand_version += 1
+            self._rank(rt, False)
         self._maybe_complete(rt, now)
         return [t.task_id for t in self.tasks.values() if t.job == job_name]
 
@@ -297,7 +336,10 @@ class Scheduler:
         idx = self.pool.index_of[name]
         lost = sorted(t.task_id for t in self.tasks.values() if t.node_index == idx)
         for task_id in lost:
-            self.fail(task_id, now)
+            if task_id in self.tasks:  # (else stopped already with a gang member lost before it)
+                self.fail(task_id, now)
+        if self.gang_stopped:  # (the node's own tasks are lost, not stopped)
+            self.gang_stopped = [t for t in self.gang_stopped if t.node_index != idx]
         self.pool.remove_node(name)
         self.node_changes += 1
         self.sorter.set_capacity(self.pool.total_capacity)
@@ -348,9 +390,14 @@ class Scheduler:
         goes to the next decision round like any other)."""
         stopped = []
         for task_id in victims:
+            if task_id not in self.tasks:
+                continue  # (stopped already with an earlier victim of its gang)
             task = self.fail(task_id, now)
-            self.jobs[task.job].preempted += 1
             stopped.append(task)
+            stopped.extend(self.gang_stopped)  # (a victim gang loses all its tasks)
+            self.gang_stopped = []
+        for task in stopped:
+            self.jobs[task.job].preempted += 1
         rt = self.jobs[job_name]
         node = self.pool.index_of[node_name]
         cls = rt.job.classes[class_index]
@@ -404,8 +451,9 @@ class Scheduler:
         for name, rt in self.jobs.items():  # (arrival order)
             if name not in old.jobs:
                 continue  # finished or never demanding: the old sorter had let it go
-            self.sorter.add_job(name, rt.job.queue, rt.job.weight, rt.job.composite_demand())
-            if not rt.demanding:
+            self.sorter.add_job(name, rt.job.queue, rt.job.weight,
+                                rt.job.gang_demand() if rt.job.gang else rt.job.composite_demand())
+            if not rt.demanding or rt.held:
                 self.sorter.set_demanding(name, False)
         for task in self.tasks.values():  # (launch order: each task as it was allocated)
             self.sorter.allocated(task.job, self.jobs[task.job].reported[task.class_index], now)
@@ -476,6 +524,8 @@ class Scheduler:
             j = rt.shape_class
             if j is None:
                 return False
+            if rt.job.gang:
+                return self._gang_runnable(rt, chosen, exclude)
             cls = rt.job.classes[j]
             if bounds is not None and bounds.over_limit(rt.job.queue, cls.demand):
                 exclude(name)  # (usage only grows within a call: it stays over)
@@ -507,6 +557,20 @@ class Scheduler:
                 return False
             chosen[name] = (j, node)
             return True
+
+        def launched_on(node: int) -> None:
+            """A gang's task launched on ``node``, not its last (for the last, the loop
+            does this as for any launch): what this call found there may not hold."""
+            if first_fit:
+                for key in fits.fit_keys_on.pop(node, ()):
+                    if fit.get(key) == node:
+                        del fit[key]
+            if shapes is not None:
+                for key in [key for key, nodes in local.items() if node in nodes]:
+                    if not pool.fits_on(node, key[0]):
+                        local[key].discard(node)
+                        if not local[key]:
+                            del local[key]
 
         while True:
             if shapes is not None:
@@ -564,7 +628,14 @@ class Scheduler:
             if name not in chosen and not runnable(name):  # a sorter must only return runnable jobs
                 raise AssertionError(f"sorter picked {name!r}, which cannot run")
             j, node = chosen[name]
-            launches.append(self._launch(name, j, node, now))
+            if j is None:  # a gang: every pending task, one decision
+                members = node
+                for j, node in members:
+                    launches.append(self._launch(name, j, node, now))
+                for _j, other in members[:-1]:
+                    launched_on(other)
+            else:
+                launches.append(self._launch(name, j, node, now))
             last_node = node
             cls = jobs[name].job.classes[j]
             last_key = (cls.demand, cls.constraints)
@@ -573,9 +644,58 @@ class Scheduler:
                     if fit.get(key) == node:
                         del fit[key]
 
+    def _gang_runnable(self, rt: JobRuntime, chosen: dict, exclude: Callable[[str], None]) -> bool:
+        """Whether every pending task of gang ``rt`` can start now (``engine.gangs``);
+        if so ``chosen`` gets ``(None, [(class index, node), ...])``. A gang that cannot
+        is excluded for the rest of the call (free capacity only shrinks within it)."""
+        job = rt.job
+        members = gang_members(job.classes, rt.pending)
+        demand = tuple(sum(job.classes[j].demand[r] for j in members) for r in range(self.m))
+        nodes = None
+        if self.bounds is None or not self.bounds.over_limit(job.queue, demand):
+            per_node = self._per_node
+            nodes = place_gang(self.pool, job.classes, members, demand, job.pack,
+                               lambda j, node: per_node.get((job.name, j), {}).get(node, 0))
+        if nodes is None:
+            exclude(job.name)
+            return False
+        chosen[job.name] = (None, list(zip(members, nodes)))
+        return True
+
+    def _rank(self, rt: JobRuntime, demanding: bool) -> None:
+        """File a job that starts (stops) demanding under its queue and priority (after
+        the sorter was told); when that moves the queue's highest demanding priority, or
+        files a job below it, hold or release the jobs concerned (module docstring,
+        "Priorities"). Jobs of the levels not named stay as they were: held below the
+        top before and after."""
+        if rt.ranked == demanding:
+            return
+        rt.ranked = demanding
+        queue, priority, name = rt.job.queue, rt.job.priority, rt.job.name
+        ranks = self._ranks.setdefault(queue, {})
+        was_top = max(ranks, default=None)
+        if demanding:
+            ranks.setdefault(priority, {})[name] = None
+        else:
+            rt.held = False
+            del ranks[priority][name]
+            if not ranks[priority]:
+                del ranks[priority]
+        top = max(ranks, default=None)
+        if top == was_top and (not demanding or priority == top):
+            return  # (every queue whose jobs share one priority)
+        for level in {was_top, top, priority}:
+            hold = level != top
+            for other in ranks.get(level, ()):
+                held = self.jobs[other]
+                if held.held != hold:
+                    held.held = hold
+                    self.sorter.set_demanding(other, not hold)
+                    self._refile(held)
+
     def _refile(self, rt: JobRuntime) -> None:
         """Keep ``rt.shape_class``/``shape_key`` (its next task) and ``_shape_jobs`` current."""
-        j = None if rt.cancelled else rt.next_class()
+        j = None if rt.cancelled or rt.held else rt.next_class()
         key = None
         if j is not None:
             cls = rt.job.classes[j]
@@ -630,6 +750,7 @@ class Scheduler:
         if rt.pending[j] == 0 and not rt.demanding:  # (only the class just launched can have run out)
             self.sorter.set_demanding(name, False)
             self.demand_version += 1
+            self._rank(rt, False)
         self.decisions += 1
         return Launch(task_id, name, cls.name, j, self.pool.name(node), cls.demand,
                       tuple((self.resources[r], devs) for r, devs in held) if held else (), attempt)
@@ -690,6 +811,7 @@ class Scheduler:
             if rt.job.name in self.sorter.jobs:
                 self.sorter.remove_job(rt.job.name)
                 self.demand_version += 1
+            self._rank(rt, False)
             if self.use_headroom:
                 self._update_headroom()
 

@@ -35,7 +35,7 @@ from fairshare.model.resources import Vector
 
 class Applied(NamedTuple):
     """An event that took effect, with the running tasks it ended: re-queued (node lost)
-    or killed (job cancelled)."""
+    or killed (job cancelled; the rest of a gang whose task failed or was lost, re-queued)."""
 
     event: Event
     tasks: tuple[int, ...] = ()
@@ -120,6 +120,14 @@ class Engine:
             out = Applied(event)
         else:
             raise TypeError(f"not an engine event: {event!r}")
+        if sch.gang_stopped:
+            # a gang's task failed or was lost: the rest of its gang was stopped with it
+            # (``Scheduler.fail``); they end here, like a cancelled job's
+            stopped = tuple(task.task_id for task in sch.gang_stopped)
+            sch.gang_stopped = []
+            for task_id in stopped:
+                self.executor.kill(task_id)
+            out = Applied(out.event, out.tasks + stopped)
         self._undecided = True
         return out
 

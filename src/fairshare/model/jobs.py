@@ -35,6 +35,10 @@ class TaskClass:
     checkpoint: float | None = None
 
 
+#: ``Job.pack``: every task of the gang on one node
+PACK_NODE = ("node", None)
+
+
 @dataclass(frozen=True)
 class Job:
     name: str
@@ -42,12 +46,27 @@ class Job:
     weight: float
     submit_s: float
     classes: tuple[TaskClass, ...]
+    #: all-or-nothing: every pending task starts in one decision, or none does (Volcano's
+    #: PodGroup, Ray's placement groups); every class has a count (the loader checks)
+    gang: bool = False
+    #: where a gang's tasks go together: None (anywhere), ``PACK_NODE`` (one node) or
+    #: ``("attribute", NAME)`` (nodes sharing one value of attribute NAME, e.g. a rack)
+    pack: tuple[str, str | None] | None = None
+    #: within its queue, a job of higher priority is served first (ties: the queue's
+    #: order); fairness between queues does not see it
+    priority: int = 0
 
     @property
     def total_count(self) -> int | None:
         """Total tasks over all classes, None when any class is unbounded."""
         counts = [c.count for c in self.classes]
         return None if any(c is None for c in counts) else sum(counts)  # type: ignore[misc]
+
+    def gang_demand(self) -> Vector:
+        """A gang's summed demand, every task of every class: what it takes in one
+        decision (and what the sorters see it ask for, as one unit)."""
+        m = len(self.classes[0].demand)
+        return tuple(sum((c.count or 0) * c.demand[r] for c in self.classes) for r in range(m))
 
     def class_mix(self) -> tuple[float, ...]:
         """Fraction of the job's tasks in each class.

@@ -3,7 +3,10 @@
 A job has a ``name``, a ``queue`` (a dotted path of ``queues:``; absent: the root), a
 ``weight``, a ``submit`` time and ``tasks``, one entry per task class: ``demand`` (per
 task), ``count`` (absent: unbounded), ``duration``, ``constraints`` (node attributes),
-``max_per_node``. :func:`parse_jobs` checks each field on its own; :func:`build_jobs`,
+``max_per_node``; and ``gang`` (all tasks start together or none; every class needs a
+``count``), ``pack`` (a gang's tasks on one node, ``node``, or on nodes sharing an
+attribute's value, ``{attribute: rack}``; only with ``gang: true``) and ``priority``
+(an integer, default 0: within the queue, higher first). :func:`parse_jobs` checks each field on its own; :func:`build_jobs`,
 once the cluster is known, checks what needs it (a demanded resource the cluster has, a
 node that can hold the task, device amounts) and makes the ``Job`` objects.
 """
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fairshare.model.cluster import Node, satisfies
-from fairshare.model.jobs import Duration, Job, TaskClass
+from fairshare.model.jobs import PACK_NODE, Duration, Job, TaskClass
 from fairshare.model.loader_cluster import device_amount_ok, vector
 from fairshare.model.loader_fields import Collector, NoteResource, amounts, show
 from fairshare.model.queues import ROOT
@@ -56,6 +59,9 @@ class JobSpec:
     submit: float
     classes: tuple[ClassSpec, ...]
     path: str  # jobs[i]
+    gang: bool = False
+    pack: tuple[str, str | None] | None = None
+    priority: int = 0
 
 
 def parse_jobs(col: Collector, jobs_raw: Any, queue_paths: set[str], note: NoteResource) -> list[JobSpec]:
@@ -90,10 +96,42 @@ def parse_jobs(col: Collector, jobs_raw: Any, queue_paths: set[str], note: NoteR
         weight = col.number(jb.get("weight", 1), f"{p}.weight", positive=True)
         submit = col.number(jb.get("submit", 0), f"{p}.submit", minimum=0.0)
         classes = _task_classes(col, jb.get("tasks"), p, name, note)
+        gang, pack = _gang(col, jb, p, classes)
+        priority = col.number(jb.get("priority", 0), f"{p}.priority", minimum=None, integer=True)
         job_specs.append(JobSpec(name if name is not None else f"job{i}", queue,
                                  weight if weight is not None else 1.0, submit if submit is not None else 0.0,
-                                 tuple(classes), p))
+                                 tuple(classes), p, gang, pack, int(priority) if priority is not None else 0))
     return job_specs
+
+
+def _gang(col: Collector, jb: Mapping, p: str, classes: list[ClassSpec]) -> tuple[bool, tuple | None]:
+    """``gang`` and ``pack`` of ``jobs[i]``: a gang's classes all need a count (an
+    unbounded gang could never start all of its tasks); ``pack`` without ``gang: true``
+    is an error (a lone task is always on one node: the key would say nothing)."""
+    gang = jb.get("gang", False)
+    if not isinstance(gang, bool):
+        col.add(f"{p}.gang", f"must be true or false, got {show(gang)}")
+        gang = False
+    if gang:
+        for cs in classes:
+            if cs.count is None:
+                col.add(f"{cs.path}.count", "is required in a gang (all of its tasks start together)")
+            elif cs.count == 0:
+                col.add(f"{cs.path}.count", "must be >= 1 in a gang")
+    raw = jb.get("pack")
+    if raw is None:
+        return gang, None
+    pack = None
+    if raw == "node":
+        pack = PACK_NODE
+    elif isinstance(raw, Mapping) and set(raw) == {"attribute"} and isinstance(raw["attribute"], str) \
+            and raw["attribute"]:
+        pack = ("attribute", raw["attribute"])
+    else:
+        col.add(f"{p}.pack", f"must be node or {{attribute: NAME}}, got {show(raw)}")
+    if pack is not None and not gang:
+        col.add(f"{p}.pack", "applies to a gang only (add gang: true)")
+    return gang, pack
 
 
 def _task_classes(col: Collector, tasks: Any, p: str, job_name: str | None, note: NoteResource) -> list[ClassSpec]:
@@ -237,6 +275,58 @@ def build_jobs(col: Collector, job_specs: list[JobSpec], resources: tuple[str, .
                 where = "the pooled capacity" if pooled else "any single node"
                 col.add(f"{tp}.demand", f"no node can ever hold this task ({biggest} exceeds {where})")
             tcs.append(TaskClass(cs.name, d, cs.count, cs.duration, cs.constraints, cs.max_per_node, cs.checkpoint))
-        jobs.append(Job(spec.name, spec.queue, spec.weight, spec.submit, tuple(tcs)))
+        job = Job(spec.name, spec.queue, spec.weight, spec.submit, tuple(tcs), spec.gang, spec.pack, spec.priority)
+        if spec.gang and len(tcs) == len(spec.classes) and all(c.count for c in tcs):
+            problem = gang_room_problem(job, nodes)
+            if problem is not None:
+                col.add(spec.path, f"gang {spec.name!r} can never start: {problem}")
+        jobs.append(job)
     return jobs
+
+
+def gang_room_problem(job: Job, nodes: tuple[Node, ...]) -> str | None:
+    """Why ``job``'s gang cannot fit the cluster at once even when it is empty, or None.
+
+    The test is on summed amounts (each class's tasks within its eligible nodes, every
+    task within the nodes of one pack group), so it refuses only gangs that surely never
+    fit; one that fits in sum but not task by task (fragmentation) waits, and the
+    simulator reports it unfinished."""
+    if job.pack is None:
+        groups = {"": nodes}
+    elif job.pack == PACK_NODE:
+        groups = {nd.name: (nd,) for nd in nodes}
+    else:
+        attribute = job.pack[1]
+        groups = {}
+        for nd in nodes:
+            value = dict(nd.attributes).get(attribute)
+            if value is not None:
+                groups.setdefault(value, []).append(nd)
+        if not groups:
+            return f"no node has attribute {attribute!r}"
+    m = len(job.classes[0].demand)
+    for members in groups.values():
+        total = [0.0] * m
+        whole = True
+        for cls in job.classes:
+            eligible = [nd for nd in members if satisfies(nd.attributes, cls.constraints)]
+            room = [sum(nd.capacity[r] for nd in eligible) for r in range(m)]
+            per_node = cls.max_per_node if cls.max_per_node is not None else cls.count
+            need = tuple((cls.count or 0) * d for d in cls.demand)
+            if not fits(need, room) or len(eligible) * per_node < (cls.count or 0):
+                whole = False
+                break
+            total = [a + b for a, b in zip(total, need)]
+        union = {nd.name: nd for cls in job.classes for nd in members
+                 if satisfies(nd.attributes, cls.constraints)}
+        room = tuple(sum(nd.capacity[r] for nd in union.values()) for r in range(m))
+        if whole and fits(tuple(total), room):
+            return None
+    if job.pack is None:
+        where = "the cluster's nodes"
+    elif job.pack == PACK_NODE:
+        where = "any one node"
+    else:
+        where = f"the nodes of any one value of {job.pack[1]!r}"
+    return f"its {job.total_count} tasks together exceed {where}"
 

@@ -214,6 +214,13 @@ JOB = Obj("Job", {
     "weight": Number("its weight among the jobs of its queue", exclusive_minimum=0, default=1),
     "submit": Number("arrival time, seconds from the start", minimum=0, default=0),
     "tasks": ListOf(TASK, "one entry per task class", min_items=1),
+    "gang": Boolean("all of its tasks start together or none does (each class needs a count >= 1)", default=False),
+    "pack": Either((Text("every task of the gang on one node", enum=("node",)),
+                    Obj(None, {"attribute": Text("a node attribute")},
+                        "every task of the gang on nodes with one value of this attribute", required=("attribute",))),
+                   "where a gang's tasks go together (a gang only)", nullable=True),
+    "priority": Number("within its queue, higher is served first (fairness between queues is unchanged)",
+                       integer=True, default=0),
 }, "a job", required=("tasks",))
 
 QUEUE_CHANGE = Obj("QueueChange", {

@@ -11,6 +11,11 @@ that as thrashing: a task launched on a node whose over-subscription factor
 longer. The factor is fixed at launch: tasks already running are not slowed further, and
 a task does not speed up when its neighbours leave. Resources the node does not have at
 all are left out of the factor (the model cannot say how slow "no GPU" is).
+
+A gang's tasks are one program (a distributed job): one duration is drawn per start of
+the gang, for the first of its tasks to start (its class, checkpoint credit and stretch),
+and all the tasks started with it end together then; so a gang's running tasks go from
+all to none at once.
 """
 
 from __future__ import annotations
@@ -49,6 +54,9 @@ class SimulatedExecutor(ExecutorDefaults):
         # the instant is already taken from the pool when the first one starts
         self._stretch: dict[str, float] = {}
         self._stretch_at: float | None = None
+        # the gang last started: (job, time) and when its tasks end
+        self._gang_start: tuple[str, float] | None = None
+        self._gang_end = 0.0
 
     def nodes(self) -> tuple[Node, ...]:
         return self._nodes
@@ -57,7 +65,12 @@ class SimulatedExecutor(ExecutorDefaults):
         return []
 
     def start(self, launch: Launch, now: float) -> None:
-        duration = self.durations.sample(self.jobs[launch.job], launch.class_index)
+        job = self.jobs[launch.job]
+        if job.gang and self._gang_start == (launch.job, now):  # (a gang's tasks start in a row)
+            self.launched += 1
+            self.events.push(self._gang_end, TASK_END, TaskFinished(launch.task_id))
+            return
+        duration = self.durations.sample(job, launch.class_index)
         kept = self.credits.get((launch.job, launch.class_index))
         if kept:  # a preempted task's checkpointed work: this attempt resumes from there
             duration = max(MIN_DURATION_S, duration - kept.pop(0))
@@ -72,6 +85,8 @@ class SimulatedExecutor(ExecutorDefaults):
                 duration *= factor
                 self.stretched += 1
         self.launched += 1
+        if job.gang:
+            self._gang_start, self._gang_end = (launch.job, now), now + duration
         self.events.push(now + duration, TASK_END, TaskFinished(launch.task_id))
 
     def kill(self, task_id: int) -> None:

@@ -315,7 +315,7 @@ def summarize(result: SimResult, *, fairness_gap: bool = True, scenario_name: st
             job.queue, result.jobs[job.name], ints.get(("job", job.name), zero), names, end,
             rep.longest_starvation.get(job.name, 0.0),
             result.tasks_preempted.get(job.name, 0) if preempting else None,
-            result.work_lost.get(job.name, 0.0) if preempting else None)
+            result.work_lost.get(job.name, 0.0) if preempting else None, gang=job.gang)
     queues: dict[str, dict] = {}
     for path in sc.queues.paths:
         prefix = path + "."
@@ -344,9 +344,10 @@ def summarize(result: SimResult, *, fairness_gap: bool = True, scenario_name: st
 
 
 def job_entry(queue: str, o, it: Integral, names: tuple[str, ...], end: float, longest_starvation: float,
-              tasks_preempted: int | None, work_lost: float | None) -> dict:
+              tasks_preempted: int | None, work_lost: float | None, *, gang: bool = False) -> dict:
     """One job's ``summary.json`` entry (``o``: its ``JobOutcome``; ``it``: its integrals;
-    the preemption figures None when preemption was off)."""
+    the preemption figures None when preemption was off; ``gang_wait`` only for a gang:
+    seconds from its submit to its start, None if it never started)."""
     span = ((o.finish if o.finish is not None else end) - o.submit) if o.submitted else 0.0
     entry = {
         "submit": o.submit,
@@ -364,6 +365,8 @@ def job_entry(queue: str, o, it: Integral, names: tuple[str, ...], end: float, l
     if tasks_preempted is not None:
         entry["tasks_preempted"] = tasks_preempted
         entry["work_lost"] = work_lost
+    if gang:
+        entry["gang_wait"] = (o.start - o.submit) if o.start is not None else None
     return entry
 
 

@@ -153,7 +153,7 @@ class StreamingOutput:
         self._running.pop(name, None)
         end = self._end if self._end is not None else 0.0  # (read only for an unfinished job)
         entry = job_entry(job.queue, outcome, got[1] if got is not None else zero, self.names, end, longest,
-                          tasks_preempted, work_lost)
+                          tasks_preempted, work_lost, gang=job.gang)
         text = ("    " + json.dumps(name) + ": " +
                 json.dumps(entry, indent=2, allow_nan=False).replace("\n", "\n    ")).encode("utf-8")
         while len(self._offsets) <= index:
