@@ -133,3 +133,17 @@ def test_subcommand_help_lists_the_deferred_flags(capsys):
     assert f"--placement {{{','.join(STRATEGIES)}}}" in out
     assert all(flag in out for flag in _policy_option_flags())
     assert out.index("--no-fairness-gap") < out.index("--stream") < out.index("policy options")
+
+
+def test_the_library_and_the_simulation_commands_load_scipy_only_to_solve():
+    """``import fairshare.api`` (a library user computing a DRF allocation) and ``simulate
+    --help`` do not pay for ``scipy.optimize``: only the slowdown policy's LPs and the
+    Pareto audit use it, and they import it where they solve."""
+    code = ("import sys, fairshare.api, fairshare.policies\n"
+            "from fairshare.cli import build_parser\n"
+            "try:\n    build_parser().parse_args(['simulate', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m == 'scipy' or m.startswith('scipy.')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"

@@ -113,8 +113,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import sparse
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+# (scipy is imported where it solves, not here: every command that lists the policies
+# imports this module, and scipy.optimize costs a quarter of a second)
 
 from fairshare.model.allocation import Allocation, build_allocation
 from fairshare.model.scenario import Scenario
@@ -516,6 +516,8 @@ class _RoundModel:
         options = {"mip_rel_gap": 0.0}
         if time_limit_s is not None:
             options["time_limit"] = time_limit_s
+        from scipy.optimize import Bounds, LinearConstraint, milp
+
         res = milp(cost, integrality=integrality, bounds=Bounds(lb, ub),
                    constraints=LinearConstraint(a, lo, hi), options=options)
         if res.x is None:
@@ -563,12 +565,16 @@ class _Rows:
         self.hi.append(hi)
 
     def build(self):
+        from scipy import sparse
+
         a = sparse.csr_array((self.v, (self.r, self.c)), shape=(len(self.lo), self.nvar))
         return a, np.array(self.lo, dtype=float), np.array(self.hi, dtype=float)
 
 
 def _lp(c, a, lo, hi, lb, ub) -> np.ndarray | None:
     """``min c.x`` s.t. ``lo <= a x <= hi``, ``lb <= x <= ub`` by dual simplex (a vertex)."""
+    from scipy.optimize import linprog
+
     up = np.isfinite(hi)
     dn = np.isfinite(lo)
     a_ub = np.vstack([a[up], -a[dn]])
