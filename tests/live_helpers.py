@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -257,3 +258,17 @@ def simulate_launches(doc: dict, policy: str, source: str) -> list[tuple[str, st
     sim.executor.start = record
     assert sim.run().all_finished
     return launches
+
+
+def stop_serve(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    """Stop a ``fairshare serve`` subprocess started in its own session: ``sig`` (a clean
+    stop by default), a kill after 60 s, then anything of its session still around."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)

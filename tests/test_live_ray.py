@@ -164,7 +164,6 @@ def test_cancel_interrupts_a_running_command(live):
 def test_serve_attaches_to_an_existing_cluster_and_discovers_its_nodes(cluster, tmp_path):
     """``fairshare serve --ray-address``: a second driver on this module's cluster."""
     import json
-    import os
     import signal
     import subprocess
     import sys
@@ -172,7 +171,7 @@ def test_serve_attaches_to_an_existing_cluster_and_discovers_its_nodes(cluster, 
 
     import yaml
 
-    from live_helpers import config_doc, free_port, serve_env
+    from live_helpers import config_doc, free_port, serve_env, stop_serve
 
     import ray
 
@@ -218,15 +217,7 @@ def test_serve_attaches_to_an_existing_cluster_and_discovers_its_nodes(cluster, 
         proc.wait(timeout=60)  # (uvicorn ends a process it stopped on a signal with that signal's number)
         assert agents() == before
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        stop_serve(proc)
 
 def test_a_hung_node_is_taken_out_its_tasks_rerun_once_and_it_comes_back(live, tmp_path):
     """A raylet stopped with SIGSTOP: Ray still lists the node alive and its running

@@ -10,7 +10,6 @@ task's life as a kill point: test_live_crash.py.)
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -21,7 +20,8 @@ import urllib.request
 import pytest
 import yaml
 
-from live_helpers import ADMIN, ALICE, BOB, config_doc, free_port, job, serve_came_up, serve_env, wait_for
+from live_helpers import (ADMIN, ALICE, BOB, config_doc, free_port, job, serve_came_up, serve_env, stop_serve,
+                          wait_for)
 
 pytest.importorskip("ray", reason="the live extra (ray) is not installed")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -37,22 +37,8 @@ def start_serve(tmp_path, port: int, log_name: str) -> subprocess.Popen:
                             env=serve_env())
     if serve_came_up(proc, port, tmp_path / log_name, timeout_s=120, every_s=0.3):
         return proc
-    stop(proc)
+    stop_serve(proc)
     raise AssertionError(f"serve did not come up: {(tmp_path / log_name).read_text()}")
-
-
-def stop(proc: subprocess.Popen, sig=signal.SIGTERM) -> None:
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # anything of its session still around
-    except ProcessLookupError:
-        pass
 
 
 def get(port: int, path: str, token: str):
@@ -95,7 +81,7 @@ def test_kill_9_and_restart_loses_nothing_and_reruns_no_succeeded_task(tmp_path)
         server.wait(timeout=30)
         time.sleep(2)
     finally:
-        stop(server)
+        stop_serve(server)
     db = sqlite3.connect(tmp_path / "fs.db")
     succeeded_before = {r[0] for r in db.execute("SELECT id FROM tasks WHERE state='succeeded'")}
     running_before = {r[0] for r in db.execute("SELECT id FROM tasks WHERE state='running'")}
@@ -119,7 +105,7 @@ def test_kill_9_and_restart_loses_nothing_and_reruns_no_succeeded_task(tmp_path)
         assert [(j["name"], j["state"], j["tasks_done"], j["tasks_total"]) for j in json.loads(listed.stdout)] == \
             [("a", "succeeded", 16, 16)]
     finally:
-        stop(server2)
+        stop_serve(server2)
 
     starts: dict[int, int] = {}
     ends: dict[int, int] = {}

@@ -348,12 +348,11 @@ echo all denied
 @needs_openssl
 def test_serve_over_https_runs_each_tenant_as_its_user_apart_from_the_other(two_users, open_base, certificate):
     import json
-    import signal
     import ssl
     import urllib.request
 
     pytest.importorskip("ray", reason="the live extra (ray) is not installed")
-    from live_helpers import BOB, job, serve_env
+    from live_helpers import BOB, job, serve_env, stop_serve
 
     user_a, user_b = two_users
     cert, key = certificate
@@ -403,14 +402,5 @@ def test_serve_over_https_runs_each_tenant_as_its_user_apart_from_the_other(two_
         assert stat.S_IMODE(os.stat(db).st_mode) == 0o600
         client(ALICE, "cancel", job_a)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        stop_serve(proc)
         log.close()
