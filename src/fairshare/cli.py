@@ -373,14 +373,20 @@ def cmd_allocate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_explain(args: argparse.Namespace) -> int:
-    from fairshare.api import allocate
-    from fairshare.report import explain as report
-
+def _policy_and_scenario(args: argparse.Namespace):
+    """The policy (with its command-line options) and the scenario, checked together."""
     options = _policy_options(args)
     policy = _make_policy(args.policy, options)
     scenario = _load(args.scenario)
     _check_resource_options(options, scenario)
+    return policy, scenario
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from fairshare.api import allocate
+    from fairshare.report import explain as report
+
+    policy, scenario = _policy_and_scenario(args)
     if args.job not in {job.name for job in scenario.jobs}:
         raise CLIError(f"--job: no job named {args.job!r} in {_display_name(args.scenario)}")
     from fairshare.sim import SimOptions
@@ -441,10 +447,7 @@ def cmd_completion(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    options = _policy_options(args)
-    policy = _make_policy(args.policy, options)
-    scenario = _load(args.scenario)
-    _check_resource_options(options, scenario)
+    policy, scenario = _policy_and_scenario(args)
     _check_out(args.out)
     if args.stream:
         if args.reference is not None:
