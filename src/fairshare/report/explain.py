@@ -187,7 +187,7 @@ def reason_sentence(reason: dict) -> str:
             best = (f" The closest node, {reason['best_node']}, has {_amounts(reason['node_free']) or 'nothing'} free: "
                     f"short of {_amounts(reason['shortfall'])}.")
         return (f"No node fits its next task ({_amounts(reason['demand'])}) among "
-                f"{reason['eligible_nodes']} eligible node(s);{best} {total[0].upper() + total[1:]}.")
+                f"{reason['eligible_nodes']} eligible node(s).{best} {total[0].upper() + total[1:]}.")
     if kind == "guarantee_owed":
         return (f"Queue {reason['queue']} is below its guarantee (uses {_amounts(reason['usage']) or 'nothing'} "
                 f"of {_amounts(reason['guarantee'])}): its job {reason['job']} is served first.")
