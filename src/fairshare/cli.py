@@ -175,7 +175,30 @@ def build_parser() -> argparse.ArgumentParser:
     alloc = sub.add_parser("allocate", help="compute a policy's static allocation",
                            description="The static allocation of a policy on a scenario.")
     common(alloc)
+    alloc.add_argument("--explain", action="store_true",
+                       help="also say, per job, what bounds it: a saturated resource, its queue's limit, its own "
+                            "demand or the node fit (JSON: an \"explain\" key)")
     alloc.defer(policy_options)
+
+    expl = sub.add_parser("explain", help="why a job waits, what would start it, and when it will start",
+                          description="Why job NAME is pending (or what bounds it in the static allocation, "
+                                      "without --at), each reason with its numbers; the smallest changes that "
+                                      "would start it now, each checked by deciding again; and its simulated "
+                                      "start (docs/usage.md, \"Why is my job waiting?\").")
+    common(expl)
+    expl.add_argument("--job", required=True, metavar="NAME", help="the job to explain")
+    expl.add_argument("--at", type=_non_negative_float, default=None, metavar="SECONDS",
+                      help="explain the simulated state at this time (default: the static allocation)")
+    expl.add_argument("--seed", type=_non_negative_int, default=0, metavar="N",
+                      help="the simulation's random seed (sampled durations; default: 0)")
+
+    def explain_placement(p: argparse.ArgumentParser) -> None:
+        from fairshare.engine.placement import STRATEGIES
+
+        p.add_argument("--placement", choices=STRATEGIES, default="first-fit",
+                       help="node placement strategy of the simulation (default: first-fit)")
+
+    expl.defer(explain_placement, policy_options)
 
     aud = sub.add_parser("audit", help="check the papers' fairness properties for a policy",
                          description="Check the papers' fairness properties for a policy's static allocation.")
@@ -328,13 +351,58 @@ def cmd_allocate(args: argparse.Namespace) -> int:
     _check_resource_options(options, scenario)
     with _policy_errors(args):
         result = allocate(scenario, policy, discrete=args.discrete, respect_counts=args.respect_counts)
+    bounds = None
+    if args.explain:
+        from fairshare.report.explain import static_bounds
+
+        bounds = static_bounds(scenario, result, respect_counts=args.respect_counts)
     if args.format == "json":
-        _print_json(result.to_json())
+        doc = result.to_json()
+        if bounds is not None:
+            doc["explain"] = bounds
+        _print_json(doc)
     else:
         from fairshare.report.table import format_allocation
 
         sys.stdout.write(format_allocation(result, scenario, citation=REGISTRY[args.policy].citation,
                                            source=_display_name(args.scenario)))
+        if bounds is not None:
+            from fairshare.report.explain import bounds_text
+
+            sys.stdout.write(bounds_text(bounds))
+    return EXIT_OK
+
+
+def _policy_and_scenario(args: argparse.Namespace):
+    """The policy (with its command-line options) and the scenario, checked together."""
+    options = _policy_options(args)
+    policy = _make_policy(args.policy, options)
+    scenario = _load(args.scenario)
+    _check_resource_options(options, scenario)
+    return policy, scenario
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from fairshare.api import allocate
+    from fairshare.report import explain as report
+
+    policy, scenario = _policy_and_scenario(args)
+    if args.job not in {job.name for job in scenario.jobs}:
+        raise CLIError(f"--job: no job named {args.job!r} in {_display_name(args.scenario)}")
+    from fairshare.sim import SimOptions
+
+    sim_options = SimOptions(seed=args.seed, placement=args.placement)
+    with _policy_errors(args):
+        if args.at is None:
+            result = allocate(scenario, policy, discrete=args.discrete, respect_counts=args.respect_counts)
+            doc = report.explain_static(scenario, result, args.job, respect_counts=args.respect_counts)
+            doc["estimated_start"] = report.simulated_start(scenario, policy, args.job, sim_options)
+        else:
+            doc = report.explain_at(scenario, policy, args.job, args.at, sim_options)
+    if args.format == "json":
+        _print_json(doc)
+    else:
+        sys.stdout.write(report.explanation_text(doc))
     return EXIT_OK
 
 
@@ -379,10 +447,7 @@ def cmd_completion(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    options = _policy_options(args)
-    policy = _make_policy(args.policy, options)
-    scenario = _load(args.scenario)
-    _check_resource_options(options, scenario)
+    policy, scenario = _policy_and_scenario(args)
     _check_out(args.out)
     if args.stream:
         if args.reference is not None:
@@ -494,7 +559,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 COMMANDS = {"allocate": cmd_allocate, "audit": cmd_audit, "simulate": cmd_simulate, "compare": cmd_compare,
             "policies": cmd_policies, "schema": cmd_schema, "trace": lambda args: args.func(args),
-            "completion": cmd_completion}
+            "completion": cmd_completion, "explain": cmd_explain}
 
 
 def _live_command(name: str):
