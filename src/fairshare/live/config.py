@@ -91,7 +91,7 @@ LIVE_JOB = schema.JOB.but("LiveJob", fields={
     "submit": replace(schema.JOB.fields["submit"], description="accepted for scenario compatibility; "
                                                                 "ignored by serve"),
     "tasks": ListOf(LIVE_TASK, "one entry per task class", min_items=1),
-}, drop=("gang", "pack", "priority"))  # (NOT_LIVE_YET: refused by serve until it carries them out)
+})
 JOBS = Obj("JobFile", {
     "jobs": ListOf(LIVE_JOB, "the jobs to submit", min_items=1, max_items=MAX_JOBS_PER_REQUEST),
 }, "a job file (fairshare submit) or the body of POST /v1/jobs", required=("jobs",))
@@ -195,11 +195,6 @@ class TaskCommand:
         return shlex.join(self.argv) if len(self.argv) != 1 else self.argv[0]
 
 
-#: job keys the scenario loader takes that serve does not carry out yet (issue 20: gangs
-#: and priorities reach serve with its Ray placement groups): refused, not ignored
-NOT_LIVE_YET = frozenset({"gang", "pack", "priority"})
-
-
 @dataclass(frozen=True)
 class SubmittedJob:
     name: str
@@ -208,6 +203,10 @@ class SubmittedJob:
     classes: tuple[TaskClass, ...]
     commands: tuple[TaskCommand, ...]  # per class
     spec: dict  # the job document as sent (stored; recovery rebuilds from it)
+    #: the scheduling of the job as the loader parsed it (``model.jobs.Job``'s fields)
+    gang: bool = False
+    pack: tuple[str, str | None] | None = None
+    priority: int = 0
 
 
 def parse_jobs(data: Any, resources: tuple[str, ...], nodes: tuple[Node, ...], queues: QueueEntries,
@@ -231,9 +230,6 @@ def parse_jobs(data: Any, resources: tuple[str, ...], nodes: tuple[Node, ...], q
         if not isinstance(jb, Mapping):
             commands.append(cmds)
             continue  # the loader reports it
-        for key in sorted(NOT_LIVE_YET & set(jb)):
-            errors.append(FieldError(f"jobs[{i}].{key}", "is not supported by serve yet (the simulator and the "
-                                                         "library have it: docs/usage.md)"))
         tasks = jb.get("tasks")
         for k, tc in enumerate(tasks if isinstance(tasks, list) else []):
             if not isinstance(tc, Mapping):
@@ -269,7 +265,7 @@ def parse_jobs(data: Any, resources: tuple[str, ...], nodes: tuple[Node, ...], q
     out = []
     for job, raw, cmds in zip(parsed, jobs, commands):
         out.append(SubmittedJob(job.name, job.queue, job.weight, job.classes,
-                                tuple(cmds), dict(raw)))
+                                tuple(cmds), dict(raw), job.gang, job.pack, job.priority))
     return out
 
 

@@ -316,6 +316,11 @@ class LiveService:
                          "exit_code": t.exit_code, "message": t.message, "preemptions": t.preemptions}
                         for t in page]
         out["tasks_next"] = page[-1].id if more else None
+        out["gang"] = bool(row.spec.get("gang", False)) or "ray" in row.spec
+        out["pack"] = row.spec.get("pack")
+        out["priority"] = int(row.spec.get("priority", 0))
+        placement_group = getattr(self.executor, "placement_group", None)
+        out["placement_group"] = placement_group(str(job_id)) if placement_group is not None else None
         return out
 
     # --- task output (``GET /v1/jobs/{id}/logs``, ``.../tasks/{task}/logs``) ------------------
