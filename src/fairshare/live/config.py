@@ -232,8 +232,6 @@ class RayProgram:
     #: cancelled or preempted: its task classes' largest ``checkpoint`` (the time it needs
     #: to save its work), else ``DEFAULT_RAY_GRACE_S``
     grace_s: float = DEFAULT_RAY_GRACE_S
-    #: per task class, the demand of one bundle (the job's ``TaskClass.demand``)
-    demands: tuple[tuple[float, ...], ...] = ()
     #: the gang's ``pack`` (``Job.pack``): the placement group's strategy
     pack: tuple[str, str | None] | None = None
 
@@ -387,7 +385,7 @@ def parse_jobs(data: Any, resources: tuple[str, ...], nodes: tuple[Node, ...], q
     for i, (job, raw, cmds) in enumerate(zip(parsed, jobs, commands)):
         program = programs.get(i)
         if program is not None:
-            program = replace(program, demands=tuple(c.demand for c in job.classes), pack=job.pack)
+            program = replace(program, pack=job.pack)
         out.append(SubmittedJob(job.name, job.queue, job.weight, job.classes,
                                 tuple(cmds), dict(raw), job.gang, job.pack, job.priority, program))
     return out

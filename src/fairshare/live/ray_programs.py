@@ -296,8 +296,8 @@ class RayPrograms:
         tasks = [(la.task_id, la.attempt, la.node) for la in launches]
         prog = Program(job, tasks, pg_name(self.service_id, job, [(t, a) for t, a, _ in tasks]),
                        strategy_for(program.pack), grace_s=program.grace_s)
-        prog.bundles = [bundle_for(program.demands[la.class_index], self.resources, self.mapping, la.node,
-                                   self.pinned(la.node)) for la in launches]
+        prog.bundles = [bundle_for(la.demand, self.resources, self.mapping, la.node, self.pinned(la.node))
+                        for la in launches]
         prog.pg = placement_group(prog.bundles, strategy=prog.strategy, name=prog.name, lifetime="detached")
         runtime_env = dict(program.runtime_env)
         env = {**env, "FAIRSHARE_RAY_RESOURCES": _json(options_mapping(self.resources, self.mapping))}
