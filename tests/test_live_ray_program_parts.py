@@ -188,3 +188,22 @@ def test_a_kill_reports_the_task_sigterms_once_and_removes_after_the_grace(progr
     time.sleep(0.06)
     progs.poll()
     assert removed == [1]
+
+
+def test_a_tenant_with_run_as_may_not_submit_a_ray_program(tmp_path):
+    from test_live_run_as import run_as_doc, some_user
+
+    from fairshare.live.auth import Principal
+    from fairshare.live.commands import CommandBook
+    from fairshare.live.config import parse_config
+    from fairshare.live.service import LiveError, LiveService
+    from fairshare.live.store import Store
+    from live_helpers import ManualExecutor
+
+    config = parse_config(run_as_doc(some_user()), "c.yaml")
+    commands = CommandBook(workdir=str(tmp_path), run_as=config.auth.run_as)
+    svc = LiveService(config, Store(tmp_path / "fs.db"), ManualExecutor(config.nodes, commands), policy="drf",
+                      commands=commands)
+    with pytest.raises(LiveError) as info:
+        svc.submit(Principal("alice", queues=("ads",)), {"jobs": [ray_job({"entrypoint": "python a.py"})]})
+    assert info.value.status == 403 and [e.path for e in info.value.errors] == ["jobs[0].ray"]

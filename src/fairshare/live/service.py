@@ -273,6 +273,12 @@ class LiveService:
                                                    f"{job.queue or '(root)'!r} (granted: "
                                                    f"{', '.join(principal.queues) or 'none'})")
                    for i, job in enumerate(jobs) if not principal.may_use_queue(job.queue)]
+        if principal.name in self.auth.run_as:
+            # (a Ray program runs as the Ray workers' user: it would escape the tenant's run_as)
+            refused += [FieldError(f"jobs[{i}].ray", f"tenant {principal.name!r} runs its commands as "
+                                                     f"{self.auth.run_as[principal.name]!r} (run_as): a Ray "
+                                                     f"program would run as the Ray workers' user instead")
+                        for i, job in enumerate(jobs) if job.program is not None]
         if refused:
             raise LiveError(403, refused)
         return jobs
