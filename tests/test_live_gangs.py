@@ -72,3 +72,39 @@ def test_cancel_ends_every_member(tmp_path):
     svc.step()
     assert len(ex.killed) == 4
     assert {t["state"] for t in svc.get_job(g, None)["tasks"]} == {"cancelled"}
+
+
+def test_a_restart_adopts_a_gang_whole_or_not_at_all(tmp_path):
+    from test_live_adoption import AdoptingExecutor
+
+    from fairshare.live.commands import CommandBook
+    from fairshare.live.service import LiveService
+    from fairshare.live.store import Store
+    from live_helpers import make_config
+
+    class Killing(AdoptingExecutor):
+        def kill(self, task_id):  # (an adopted attempt: the agent kills it and forgets it)
+            self.killed.append(task_id)
+            self.running.pop(task_id, None)
+            self.held.pop(task_id, None)
+
+    def serve(held):
+        config, commands = make_config(), CommandBook()
+        executor = Killing(config.nodes, commands, held)
+        svc = LiveService(config, Store(tmp_path / "fs.db"), executor, policy="drf", commands=commands)
+        svc.recover()
+        return svc, executor
+
+    held: dict = {}
+    svc, ex = serve(held)
+    (g,) = svc.submit(ALICE, {"jobs": [gang("g", "ads", 3, {"cpu": 1})]})
+    svc.step()
+    members = sorted(ex.running)
+    del held[members[0]]  # one member died with the old serve (its agent gone): the others are not adopted
+    svc2, ex2 = serve(held)
+    assert sorted(ex2.killed) == members[1:]
+    svc2.step()
+    svc2.step()
+    detail = svc2.get_job(g, None)
+    assert [t["state"] for t in detail["tasks"]] == ["running"] * 3  # started again, together
+    assert sorted(la.task_id for la in ex2.started) == members

@@ -136,7 +136,7 @@ def programs(monkeypatch):
                         len(fake.groups))
     monkeypatch.setattr(pgmod, "remove_placement_group", removed.append)
     mapping = {r: ("fs_" + r, 1.0) for r in CONFIG.resources}
-    progs = RayPrograms(fake, CONFIG.resources, mapping, lambda node: True, lambda: None, 1024, None)
+    progs = RayPrograms(fake, CONFIG.resources, mapping, lambda: {"cpu-node"}, lambda: None, 1024, None)
     progs.service_id = "sid"
     progs._terminate = lambda prog: fake.killed.append(("SIGTERM", prog.job))
     return progs, fake, removed

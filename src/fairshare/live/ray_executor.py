@@ -373,9 +373,10 @@ class RayExecutor:
         """A Ray program's placement group (``GET /v1/jobs/{id}``); None: not a running program."""
         return self.programs.placement_group(job)
 
-    def _pinned(self, node: str) -> bool:
-        """Whether ``node`` advertises its ``fs_node_<name>`` marker (bundles are pinned by it)."""
-        return any(n.get("Alive") and NODE_MARK + node in n.get("Resources", {}) for n in self.ray.nodes())
+    def _pinned(self) -> set[str]:
+        """The nodes that advertise their ``fs_node_<name>`` marker (a program's bundles are pinned by it)."""
+        return {key[len(NODE_MARK):] for n in self.ray.nodes() if n.get("Alive")
+                for key in n.get("Resources", {}) if key.startswith(NODE_MARK)}
 
     def shutdown(self, stop_commands: bool = False) -> int:
         """A clean stop (SIGTERM, Ctrl-C) leaves what a ``kill -9`` leaves: an agent that

@@ -261,9 +261,9 @@ class RayPrograms:
     except ``placement_group`` (API threads: reads only)."""
 
     def __init__(self, ray, resources: tuple[str, ...], mapping: Mapping[str, tuple[str, float]],
-                 pinned: Callable[[str], bool], output_dir: Callable[[], str | None], output_max_bytes: int,
+                 pinned: Callable[[], set[str]], output_dir: Callable[[], str | None], output_max_bytes: int,
                  cwd: str | None):
-        """``pinned(node)``: whether the node advertises its ``fs_node_`` marker;
+        """``pinned()``: the nodes that advertise their ``fs_node_`` marker;
         ``output_dir()``: the service's task-output directory (None: not kept)."""
         self.ray = ray
         self.resources = resources
@@ -296,7 +296,8 @@ class RayPrograms:
         tasks = [(la.task_id, la.attempt, la.node) for la in launches]
         prog = Program(job, tasks, pg_name(self.service_id, job, [(t, a) for t, a, _ in tasks]),
                        strategy_for(program.pack), grace_s=program.grace_s)
-        prog.bundles = [bundle_for(la.demand, self.resources, self.mapping, la.node, self.pinned(la.node))
+        marked = self.pinned()
+        prog.bundles = [bundle_for(la.demand, self.resources, self.mapping, la.node, la.node in marked)
                         for la in launches]
         prog.pg = placement_group(prog.bundles, strategy=prog.strategy, name=prog.name, lifetime="detached")
         runtime_env = dict(program.runtime_env)
@@ -513,7 +514,7 @@ class RayPrograms:
         """The job's placement group: id, name, state (Ray's), strategy, bundles."""
         prog = self.programs.get(job)
         if prog is None:
-            prog = next((p for p in reversed(self._stopping) if p.job == job), None)
+            prog = next((p for p in reversed(list(self._stopping)) if p.job == job), None)
         if prog is None or prog.pg is None:
             return None
         from ray.util.placement_group import placement_group_table

@@ -178,6 +178,17 @@ class LiveService:
         resuming = {row.id for row, _ in resumable}
         candidates = {t.id: (t.attempts, t.node) for t in running.values() if t.job_id in resuming}
         adopted = self.executor.recover(service_id, self.incarnation, candidates)
+        # a gang runs whole or not at all: one that lost some of its tasks meanwhile (their
+        # node died, their agent with them) gives up the others too, and starts again whole
+        partial = set()
+        for row, submitted in resumable:
+            if submitted.gang:
+                mine = {t.id for t in running.values() if t.job_id == row.id}
+                if mine & adopted and not mine <= adopted:
+                    partial |= mine & adopted
+        for task_id in sorted(partial):
+            self.executor.kill(task_id)
+        adopted = adopted - partial
         requeued = self.store.requeue_running(wall, keep=adopted)
         if requeued:
             log.info("re-queued %d task(s) left running by the previous service", len(requeued))
