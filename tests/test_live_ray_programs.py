@@ -72,6 +72,9 @@ def test_programs_stay_in_their_placement_groups_survive_kill_9_and_cancel_frees
         detail = call(port, f"/v1/jobs/{c}", BOB)
         assert (detail["state"], detail["gang"], detail["placement_group"]) == ("pending", True, None)
         wait_for(lambda: log.exists() and log.read_text().count("actor-start") == 4, 60, "both programs' holders")
+        queues = call(port, "/v1/queues", ALICE)  # both tenants at their fair share: half the CPUs each
+        assert [(queues[q]["current_dominant_share"], queues[q]["fair_dominant_share"]) for q in ("ads", "dev")] \
+            == [(0.5, 0.5), (0.5, 0.5)]
 
         os.killpg(server.pid, signal.SIGKILL)  # serve dies while both programs run
         server.wait(timeout=30)

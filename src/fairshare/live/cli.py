@@ -149,7 +149,7 @@ def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
     submit.add_argument("--priority", type=int, default=0, metavar="N", help="with --ray: its priority in its queue")
     submit.add_argument("--working-dir", metavar="DIR",
                         help="with --ray: uploaded to the cluster as the program's working directory")
-    submit.add_argument("program", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    submit.add_argument("program", nargs="*", help=argparse.SUPPRESS)
     submit.add_argument("--retries", type=int, default=4, metavar="N",
                         help="retries (same Idempotency-Key) after a lost connection, a 5xx or a 429 (default 4)")
     client(submit)
