@@ -4,7 +4,8 @@ every task and actor runs in its job's placement group, no program holds more th
 bundles and the node never more than its CPUs; a ``kill -9`` of serve while both run
 loses neither (the next serve adopts their placement groups); cancelling one sends its
 driver SIGTERM and frees its share within the grace (its ``checkpoint``): the job that
-waited for that room gets its placement group from Ray only then.
+waited for that room gets its placement group from Ray only then. Last, a function sent
+with ``fairshare.ray.submit`` runs, its child task in its group, its result in its output.
 
 One local node of 4 CPUs: alice's job A (2 bundles, holds until stopped) and bob's B
 (2 bundles) fill it, bob's C waits; A is cancelled after the restart.
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import fairshare.ray
 from live_helpers import ALICE, BOB, config_doc, wait_for
 from test_live_logs_restart import start_serve
 
@@ -115,6 +117,24 @@ def test_programs_stay_in_their_placement_groups_survive_kill_9_and_cancel_frees
         first = call(port, f"/v1/jobs/{b}", BOB)["tasks"][0]["id"]
         out = call(port, f"/v1/jobs/{b}/tasks/{first}/logs", BOB)["data"]
         assert f"driver of job {b} in placement group {group_b['id']}" in out and f"driver of job {b} done" in out
+
+        # a function, from Python: fairshare.ray.submit runs it as a program in its own group
+        def where(tag):  # (nested: pickled by value, as a function of a user's __main__ is)
+            import ray
+
+            import fairshare.ray
+
+            @ray.remote(**fairshare.ray.options(cpu=1))
+            def child():
+                return ray.get_runtime_context().get_placement_group_id()
+
+            return tag, ray.get(child.remote()) == ray.get_runtime_context().get_placement_group_id()
+
+        f = fairshare.ray.submit(where, "here", bundles=[{"cpu": 1}], queue="ads", server=f"http://127.0.0.1:{port}",
+                                 token=ALICE)
+        wait_for(lambda: call(port, f"/v1/jobs/{f}", ALICE)["state"] == "succeeded", 60, "the function's job")
+        first = call(port, f"/v1/jobs/{f}", ALICE)["tasks"][0]["id"]
+        assert call(port, f"/v1/jobs/{f}/tasks/{first}/logs", ALICE)["data"] == "('here', True)\n"
     finally:
         for proc in servers:
             if proc.poll() is None:
