@@ -277,12 +277,11 @@ def test_no_gang_ever_runs_partly(case):
             assert inst.started[name] == gangs[name], (policy, inst.now, name, inst.started[name], gangs[name])
 
 
-def test_serve_refuses_gang_pack_and_priority_until_it_carries_them_out():
+def test_serve_takes_gang_pack_and_priority():
     from fairshare.live.config import parse_jobs
 
     sc = scenario(nodes=RACKS)
     body = {"jobs": [{"name": "g", "gang": True, "pack": "node", "priority": 1,
                       "tasks": [{"demand": {"cpu": 1}, "count": 2, "command": "true"}]}]}
-    with pytest.raises(ScenarioError) as err:
-        parse_jobs(body, sc.resources, sc.cluster.nodes, [])
-    assert {e.path for e in err.value.errors} == {"jobs[0].gang", "jobs[0].pack", "jobs[0].priority"}
+    (job,) = parse_jobs(body, sc.resources, sc.cluster.nodes, [])
+    assert (job.gang, job.pack, job.priority) == (True, ("node", None), 1)  # (tests/test_live_gangs.py runs them)

@@ -158,7 +158,7 @@ BAD_JOBS = [
     ("unknown queue", (["queue"], "nope"), 422, "jobs[0].queue"),
     ("queue not granted", (["queue"], "dev"), 403, "jobs[0].queue"),
     ("zero weight", (["weight"], 0), 422, "jobs[0].weight"),
-    ("unknown job key", (["priority"], 1), 422, "jobs[0].priority"),
+    ("unknown job key", (["deadline"], 1), 422, "jobs[0].deadline"),
     ("constraint nobody meets", (["tasks", 0, "constraints"], {"zone": "mars"}), 422,
      "jobs[0].tasks[0].constraints"),
 ]

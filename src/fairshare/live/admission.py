@@ -69,7 +69,8 @@ class Admission:
         for _task_id, class_index, _node, _attempt in running:
             counts[class_index] += 1
         classes = tuple(replace(c, count=counts[k]) for k, c in enumerate(submitted.classes))
-        self.commands.register(str(job_id), tenant, submitted.commands)
-        return JobArrived(Job(str(job_id), submitted.queue, submitted.weight, now, classes),
+        self.commands.register(str(job_id), tenant, submitted.commands, submitted.program)
+        return JobArrived(Job(str(job_id), submitted.queue, submitted.weight, now, classes, gang=submitted.gang,
+                              pack=submitted.pack, priority=submitted.priority),
                           task_ids=tuple(tuple(ids) for ids in pending), running=running,
                           attempts=tuple(attempts))

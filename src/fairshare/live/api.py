@@ -98,6 +98,13 @@ class JobDetailOut(JobOut):
     tasks: list[TaskOut]
     #: the cursor of the next page of tasks (``?tasks_after=``); null on the last page
     tasks_next: int | None = None
+    gang: bool = Field(False, description="all of its tasks start together or none does")
+    pack: str | dict[str, str] | None = Field(None, description="where a gang's tasks go together: node, "
+                                                                "{attribute: NAME} or null")
+    priority: int = Field(0, description="within its queue, higher is served first")
+    placement_group: dict[str, Any] | None = Field(
+        None, description="a Ray program's placement group (id, name, state, strategy, bundles); null for "
+                          "a command job, or before its gang is admitted")
 
 
 class AttemptLogOut(BaseModel):

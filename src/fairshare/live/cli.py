@@ -25,8 +25,10 @@ import json
 import logging
 import math
 import os
+import shlex
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from fairshare.client import (CA_CERT_ENV, PROFILE_ENV, SERVER_ENV, TOKEN_ENV, Client, Queue, Unreachable,
@@ -134,7 +136,20 @@ def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
     submit = sub.add_parser("submit", help="submit the jobs of a JOBFILE to serve",
                             description="JOBFILE (YAML or JSON) has a top-level `jobs:` list in the scenario "
                                         "format, each task class with a `command`. Prints one job id per line.")
-    submit.add_argument("jobfile", metavar="JOBFILE")
+    submit.add_argument("jobfile", metavar="JOBFILE", nargs="?",
+                        help="the job file; with --ray, the program after `--` instead")
+    submit.add_argument("--ray", action="store_true",
+                        help="submit the program after `--` (python SCRIPT ... or python -m MODULE ...) as a Ray "
+                             "program: fairshare submit --ray --bundle cpu=1 --queue Q -- python train.py")
+    submit.add_argument("--bundle", action="append", default=[], metavar="R=N[,R=N]",
+                        help="with --ray: one bundle of the program's placement group (repeat for more; "
+                             "default one of cpu=1)")
+    submit.add_argument("--queue", metavar="QUEUE", help="with --ray: the job's queue (default: the root)")
+    submit.add_argument("--name", metavar="NAME", help="with --ray: the job's name")
+    submit.add_argument("--priority", type=int, default=0, metavar="N", help="with --ray: its priority in its queue")
+    submit.add_argument("--working-dir", metavar="DIR",
+                        help="with --ray: uploaded to the cluster as the program's working directory")
+    submit.add_argument("program", nargs="*", help=argparse.SUPPRESS)
     submit.add_argument("--retries", type=int, default=4, metavar="N",
                         help="retries (same Idempotency-Key) after a lost connection, a 5xx or a 429 (default 4)")
     client(submit)
@@ -604,16 +619,55 @@ def _watching(command):
 def cmd_submit(args: argparse.Namespace) -> int:
     from fairshare.model.errors import ScenarioError
 
-    try:
-        jobs = read_jobfile(args.jobfile)
-    except ScenarioError as exc:
-        raise _problems(exc, "nothing was sent") from None
+    if args.ray:
+        jobs = [_ray_program_job(args)]
+    else:
+        if args.jobfile is None or args.program:
+            raise ClientError("JOBFILE: give one job file (or --ray -- python PROGRAM ...)")
+        try:
+            jobs = read_jobfile(args.jobfile)
+        except ScenarioError as exc:
+            raise _problems(exc, "nothing was sent") from None
+        _resolve_working_dirs(jobs, Path(args.jobfile).resolve().parent)
     if args.retries < 0:
         raise ClientError(f"--retries: must be >= 0, got {args.retries}")
     # one key for every attempt of this invocation: the server creates the jobs once
     for job_id in _client(args, retries=args.retries).submit(jobs).ids:
         print(job_id)
     return EXIT_OK
+
+
+def _ray_program_job(args: argparse.Namespace) -> dict:
+    """``submit --ray``'s job: the program after ``--`` (argparse puts its first word in
+    JOBFILE when ``--`` comes first), one task class per distinct ``--bundle``."""
+    from fairshare.ray import program_job
+
+    words = ([args.jobfile] if args.jobfile is not None else []) + [w for w in args.program if w != "--"]
+    if not words:
+        raise ClientError("--ray: the program is missing: fairshare submit --ray [--bundle cpu=1] -- python "
+                          "train.py")
+    bundles = []
+    for text in args.bundle or ["cpu=1"]:
+        bundle = {}
+        for item in text.split(","):
+            resource, _, amount = item.partition("=")
+            try:
+                bundle[resource.strip()] = float(amount)
+            except ValueError:
+                raise ClientError(f"--bundle: expected RESOURCE=AMOUNT[,...], got {text!r}") from None
+        bundles.append(bundle)
+    runtime_env = {"working_dir": str(Path(args.working_dir).resolve())} if args.working_dir else None
+    return program_job(shlex.join(words), bundles, queue=args.queue or "", name=args.name,
+                       priority=args.priority, runtime_env=runtime_env)
+
+
+def _resolve_working_dirs(jobs: list, base: Path) -> None:
+    """A Ray program's relative ``runtime_env.working_dir`` is the job file's, not serve's."""
+    for job in jobs:
+        env = job.get("ray", {}).get("runtime_env") if isinstance(job, dict) and isinstance(job.get("ray"), dict) \
+            else None
+        if isinstance(env, dict) and isinstance(env.get("working_dir"), str) and env["working_dir"]:
+            env["working_dir"] = str((base / env["working_dir"]).resolve())
 
 
 @_watching

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fairshare.engine.scheduler import Launch
-from fairshare.live.config import TaskCommand
+from fairshare.live.config import RayProgram, TaskCommand
 
 
 @dataclass(frozen=True)
@@ -48,12 +48,34 @@ class CommandBook:
         self.run_as = dict(run_as or {})
         self.workdir = workdir
         self._jobs: dict[str, tuple[str, tuple[TaskCommand, ...]]] = {}
+        self._programs: dict[str, RayProgram] = {}
 
-    def register(self, job: str, tenant: str, commands: tuple[TaskCommand, ...]) -> None:
+    def register(self, job: str, tenant: str, commands: tuple[TaskCommand, ...],
+                 program: RayProgram | None = None) -> None:
+        """``program``: the job's Ray program (its tasks are the bundles of its placement
+        group and have no commands)."""
         self._jobs[job] = (tenant, tuple(commands))
+        if program is not None:
+            self._programs[job] = program
 
     def forget(self, job: str) -> None:
         self._jobs.pop(job, None)
+        self._programs.pop(job, None)
+
+    def program(self, job: str) -> RayProgram | None:
+        """The job's Ray program; None: a job of commands."""
+        return self._programs.get(job)
+
+    def program_env(self, launch: Launch) -> dict[str, str]:
+        """A Ray program's environment: its job's identity (``FAIRSHARE_TASK_ID`` is the
+        task whose output is the driver's: the job's first)."""
+        return dict(self._env(launch, self._jobs[launch.job][0]))
+
+    @staticmethod
+    def _env(launch: Launch, tenant: str) -> tuple[tuple[str, str], ...]:
+        return (("FAIRSHARE_TENANT", tenant), ("FAIRSHARE_JOB_ID", launch.job),
+                ("FAIRSHARE_TASK_ID", str(launch.task_id)), ("FAIRSHARE_NODE", launch.node),
+                ("FAIRSHARE_ATTEMPT", str(launch.attempt)))
 
     def jobs(self) -> set[str]:
         """The jobs whose commands are registered (admitted, not finished)."""
@@ -64,9 +86,7 @@ class CommandBook:
         tenant, commands = self._jobs[launch.job]
         cmd = commands[launch.class_index]
         attempt = launch.attempt  # (numbered by the scheduler, recorded by the store at commit)
-        env = (("FAIRSHARE_TENANT", tenant), ("FAIRSHARE_JOB_ID", launch.job),
-               ("FAIRSHARE_TASK_ID", str(launch.task_id)), ("FAIRSHARE_NODE", launch.node),
-               ("FAIRSHARE_ATTEMPT", str(attempt)))
+        env = self._env(launch, tenant)
         user = self.run_as.get(tenant)
         if user is None:
             return TaskSpec(cmd.argv, cmd.shell, env, self.cwd, attempt)

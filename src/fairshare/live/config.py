@@ -21,6 +21,8 @@ other tenants (docs/live.md, "Limits of a request").
 from __future__ import annotations
 
 import math
+import os
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -78,11 +80,24 @@ LIVE_TASK = schema.TASK.but("LiveTaskClass", fields={
                        ListOf(Text("an argument", min_length=0), "the program and its arguments", min_items=1,
                               first=Text("the program"))),
                       f"what each task runs: a string or a list of arguments ({MAX_COMMAND_CHARS} characters "
-                      f"in all at most)"),
+                      f"in all at most); required, except in a job with `ray:` (its tasks are the bundles of "
+                      f"the program's placement group and run nothing themselves)"),
     "shell": Boolean("run the command string through /bin/sh -c", default=False),
     "constraints": MapOf(schema.TASK.fields["constraints"].values, schema.TASK.fields["constraints"].description,
                          key_max_length=MAX_NAME_CHARS, nullable=True),
-}, required=("demand", "count", "command"))
+}, required=("demand", "count"))
+RAY_PROGRAM = Obj("RayProgram", {
+    "entrypoint": Text("`python SCRIPT [ARGS]` or `python -m MODULE [ARGS]`: run in-process by the program's "
+                       "driver actor, inside its placement group (docs/live.md, \"Ray programs\")",
+                       pattern=r"\S", max_length=MAX_COMMAND_CHARS),
+    "runtime_env": Obj("RayRuntimeEnv", {
+        "working_dir": Text("a directory, uploaded by serve to the cluster; relative: to serve's working "
+                            "directory (fairshare submit makes it absolute against the job file's)"),
+        "pip": ListOf(Text("a requirement"), "packages pip installs for the program"),
+        "env_vars": MapOf(Text("a value", min_length=0), "environment variables of the driver and its tasks"),
+    }, "Ray's runtime environment of the driver (and of every task and actor it creates)"),
+}, "the job's work is a Ray program, not commands: always a gang; its tasks are its placement group's "
+   "bundles", required=("entrypoint",))
 LIVE_JOB = schema.JOB.but("LiveJob", fields={
     "name": replace(schema.JOB.fields["name"], **_NAME),
     "queue": replace(schema.JOB.fields["queue"], description="its queue's dotted path; granted to the tenant",
@@ -91,7 +106,8 @@ LIVE_JOB = schema.JOB.but("LiveJob", fields={
     "submit": replace(schema.JOB.fields["submit"], description="accepted for scenario compatibility; "
                                                                 "ignored by serve"),
     "tasks": ListOf(LIVE_TASK, "one entry per task class", min_items=1),
-}, drop=("gang", "pack", "priority"))  # (NOT_LIVE_YET: refused by serve until it carries them out)
+    "ray": RAY_PROGRAM,
+})
 JOBS = Obj("JobFile", {
     "jobs": ListOf(LIVE_JOB, "the jobs to submit", min_items=1, max_items=MAX_JOBS_PER_REQUEST),
 }, "a job file (fairshare submit) or the body of POST /v1/jobs", required=("jobs",))
@@ -195,9 +211,85 @@ class TaskCommand:
         return shlex.join(self.argv) if len(self.argv) != 1 else self.argv[0]
 
 
-#: job keys the scenario loader takes that serve does not carry out yet (issue 20: gangs
-#: and priorities reach serve with its Ray placement groups): refused, not ignored
-NOT_LIVE_YET = frozenset({"gang", "pack", "priority"})
+#: the grace a stopped Ray program has between its SIGTERM and the removal of its
+#: placement group when no task class of it has a ``checkpoint`` interval
+DEFAULT_RAY_GRACE_S = 10.0
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
+
+
+@dataclass(frozen=True)
+class RayProgram:
+    """A job's Ray program (``ray:``): run in-process by a driver actor in the job's
+    placement group. ``script`` or ``module`` (one of them) with ``args``, as
+    ``python SCRIPT ARGS`` or ``python -m MODULE ARGS`` would."""
+
+    entrypoint: str
+    script: str | None
+    module: str | None
+    args: tuple[str, ...]
+    runtime_env: dict
+    #: seconds between the program's SIGTERM and its placement group's removal when it is
+    #: cancelled or preempted: its task classes' largest ``checkpoint`` (the time it needs
+    #: to save its work), else ``DEFAULT_RAY_GRACE_S``
+    grace_s: float = DEFAULT_RAY_GRACE_S
+    #: the gang's ``pack`` (``Job.pack``): the placement group's strategy
+    pack: tuple[str, str | None] | None = None
+
+
+def parse_ray_program(raw: Any, path: str, errors: list[FieldError], checkpoints: list[float]) -> RayProgram | None:
+    """A job's ``ray:`` section, or None with its problems in ``errors``."""
+    if not isinstance(raw, Mapping):
+        errors.append(FieldError(path, "must be a mapping with an `entrypoint`"))
+        return None
+    before = len(errors)
+    for key in raw:
+        if key not in RAY_PROGRAM.fields:
+            errors.append(FieldError(f"{path}.{key}", f"unknown key (allowed: {', '.join(sorted(RAY_PROGRAM.fields))})"))
+    entry = raw.get("entrypoint")
+    argv: list[str] = []
+    if not isinstance(entry, str) or not entry.strip():
+        errors.append(FieldError(f"{path}.entrypoint", "is required: a string such as `python train.py`"))
+    else:
+        try:
+            argv = shlex.split(entry)
+        except ValueError as exc:
+            errors.append(FieldError(f"{path}.entrypoint", f"cannot be split into arguments: {exc}"))
+    script = module = None
+    args: tuple[str, ...] = ()
+    if argv:
+        program_ok = _PYTHON.fullmatch(os.path.basename(argv[0])) is not None
+        if program_ok and len(argv) >= 3 and argv[1] == "-m":
+            module, args = argv[2], tuple(argv[3:])
+        elif program_ok and len(argv) >= 2 and not argv[1].startswith("-"):
+            script, args = argv[1], tuple(argv[2:])
+        else:
+            errors.append(FieldError(f"{path}.entrypoint", f"must be `python SCRIPT [ARGS]` or `python -m MODULE "
+                                                           f"[ARGS]`, got {entry!r}: the program runs inside its "
+                                                           f"driver actor, so that every task and actor it creates "
+                                                           f"is in its placement group (another process's Ray work "
+                                                           f"would escape it)"))
+    env = raw.get("runtime_env", {})
+    if env is None:
+        env = {}
+    if not isinstance(env, Mapping):
+        errors.append(FieldError(f"{path}.runtime_env", "must be a mapping (working_dir, pip, env_vars)"))
+        env = {}
+    fields = RAY_PROGRAM.fields["runtime_env"].fields
+    for key, value in env.items():
+        kp = f"{path}.runtime_env.{key}"
+        if key not in fields:
+            errors.append(FieldError(kp, f"unknown key (allowed: {', '.join(sorted(fields))})"))
+        elif key == "working_dir" and (not isinstance(value, str) or not value):
+            errors.append(FieldError(kp, f"must be a directory path, got {value!r}"))
+        elif key == "pip" and not (isinstance(value, list) and all(isinstance(v, str) and v for v in value)):
+            errors.append(FieldError(kp, f"must be a list of requirements (strings), got {value!r}"))
+        elif key == "env_vars" and not (isinstance(value, Mapping) and
+                                        all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())):
+            errors.append(FieldError(kp, "must map names to strings"))
+    if len(errors) > before:
+        return None
+    grace = max(checkpoints, default=DEFAULT_RAY_GRACE_S)
+    return RayProgram(entry, script, module, args, dict(env), grace)
 
 
 @dataclass(frozen=True)
@@ -208,6 +300,12 @@ class SubmittedJob:
     classes: tuple[TaskClass, ...]
     commands: tuple[TaskCommand, ...]  # per class
     spec: dict  # the job document as sent (stored; recovery rebuilds from it)
+    #: the scheduling of the job as the loader parsed it (``model.jobs.Job``'s fields)
+    gang: bool = False
+    pack: tuple[str, str | None] | None = None
+    priority: int = 0
+    #: the job's Ray program (``ray:``); None: its tasks run their commands
+    program: RayProgram | None = None
 
 
 def parse_jobs(data: Any, resources: tuple[str, ...], nodes: tuple[Node, ...], queues: QueueEntries,
@@ -226,22 +324,28 @@ def parse_jobs(data: Any, resources: tuple[str, ...], nodes: tuple[Node, ...], q
     if not nodes:
         raise ScenarioError(FieldError("", "no node is up: nothing can run"), source)
     commands: list[list[TaskCommand]] = []
+    programs: dict[int, RayProgram | None] = {}
     for i, jb in enumerate(jobs):
         cmds: list[TaskCommand] = []
         if not isinstance(jb, Mapping):
             commands.append(cmds)
             continue  # the loader reports it
-        for key in sorted(NOT_LIVE_YET & set(jb)):
-            errors.append(FieldError(f"jobs[{i}].{key}", "is not supported by serve yet (the simulator and the "
-                                                         "library have it: docs/usage.md)"))
         tasks = jb.get("tasks")
+        ray_job = "ray" in jb
         for k, tc in enumerate(tasks if isinstance(tasks, list) else []):
             if not isinstance(tc, Mapping):
                 continue
             tp = f"jobs[{i}].tasks[{k}]"
-            cmd = _command(tc, tp, errors)
-            if cmd is not None:
-                cmds.append(cmd)
+            if ray_job:
+                for key in ("command", "shell"):
+                    if key in tc:
+                        errors.append(FieldError(f"{tp}.{key}", "is not for a task of a Ray program (its tasks "
+                                                                "are its placement group's bundles: the program "
+                                                                "is `ray.entrypoint`)"))
+            else:
+                cmd = _command(tc, tp, errors)
+                if cmd is not None:
+                    cmds.append(cmd)
             _check_resolution(tc.get("demand"), f"{tp}.demand", errors)
             count = tc.get("count")
             if count is None:
@@ -252,6 +356,14 @@ def parse_jobs(data: Any, resources: tuple[str, ...], nodes: tuple[Node, ...], q
                 errors.append(FieldError(f"{tp}.count", f"must be at most {MAX_TASKS_PER_CLASS} per class, "
                                                         f"got {count:g}"))
         commands.append(cmds)
+        if ray_job:
+            if jb.get("gang", True) is not True:
+                errors.append(FieldError(f"jobs[{i}].gang", "must be true (or left out) for a Ray program: its "
+                                                            "placement group is reserved whole"))
+            checkpoints = [tc["checkpoint"] for tc in (tasks if isinstance(tasks, list) else [])
+                           if isinstance(tc, Mapping) and isinstance(tc.get("checkpoint"), (int, float))
+                           and not isinstance(tc.get("checkpoint"), bool)]
+            programs[i] = parse_ray_program(jb["ray"], f"jobs[{i}].ray", errors, checkpoints)
     total = sum(tc.get("count") for jb in jobs if isinstance(jb, Mapping)
                 for tc in (jb.get("tasks") if isinstance(jb.get("tasks"), list) else [])
                 if isinstance(tc, Mapping) and isinstance(tc.get("count"), int) and not isinstance(tc.get("count"), bool)
@@ -260,16 +372,22 @@ def parse_jobs(data: Any, resources: tuple[str, ...], nodes: tuple[Node, ...], q
         errors.append(FieldError("jobs", f"at most {MAX_TASKS_PER_REQUEST} tasks per request, got {total}"))
     try:
         # (the nodes and queues are the service's own: only the jobs need checking)
-        parsed = parse_jobs_on(jobs, resources, nodes, {path for path, _w, _o in queues}, source)
+        # (a Ray program is a gang; its ``ray:`` section is this module's, not the loader's)
+        loader_jobs = [{**{k: v for k, v in jb.items() if k != "ray"}, "gang": True}
+                       if isinstance(jb, Mapping) and "ray" in jb else jb for jb in jobs]
+        parsed = parse_jobs_on(loader_jobs, resources, nodes, {path for path, _w, _o in queues}, source)
     except ScenarioError as exc:
         errors.extend(e for e in exc.errors if e not in errors)
         raise ScenarioError(_sorted(errors), source) from None
     if errors:
         raise ScenarioError(_sorted(errors), source)
     out = []
-    for job, raw, cmds in zip(parsed, jobs, commands):
+    for i, (job, raw, cmds) in enumerate(zip(parsed, jobs, commands)):
+        program = programs.get(i)
+        if program is not None:
+            program = replace(program, pack=job.pack)
         out.append(SubmittedJob(job.name, job.queue, job.weight, job.classes,
-                                tuple(cmds), dict(raw)))
+                                tuple(cmds), dict(raw), job.gang, job.pack, job.priority, program))
     return out
 
 
@@ -301,6 +419,9 @@ def request_problems(body: Any) -> list[FieldError]:
         p = f"jobs[{i}]"
         for key in ("name", "queue"):
             _check_length(jb.get(key), f"{p}.{key}", MAX_NAME_CHARS, errors)
+        program = jb.get("ray")
+        if isinstance(program, Mapping):
+            _check_length(program.get("entrypoint"), f"{p}.ray.entrypoint", MAX_COMMAND_CHARS, errors)
         weight = jb.get("weight")
         if isinstance(weight, (int, float)) and not isinstance(weight, bool) and weight > MAX_WEIGHT:
             errors.append(FieldError(f"{p}.weight", f"must be at most {MAX_WEIGHT:g}, got {weight!r}"))

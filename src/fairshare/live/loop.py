@@ -209,6 +209,12 @@ class SchedulingLoop:
             if isinstance(applied.event, NodeLost):
                 self.reports.node_lost(applied.event.name, applied.tasks, running, sch, admitted)
                 log.warning("node %s lost: %d task(s) re-queued", applied.event.name, len(applied.tasks))
+            elif isinstance(applied.event, TaskFinished) and applied.tasks:
+                # a gang's task failed: the engine stopped the rest of its gang (killed
+                # through the executor, whose reports of them are fenced off: they are
+                # pending in the scheduler now); the store says so too
+                why = f"stopped with its gang: task {applied.event.task_id} failed"
+                admitted.outcomes.extend((task_id, "pending", None, why) for task_id in applied.tasks)
         if admitted.outcomes:
             self.store.finish_tasks(admitted.outcomes, wall)
 

@@ -63,6 +63,7 @@ from fairshare.live.crashpoints import crash_point
 from fairshare.live.node_agent import FENCED, STALE, STARTED, NodeAgent
 from fairshare.live.ray_health import DEFAULT_NODE_TIMEOUT_S, DEFAULT_PROBE_INTERVAL_S, NodeProber
 from fairshare.live.ray_local import NODE_MARK, PREFIX, start_or_attach
+from fairshare.live.ray_programs import RayPrograms, _first_line
 from fairshare.live.task_output import DEFAULT_MAX_BYTES, OutputFiles
 from fairshare.model.cluster import Node
 
@@ -141,6 +142,10 @@ class RayExecutor:
         if silent:
             log.warning("node(s) %s have not answered a first health probe yet", ", ".join(silent))
         self.service_id = uuid.uuid4().hex[:12]  # until ``recover`` gives the database's
+        #: the jobs whose work is a Ray program: their placement groups and drivers
+        self.programs = RayPrograms(ray, self.resources, self.mapping, self._pinned, self._service_output_dir,
+                                    output_max_bytes, commands.cwd)
+        self.programs.service_id = self.service_id
         self.incarnation = 0
         self._agents: dict[str, object] = {}  # node name -> its agent's handle
         self._running: dict[int, tuple[int, str]] = {}  # task id -> (attempt, node)
@@ -201,7 +206,7 @@ class RayExecutor:
             log.info("adopted %d running task(s) from the node agents", len(adopted))
         for name in list(self._agents):
             self._poll_reports(name)
-        return adopted
+        return adopted | self.programs.recover(service_id, running)
 
     def _agent(self, name: str):
         """The node's agent, created (detached, pinned to the node) if it does not exist."""
@@ -230,6 +235,14 @@ class RayExecutor:
         return tuple(node for _, node in self._nodes.values())
 
     def start(self, launch: Launch, now: float) -> None:
+        program = self.commands.program(launch.job)
+        if program is not None:  # a Ray program's bundle: started with its gang (``live.ray_programs``)
+            if launch.node not in self._nodes:
+                self._pending_events.append(TaskFinished(launch.task_id, ok=False, attempt=launch.attempt,
+                                                         reason=f"node {launch.node} is gone"))
+            else:
+                self.programs.gather(launch, program, self.commands.program_env(launch))
+            return
         spec: TaskSpec = self.commands.spec(launch)
         if launch.node not in self._nodes:  # the node left between the decision and the start
             self._pending_events.append(TaskFinished(launch.task_id, ok=False, reason=f"node {launch.node} is gone",
@@ -249,6 +262,7 @@ class RayExecutor:
 
     def poll(self) -> list[ExecutorEvent]:
         events, self._pending_events = self._pending_events, []
+        events.extend(self.programs.poll())
         infrastructure_failure = False
         finished: list[ExecutorEvent] = []
         refs = list(self._starts) + list(self._reports)
@@ -334,12 +348,15 @@ class RayExecutor:
             node = self._reported.pop(key, None)
             if node is not None:
                 self._acks.setdefault(node, []).append(key)
+        self.programs.acknowledge(ends)
 
     def kill(self, task_id: int) -> None:
         """Kill the task's command (its process group) and report its end at once (the
         next ``poll``): the task id may be started again before the agent reports the
         killed attempt's end, and that late end must not be taken for the new start's
         (it is recognised by its attempt and dropped)."""
+        if self.programs.kill(task_id):
+            return
         entry = self._running.pop(task_id, None)
         if entry is None:
             return
@@ -350,7 +367,16 @@ class RayExecutor:
         self._pending_events.append(TaskFinished(task_id, ok=False, reason="cancelled", attempt=attempt))
 
     def running(self) -> int:
-        return len(self._running)
+        return len(self._running) + self.programs.running()
+
+    def placement_group(self, job: str) -> dict | None:
+        """A Ray program's placement group (``GET /v1/jobs/{id}``); None: not a running program."""
+        return self.programs.placement_group(job)
+
+    def _pinned(self) -> set[str]:
+        """The nodes that advertise their ``fs_node_<name>`` marker (a program's bundles are pinned by it)."""
+        return {key[len(NODE_MARK):] for n in self.ray.nodes() if n.get("Alive")
+                for key in n.get("Resources", {}) if key.startswith(NODE_MARK)}
 
     def shutdown(self, stop_commands: bool = False) -> int:
         """A clean stop (SIGTERM, Ctrl-C) leaves what a ``kill -9`` leaves: an agent that
@@ -365,6 +391,10 @@ class RayExecutor:
         left_running = 0
         holding = 0
         try:
+            # Ray programs: left running (detached, adopted by the next serve) like commands
+            programs = self.programs.shutdown(stop_commands)
+            left_running += programs
+            holding += programs
             killed = []
             for name, agent in list(self._agents.items()):
                 try:
@@ -503,6 +533,7 @@ class RayExecutor:
             if name not in seen or seen[name][0] != self._nodes[name][0]:
                 del self._nodes[name]
                 self._forget_node(name)
+                self.programs.lost(name)
                 events.append(NodeLost(name))
         for name in sorted(seen):
             if name not in self._nodes:
@@ -531,11 +562,6 @@ class RayExecutor:
             del self._reports[ref]
         for task_id in [t for t, (_a, n) in self._running.items() if n == name]:
             del self._running[task_id]
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}"
 
 
 # --- the mapping between fairshare and Ray (pure functions of ray.nodes() records) --------------

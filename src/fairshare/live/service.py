@@ -178,6 +178,17 @@ class LiveService:
         resuming = {row.id for row, _ in resumable}
         candidates = {t.id: (t.attempts, t.node) for t in running.values() if t.job_id in resuming}
         adopted = self.executor.recover(service_id, self.incarnation, candidates)
+        # a gang runs whole or not at all: one that lost some of its tasks meanwhile (their
+        # node died, their agent with them) gives up the others too, and starts again whole
+        partial = set()
+        for row, submitted in resumable:
+            if submitted.gang:
+                mine = {t.id for t in running.values() if t.job_id == row.id}
+                if mine & adopted and not mine <= adopted:
+                    partial |= mine & adopted
+        for task_id in sorted(partial):
+            self.executor.kill(task_id)
+        adopted = adopted - partial
         requeued = self.store.requeue_running(wall, keep=adopted)
         if requeued:
             log.info("re-queued %d task(s) left running by the previous service", len(requeued))
@@ -273,6 +284,12 @@ class LiveService:
                                                    f"{job.queue or '(root)'!r} (granted: "
                                                    f"{', '.join(principal.queues) or 'none'})")
                    for i, job in enumerate(jobs) if not principal.may_use_queue(job.queue)]
+        if principal.name in self.auth.run_as:
+            # (a Ray program runs as the Ray workers' user: it would escape the tenant's run_as)
+            refused += [FieldError(f"jobs[{i}].ray", f"tenant {principal.name!r} runs its commands as "
+                                                     f"{self.auth.run_as[principal.name]!r} (run_as): a Ray "
+                                                     f"program would run as the Ray workers' user instead")
+                        for i, job in enumerate(jobs) if job.program is not None]
         if refused:
             raise LiveError(403, refused)
         return jobs
@@ -316,6 +333,11 @@ class LiveService:
                          "exit_code": t.exit_code, "message": t.message, "preemptions": t.preemptions}
                         for t in page]
         out["tasks_next"] = page[-1].id if more else None
+        out["gang"] = bool(row.spec.get("gang", False)) or "ray" in row.spec
+        out["pack"] = row.spec.get("pack")
+        out["priority"] = int(row.spec.get("priority", 0))
+        placement_group = getattr(self.executor, "placement_group", None)
+        out["placement_group"] = placement_group(str(job_id)) if placement_group is not None else None
         return out
 
     # --- task output (``GET /v1/jobs/{id}/logs``, ``.../tasks/{task}/logs``) ------------------

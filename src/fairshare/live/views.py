@@ -129,8 +129,9 @@ class FairShares:
         jobs = []
         for name, remaining in active:
             job = sch.jobs[name].job
-            jobs.append(Job(name, job.queue, job.weight, 0.0,
-                            tuple(replace(c, count=n) for c, n in zip(job.classes, remaining))))
+            # (gang and pack kept: a static allocation gives a gang all of its demand or none)
+            jobs.append(replace(job, submit_s=0.0,
+                                classes=tuple(replace(c, count=n) for c, n in zip(job.classes, remaining))))
         scenario = Scenario(sch.resources, Cluster(capacity, nodes, False, sch.resources), sch.queues,
                             tuple(jobs), "live")
         try:

@@ -276,7 +276,7 @@ def build_jobs(col: Collector, job_specs: list[JobSpec], resources: tuple[str, .
                 col.add(f"{tp}.demand", f"no node can ever hold this task ({biggest} exceeds {where})")
             tcs.append(TaskClass(cs.name, d, cs.count, cs.duration, cs.constraints, cs.max_per_node, cs.checkpoint))
         job = Job(spec.name, spec.queue, spec.weight, spec.submit, tuple(tcs), spec.gang, spec.pack, spec.priority)
-        if spec.gang and len(tcs) == len(spec.classes) and all(c.count for c in tcs):
+        if spec.gang and tcs and len(tcs) == len(spec.classes) and all(c.count for c in tcs):  # (no class: reported)
             problem = gang_room_problem(job, nodes)
             if problem is not None:
                 col.add(spec.path, f"gang {spec.name!r} can never start: {problem}")
