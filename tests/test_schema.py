@@ -194,7 +194,7 @@ BAD = [
     ("jobs", "examples/live/alice.yaml", ("jobs", 0, "weight"), 1e9, "jobs[0].weight"),
     ("jobs", "examples/live/alice.yaml", ("jobs", 0, "tasks", 0, "demand", "memory"), -1,
      "jobs[0].tasks[0].demand.memory"),
-    ("jobs", "examples/live/alice.yaml", ("jobs", 0, "priority"), 3, "jobs[0].priority"),
+    ("jobs", "examples/live/alice.yaml", ("jobs", 0, "deadline"), 3, "jobs[0].deadline"),
 ]
 
 

@@ -107,7 +107,7 @@ LIVE_JOB = schema.JOB.but("LiveJob", fields={
                                                                 "ignored by serve"),
     "tasks": ListOf(LIVE_TASK, "one entry per task class", min_items=1),
     "ray": RAY_PROGRAM,
-})
+}, items_require_unless=(("tasks", "command", "ray"),))
 JOBS = Obj("JobFile", {
     "jobs": ListOf(LIVE_JOB, "the jobs to submit", min_items=1, max_items=MAX_JOBS_PER_REQUEST),
 }, "a job file (fairshare submit) or the body of POST /v1/jobs", required=("jobs",))

@@ -124,6 +124,10 @@ class Obj:
     at_most_one_of: tuple[str, ...] = ()
     closed: bool = True
     nullable: bool = False
+    #: ``(list field, item key, unless key)``: each item of the list field needs the item
+    #: key unless this object has the other key (a live job's tasks need a ``command``
+    #: unless the job is a Ray program, ``ray:``)
+    items_require_unless: tuple[tuple[str, str, str], ...] = ()
 
     def but(self, name: str | None = None, *, drop: tuple[str, ...] = (), **changes: Any) -> Obj:
         """This object with fields replaced (``fields={...}`` merged into its own), others
@@ -344,6 +348,11 @@ def _shape(spec: Spec, defs: dict[str, Any], ref_prefix: str) -> dict[str, Any]:
             out["oneOf"] = [{"required": [key]} for key in spec.exactly_one_of]
         if spec.at_most_one_of:
             out["not"] = {"required": list(spec.at_most_one_of)}
+        conditions = [{"if": {"not": {"required": [unless]}},
+                       "then": {"properties": {field_name: {"items": {"required": [item_key]}}}}}
+                      for field_name, item_key, unless in spec.items_require_unless]
+        if conditions:
+            out["allOf"] = conditions
         if spec.closed:
             out["additionalProperties"] = False
     # (Anything: no constraint)
