@@ -232,50 +232,64 @@ def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
         ranks = claim.victims
         return sorted((t for t in running if t.job in ranks), key=lambda t: (ranks[t.job], -t.started_at, -t.task_id))
 
+    def candidates_of(claim: Claimant) -> tuple[dict[str, list[RunningTaskView]], dict[str, list[float]]]:
+        """Per node, the tasks ``claim`` may take in victim order, and the most room
+        freeing them could make there."""
+        if claim.victims is None:
+            return by_node, most_room
+        candidates: dict[str, list[RunningTaskView]] = {}  # (a claim within its queue: its own victims)
+        for task in within_order(claim):
+            candidates.setdefault(task.node, []).append(task)
+        reach = {}
+        for node, tasks in candidates.items():
+            reach[node] = list(free.get(node, zero))
+            for t in tasks:
+                for unit_task in unit_of(t):
+                    if unit_task.node == node:
+                        reach[node] = [a + b for a, b in zip(reach[node], unit_task.demand)]
+        return candidates, reach
+
+    def victims_on(claim: Claimant, node: str, demand: Vector, room: list[float], tasks: Sequence[RunningTaskView],
+                   trial: dict[str, Vector], units: int, rho_p_after: float):
+        """Victims on ``node`` (in the order of ``tasks``) until ``demand`` fits in
+        ``room`` (what is free there): ``(chosen, trial, room, units)`` with what the
+        victims keep and the room made, or None when it cannot fit within the budget."""
+        chosen: list[RunningTaskView] = []
+        trial = dict(trial)
+        for task in tasks:  # (in victim order; most nodes stop at the first)
+            if task.task_id in taken or task.job == claim.job:
+                continue
+            if units >= budget:
+                break
+            left = may_take(claim, task, trial, rho_p_after)
+            if left is None:
+                continue
+            trial[task.job] = left
+            units += 1
+            for t in unit_of(task):
+                chosen.append(t)
+                if t.node == node:
+                    room = [a + b for a, b in zip(room, t.demand)]
+            if fits(demand, room):
+                break
+        if not chosen or not fits(demand, room):
+            return None
+        return chosen, trial, room, units
+
     def claim_one(claim: Claimant) -> tuple[Preemption, int] | None:
         """One task for ``claim``: the node where the fewest victims (then the least work
         lost, then the first node) make it fit; the state updated as if done."""
-        after_p = _plus(usage.get(claim.job, zero), claim.demand)
-        rho_p_after = rho(claim.job, after_p)
-        if claim.victims is None:
-            candidates, reach = by_node, most_room
-        else:  # (a claim within its queue: its own victims, in its own order)
-            candidates, reach = {}, {}
-            for task in within_order(claim):
-                candidates.setdefault(task.node, []).append(task)
-            for node, tasks in candidates.items():
-                reach[node] = list(free.get(node, zero))
-                for t in tasks:
-                    for unit_task in unit_of(t):
-                        if unit_task.node == node:
-                            reach[node] = [a + b for a, b in zip(reach[node], unit_task.demand)]
+        rho_p_after = rho(claim.job, _plus(usage.get(claim.job, zero), claim.demand))
+        candidates, reach = candidates_of(claim)
         best: tuple | None = None
         for position, node in enumerate(node_order):
             if node not in reach or not fits(claim.demand, reach[node]) or not claim.eligible(node) \
                     or fits(claim.demand, free[node]):
                 continue  # (where it fits already, the scheduler places it: no preemption)
-            chosen: list[RunningTaskView] = []
-            units = 0
-            room = list(free[node])
-            trial: dict[str, Vector] = {}
-            for task in candidates[node]:  # (in victim order; most nodes stop at the first)
-                if task.task_id in taken or task.job == claim.job:
-                    continue
-                if units >= budget:
-                    break
-                left = may_take(claim, task, trial, rho_p_after)
-                if left is None:
-                    continue
-                trial[task.job] = left
-                units += 1
-                for t in unit_of(task):
-                    chosen.append(t)
-                    if t.node == node:
-                        room = [a + b for a, b in zip(room, t.demand)]
-                if fits(claim.demand, room):
-                    break
-            if not chosen or not fits(claim.demand, room):
+            got = victims_on(claim, node, claim.demand, list(free[node]), candidates[node], {}, 0, rho_p_after)
+            if got is None:
                 continue
+            chosen, trial, room, units = got
             key = (len(chosen), sum(-t.started_at for t in chosen), position)  # (later starts lose less)
             if best is None or key < best[0]:
                 best = (key, node, chosen, trial, room, units)
@@ -292,57 +306,54 @@ def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
         return Preemption(claim.job, claim.class_index, node, tuple(t.task_id for t in chosen), False, gangs), units
 
     def claim_gang(claim: Claimant) -> tuple[Preemption, int] | None:
-        """Room for all of gang ``claim`` at once: victims in victim order, across the
-        nodes, until :func:`gang_room` finds a place for every member; then those not
-        needed are given back (latest chosen first). None when no room results."""
+        """Room for all of gang ``claim`` at once, in one of its node groups: each member
+        in turn goes where it fits, else on the node of the group where the fewest victims
+        (as for one task) make it fit; the group needing the fewest victims in all (then
+        the least work lost, then the first group) wins. None when no group can hold
+        every member."""
         groups = claim.groups if claim.groups is not None else (tuple(node_order),)
         if gang_room(claim.members, groups, free) is not None:
             return None  # (it fits already: the scheduler places it)
         rho_p_after = rho(claim.job, _plus(usage.get(claim.job, zero), claim.demand))
-        useful = {n for group in groups for n in group if any(eligible(n) for _d, eligible in claim.members)}
-        if claim.victims is None:
-            order = sorted((t for tasks in by_node.values() for t in tasks),
-                           key=lambda t: (-rho(t.job), -t.started_at, -t.task_id))
-        else:
-            order = within_order(claim)
-        picked: list[tuple[RunningTaskView, Sequence[RunningTaskView]]] = []
-        trial: dict[str, Vector] = {}
-        room = {node: list(f) for node, f in free.items()}
-        placed = None
-        for task in order:
-            if len(picked) >= budget:
-                break
-            unit = unit_of(task)
-            if not any(t.node in useful for t in unit):
+        candidates, _reach = candidates_of(claim)
+        best: tuple | None = None
+        for position, group in enumerate(groups):
+            room = {node: list(free[node]) for node in group if node in free}
+            trial: dict[str, Vector] = {}
+            chosen: list[RunningTaskView] = []
+            placed: list[str] = []
+            units = 0
+            for demand, eligible in claim.members:
+                node = next((n for n in room if eligible(n) and fits(demand, room[n])), None)
+                if node is None:
+                    pick = None
+                    for spot, n in enumerate(room):
+                        if not eligible(n) or n not in candidates:
+                            continue
+                        got = victims_on(claim, n, demand, room[n], [t for t in candidates[n] if t not in chosen],
+                                         trial, units, rho_p_after)
+                        if got is None:
+                            continue
+                        fewest = (len(got[0]), sum(-t.started_at for t in got[0]), spot)  # (as for one task)
+                        if pick is None or fewest < pick[0]:
+                            pick = (fewest, n, got)
+                    if pick is None:
+                        break
+                    _fewest, node, (more, trial, room[node], units) = pick
+                    chosen.extend(more)
+                    for t in more:
+                        if t.node != node and t.node in room:  # (the rest of a victim gang)
+                            room[t.node] = [a + b for a, b in zip(room[t.node], t.demand)]
+                room[node] = [a - b for a, b in zip(room[node], demand)]
+                placed.append(node)
+            if len(placed) < len(claim.members):
                 continue
-            left = may_take(claim, task, trial, rho_p_after)
-            if left is None:
-                continue
-            trial[task.job] = left
-            picked.append((task, unit))
-            for t in unit:
-                room[t.node] = [a + b for a, b in zip(room[t.node], t.demand)]
-            placed = gang_room(claim.members, groups, room)
-            if placed is not None:
-                break
-        if placed is None:
+            key = (len(chosen), sum(-t.started_at for t in chosen), position)
+            if best is None or key < best[0]:
+                best = (key, chosen, trial, placed, units)
+        if best is None:
             return None
-        for k in range(len(picked) - 2, -1, -1):  # (the last one was needed: it made room)
-            task, unit = picked[k]
-            without = dict(room)
-            for t in unit:
-                without[t.node] = [a - b for a, b in zip(without[t.node], t.demand)]
-            got = gang_room(claim.members, groups, without)
-            if got is not None:
-                room, placed = without, got
-                del picked[k]
-        trial = {}
-        for task, unit in picked:  # (what each victim keeps, without the ones given back)
-            left = trial.get(task.job, usage[task.job])
-            for t in unit:
-                left = _minus(left, t.demand)
-            trial[task.job] = left
-        chosen = [t for _task, unit in picked for t in unit]
+        _key, chosen, trial, placed, units = best
         gangs = apply(claim, chosen, trial)
         for t in chosen:
             free[t.node] = [a + b for a, b in zip(free[t.node], t.demand)]
@@ -351,7 +362,7 @@ def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
             if node in most_room:
                 most_room[node] = list(_minus(most_room[node], demand))
         return Preemption(claim.job, claim.class_index, placed[0], tuple(t.task_id for t in chosen), True,
-                          gangs), len(picked)
+                          gangs), units
 
     claims = {claim.job: 0 for claim in claimants}
     progress = True
