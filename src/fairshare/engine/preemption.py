@@ -24,12 +24,18 @@ Rules (docs/policies.md, "Fair-share preemption"):
   the least work lost, then the first node) make the preemptor's task fit; a node where
   freeing tasks cannot make it fit (a GPU task and a node without GPUs) is never touched.
 * **Budget.** At most ``max_per_round`` victims per call.
-* **Gangs.** A gang (``Job.gang``) is neither a victim nor a claimant: the planner works
-  task by task on one node, and a gang is all of its tasks at once (often on several
-  nodes). So preemption never splits a gang, and the argument below is unchanged (it
-  ranges over fewer moves). Whole-gang victims, and a starved gang preempting only when
-  room for all of it results, are left for later (issue 20, item 2). The scheduler
-  still stops a whole gang if one of its tasks is stopped (``Scheduler.preempt``).
+* **Gangs** (``Job.gang``) are one unit (docs/policies.md, "Gangs in preemption"): a
+  gang's fair share is all or nothing (its divisible share rounded: its whole demand
+  when the share covers it, else nothing); a victim gang loses all of its tasks (one
+  victim against the budget); a gang claims all of its pending tasks at once, in one of
+  its ``pack`` groups, or nothing. A gang's ratio moves only from 0 to 1 (claiming) or
+  from inf to 1 (a victim), so the argument below holds as it is.
+* **Within a queue** (``PreemptionConfig.within_queue``, off by default): a job of a
+  queue's highest demanding priority, after ``after`` seconds of waiting beside running
+  jobs of lower priority of its queue, takes their tasks (lowest priority first), the
+  ratios aside. Priorities are a total order: the victim never claims back (it is held
+  while a higher priority demands), docs/policies.md, "Priority preemption within a
+  queue".
 
 **Why it cannot loop.** Let ``rho_j = share_j / fair_j`` for every job (``inf`` for a job
 holding something with a fair share of 0), and let ``Phi`` be the vector of all ``rho_j``
