@@ -9,8 +9,10 @@ import random
 
 import pytest
 
+from test_preemption import apply_checking_the_potential, fill_nodes
+
 from fairshare.engine import Engine, JobArrived, Scheduler, TaskFinished, Wake
-from fairshare.engine.preemption import Claimant, Preemptor, RunningTaskView, plan, potential, ratio
+from fairshare.engine.preemption import Claimant, Preemptor, RunningTaskView, plan, ratio
 from fairshare.model import parse_scenario
 from fairshare.model.scenario import PreemptionConfig
 from fairshare.policies import REGISTRY, PolicyModeError, make_policy
@@ -104,22 +106,7 @@ def random_gang_state(seed: int):
     capacity = (8.0 * len(nodes), 8.0 * len(nodes))
     jobs = [f"j{i}" for i in range(rng.randint(2, 5))]
     gangs = {j for j in jobs if rng.random() < 0.4}
-    running, usage = [], {j: (0.0, 0.0) for j in jobs}
-    free = {n: [8.0, 8.0] for n in nodes}
-    tid = 0
-    for n in nodes:
-        while True:
-            d = (float(rng.choice([1, 2, 3])), float(rng.choice([0, 1, 2])))
-            if not all(d[r] <= free[n][r] for r in range(m)):
-                break
-            j = rng.choice(jobs)
-            running.append(RunningTaskView(tid, j, n, d, float(rng.randint(0, 100)), j in gangs))
-            tid += 1
-            free[n] = [free[n][r] - d[r] for r in range(m)]
-            usage[j] = tuple(usage[j][r] + d[r] for r in range(m))
-    weights = {j: rng.choice([1, 2, 3]) for j in jobs}
-    total = sum(weights.values())
-    fair = {j: tuple(c * weights[j] / total for c in capacity) for j in jobs}
+    running, usage, free, fair = fill_nodes(rng, {n: (8.0, 8.0) for n in nodes}, jobs, [0, 1, 2], gangs)
     for g in gangs:
         fair[g] = usage[g] if rng.random() < 0.5 else (0.0, 0.0)
     claimants = []
@@ -144,28 +131,14 @@ def test_gang_preemptions_raise_the_potential_and_never_split_a_gang(seed):
     loses all of its tasks, no task is chosen twice, and Phi (sorted share / fair share)
     increases lexicographically."""
     running, usage, fair, capacity, claimants, got = random_gang_state(seed)
-    m = len(capacity)
-    by_id = {t.task_id: t for t in running}
-    gang_ids = {}
+    gang_ids: dict[str, set[int]] = {}
     for t in running:
         if t.gang:
             gang_ids.setdefault(t.job, set()).add(t.task_id)
-    seen: set[int] = set()
-    phi = potential(usage, fair, capacity)
-    for p in got:
-        assert not (set(p.victims) & seen)
-        seen.update(p.victims)
+    for p in apply_checking_the_potential(running, usage, fair, capacity, claimants, got):
         for g, ids in gang_ids.items():
             assert ids <= set(p.victims) or not (ids & set(p.victims)), (p, g)  # all of it or none
         assert set(p.victim_gangs) == {g for g, ids in gang_ids.items() if ids <= set(p.victims)}
-        for v in p.victims:
-            t = by_id[v]
-            usage[t.job] = tuple(max(0.0, usage[t.job][r] - t.demand[r]) for r in range(m))
-        claim = next(c for c in claimants if c.job == p.job)
-        usage[p.job] = tuple(usage[p.job][r] + claim.demand[r] for r in range(m))
-        after = potential(usage, fair, capacity)
-        assert after > phi, (p, phi, after)
-        phi = after
 
 
 def test_the_random_gang_states_preempt_gangs():
