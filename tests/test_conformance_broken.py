@@ -19,7 +19,8 @@ from dataclasses import replace
 import pytest
 
 from fairshare.conformance import (check_capacity_never_exceeded, check_counts_are_caps_with_respect_counts,
-                                   check_gangs_run_whole_and_packed, check_priority_order_within_queue,
+                                   check_gangs_run_whole_and_packed, check_preemption_takes_gangs_whole,
+                                   check_priority_order_within_queue,
                                    check_empty_cluster_and_empty_queue, check_infeasible_demand_reported_not_raised,
                                    check_job_weights_respected, check_no_mutation_and_reusable,
                                    check_queue_weights_respected, check_same_seed_same_launches, check_slot_limit,
@@ -257,6 +258,16 @@ def _pack_ignored(place_gang):
                                                                                None, running_on)
 
 
+def _preempts_gang_tasks_singly(mp, sch):
+    """A preemptor that sees a gang's tasks as single tasks (it takes one and leaves the
+    rest), in a scheduler that does not stop the rest of a gang with it."""
+    from fairshare.engine import preemption
+
+    view = preemption.RunningTaskView
+    mp.setattr(preemption, "RunningTaskView", lambda *fields: view(*fields[:5]))
+    mp.setattr(sch.Scheduler, "fail", sch.Scheduler._fail_one)
+
+
 BROKEN_SCHEDULERS = {
     "starts part of a gang": (lambda mp, sch: mp.setattr(sch, "gang_members", _first_member_only),
                               check_gangs_run_whole_and_packed),
@@ -264,6 +275,7 @@ BROKEN_SCHEDULERS = {
                      check_gangs_run_whole_and_packed),
     "keeps a gang running when one of its tasks is lost": (
         lambda mp, sch: mp.setattr(sch.Scheduler, "fail", sch.Scheduler._fail_one), check_gangs_run_whole_and_packed),
+    "preempts part of a gang": (_preempts_gang_tasks_singly, check_preemption_takes_gangs_whole),
     "ignores priorities": (lambda mp, sch: mp.setattr(sch.Scheduler, "_rank", lambda self, rt, demanding: None),
                            check_priority_order_within_queue),
 }

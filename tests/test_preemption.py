@@ -90,6 +90,31 @@ def test_ratio_edges():
     assert ratio((2.0, 1.0), (4.0, 0.0), (8.0, 2.0)) == pytest.approx(1.0)
 
 
+def fill_nodes(rng, node_cap, jobs, second: list[int], gangs=frozenset()):
+    """Fill each node (in order) with random tasks (<1-3, one of ``second``>) of random
+    jobs until the next does not fit; the tasks of ``gangs`` marked as a gang's. Fair
+    shares: a random weighted split of the capacity. Returns (running, usage, free, fair)."""
+    m = 2
+    capacity = tuple(sum(c[r] for c in node_cap.values()) for r in range(m))
+    running, usage = [], {j: (0.0, 0.0) for j in jobs}
+    free = {n: list(c) for n, c in node_cap.items()}
+    tid = 0
+    for n in node_cap:
+        while True:
+            d = (float(rng.choice([1, 2, 3])), float(rng.choice(second)))
+            if not all(d[r] <= free[n][r] for r in range(m)):
+                break
+            j = rng.choice(jobs)
+            running.append(RunningTaskView(tid, j, n, d, float(rng.randint(0, 100)), j in gangs))
+            tid += 1
+            free[n] = [free[n][r] - d[r] for r in range(m)]
+            usage[j] = tuple(usage[j][r] + d[r] for r in range(m))
+    weights = {j: rng.choice([1, 2, 3]) for j in jobs}
+    total = sum(weights.values())
+    fair = {j: tuple(c * weights[j] / total for c in capacity) for j in jobs}
+    return running, usage, free, fair
+
+
 def random_state(seed: int):
     """Nodes filled with random tasks of random jobs, fair shares a random weighted split
     of the capacity, claimants the jobs below their fair share (most starved first)."""
@@ -99,22 +124,7 @@ def random_state(seed: int):
     node_cap = {n: (8.0, float(rng.choice([0, 2]))) for n in nodes}
     capacity = tuple(sum(node_cap[n][r] for n in nodes) for r in range(m))
     jobs = [f"j{i}" for i in range(rng.randint(2, 5))]
-    running, usage = [], {j: (0.0, 0.0) for j in jobs}
-    free = {n: list(node_cap[n]) for n in nodes}
-    tid = 0
-    for n in nodes:
-        while True:
-            d = (float(rng.choice([1, 2, 3])), float(rng.choice([0, 0, 1])))
-            if not all(d[r] <= free[n][r] for r in range(m)):
-                break
-            j = rng.choice(jobs)
-            running.append(RunningTaskView(tid, j, n, d, float(rng.randint(0, 100))))
-            tid += 1
-            free[n] = [free[n][r] - d[r] for r in range(m)]
-            usage[j] = tuple(usage[j][r] + d[r] for r in range(m))
-    weights = {j: rng.choice([1, 2, 3]) for j in jobs}
-    total = sum(weights.values())
-    fair = {j: tuple(c * weights[j] / total for c in capacity) for j in jobs}
+    running, usage, free, fair = fill_nodes(rng, node_cap, jobs, [0, 0, 1])
     claimants = [Claimant(j, 0, (float(rng.choice([1, 2])), float(rng.choice([0, 1]))), anywhere)
                  for j in sorted(jobs, key=lambda j: ratio(usage[j], fair[j], capacity))
                  if ratio(usage[j], fair[j], capacity) < 1]
@@ -123,11 +133,10 @@ def random_state(seed: int):
     return running, usage, fair, capacity, claimants, got
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_every_preemption_raises_the_potential(seed):
-    """Apply each planned preemption of a random state: Phi (sorted share / fair share of
-    every job) must increase lexicographically at every one, and no task is chosen twice."""
-    running, usage, fair, capacity, claimants, got = random_state(seed)
+def apply_checking_the_potential(running, usage, fair, capacity, claimants, got):
+    """Apply each planned preemption in turn (victims out, the claimant's demand in),
+    checking that no task is chosen twice and that Phi rises lexicographically at every
+    one; yields each preemption after its checks, for more of them."""
     m = len(capacity)
     by_id = {t.task_id: t for t in running}
     seen: set[int] = set()
@@ -143,6 +152,15 @@ def test_every_preemption_raises_the_potential(seed):
         after = potential(usage, fair, capacity)
         assert after > phi, (p, phi, after)
         phi = after
+        yield p
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_every_preemption_raises_the_potential(seed):
+    """Apply each planned preemption of a random state: Phi (sorted share / fair share of
+    every job) must increase lexicographically at every one, and no task is chosen twice."""
+    for _p in apply_checking_the_potential(*random_state(seed)):
+        pass
 
 
 def test_the_random_states_do_preempt():

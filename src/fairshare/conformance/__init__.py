@@ -14,7 +14,8 @@ command line for the registered policies and their declared variants
 """
 
 from fairshare.conformance.online import (check_capacity_never_exceeded, check_empty_cluster_and_empty_queue,
-                                          check_gangs_run_whole_and_packed, check_priority_order_within_queue,
+                                          check_gangs_run_whole_and_packed, check_preemption_takes_gangs_whole,
+                                          check_priority_order_within_queue,
                                           check_infeasible_demand_reported_not_raised, check_job_weights_respected,
                                           check_no_mutation_and_reusable, check_queue_limits_hold,
                                           check_queue_weights_respected, check_same_seed_same_launches,
@@ -34,7 +35,8 @@ __all__ = ["CHECKS", "Check", "CheckResult", "NotApplicable", "ONLINE_CHECKS", "
            "check_capacity_never_exceeded", "check_counts_are_caps_with_respect_counts",
            "check_deterministic_and_does_not_mutate_the_scenario",
            "check_discrete_placement_matches_tasks_and_fits_nodes", "check_empty_cluster_and_empty_queue",
-           "check_gangs_run_whole_and_packed", "check_priority_order_within_queue",
+           "check_gangs_run_whole_and_packed", "check_preemption_takes_gangs_whole",
+           "check_priority_order_within_queue",
            "check_infeasible_demand_reported_not_raised", "check_job_weights_respected",
            "check_no_jobs_gives_an_empty_allocation", "check_no_mutation_and_reusable", "check_policy",
            "check_queue_limits_hold", "check_queue_weights_respected", "check_same_seed_same_launches",

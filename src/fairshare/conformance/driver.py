@@ -17,9 +17,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fairshare.engine import (Engine, Event, JobArrived, JobCancelled, Launch, NodeAdded, NodeLost, Scheduler,
-                              TaskFinished, instant_rank)
+from fairshare.engine import (Engine, Event, JobArrived, JobCancelled, Launch, NodeAdded, NodeLost, Preempted,
+                              Scheduler, TaskFinished, Wake, instant_rank)
 from fairshare.engine.executor import ExecutorDefaults
+from fairshare.engine.preemption import Preemptor
 from fairshare.model import Node
 from fairshare.model.scenario import Scenario
 from fairshare.conformance.workloads import Workload
@@ -120,6 +121,8 @@ class Instant:
     capacity: dict[str, tuple]  # node up -> its capacity
     #: per job, tasks started and not lost, failed or killed (finished ones included)
     started: dict[str, int] = field(default_factory=dict)
+    #: the step's preemptions (the scenario's ``preemption:`` section on)
+    preempted: tuple[Preempted, ...] = ()
 
 
 @dataclass
@@ -139,7 +142,8 @@ def engine_for(policy: Policy, sc: Scenario, nodes: tuple[Node, ...], heap: Even
     executor. Task durations are 1-5 s drawn from ``random.Random(seed)`` in launch
     order unless ``duration(launch, rng)`` says otherwise."""
     executor = AccountingExecutor(nodes, heap, duration or (lambda launch, rng: float(rng.randint(1, 5))), seed)
-    return Engine(Scheduler(sc.resources, nodes, sc.queues, policy), executor), executor
+    preemptor = None if sc.preemption is None else Preemptor(sc.preemption, policy, sc.resources)
+    return Engine(Scheduler(sc.resources, nodes, sc.queues, policy), executor, preemptor), executor
 
 
 def drive(policy: Policy, workload: Workload, *, duration: Duration | None = None) -> Run:
@@ -162,6 +166,7 @@ def drive(policy: Policy, workload: Workload, *, duration: Duration | None = Non
     submitted: set[str] = set()
     cancelled: set[str] = set()
     run = Run()
+    woken: set[float] = set()
     while heap.next_time() is not None and heap.next_time() <= workload.until:
         now, events = heap.pop_instant()
         for event in events:
@@ -170,7 +175,12 @@ def drive(policy: Policy, workload: Workload, *, duration: Duration | None = Non
                 submitted.add(event.job.name)
             elif isinstance(event, JobCancelled):
                 cancelled.add(event.name)
-        launches = engine.step(now, events).launches
+        instant = engine.step(now, events)
+        launches = instant.launches
+        wake = engine.wake_at()  # (a starved queue's wait for preemption ends then)
+        if wake is not None and wake > now and wake not in woken:
+            woken.add(wake)
+            heap.push(wake, Wake())
         for la in launches:
             if la.node not in executor.alive:
                 run.problems.append(f"t={now}: task {la.task_id} of {la.job} launched on {la.node}, which is not up")
@@ -179,5 +189,6 @@ def drive(policy: Policy, workload: Workload, *, duration: Duration | None = Non
             if counts.get(la.job) is not None and executor.started[la.job] > counts[la.job]:
                 run.problems.append(f"t={now}: {la.job} runs {executor.started[la.job]} tasks, "
                                     f"past its count {counts[la.job]}")
-        run.instants.append(Instant(now, launches, executor.per_node(), dict(executor.alive), dict(executor.started)))
+        run.instants.append(Instant(now, launches, executor.per_node(), dict(executor.alive), dict(executor.started),
+                                    instant.preempted))
     return run

@@ -15,8 +15,10 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from fairshare.conformance.driver import EventHeap, drive, engine_for
-from fairshare.conformance.workloads import (PAPER_EXAMPLES, Workload, bounded_workload, gang_workload, job,
-                                             priority_workload, q, random_workload, scenario, sim_scenario)
+from fairshare.conformance.static import NotApplicable
+from fairshare.conformance.workloads import (PAPER_EXAMPLES, Workload, bounded_workload, gang_preemption_workload,
+                                             gang_workload, job, priority_workload, q, random_workload, scenario,
+                                             sim_scenario)
 from fairshare.engine import JobArrived, Wake
 from fairshare.model import Node
 from fairshare.model.resources import fit_limit
@@ -147,6 +149,42 @@ def check_gangs_run_whole_and_packed(policy_factory: PolicyFactory) -> None:
                     f"{name_of(policy)}, seed {seed}, t={inst.now}: gang {jname} (pack {gang.pack}) runs on "
                     f"{sorted(set(nodes))}")
         assert started_whole, f"{name_of(policy)}, seed {seed}: no gang ever ran"
+
+
+def check_preemption_takes_gangs_whole(policy_factory: PolicyFactory) -> None:
+    """No preemption splits a gang: every gang among a step's victims loses all of its
+    tasks (each task of a job runs as long as the others here, so a running gang runs
+    all of them), and a gang that preempts starts all of its tasks or none. On the gang
+    preemption workloads; a policy without a static allocation (no fair shares, no
+    preemption) is not applicable. Not vacuous: some gang must be preempted."""
+    try:
+        policy_factory().allocate(gang_preemption_workload(0).scenario)
+    except PolicyModeError as exc:
+        raise NotApplicable(f"no static allocation, so no fair-share preemption: {exc}") from None
+    lengths = {}  # (one length per job: a gang's tasks end together)
+    duration = lambda launch, rng: lengths.setdefault(launch.job, float(rng.randint(15, 40)))  # noqa: E731
+    gang_victims = 0
+    for seed in range(4):
+        policy = policy_factory()
+        workload = gang_preemption_workload(seed)
+        lengths.clear()
+        gangs = {jb.name: jb.total_count for jb in workload.scenario.jobs if jb.gang}
+        run = drive(policy, workload, duration=duration)
+        assert not run.problems, f"{name_of(policy)}, seed {seed}: {run.problems[:3]}"
+        for inst in run.instants:
+            for p in inst.preempted:
+                lost = Counter(task.job for task in p.victims if task.job in gangs)
+                for jname, n in lost.items():
+                    assert n == gangs[jname], (
+                        f"{name_of(policy)}, seed {seed}, t={inst.now}: preempting for {p.job} stopped {n} of "
+                        f"gang {jname}'s {gangs[jname]} tasks: it split the gang")
+                gang_victims += len(lost)
+                if p.job in gangs:
+                    started = len(p.launches) if p.launches else int(p.launch is not None)
+                    assert started in (0, gangs[p.job]), (
+                        f"{name_of(policy)}, seed {seed}, t={inst.now}: gang {p.job} preempted and started "
+                        f"{started} of its {gangs[p.job]} tasks")
+    assert gang_victims, f"{name_of(policy)}: no gang was ever preempted on the gang preemption workloads"
 
 
 def check_priority_order_within_queue(policy_factory: PolicyFactory) -> None:

@@ -56,6 +56,7 @@ ONLINE_CHECKS: tuple[Check, ...] = tuple(Check(name, "online", fn) for name, fn 
     ("no mutation, reusable", online_checks.check_no_mutation_and_reusable),
     ("static limit", online_checks.check_tiny_tasks_reach_the_static_allocation),
     ("gangs whole", online_checks.check_gangs_run_whole_and_packed),
+    ("preemption takes gangs whole", online_checks.check_preemption_takes_gangs_whole),
     ("priority within queue", online_checks.check_priority_order_within_queue),
     (SLOT_LIMIT, online_checks.check_slot_limit),
 ))

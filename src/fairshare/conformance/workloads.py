@@ -182,6 +182,28 @@ def gang_workload(seed: int) -> Workload:
     return Workload(sc, node_events=tuple(events), cancels=((9.0, "s0"),), seed=seed)
 
 
+def gang_preemption_workload(seed: int) -> Workload:
+    """Fair-share preemption among gangs (``preemption: {after: 2}``): two nodes of 8 cpus;
+    at 0 s a gang of queue ``a`` takes 12 of the 16 cpus (more than a fair share, so it
+    is a victim, whole); from 1 s a stream of 1-cpu tasks in ``b`` starves; at 6-8 s a
+    small gang arrives in ``c`` and must take its room back (whole, ``pack: node`` in
+    odd seeds), and a second gang of ``a`` is queued behind. Sizes vary with the seed."""
+    rng = random.Random(seed)
+    nodes = [{"name": f"n{i}", "count": 1, "attributes": {"rack": f"r{i}"}, "capacity": {"cpu": 8, "mem": 32}}
+             for i in range(2)]
+    big = job("g_big", {"cpu": 3, "mem": 2}, "a", count=4)
+    small = job("g_small", {"cpu": 2, "mem": 1}, "c", count=rng.choice([2, 3]), submit=float(rng.randint(6, 8)))
+    later = job("g_later", {"cpu": 2, "mem": 2}, "a", count=2, submit=3.0)
+    for gang in (big, small, later):
+        gang["gang"] = True
+    if seed % 2:
+        small["pack"] = "node"
+    stream = job("stream", {"cpu": 1, "mem": rng.choice([1, 2])}, "b", submit=1.0)
+    data = {"cluster": {"nodes": nodes}, "queues": [q("a"), q("b"), q("c")], "jobs": [big, stream, later, small],
+            "preemption": {"after": 2, "tolerance": 0.02, "max_per_round": 8}}
+    return Workload(parse_scenario(data, "<gang preemption>"), seed=seed, until=40.0)
+
+
 def priority_workload(seed: int) -> Workload:
     """Jobs of priorities -1 to 3 in two queues, all of one task shape on nodes without
     constraints (so a job that launches could as well have launched any other of its

@@ -24,12 +24,18 @@ Rules (docs/policies.md, "Fair-share preemption"):
   the least work lost, then the first node) make the preemptor's task fit; a node where
   freeing tasks cannot make it fit (a GPU task and a node without GPUs) is never touched.
 * **Budget.** At most ``max_per_round`` victims per call.
-* **Gangs.** A gang (``Job.gang``) is neither a victim nor a claimant: the planner works
-  task by task on one node, and a gang is all of its tasks at once (often on several
-  nodes). So preemption never splits a gang, and the argument below is unchanged (it
-  ranges over fewer moves). Whole-gang victims, and a starved gang preempting only when
-  room for all of it results, are left for later (issue 20, item 2). The scheduler
-  still stops a whole gang if one of its tasks is stopped (``Scheduler.preempt``).
+* **Gangs** (``Job.gang``) are one unit (docs/policies.md, "Gangs in preemption"): a
+  gang's fair share is all or nothing (its divisible share rounded: its whole demand
+  when the share covers it, else nothing); a victim gang loses all of its tasks (one
+  victim against the budget); a gang claims all of its pending tasks at once, in one of
+  its ``pack`` groups, or nothing. A gang's ratio moves only from 0 to 1 (claiming) or
+  from inf to 1 (a victim), so the argument below holds as it is.
+* **Within a queue** (``PreemptionConfig.within_queue``, off by default): a job of a
+  queue's highest demanding priority, after ``after`` seconds of waiting beside running
+  jobs of lower priority of its queue, takes their tasks (lowest priority first), the
+  ratios aside. Priorities are a total order: the victim never claims back (it is held
+  while a higher priority demands), docs/policies.md, "Priority preemption within a
+  queue".
 
 **Why it cannot loop.** Let ``rho_j = share_j / fair_j`` for every job (``inf`` for a job
 holding something with a fair share of 0), and let ``Phi`` be the vector of all ``rho_j``
@@ -50,8 +56,9 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from fairshare.engine.gangs import gang_members
 from fairshare.model.cluster import Cluster, Node
-from fairshare.model.jobs import Job
+from fairshare.model.jobs import PACK_NODE, Job
 from fairshare.model.queues import QueueTree
 from fairshare.model.resources import Vector, dominant_share, fits
 from fairshare.model.scenario import PreemptionConfig, Scenario
@@ -65,29 +72,44 @@ class RunningTaskView:
     node: str
     demand: Vector
     started_at: float
+    gang: bool = False  # a gang's task: taken only with all of its gang's tasks
 
 
 @dataclass(frozen=True, slots=True)
 class Claimant:
     """A job that may preempt: below its fair share, in a starved queue, with a pending
-    task of ``demand`` that may run on the nodes ``eligible`` accepts."""
+    task of ``demand`` that may run on the nodes ``eligible`` accepts.
+
+    A gang claims all of its pending tasks at once: ``members`` holds each one's demand
+    and eligible nodes (``demand`` is their sum), ``groups`` the node groups its ``pack``
+    allows (None: any nodes). ``victims``, for a claim within its queue (priorities):
+    the jobs it may take from, each with its rank (lowest taken first); None for a
+    fair-share claim."""
 
     job: str
     class_index: int
     demand: Vector
     eligible: Callable[[str], bool]
     pending: float = math.inf  # its pending tasks of that class: at most this many claims
+    members: tuple[tuple[Vector, Callable[[str], bool]], ...] = ()
+    groups: tuple[tuple[str, ...], ...] | None = None
+    victims: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Preemption:
     """Stop ``victims`` (task ids, in the order chosen) on ``node`` and start a task of
-    ``job``'s class ``class_index`` there."""
+    ``job``'s class ``class_index`` there. For a gang's claim (``gang``) the whole gang
+    starts instead, as placement finds room for it (``node``: where the planner's own
+    trial put its first task). ``victim_gangs``: the gangs among the victims, each
+    stopped whole (all of its task ids are in ``victims``)."""
 
     job: str
     class_index: int
     node: str
     victims: tuple[int, ...]
+    gang: bool = False
+    victim_gangs: tuple[str, ...] = ()
 
 
 def ratio(usage: Vector, fair: Vector, capacity: Vector) -> float:
@@ -106,12 +128,32 @@ def potential(job_usage: Mapping[str, Vector], job_fair: Mapping[str, Vector], c
                         for name, u in job_usage.items()))
 
 
+def gang_room(members: Sequence[tuple[Vector, Callable[[str], bool]]], groups: Sequence[Sequence[str]],
+              free: Mapping[str, Sequence[float]]) -> list[str] | None:
+    """A node for each member (first fit, members in order, each taking its demand before
+    the next) within one of ``groups`` (tried in order), on the free capacities ``free``;
+    None when no group holds them all. The planner's summed-amount view of
+    ``engine.gangs.place_gang``: the engine places the gang for real afterwards."""
+    for group in groups:
+        room = {node: list(free[node]) for node in group if node in free}
+        nodes = []
+        for demand, eligible in members:
+            node = next((n for n in room if eligible(n) and fits(demand, room[n])), None)
+            if node is None:
+                break
+            room[node] = [a - b for a, b in zip(room[node], demand)]
+            nodes.append(node)
+        else:
+            return nodes
+    return None
+
+
 def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
          job_usage: Mapping[str, Vector], job_fair: Mapping[str, Vector], capacity: Vector,
          node_free: Mapping[str, Vector], node_order: Sequence[str], max_victims: int,
          rule: str = "loop-free") -> list[Preemption]:
     """The preemptions to make now, for ``claimants`` in the order given (the caller puts
-    the most starved first), within ``max_victims`` victims in all.
+    the most starved first), within ``max_victims`` victims in all (a gang counts as one).
 
     ``job_usage`` and ``job_fair`` hold every job's allocation and fair share;
     ``node_free`` each node's free capacity (as placement sees it); ``node_order`` the
@@ -134,6 +176,15 @@ def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
             got = current[name] = ratio(usage.get(name, zero), job_fair.get(name, zero), capacity)
         return got
 
+    # a gang's running tasks: a victim gang loses all of them at once
+    gang_tasks: dict[str, list[RunningTaskView]] = {}
+    for task in running:
+        if task.gang:
+            gang_tasks.setdefault(task.job, []).append(task)
+
+    def unit_of(task: RunningTaskView) -> Sequence[RunningTaskView]:
+        return gang_tasks[task.job] if task.gang else (task,)
+
     # per node, the tasks of jobs above their fair share, in victim order: most over-share
     # job first (as the round starts), then the most recently started, then highest id;
     # and the most room freeing all of them could make (nodes where even that is too
@@ -153,49 +204,171 @@ def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
 
     loop_free = rule == "loop-free"
 
-    def claim_one(claim: Claimant) -> Preemption | None:
-        """One task for ``claim``: the node where the fewest victims (then the least work
-        lost, then the first node) make it fit; the state updated as if done."""
-        after_p = _plus(usage.get(claim.job, zero), claim.demand)
-        rho_p_after = rho(claim.job, after_p)
-        best: tuple | None = None
-        for position, node in enumerate(node_order):
-            if node not in most_room or not fits(claim.demand, most_room[node]) or not claim.eligible(node) \
-                    or fits(claim.demand, free[node]):
-                continue  # (where it fits already, the scheduler places it: no preemption)
-            chosen: list[RunningTaskView] = []
-            room = list(free[node])
-            trial: dict[str, Vector] = {}
-            for task in by_node[node]:  # (in victim order; most nodes stop at the first)
-                if task.task_id in taken or task.job == claim.job or rho(task.job) <= 1.0:
-                    continue
-                if len(chosen) >= budget:
-                    break
-                left = _minus(trial.get(task.job, usage[task.job]), task.demand)
-                # the victim keeps its fair share and the preemptor's (new) ratio
-                if loop_free and rho(task.job, left) < max(1.0, rho_p_after) * (1 - 1e-12):
-                    continue
-                trial[task.job] = left
-                chosen.append(task)
-                room = [a + b for a, b in zip(room, task.demand)]
-                if fits(claim.demand, room):
-                    break
-            if not chosen or not fits(claim.demand, room):
-                continue
-            key = (len(chosen), sum(-t.started_at for t in chosen), position)  # (later starts lose less)
-            if best is None or key < best[0]:
-                best = (key, node, chosen, trial, room)
-        if best is None:
+    def may_take(claim: Claimant, task: RunningTaskView, trial: dict[str, Vector], rho_p_after: float) -> Vector | None:
+        """What ``task``'s job keeps if ``task`` (its whole gang, for a gang's task) goes
+        for ``claim``, or None when the rules forbid it: a fair-share claim takes only
+        from jobs above their fair share, each keeping at least ``max(1, rho_p')``
+        (module docstring); a claim within its queue only from the jobs it names."""
+        if task.task_id in taken or task.job == claim.job or (task.gang and task.job in trial):
+            return None  # (a gang already chosen lost all of its tasks at once)
+        if claim.victims is not None:
+            if task.job not in claim.victims:
+                return None
+        elif rho(task.job) <= 1.0:
             return None
-        _key, node, chosen, trial, room = best
+        left = trial.get(task.job, usage[task.job])
+        for t in unit_of(task):
+            left = _minus(left, t.demand)
+        # the victim keeps its fair share and the preemptor's (new) ratio
+        if claim.victims is None and loop_free and rho(task.job, left) < max(1.0, rho_p_after) * (1 - 1e-12):
+            return None
+        return left
+
+    def apply(claim: Claimant, chosen: list[RunningTaskView], trial: dict[str, Vector]) -> tuple[str, ...]:
+        """Take ``chosen`` and give ``claim`` its demand (the state as if done); the
+        gangs among the victims, whose tasks elsewhere free their nodes."""
         taken.update(t.task_id for t in chosen)
         usage.update(trial)
-        usage[claim.job] = after_p
+        usage[claim.job] = _plus(usage.get(claim.job, zero), claim.demand)
         for name in (*trial, claim.job):
             current.pop(name, None)
-        most_room[node] = list(_minus(most_room[node], claim.demand))
+        return tuple(dict.fromkeys(t.job for t in chosen if t.gang))
+
+    def within_order(claim: Claimant) -> list[RunningTaskView]:
+        ranks = claim.victims
+        return sorted((t for t in running if t.job in ranks), key=lambda t: (ranks[t.job], -t.started_at, -t.task_id))
+
+    def candidates_of(claim: Claimant) -> tuple[dict[str, list[RunningTaskView]], dict[str, list[float]]]:
+        """Per node, the tasks ``claim`` may take in victim order, and the most room
+        freeing them could make there."""
+        if claim.victims is None:
+            return by_node, most_room
+        candidates: dict[str, list[RunningTaskView]] = {}  # (a claim within its queue: its own victims)
+        for task in within_order(claim):
+            candidates.setdefault(task.node, []).append(task)
+        reach = {}
+        for node, tasks in candidates.items():
+            reach[node] = list(free.get(node, zero))
+            for t in tasks:
+                for unit_task in unit_of(t):
+                    if unit_task.node == node:
+                        reach[node] = [a + b for a, b in zip(reach[node], unit_task.demand)]
+        return candidates, reach
+
+    def victims_on(claim: Claimant, node: str, demand: Vector, room: list[float], tasks: Sequence[RunningTaskView],
+                   trial: dict[str, Vector], units: int, rho_p_after: float):
+        """Victims on ``node`` (in the order of ``tasks``) until ``demand`` fits in
+        ``room`` (what is free there): ``(chosen, trial, room, units)`` with what the
+        victims keep and the room made, or None when it cannot fit within the budget."""
+        chosen: list[RunningTaskView] = []
+        trial = dict(trial)
+        for task in tasks:  # (in victim order; most nodes stop at the first)
+            if task.task_id in taken or task.job == claim.job:
+                continue
+            if units >= budget:
+                break
+            left = may_take(claim, task, trial, rho_p_after)
+            if left is None:
+                continue
+            trial[task.job] = left
+            units += 1
+            for t in unit_of(task):
+                chosen.append(t)
+                if t.node == node:
+                    room = [a + b for a, b in zip(room, t.demand)]
+            if fits(demand, room):
+                break
+        if not chosen or not fits(demand, room):
+            return None
+        return chosen, trial, room, units
+
+    def claim_one(claim: Claimant) -> tuple[Preemption, int] | None:
+        """One task for ``claim``: the node where the fewest victims (then the least work
+        lost, then the first node) make it fit; the state updated as if done."""
+        rho_p_after = rho(claim.job, _plus(usage.get(claim.job, zero), claim.demand))
+        candidates, reach = candidates_of(claim)
+        best: tuple | None = None
+        for position, node in enumerate(node_order):
+            if node not in reach or not fits(claim.demand, reach[node]) or not claim.eligible(node) \
+                    or fits(claim.demand, free[node]):
+                continue  # (where it fits already, the scheduler places it: no preemption)
+            got = victims_on(claim, node, claim.demand, list(free[node]), candidates[node], {}, 0, rho_p_after)
+            if got is None:
+                continue
+            chosen, trial, room, units = got
+            key = (len(chosen), sum(-t.started_at for t in chosen), position)  # (later starts lose less)
+            if best is None or key < best[0]:
+                best = (key, node, chosen, trial, room, units)
+        if best is None:
+            return None
+        _key, node, chosen, trial, room, units = best
+        gangs = apply(claim, chosen, trial)
+        for t in chosen:
+            if t.node != node:  # (the rest of a victim gang)
+                free[t.node] = [a + b for a, b in zip(free[t.node], t.demand)]
+        if node in most_room:
+            most_room[node] = list(_minus(most_room[node], claim.demand))
         free[node] = list(_minus(room, claim.demand))
-        return Preemption(claim.job, claim.class_index, node, tuple(t.task_id for t in chosen))
+        return Preemption(claim.job, claim.class_index, node, tuple(t.task_id for t in chosen), False, gangs), units
+
+    def claim_gang(claim: Claimant) -> tuple[Preemption, int] | None:
+        """Room for all of gang ``claim`` at once, in one of its node groups: each member
+        in turn goes where it fits, else on the node of the group where the fewest victims
+        (as for one task) make it fit; the group needing the fewest victims in all (then
+        the least work lost, then the first group) wins. None when no group can hold
+        every member."""
+        groups = claim.groups if claim.groups is not None else (tuple(node_order),)
+        if gang_room(claim.members, groups, free) is not None:
+            return None  # (it fits already: the scheduler places it)
+        rho_p_after = rho(claim.job, _plus(usage.get(claim.job, zero), claim.demand))
+        candidates, _reach = candidates_of(claim)
+        best: tuple | None = None
+        for position, group in enumerate(groups):
+            room = {node: list(free[node]) for node in group if node in free}
+            trial: dict[str, Vector] = {}
+            chosen: list[RunningTaskView] = []
+            placed: list[str] = []
+            units = 0
+            for demand, eligible in claim.members:
+                node = next((n for n in room if eligible(n) and fits(demand, room[n])), None)
+                if node is None:
+                    pick = None
+                    for spot, n in enumerate(room):
+                        if not eligible(n) or n not in candidates:
+                            continue
+                        got = victims_on(claim, n, demand, room[n], [t for t in candidates[n] if t not in chosen],
+                                         trial, units, rho_p_after)
+                        if got is None:
+                            continue
+                        fewest = (len(got[0]), sum(-t.started_at for t in got[0]), spot)  # (as for one task)
+                        if pick is None or fewest < pick[0]:
+                            pick = (fewest, n, got)
+                    if pick is None:
+                        break
+                    _fewest, node, (more, trial, room[node], units) = pick
+                    chosen.extend(more)
+                    for t in more:
+                        if t.node != node and t.node in room:  # (the rest of a victim gang)
+                            room[t.node] = [a + b for a, b in zip(room[t.node], t.demand)]
+                room[node] = [a - b for a, b in zip(room[node], demand)]
+                placed.append(node)
+            if len(placed) < len(claim.members):
+                continue
+            key = (len(chosen), sum(-t.started_at for t in chosen), position)
+            if best is None or key < best[0]:
+                best = (key, chosen, trial, placed, units)
+        if best is None:
+            return None
+        _key, chosen, trial, placed, units = best
+        gangs = apply(claim, chosen, trial)
+        for t in chosen:
+            free[t.node] = [a + b for a, b in zip(free[t.node], t.demand)]
+        for (demand, _eligible), node in zip(claim.members, placed):
+            free[node] = list(_minus(free[node], demand))
+            if node in most_room:
+                most_room[node] = list(_minus(most_room[node], demand))
+        return Preemption(claim.job, claim.class_index, placed[0], tuple(t.task_id for t in chosen), True,
+                          gangs), units
 
     claims = {claim.job: 0 for claim in claimants}
     progress = True
@@ -204,13 +377,14 @@ def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
         for claim in claimants:
             if budget <= 0:
                 break
-            if claims[claim.job] >= claim.pending or rho(claim.job) >= 1.0:
+            if claims[claim.job] >= claim.pending or (claim.victims is None and rho(claim.job) >= 1.0):
                 continue  # (earlier preemptions of this call may have lifted it)
-            found = claim_one(claim)
+            found = claim_gang(claim) if claim.members else claim_one(claim)
             if found is not None:
-                out.append(found)
+                got, units = found
+                out.append(got)
                 claims[claim.job] += 1
-                budget -= len(found.victims)
+                budget -= units
                 progress = True
     return out
 
@@ -250,7 +424,12 @@ class Preemptor:
         self.queue_fair: dict[str, Vector] = {}
         #: queue path -> when it was first seen starved (cleared when it is not)
         self.starved_since: dict[str, float] = {}
-        self.preempted = 0  # victims so far
+        self.preempted = 0  # victim tasks so far
+        self.gangs_preempted = 0  # victim gangs so far (each counted once, all its tasks in ``preempted``)
+        #: priority preemption within a queue (``within_queue``): queue path -> when a job
+        #: of its highest demanding priority was first seen waiting beside running jobs of
+        #: lower priority (cleared when it is not)
+        self.inverted_since: dict[str, float] = {}
         #: never plan: only measure (``time_below``), e.g. to compare a run without
         #: preemption with one with it
         self.observe_only = observe_only
@@ -270,15 +449,27 @@ class Preemptor:
             return
         self._key = key
         demanding = [name for name, rt in sch.jobs.items() if rt.finished_at is None and rt.demanding]
+        # a running gang has nothing pending (it started whole) but is not finishing: it
+        # keeps its fair share, so that it may be a victim (whole)
+        entitled = demanding + [name for name, rt in sch.jobs.items()
+                                if rt.job.gang and rt.running and rt.finished_at is None and not rt.demanding]
         jobs = []
-        for name in demanding:
+        for name in entitled:
             job = sch.jobs[name].job
-            jobs.append(Job(name, job.queue, job.weight, 0.0, tuple(_unbounded(c) for c in job.classes)))
+            classes = job.classes if job.gang else tuple(_unbounded(c) for c in job.classes)
+            jobs.append(Job(name, job.queue, job.weight, 0.0, classes))
         nodes = tuple(st.node for st in sch.pool.states if st.alive)
         scenario = Scenario(self.resources, Cluster(capacity, nodes, False, self.resources), sch.queues, tuple(jobs),
                             "preemption")
-        alloc = self.policy.allocate(scenario) if jobs and any(c > 0 for c in capacity) else None
+        gangs = [name for name in entitled if sch.jobs[name].job.gang]
+        alloc = None
+        if jobs and any(c > 0 for c in capacity):  # (a gang wants its tasks, no more: its counts bind)
+            alloc = self.policy.allocate(scenario, respect_counts=True) if gangs else self.policy.allocate(scenario)
         self.job_fair = {} if alloc is None else {name: ja.allocation for name, ja in alloc.jobs.items()}
+        for name in gangs:  # (all or nothing: docs/policies.md, "Gangs in preemption")
+            whole = sch.jobs[name].job.gang_demand()
+            if name in self.job_fair and not fits(whole, self.job_fair[name]):
+                self.job_fair[name] = (0.0,) * len(capacity)
         self.queue_fair = {} if alloc is None else {path: qa.allocation for path, qa in alloc.queues.items()}
         # the queues that may claim (some demanding job below), with those jobs
         self._demanding_below: dict[str, list[str]] = {}
@@ -300,7 +491,7 @@ class Preemptor:
         round then."""
         if self.observe_only:
             return None
-        times = [since + self.config.after for since in self.starved_since.values()]
+        times = [since + self.config.after for since in (*self.starved_since.values(), *self.inverted_since.values())]
         return min(times) if times else None
 
     def round(self, sch, now: float, *, plan_now: bool = True) -> list[Preemption]:
@@ -337,7 +528,9 @@ class Preemptor:
         self._below = below
         for path in [p for p in self.starved_since if p not in below]:
             del self.starved_since[path]
-        if not starved or not plan_now or self.observe_only:
+        inverted = self._inversions(sch, now) if self.config.within_queue else {}
+        ready = [path for path in inverted if now - self.inverted_since[path] >= self.config.after]
+        if not (starved or ready) or not plan_now or self.observe_only:
             return []
         starved.sort()
         usage: dict[str, Vector] = {}
@@ -357,16 +550,21 @@ class Preemptor:
         pool = sch.pool
         for _gap, path in starved:
             for name in sorted(self._demanding_below[path], key=lambda n: (rho(n), sch.jobs[n].submitted_at, n)):
-                rt = sch.jobs[name]
-                j = rt.shape_class
-                if name in seen or j is None or rt.job.gang or rho(name) >= 1.0:
+                if name in seen or rho(name) >= 1.0:
                     continue
-                seen.add(name)
-                cls = rt.job.classes[j]
-                eligible_idx = set(pool.eligible(cls.constraints))
-                claimants.append(Claimant(name, j, cls.demand,
-                                          lambda node, ok=eligible_idx: pool.index_of[node] in ok,
-                                          rt.pending[j]))
+                got = _claimant(pool, sch.jobs[name])
+                if got is not None:
+                    seen.add(name)
+                    claimants.append(got)
+        takes_from: set[str] = set()  # (the jobs a claim within its queue may take from)
+        for path in sorted(ready):
+            top, lower = inverted[path]
+            for name in sorted(top, key=lambda n: (sch.jobs[n].submitted_at, n)):
+                got = _claimant(pool, sch.jobs[name], lower)
+                if got is not None:
+                    seen.add(name)
+                    takes_from.update(lower)
+                    claimants.append(got)
         if not claimants:
             return []
         over: dict[str, bool] = {}
@@ -374,9 +572,10 @@ class Preemptor:
         for t in sch.tasks.values():
             above = over.get(t.job)
             if above is None:
-                above = over[t.job] = t.job in fair and not sch.jobs[t.job].job.gang and rho(t.job) > 1.0
+                above = over[t.job] = (t.job in fair and rho(t.job) > 1.0) or t.job in takes_from
             if above:
-                running.append(RunningTaskView(t.task_id, t.job, pool.name(t.node_index), t.demand, t.started_at))
+                running.append(RunningTaskView(t.task_id, t.job, pool.name(t.node_index), t.demand, t.started_at,
+                                               sch.jobs[t.job].job.gang))
         job_usage = {name: use(name) for name in {t.job for t in running} | seen}
         alive = [i for i, st in enumerate(pool.states) if st.alive]
         got = plan(claimants, running, job_usage=job_usage, job_fair=fair, capacity=capacity,
@@ -384,7 +583,58 @@ class Preemptor:
                    node_order=[pool.name(i) for i in alive], max_victims=self.config.max_per_round,
                    rule=self.config.rule)
         self.preempted += sum(len(p.victims) for p in got)
+        self.gangs_preempted += sum(len(p.victim_gangs) for p in got)
         return got
+
+    def _inversions(self, sch, now: float) -> dict[str, tuple[list[str], dict[str, int]]]:
+        """Per leaf queue where jobs of its highest demanding priority wait while jobs of
+        a lower priority run: those jobs, and the lower ones with their priorities (the
+        victims' ranks: lowest priority taken first). Keeps ``inverted_since``."""
+        lower_running: dict[str, dict[str, int]] = {}
+        tops = {queue: max(ranks) for queue, ranks in sch._ranks.items() if ranks}
+        for name, rt in sch.jobs.items():
+            top = tops.get(rt.job.queue)
+            if top is not None and rt.running and rt.finished_at is None and rt.job.priority < top:
+                lower_running.setdefault(rt.job.queue, {})[name] = rt.job.priority
+        out = {queue: (list(sch._ranks[queue][tops[queue]]), lower) for queue, lower in lower_running.items()}
+        for queue in out:
+            self.inverted_since.setdefault(queue, now)
+        for queue in [q for q in self.inverted_since if q not in out]:
+            del self.inverted_since[queue]
+        return out
+
+
+def _claimant(pool, rt, victims: Mapping[str, int] | None = None) -> Claimant | None:
+    """``rt``'s claim: its next task, or for a gang all of its pending tasks with the node
+    groups its ``pack`` allows; None when it wants nothing now (or is held)."""
+    j = rt.shape_class
+    if j is None:
+        return None
+    job = rt.job
+
+    def eligible_for(constraints) -> Callable[[str], bool]:
+        ok = set(pool.eligible(constraints))
+        return lambda node: pool.index_of[node] in ok
+
+    if not job.gang:
+        cls = job.classes[j]
+        return Claimant(job.name, j, cls.demand, eligible_for(cls.constraints), rt.pending[j], victims=victims)
+    members = gang_members(job.classes, rt.pending)
+    by_class = {k: eligible_for(job.classes[k].constraints) for k in set(members)}
+    demand = tuple(sum(job.classes[k].demand[r] for k in members) for r in range(len(job.classes[0].demand)))
+    alive = [i for i, st in enumerate(pool.states) if st.alive]
+    groups = None
+    if job.pack == PACK_NODE:
+        groups = tuple((pool.name(i),) for i in alive)
+    elif job.pack is not None:
+        by_value: dict[str, list[str]] = {}
+        for i in alive:
+            value = pool.states[i].attrs.get(job.pack[1])
+            if value is not None:
+                by_value.setdefault(value, []).append(pool.name(i))
+        groups = tuple(tuple(g) for g in by_value.values())
+    return Claimant(job.name, members[0], demand, by_class[members[0]], 1,
+                    tuple((job.classes[k].demand, by_class[k]) for k in members), groups, victims)
 
 
 def _unbounded(cls):

@@ -388,16 +388,7 @@ class Scheduler:
         room they leave. The launch is None if it no longer fits there (device
         fragmentation can defeat the planner's summed amounts; the freed capacity then
         goes to the next decision round like any other)."""
-        stopped = []
-        for task_id in victims:
-            if task_id not in self.tasks:
-                continue  # (stopped already with an earlier victim of its gang)
-            task = self.fail(task_id, now)
-            stopped.append(task)
-            stopped.extend(self.gang_stopped)  # (a victim gang loses all its tasks)
-            self.gang_stopped = []
-        for task in stopped:
-            self.jobs[task.job].preempted += 1
+        stopped = self._stop_victims(victims, now)
         rt = self.jobs[job_name]
         node = self.pool.index_of[node_name]
         cls = rt.job.classes[class_index]
@@ -408,6 +399,34 @@ class Scheduler:
         if cls.max_per_node is not None and not self._under_limit(job_name, class_index, cls.max_per_node)(node):
             return stopped, None
         return stopped, self._launch(job_name, class_index, node, now)
+
+    def preempt_for_gang(self, victims, job_name: str, now: float) -> tuple[list[RunningTask], list[Launch]]:
+        """Fair-share preemption for a gang (``engine/preemption.py``): stop ``victims`` as
+        :meth:`preempt` does and start every pending task of gang ``job_name`` in the
+        room they leave, placed as a gang is (``engine.gangs``), or none of them when it
+        no longer fits whole (the freed capacity goes to the next decision round)."""
+        stopped = self._stop_victims(victims, now)
+        rt = self.jobs[job_name]
+        chosen: dict = {}
+        if rt.cancelled or rt.held or not any(rt.pending) or \
+                not self._gang_runnable(rt, chosen, lambda name: None):
+            return stopped, []
+        return stopped, [self._launch(job_name, j, node, now) for j, node in chosen[job_name][1]]
+
+    def _stop_victims(self, victims, now: float) -> list[RunningTask]:
+        """Stop ``victims`` (back to pending, counted in ``JobRuntime.preempted``); a
+        victim gang loses all of its tasks."""
+        stopped = []
+        for task_id in victims:
+            if task_id not in self.tasks:
+                continue  # (stopped already with an earlier victim of its gang)
+            task = self.fail(task_id, now)
+            stopped.append(task)
+            stopped.extend(self.gang_stopped)  # (a victim gang loses all its tasks)
+            self.gang_stopped = []
+        for task in stopped:
+            self.jobs[task.job].preempted += 1
+        return stopped
 
     def _adopt(self, job_name: str, class_index: int, node_name: str, now: float, task_id: int,
                attempt: int) -> Launch:

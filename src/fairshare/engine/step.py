@@ -44,12 +44,15 @@ class Applied(NamedTuple):
 class Preempted(NamedTuple):
     """One preemption of a decision round: ``victims`` stopped (back to pending, killed
     through the executor) for a task of ``job`` on ``node``; ``launch`` that task (None
-    when it no longer fitted: ``Scheduler.preempt``)."""
+    when it no longer fitted: ``Scheduler.preempt``). For a gang's claim, ``launches``
+    holds all of the gang's tasks (``launch`` the first), or nothing when it no longer
+    fitted whole (``Scheduler.preempt_for_gang``)."""
 
     job: str
     node: str
     victims: tuple[RunningTask, ...]
     launch: Launch | None
+    launches: tuple[Launch, ...] = ()
 
 
 class Instant(NamedTuple):
@@ -165,6 +168,12 @@ class Engine:
         if self.preemptor is not None:
             planned = self.preemptor.round(sch, now)
             for p in planned:
+                if p.gang:  # (the whole gang starts in the room, or none of it)
+                    stopped, started = sch.preempt_for_gang(p.victims, p.job, now)
+                    preempted.append(Preempted(p.job, p.node, tuple(stopped), started[0] if started else None,
+                                               tuple(started)))
+                    launches.extend(started)
+                    continue
                 stopped, launch = sch.preempt(p.victims, p.job, p.class_index, p.node, now)
                 preempted.append(Preempted(p.job, p.node, tuple(stopped), launch))
                 if launch is not None:

@@ -15,7 +15,8 @@ PREEMPTION_KEYS = keys(PREEMPTION)
 
 def parse_preemption(col: Collector, raw: Any) -> PreemptionConfig | None:
     """``preemption:`` (optional): ``after`` seconds >= 0, ``tolerance`` in [0, 1),
-    ``max_per_round`` a whole number >= 1, ``rule`` ``loop-free`` or ``naive``; each
+    ``max_per_round`` a whole number >= 1, ``rule`` ``loop-free`` or ``naive``,
+    ``within_queue`` a boolean; each
     defaults to :class:`PreemptionConfig`'s. ``preemption: {}`` turns it on with the
     defaults."""
     if raw is None:
@@ -36,6 +37,10 @@ def parse_preemption(col: Collector, raw: Any) -> PreemptionConfig | None:
     if rule not in PREEMPTION_RULES:
         col.add("preemption.rule", f"must be one of {', '.join(PREEMPTION_RULES)}, got {show(rule)}")
         rule = None
-    if None in (after, tolerance, most, rule):
+    within_queue = raw.get("within_queue", default.within_queue)
+    if not isinstance(within_queue, bool):
+        col.add("preemption.within_queue", f"must be true or false, got {show(within_queue)}")
+        within_queue = None
+    if None in (after, tolerance, most, rule, within_queue):
         return None
-    return PreemptionConfig(after, tolerance, int(most), rule)
+    return PreemptionConfig(after, tolerance, int(most), rule, within_queue)

@@ -44,6 +44,9 @@ class PreemptionConfig:
     #: ``loop-free``; ``naive`` (any task of a job above its fair share may go, whatever
     #: it leaves): for comparisons only, it can preempt in a loop
     rule: str = "loop-free"
+    #: a job may also preempt lower-priority jobs of its own queue (priorities within a
+    #: queue, docs/policies.md "Priority preemption within a queue"); off by default
+    within_queue: bool = False
 
     def __post_init__(self) -> None:
         if self.rule not in PREEMPTION_RULES:

@@ -258,6 +258,8 @@ PREEMPTION = Obj("Preemption", {
                             default=_DEFAULT_PREEMPTION.max_per_round),
     "rule": Text("loop-free; naive (for comparisons only: it can preempt in a loop)", enum=PREEMPTION_RULES,
                  default=_DEFAULT_PREEMPTION.rule),
+    "within_queue": Boolean("a job may also preempt jobs of lower priority in its own queue",
+                            default=_DEFAULT_PREEMPTION.within_queue),
 }, "fair-share preemption: on when the section is present ({} for the defaults)", nullable=True)
 
 SCENARIO = Obj("Scenario", {
