@@ -56,7 +56,7 @@ demo: $(STAMP)
 	exit $$status
 
 test: $(STAMP_TEST) chromium
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=20
 
 # The dashboard's browser test drives Debian's Chromium with Playwright (never a browser
 # download: no `playwright install`). Installed with apt-get when missing (CI runs as
