@@ -102,6 +102,31 @@ def explain(sch: Scheduler, name: str, now: float) -> Explanation:
     return Explanation(name, state, tuple(reasons), tuple(changes))
 
 
+def blocking_kind(sch: Scheduler, rt: JobRuntime) -> str | None:
+    """The kind of the first reason :func:`explain` gives a demanding job at a quiet point
+    (its blocker), without the jobs ahead or the counterfactuals: what the simulator's
+    ``--reasons`` and serve's ``fairshare_pending_jobs{reason}`` count. None: no blocker
+    (the job is not demanding, or would start at the next round)."""
+    if not rt.demanding or rt.finished_at is not None or rt.cancelled:
+        return None
+    for blocker in BLOCKERS:
+        found = blocker(sch, rt)
+        if found:
+            return found[0]["kind"]
+    return None
+
+
+def blocking_kinds(sch: Scheduler) -> dict[str, str]:
+    """Every job with tasks waiting at a quiet point of ``sch`` -> its blocker's kind
+    (:func:`blocking_kind`), in name order."""
+    out = {}
+    for name in sorted(sch.jobs):
+        kind = blocking_kind(sch, sch.jobs[name])
+        if kind is not None:
+            out[name] = kind
+    return out
+
+
 # --- blockers ------------------------------------------------------------------------------------
 
 def _held(sch: Scheduler, rt: JobRuntime) -> list[dict]:
@@ -181,6 +206,8 @@ def _no_node(sch: Scheduler, rt: JobRuntime) -> list[dict]:
 #: the blockers, tried in this order (the engine's: a held job is not seen at all; the
 #: limit test comes before placement). ``reserved_for`` belongs here.
 BLOCKERS: tuple[Callable[[Scheduler, JobRuntime], list[dict]], ...] = (_held, _limits, _gang, _no_node)
+#: the kinds the blockers give (what ``blocking_kind`` returns), in their order
+BLOCKER_KINDS = ("priority_held", "queue_limit", "gang_incomplete", "no_node_fits")
 #: the reasons that mean "not enough room now": who is served first then counts
 CAPACITY_KINDS = frozenset({"no_node_fits", "gang_incomplete"})
 
