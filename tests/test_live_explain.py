@@ -4,6 +4,7 @@ of the forecast can be checked."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -133,3 +134,26 @@ def test_the_gauge_counts_a_queue_limit(tmp_path):
                                  "demand": 1.0, "limit": 1.0}
     assert doc["would_start_if"] == [{"kind": "limit_raised", "limits": {"dev": {"cpu": 2.0}}}]
     assert pending_jobs(svc)["queue_limit"] == 1
+
+
+def test_fairshare_why_and_the_client_read_the_route(tmp_path, capsys):
+    from live_helpers import ALICE as ALICE_TOKEN, BOB as BOB_TOKEN, api_in_thread, wait_for
+    from fairshare.cli import main
+    from fairshare.client import Client, ClientError
+
+    with api_in_thread(tmp_path / "fs.db") as (url, _svc):
+        alice, bob = Client(url, ALICE_TOKEN), Client(url, BOB_TOKEN)
+        alice.submit([job("a", "ads.prod", 1, {"cpu": 1, "mic": 1}, duration={"dist": "fixed", "value": 600})])
+        (b,) = bob.submit([job("b", "dev", 1, {"cpu": 1, "mic": 1})]).ids
+        doc = wait_for(lambda: (d := bob.explain(b))["reasons"] and d, 20, "job b's reasons")
+        assert doc["state"] == "pending" and doc["reasons"][0]["kind"] == "no_node_fits"
+        with pytest.raises(ClientError) as refused:
+            alice.explain(b)  # bob's job: not revealed to alice
+        assert refused.value.status == 404
+        assert main(["why", str(b), "--server", url, "--token", BOB_TOKEN, "--format", "json"]) == 0
+        assert json.loads(capsys.readouterr().out)["reasons"][0]["kind"] == "no_node_fits"
+        assert main(["why", str(b), "--server", url, "--token", BOB_TOKEN]) == 0
+        text = capsys.readouterr().out
+        assert f"Job {b} is pending" in text and "No node fits its next task (1 cpu, 1 mic)" in text
+        assert "Estimated start: " in text and "unknown" not in text
+        assert main(["why", str(b), "--server", url, "--token", ALICE_TOKEN]) == 2

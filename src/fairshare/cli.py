@@ -564,7 +564,7 @@ COMMANDS = {"allocate": cmd_allocate, "audit": cmd_audit, "simulate": cmd_simula
 
 def _live_command(name: str):
     """``serve`` and its clients (``submit``, ``jobs``, ``job``, ``cancel``, ``queues``,
-    ``status``, ``logs``) live in ``fairshare.live.cli``."""
+    ``status``, ``logs``, ``why``) live in ``fairshare.live.cli``."""
 
     def run(args: argparse.Namespace) -> int:
         from fairshare.live.cli import COMMANDS as LIVE_COMMANDS, ClientError
@@ -578,7 +578,7 @@ def _live_command(name: str):
 
 
 COMMANDS.update({name: _live_command(name)
-                 for name in ("serve", "submit", "jobs", "job", "cancel", "queues", "status", "logs")})
+                 for name in ("serve", "submit", "jobs", "job", "cancel", "queues", "status", "logs", "why")})
 
 
 # --- simulation helpers ----------------------------------------------------------------------
