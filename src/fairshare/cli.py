@@ -227,6 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--track-fair-share", action="store_true",
                        help="measure each queue's time below its fair share also without preemption "
                             "(summary.json: queues.*.time_below_fair_share)")
+        p.add_argument("--reasons", action="store_true",
+                       help="why jobs wait: per job, seconds pending by reason (summary.json: pending_by_reason) "
+                            "and each change of its reason (timeline.csv: rows of kind reason, in a last column "
+                            "reason); not with --stream")
         p.add_argument("--no-fairness-gap", action="store_true",
                        help="skip the fairness gap (it computes one static allocation per distinct set of "
                             "demanding jobs) and the terminal's fair-share column")
@@ -621,7 +625,9 @@ def _simulator(args: argparse.Namespace, scenario, policy, flag: str, *, arrival
 
     options = SimOptions(seed=args.seed, until=args.until, placement=args.placement, headroom=args.headroom,
                          preemption=(scenario.preemption or PreemptionConfig()) if args.preempt else None,
-                         track_fair_share=args.track_fair_share)
+                         track_fair_share=args.track_fair_share, reasons=args.reasons)
+    if args.reasons and arrivals is not None:
+        raise CLIError("--reasons: not with --stream (the reasons are kept for the whole run)")
     try:
         if arrivals is None:
             return Simulator(scenario, policy, options)
