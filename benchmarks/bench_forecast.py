@@ -6,9 +6,9 @@ each instant's decision, every job submitted at that instant that has not starte
 asked when it will start, by serve's forecast (``engine.forecast.forecast_start``: a
 forward simulation of that state), with the durations serve would know:
 
-* ``unknown``: as serve without a user estimate: each task lasts its queue's mean over
-  its last 100 finished tasks (``RecentDurations``, fed as the run's tasks finish), else
-  every queue's; no forecast while no task has finished;
+* ``unknown``: as serve without a user estimate: each task lasts the median of its queue's
+  last 100 finished tasks that ran longer than it has so far (``RecentDurations``, fed as
+  the run's tasks finish), else every queue's; no forecast while no task has finished;
 * ``known``: each task lasts its class's mean duration (a user's estimate that is right
   on average; the SWIM trace's durations are fixed per class, so exact there).
 
@@ -58,10 +58,10 @@ def run(scenario_path: str, policy: str, seed: int) -> dict:
     step = sim.engine.step
     seconds_forecasting = 0.0
 
-    def unknown(job: str, class_index: int) -> float | None:
-        return recent.mean(sch.jobs[job].job.queue)
+    def unknown(job: str, class_index: int, ran: float) -> float | None:
+        return recent.expected(sch.jobs[job].job.queue, ran)
 
-    def known(job: str, class_index: int) -> float | None:
+    def known(job: str, class_index: int, ran: float) -> float | None:
         return expected_seconds(classes[job][class_index].duration)
 
     def step_and_ask(t, events, commit=None):
@@ -105,7 +105,7 @@ def main() -> None:
     got = run(args.scenario, args.policy, args.seed)
     print(f"{args.scenario}, policy {args.policy}: {got['jobs']} jobs, {got['asked']} waiting at their submission "
           f"(forecasts took {got['seconds_forecasting']:.1f} s)")
-    for mode, label in (("unknown", "durations unknown (queue's recent mean)"),
+    for mode, label in (("unknown", "durations unknown (queue's recent median)"),
                         ("known", "durations known (class mean)")):
         m = got[mode]
         if m["answered"]:

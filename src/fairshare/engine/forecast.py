@@ -3,12 +3,14 @@ item 3).
 
 From a quiet point of a :class:`~fairshare.engine.scheduler.Scheduler` (the simulator's
 or serve's), on a deep copy: every running task ends at its start plus its expected
-duration (an overdue task, now: it is expected to end any moment), each end is one
+duration given how long it has run already (none known: it ends now), each end is one
 decision round (``Scheduler.schedule``, the engine's own), and each launch ends after its
 expected duration in turn, until the job asked about starts. The expected durations are
 the caller's (``expected``): serve gives the user's ``duration`` when the job has one,
-else its queue's mean over its recent finished tasks (``live.service``); the accuracy
-benchmark gives the same running means (``benchmarks/bench_forecast.py``).
+else the median of its queue's recent finished tasks that ran longer than it has so far
+(``RecentDurations``: the median, not the mean, because the error to make small is the
+absolute one, and run times are skewed, e.g. SWIM's 9 s and 70 s tasks in one queue);
+the accuracy benchmark gives the same (``benchmarks/bench_forecast.py``).
 
 What the forecast does not know: jobs that arrive later (they may pass ahead), failures,
 preemption and lost nodes. Nothing here runs unless asked.
@@ -19,6 +21,8 @@ from __future__ import annotations
 import copy
 import heapq
 import math
+import statistics
+from collections import deque
 from collections.abc import Callable
 
 from fairshare.engine.scheduler import Scheduler
@@ -27,8 +31,9 @@ from fairshare.model.jobs import Duration
 #: decision rounds simulated at most (a bound on what one forecast costs)
 MAX_ROUNDS = 100_000
 
-#: (job name, class index) -> expected seconds one of its tasks runs; None: unknown
-ExpectedDuration = Callable[[str, int], float | None]
+#: (job name, class index, seconds it has run so far) -> expected seconds one of its
+#: tasks runs in all; None: unknown
+ExpectedDuration = Callable[[str, int, float], float | None]
 
 
 def forecast_start(sch: Scheduler, name: str, now: float, expected: ExpectedDuration) -> float | None:
@@ -41,17 +46,12 @@ def forecast_start(sch: Scheduler, name: str, now: float, expected: ExpectedDura
     trial = copy.deepcopy(sch)
     ends: list[tuple[float, int]] = []
 
-    def end_of(job: str, class_index: int, started: float) -> float | None:
-        seconds = expected(job, class_index)
+    for task in trial.tasks.values():
+        seconds = expected(task.job, task.class_index, now - task.started_at)
         if seconds is None or not math.isfinite(seconds):
             return None
-        return max(now, started + max(0.0, seconds))
-
-    for task in trial.tasks.values():
-        end = end_of(task.job, task.class_index, task.started_at)
-        if end is None:
-            return None
-        ends.append((end, task.task_id))
+        # (a task that outlived its estimate: it ends any moment)
+        ends.append((max(now, task.started_at + seconds), task.task_id))
     heapq.heapify(ends)
     for _round in range(MAX_ROUNDS):
         if not ends:
@@ -62,37 +62,35 @@ def forecast_start(sch: Scheduler, name: str, now: float, expected: ExpectedDura
         for launch in trial.schedule(t):
             if launch.job == name:
                 return t
-            end = end_of(launch.job, launch.class_index, t)
-            if end is None:
+            seconds = expected(launch.job, launch.class_index, 0.0)
+            if seconds is None or not math.isfinite(seconds):
                 return None
-            heapq.heappush(ends, (end, launch.task_id))
+            heapq.heappush(ends, (t + max(0.0, seconds), launch.task_id))
     return None
 
 
 class RecentDurations:
-    """Per queue, the mean run time of its last ``keep`` finished tasks: the expected
-    duration of a task whose job gives none."""
+    """Per queue, the run times of its last ``keep`` finished tasks: what a task whose job
+    gives no duration is expected to run."""
 
     def __init__(self, keep: int = 100):
         self.keep = keep
-        self._seconds: dict[str, list[float]] = {}
-        self._sums: dict[str, float] = {}
+        self._seconds: dict[str, deque[float]] = {}
 
     def add(self, queue: str, seconds: float) -> None:
-        kept = self._seconds.setdefault(queue, [])
-        kept.append(seconds)
-        self._sums[queue] = self._sums.get(queue, 0.0) + seconds
-        if len(kept) > self.keep:
-            self._sums[queue] -= kept.pop(0)
+        self._seconds.setdefault(queue, deque(maxlen=self.keep)).append(seconds)
 
-    def mean(self, queue: str) -> float | None:
-        """The queue's mean; a queue with none yet: the mean over every queue; None: no
-        task has finished at all."""
-        kept = self._seconds.get(queue)
-        if kept:
-            return self._sums[queue] / len(kept)
-        count = sum(len(k) for k in self._seconds.values())
-        return sum(self._sums.values()) / count if count else None
+    def expected(self, queue: str, ran: float = 0.0) -> float | None:
+        """The median of the queue's kept run times longer than ``ran`` (a task that has
+        run ``ran`` seconds is one of those); a queue with none: the same over every
+        queue; ``ran`` when no kept run time is longer (it ends any moment); None: no
+        task has finished yet."""
+        if not self._seconds:
+            return None
+        longer = [s for s in self._seconds.get(queue, ()) if s > ran]
+        if not longer:
+            longer = [s for seconds in self._seconds.values() for s in seconds if s > ran]
+        return statistics.median(longer) if longer else ran
 
 
 def expected_seconds(duration: Duration) -> float:

@@ -127,8 +127,8 @@ class SchedulingLoop:
         #: the ``now`` of the last pass: the engine's state is the quiet point of that
         #: decision until the next pass (``GET /v1/jobs/{id}/explain`` explains it there)
         self.decided_at = 0.0
-        #: per queue, the run times of its last finished tasks (``engine.forecast``: the
-        #: expected duration of a task whose job gives none)
+        #: per queue, the run times of its last finished tasks (``engine.forecast``: what
+        #: a task whose job gives no duration is expected to run)
         self.recent = RecentDurations()
 
     @property

@@ -378,8 +378,8 @@ class LiveService:
         under the lock and explained off it (the counterfactuals decide again on copies),
         so the loop waits only for the copy. ``estimated_start`` (wall clock) comes from a
         forward simulation of that state (``engine.forecast``), each task lasting its
-        job's ``duration`` when the job gives one, else its queue's mean over its recent
-        finished tasks. A job the engine does not hold (not yet admitted, or done) has
+        job's ``duration`` when the job gives one, else the median of its queue's recent
+        finished tasks that ran longer than it has so far. A job the engine does not hold (not yet admitted, or done) has
         its state from the store and no reasons."""
         row = self._visible_job(principal, job_id)
         name = str(job_id)
@@ -395,11 +395,11 @@ class LiveService:
             state = _job_summary(row, self.store.task_counts([job_id]).get(job_id, {}))["state"]
             return Explanation(name, state).to_json()
 
-        def expected(job: str, class_index: int) -> float | None:
+        def expected(job: str, class_index: int, ran: float) -> float | None:
             given = estimates.get(job, ())
             if class_index < len(given) and given[class_index] is not None:
                 return given[class_index]
-            return recent.mean(sch.jobs[job].job.queue)
+            return recent.expected(sch.jobs[job].job.queue, ran)
 
         doc = explain(sch, name, decided_at).to_json()
         if doc["state"] not in ("pending", "running"):  # (cancelled, or finished in the last pass)
