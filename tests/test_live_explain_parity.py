@@ -12,11 +12,9 @@ task id of one run is the k-th launch's of the other).
 
 from __future__ import annotations
 
-import heapq
-
 import pytest
 
-from live_helpers import ManualExecutor, config_doc, make_config
+from live_helpers import ManualExecutor, config_doc, feed_completions, make_config
 from test_live_parity import WORKLOAD, durations, jobs_doc
 from fairshare.engine.explain import explain
 from fairshare.live.auth import Principal
@@ -110,20 +108,7 @@ def test_serve_explains_each_state_as_the_simulator_does(tmp_path, policy):
 
     svc.step()  # t = 0: every job arrives, one round
     compared += compare(0.0)
-    heap: list[tuple[float, int]] = []
-    pushed = 0
-    while True:
-        while pushed < len(ex.started):
-            heapq.heappush(heap, (ends[pushed], pushed))
-            pushed += 1
-        if not heap:
-            break
-        t = heap[0][0]
-        while heap and heap[0][0] == t:
-            _, k = heapq.heappop(heap)
-            ex.finish(ex.started[k].task_id)
-        clock.t = t
-        svc.step()
+    for t in feed_completions(svc, ex, ends, before_pass=lambda t: setattr(clock, "t", t)):
         compared += compare(t)
     assert [(la.node) for la in ex.started] == [node for _, node, _, _ in sim_launches]
     # (the workload keeps jobs waiting at most instants: the comparison is not empty)
