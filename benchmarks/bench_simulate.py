@@ -8,9 +8,11 @@ Target: the whole ``simulate`` (run + summary + files + report) under one minute
 
 Timed separately: the event loop (``Simulator.run``), the summary (with and without the
 fairness gap) and writing the files. ``--profile`` prints the top functions of the run.
+``--reasons``: the run keeps why jobs wait (``simulate --reasons``, ``sim.reasons``): its
+cost is the event loop's time against a run without.
 
 Run: ``.venv/bin/python benchmarks/bench_simulate.py [--jobs 200 --tasks 500 --nodes 100
---policy hdrf --profile]``.
+--policy hdrf --profile --reasons]``.
 """
 
 from __future__ import annotations
@@ -55,10 +57,11 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=100)
     ap.add_argument("--policy", default="hdrf")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--reasons", action="store_true", help="keep why jobs wait (simulate --reasons)")
     args = ap.parse_args()
 
     sc = scenario(args.jobs, args.tasks, args.nodes)
-    sim = Simulator(sc, make_policy(args.policy), SimOptions(seed=1))
+    sim = Simulator(sc, make_policy(args.policy), SimOptions(seed=1, reasons=args.reasons))
     prof = cProfile.Profile() if args.profile else None
     t0 = time.perf_counter()
     if prof:
@@ -85,10 +88,11 @@ def main() -> None:
     t_out = time.perf_counter() - t1
     assert summary_nogap["makespan"] == summary["makespan"]
     print(f"{args.jobs} jobs x {args.tasks} tasks on {args.nodes} nodes, policy {args.policy} "
-          f"(sorter {type(sim.scheduler.sorter).__name__})")
+          f"(sorter {type(sim.scheduler.sorter).__name__}){', with --reasons' if args.reasons else ''}")
     print(f"  tasks completed     {result.tasks_completed:,} (decisions {result.decisions:,}), "
           f"makespan {result.end_time:,.0f} s, timeline rows {len(result.rows):,}")
-    print(f"  event loop          {t_run:8.2f} s  ({result.tasks_completed / t_run:,.0f} tasks/s)")
+    print(f"  event loop          {t_run:8.2f} s  ({result.tasks_completed / t_run:,.0f} tasks/s, "
+          f"{result.decisions / t_run:,.0f} decisions/s)")
     print(f"  summary (no gap)    {t_sum:8.2f} s")
     print(f"  summary + gap       {t_gap:8.2f} s  ({summary['fairness_gap']['static_allocations']} static allocations)")
     print(f"  files + report      {t_out:8.2f} s  ({size / 1e6:.1f} MB)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import heapq
 import json
 import os
 import signal
@@ -237,6 +238,28 @@ def replay(svc, policy: str) -> list[Launch]:
     scheduler = Scheduler(svc.resources, svc._nodes, svc.loop.initial_tree, make_policy(policy),
                           placement=svc.placement)
     return run_rounds(Engine(scheduler, NullExecutor()), svc.rounds)
+
+
+def feed_completions(svc, ex, ends: list[float], before_pass=lambda t: None):
+    """After the service's first pass: the k-th launch of ``ex`` ends at ``ends[k]``;
+    every later instant in time order, its completions in launch order (the simulator's
+    heap breaks equal times by push order), then one pass of ``svc``. Yields each
+    instant's time after its pass; ``before_pass(t)`` runs before it (to move a clock)."""
+    heap: list[tuple[float, int]] = []
+    pushed = 0
+    while True:
+        while pushed < len(ex.started):
+            heapq.heappush(heap, (ends[pushed], pushed))
+            pushed += 1
+        if not heap:
+            return
+        t = heap[0][0]
+        while heap and heap[0][0] == t:
+            _, k = heapq.heappop(heap)
+            ex.finish(ex.started[k].task_id)
+        before_pass(t)
+        svc.step()
+        yield t
 
 
 def simulate_launches(doc: dict, policy: str, source: str) -> list[tuple[str, str, float]]:

@@ -33,6 +33,7 @@ OPERATION_IDS = {
     ("get", "/healthz"): "getHealth",
     ("get", "/metrics"): "getMetrics",
     ("get", "/v1/jobs/{job_id}/logs"): "listJobLogs",
+    ("get", "/v1/jobs/{job_id}/explain"): "explainJob",
     ("get", "/v1/jobs/{job_id}/tasks/{task_id}/logs"): "getTaskLog",
 }
 
@@ -66,6 +67,9 @@ PROVOKE = {
     ("listJobLogs", 401): ("get", "/v1/jobs/1/logs", None, {}),
     ("listJobLogs", 404): ("get", "/v1/jobs/1/logs", BOB, {}),
     ("listJobLogs", 422): ("get", "/v1/jobs/0/logs", ALICE, {}),
+    ("explainJob", 401): ("get", "/v1/jobs/1/explain", None, {}),
+    ("explainJob", 404): ("get", "/v1/jobs/1/explain", BOB, {}),  # alice's job: not revealed to bob
+    ("explainJob", 422): ("get", "/v1/jobs/0/explain", ALICE, {}),
     ("getTaskLog", 401): ("get", "/v1/jobs/1/tasks/1/logs", None, {}),
     ("getTaskLog", 404): ("get", "/v1/jobs/1/tasks/99/logs", ALICE, {}),  # not a task of the job
     ("getTaskLog", 422): ("get", "/v1/jobs/1/tasks/1/logs?offset=-1", ALICE, {}),

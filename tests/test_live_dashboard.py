@@ -303,6 +303,18 @@ def test_dashboard_shows_the_services_numbers(serve, loaded, page):
     assert tasks.count() == 6
     assert tasks.locator("td.state").all_inner_texts() == ["running"] * 6
     assert tasks.locator("td.node").all_inner_texts() == EXPECTED_TRAIN_NODES
+    assert page.locator(f"#jobs [data-job-why='{train_id}']").count() == 0  # every task started: no panel
+
+    # --- why etl's 3 tasks wait: every CPU is taken, so no node fits its next task and not
+    # even the free capacity in total would (cpu 0 free of 8); the panel says so
+    etl_id = jobs["etl"]["id"]
+    page.click(f"#jobs tr.job[data-job='{etl_id}']")
+    reason = page.locator(f"#jobs [data-job-why='{etl_id}'] li.reason").first
+    reason.wait_for()
+    assert reason.get_attribute("data-kind") == "no_node_fits"
+    assert reason.inner_text().startswith("no node fits its next task (1 cpu, 2 memory) among 3 eligible node(s)")
+    assert "fragmentation" not in reason.inner_text()
+    assert serve.get(f"/v1/jobs/{etl_id}/explain", token=BOB).json()["reasons"][0]["kind"] == "no_node_fits"
 
     # --- the nodes: first-fit filled every CPU
     # (memory: train's 1 per task, etl's 2 per task)
@@ -401,4 +413,8 @@ def test_metrics_of_the_running_service(serve, loaded):
     assert samples[("fairshare_capacity", (("resource", "cpu"),))] == CPUS
     for node in ("cpu-node", "mic-node", "gpu-node"):
         assert samples[("fairshare_node_up", (("node", node),))] == 1
+    # etl is the one job with tasks waiting, blocked by no_node_fits
+    assert {kind: samples[("fairshare_pending_jobs", (("reason", kind),))]
+            for kind in ("priority_held", "queue_limit", "gang_incomplete", "no_node_fits")} == \
+        {"priority_held": 0, "queue_limit": 0, "gang_incomplete": 0, "no_node_fits": 1}
 

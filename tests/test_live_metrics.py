@@ -218,6 +218,7 @@ FAMILIES = {
     "fairshare_task_attempts": ("counter", set()),
     "fairshare_tasks_requeued": ("counter", {"reason"}),
     "fairshare_service_starts": ("counter", set()),
+    "fairshare_pending_jobs": ("gauge", {"reason"}),
 }
 
 

@@ -12,11 +12,9 @@ test_live_ray.py.
 
 from __future__ import annotations
 
-import heapq
-
 import pytest
 
-from live_helpers import ManualExecutor, config_doc, make_config, replay, simulate_launches
+from live_helpers import ManualExecutor, config_doc, feed_completions, make_config, replay, simulate_launches
 from fairshare.live.auth import Principal
 from fairshare.live.commands import CommandBook
 from fairshare.live.service import LiveService
@@ -69,19 +67,8 @@ def test_live_service_makes_the_simulators_decisions(tmp_path, policy):
 
     # then every later instant, in time order; within an instant completions go in launch
     # order (the simulator's heap breaks equal times by push order)
-    heap: list[tuple[float, int]] = []
-    pushed = 0
-    while True:
-        while pushed < len(ex.started):
-            heapq.heappush(heap, (ends[pushed], pushed))
-            pushed += 1
-        if not heap:
-            break
-        t = heap[0][0]
-        while heap and heap[0][0] == t:
-            _, k = heapq.heappop(heap)
-            ex.finish(ex.started[k].task_id)
-        svc.step()
+    for _t in feed_completions(svc, ex, ends):
+        pass
 
     live = [(name_of[la.job], la.node) for la in ex.started]
     assert live == [(job, node) for job, node, _ in sim_launches]

@@ -71,13 +71,14 @@ OPERATIONS = [
     ("POST", "/v1/jobs"), ("GET", "/v1/jobs"), ("GET", "/v1/jobs/{job_id}"),
     ("POST", "/v1/jobs/{job_id}/cancel"),
     ("GET", "/v1/jobs/{job_id}/logs"), ("GET", "/v1/jobs/{job_id}/tasks/{task_id}/logs"),
+    ("GET", "/v1/jobs/{job_id}/explain"),
     ("GET", "/v1/queues"), ("PUT", "/v1/queues"),
     ("GET", "/v1/status"), ("GET", "/v1/history"),
 ]
 # Invalid input (negative mode) only where there is input: a body or a path parameter.
 TAKES_INPUT = {("POST", "/v1/jobs"), ("GET", "/v1/jobs/{job_id}"), ("POST", "/v1/jobs/{job_id}/cancel"),
                ("GET", "/v1/jobs/{job_id}/logs"), ("GET", "/v1/jobs/{job_id}/tasks/{task_id}/logs"),
-               ("PUT", "/v1/queues")}
+               ("GET", "/v1/jobs/{job_id}/explain"), ("PUT", "/v1/queues")}
 CASES = [(method, path, GenerationMode.POSITIVE) for method, path in OPERATIONS] + \
         [(method, path, GenerationMode.NEGATIVE) for method, path in OPERATIONS if (method, path) in TAKES_INPUT]
 

@@ -1,7 +1,7 @@
 """What the ``fairshare`` command imports to start (issue 19, "Fast, light clients").
 
 ``--version``, ``--help`` and the HTTP clients (``submit``, ``jobs``, ``job``, ``cancel``,
-``queues``, ``queues set``, ``status``, ``logs``) must not pay for the policies (numpy, scipy), the engine, the reports
+``queues``, ``queues set``, ``status``, ``logs``, ``why``) must not pay for the policies (numpy, scipy), the engine, the reports
 (matplotlib) or the live server stack (Ray, FastAPI). Each case runs in a fresh
 interpreter (``sys.modules`` of this one already holds everything) and lists the heavy
 modules loaded after parsing, or after running, the command. The times themselves are
@@ -23,7 +23,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 HEAVY = ("numpy", "scipy", "matplotlib", "fairshare.policies", "fairshare.engine", "fairshare.sim",
          "fairshare.api", "fairshare.traces", "ray", "fastapi", "uvicorn", "pydantic")
 CLIENT_COMMANDS = [["jobs"], ["queues"], ["cancel", "1"], ["submit", "{jobfile}", "--retries", "0"], ["job", "1"],
-                   ["status"], ["queues", "set", "dev", "--weight", "2"], ["logs", "1"], ["jobs", "--watch"]]
+                   ["status"], ["queues", "set", "dev", "--weight", "2"], ["logs", "1"], ["jobs", "--watch"],
+                   ["why", "1"]]
 
 # The child, given HOW (parse or run), whether the command is a client, the heavy
 # modules and the arguments: a server URL that refuses connections (a socket bound but

@@ -227,6 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--track-fair-share", action="store_true",
                        help="measure each queue's time below its fair share also without preemption "
                             "(summary.json: queues.*.time_below_fair_share)")
+        p.add_argument("--reasons", action="store_true",
+                       help="why jobs wait: per job, seconds pending by reason (summary.json: pending_by_reason) "
+                            "and each change of its reason (timeline.csv: rows of kind reason, in a last column "
+                            "reason); not with --stream")
         p.add_argument("--no-fairness-gap", action="store_true",
                        help="skip the fairness gap (it computes one static allocation per distinct set of "
                             "demanding jobs) and the terminal's fair-share column")
@@ -564,7 +568,7 @@ COMMANDS = {"allocate": cmd_allocate, "audit": cmd_audit, "simulate": cmd_simula
 
 def _live_command(name: str):
     """``serve`` and its clients (``submit``, ``jobs``, ``job``, ``cancel``, ``queues``,
-    ``status``, ``logs``) live in ``fairshare.live.cli``."""
+    ``status``, ``logs``, ``why``) live in ``fairshare.live.cli``."""
 
     def run(args: argparse.Namespace) -> int:
         from fairshare.live.cli import COMMANDS as LIVE_COMMANDS, ClientError
@@ -578,7 +582,7 @@ def _live_command(name: str):
 
 
 COMMANDS.update({name: _live_command(name)
-                 for name in ("serve", "submit", "jobs", "job", "cancel", "queues", "status", "logs")})
+                 for name in ("serve", "submit", "jobs", "job", "cancel", "queues", "status", "logs", "why")})
 
 
 # --- simulation helpers ----------------------------------------------------------------------
@@ -621,7 +625,9 @@ def _simulator(args: argparse.Namespace, scenario, policy, flag: str, *, arrival
 
     options = SimOptions(seed=args.seed, until=args.until, placement=args.placement, headroom=args.headroom,
                          preemption=(scenario.preemption or PreemptionConfig()) if args.preempt else None,
-                         track_fair_share=args.track_fair_share)
+                         track_fair_share=args.track_fair_share, reasons=args.reasons)
+    if args.reasons and arrivals is not None:
+        raise CLIError("--reasons: not with --stream (the reasons are kept for the whole run)")
     try:
         if arrivals is None:
             return Simulator(scenario, policy, options)

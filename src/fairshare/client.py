@@ -351,6 +351,11 @@ class Client:
             tasks += doc["tasks"]
         return Job.from_json({**doc, "tasks": tasks, "tasks_next": doc.get("tasks_next")})
 
+    def explain(self, job_id: int) -> dict[str, Any]:
+        """Why the job waits (``GET /v1/jobs/{id}/explain``): the ``fairshare explain
+        --format json`` document, ``estimated_start`` on the wall clock."""
+        return self.request("GET", f"/v1/jobs/{int(job_id)}/explain")
+
     def cancel(self, job_ids: int | Iterable[int]) -> list[Job]:
         """Cancel each job (pending tasks dropped, running ones stopped); their states after.
         Stops at the first refusal (a job that is not yours answers 404)."""

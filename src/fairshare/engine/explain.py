@@ -102,6 +102,52 @@ def explain(sch: Scheduler, name: str, now: float) -> Explanation:
     return Explanation(name, state, tuple(reasons), tuple(changes))
 
 
+def blocking_kind(sch: Scheduler, rt: JobRuntime, fits: dict | None = None) -> str | None:
+    """The kind of the first reason :func:`explain` gives a demanding job at a quiet point
+    (its blocker), without the jobs ahead or the counterfactuals: what the simulator's
+    ``--reasons`` and serve's ``fairshare_pending_jobs{reason}`` count. None: no blocker
+    (the job is not demanding, or would start at the next round). ``fits``: whether a
+    task of each shape fits on some node, filled as found (one state, many jobs)."""
+    if not rt.demanding or rt.finished_at is not None or rt.cancelled:
+        return None
+    for blocker in BLOCKERS:
+        if blocker is _no_node:  # (the test alone, not the reason's numbers)
+            if not rt.job.gang and rt.shape_class is not None and not _next_task_fits(sch, rt, fits):
+                return "no_node_fits"
+            continue
+        found = blocker(sch, rt)
+        if found:
+            return found[0]["kind"]
+    return None
+
+
+def blocking_kinds(sch: Scheduler) -> dict[str, str]:
+    """Every job with tasks waiting at a quiet point of ``sch`` -> its blocker's kind
+    (:func:`blocking_kind`), in name order."""
+    out = {}
+    fits: dict = {}
+    for name in sorted(sch.jobs):
+        kind = blocking_kind(sch, sch.jobs[name], fits)
+        if kind is not None:
+            out[name] = kind
+    return out
+
+
+def _next_task_fits(sch: Scheduler, rt: JobRuntime, fits: dict | None = None) -> bool:
+    """Placement's own test for the job's next task (``max_per_node`` included); the
+    answer for a shape is kept in ``fits`` when the task has no ``max_per_node``."""
+    j = rt.shape_class
+    cls = rt.job.classes[j]
+    if cls.max_per_node is None:
+        if fits is not None and rt.shape_key in fits:
+            return fits[rt.shape_key]
+        found = sch.pool.place(cls.demand, cls.constraints, None) is not None
+        if fits is not None:
+            fits[rt.shape_key] = found
+        return found
+    return sch.pool.place(cls.demand, cls.constraints, sch._under_limit(rt.job.name, j, cls.max_per_node)) is not None
+
+
 # --- blockers ------------------------------------------------------------------------------------
 
 def _held(sch: Scheduler, rt: JobRuntime) -> list[dict]:
@@ -161,9 +207,9 @@ def _no_node(sch: Scheduler, rt: JobRuntime) -> list[dict]:
         return []
     j = rt.shape_class
     cls = rt.job.classes[j]
-    allowed = None if cls.max_per_node is None else sch._under_limit(rt.job.name, j, cls.max_per_node)
-    if sch.pool.place(cls.demand, cls.constraints, allowed) is not None:
+    if _next_task_fits(sch, rt):
         return []
+    allowed = None if cls.max_per_node is None else sch._under_limit(rt.job.name, j, cls.max_per_node)
     nodes = [n for n in _eligible(sch, cls.constraints) if allowed is None or allowed(n)]
     need = sch.pool._effective(cls.demand) if not sch.pool.devices else cls.demand
     best = best_nodes(sch, need, nodes)
@@ -181,6 +227,8 @@ def _no_node(sch: Scheduler, rt: JobRuntime) -> list[dict]:
 #: the blockers, tried in this order (the engine's: a held job is not seen at all; the
 #: limit test comes before placement). ``reserved_for`` belongs here.
 BLOCKERS: tuple[Callable[[Scheduler, JobRuntime], list[dict]], ...] = (_held, _limits, _gang, _no_node)
+#: the kinds the blockers give (what ``blocking_kind`` returns), in their order
+BLOCKER_KINDS = ("priority_held", "queue_limit", "gang_incomplete", "no_node_fits")
 #: the reasons that mean "not enough room now": who is served first then counts
 CAPACITY_KINDS = frozenset({"no_node_fits", "gang_incomplete"})
 

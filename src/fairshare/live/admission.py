@@ -19,6 +19,7 @@ import threading
 from dataclasses import replace
 
 from fairshare.engine.events import Event, JobArrived, JobCancelled, QueueChanged
+from fairshare.engine.forecast import expected_seconds
 from fairshare.live.commands import CommandBook
 from fairshare.live.config import SubmittedJob
 from fairshare.live.reports import ReportFilter
@@ -33,6 +34,9 @@ class Admission:
         self.reports = reports
         #: job name -> when it was submitted (wall clock), while the engine holds the job
         self.submitted_at: dict[str, float] = {}
+        #: job name -> per class, the mean of the ``duration`` its document gives (None:
+        #: none given), while the engine holds the job (``engine.forecast``)
+        self.estimates: dict[str, tuple[float | None, ...]] = {}
 
     def events(self, inbox: list, now: float, out: list[Event]) -> list[threading.Event]:
         """Append the inbox's events to ``out`` in arrival order; returns the ``done``
@@ -70,7 +74,16 @@ class Admission:
             counts[class_index] += 1
         classes = tuple(replace(c, count=counts[k]) for k, c in enumerate(submitted.classes))
         self.commands.register(str(job_id), tenant, submitted.commands, submitted.program)
+        self.estimates[str(job_id)] = user_estimates(submitted)
         return JobArrived(Job(str(job_id), submitted.queue, submitted.weight, now, classes, gang=submitted.gang,
                               pack=submitted.pack, priority=submitted.priority),
                           task_ids=tuple(tuple(ids) for ids in pending), running=running,
                           attempts=tuple(attempts))
+
+
+def user_estimates(submitted: SubmittedJob) -> tuple[float | None, ...]:
+    """Per class, the mean run time its job document gives (``duration``), None where it
+    gives none (the loader puts a default of 1 s there, which is no estimate)."""
+    specs = submitted.spec.get("tasks") or ()
+    return tuple(expected_seconds(cls.duration) if k < len(specs) and isinstance(specs[k], dict)
+                 and "duration" in specs[k] else None for k, cls in enumerate(submitted.classes))

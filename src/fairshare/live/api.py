@@ -133,6 +133,20 @@ class TaskLogOut(BaseModel):
                                     "is no more")
 
 
+class ExplainOut(BaseModel):
+    job: str = Field(description="the job id (the engine's name of the job)")
+    state: Literal["pending", "running", "succeeded", "failed", "cancelled"]
+    reasons: list[dict[str, Any]] = Field(
+        description="why tasks of the job wait, each {kind, ...its numbers}: priority_held, queue_limit, "
+                    "gang_incomplete, no_node_fits, then the jobs served first (guarantee_owed, "
+                    "behind_fair_share); docs/policies.md, \"Why a job waits\"")
+    would_start_if: list[dict[str, Any]] = Field(
+        description="changes that would start it now, each checked by deciding again on a copy")
+    estimated_start: float | None = Field(
+        description="when it is expected to start (wall clock, seconds since the epoch), from a forward "
+                    "simulation of the current state; null: running, done, or not known")
+
+
 class QueueOut(BaseModel):
     weight: float
     current_dominant_share: float
@@ -590,6 +604,13 @@ def create_app(service: LiveService) -> FastAPI:
     def get_job_logs(job_id: JobId, caller: Caller) -> dict:
         """The attempts of the job's tasks whose output is kept: size, bytes dropped by rotation, ended."""
         return service.job_logs(caller, job_id)
+
+    @app.get("/v1/jobs/{job_id}/explain", response_model=ExplainOut, tags=["jobs"], operation_id="explainJob",
+             responses=_refusals(401, 404, 422))
+    def explain_job(job_id: JobId, caller: Caller) -> dict:
+        """Why the job waits, what would start it now, and when it is expected to start (the document of
+        ``fairshare explain --format json``, at the scheduler's last decision)."""
+        return service.explain(caller, job_id)
 
     @app.get("/v1/jobs/{job_id}/tasks/{task_id}/logs", response_model=TaskLogOut, tags=["jobs"],
              operation_id="getTaskLog", responses=_refusals(401, 404, 422))

@@ -166,6 +166,13 @@ def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
     job.add_argument("--format", choices=("table", "json"), default="table")
     watch(job)
     client(job)
+    why = sub.add_parser("why", help="why a job on serve waits, what would start it, and when it will start",
+                         description="The job's reasons with their numbers (GET /v1/jobs/{id}/explain), the "
+                                     "changes that would start it now (each checked by deciding again) and its "
+                                     "estimated start.")
+    why.add_argument("job_id", metavar="JOB", type=positive_int)
+    why.add_argument("--format", choices=("text", "json"), default="text")
+    client(why)
     cancel = sub.add_parser("cancel", help="cancel jobs on serve")
     cancel.add_argument("job_ids", nargs="+", metavar="JOB", type=positive_int)
     client(cancel)
@@ -772,6 +779,24 @@ def cmd_job(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@_client_command
+def cmd_why(args: argparse.Namespace) -> int:
+    """``why JOB``: the explanation as sentences (``report.explain``), or its JSON."""
+    from fairshare.report.explain import explanation_text
+
+    doc = _client(args).explain(args.job_id)
+    if args.format == "json":
+        print(json.dumps(doc, indent=2))
+    else:
+        start = doc["estimated_start"]
+        text = explanation_text({**doc, "estimated_start": None}).splitlines()[:-1]
+        text[0] = f"Job {doc['job']} is {doc['state']} at the scheduler's last decision."
+        text.append("Estimated start: " + (_clock(start) if start is not None else
+                                           "unknown (no run time known for the tasks ahead, or it fits nowhere)"))
+        print("\n".join(text))
+    return EXIT_OK
+
+
 @_watching
 @_client_command
 def cmd_status(args: argparse.Namespace) -> int:
@@ -876,4 +901,5 @@ def _table(rows: list[tuple[str, ...]]) -> None:
 
 
 COMMANDS = {"serve": cmd_serve, "submit": cmd_submit, "jobs": cmd_jobs, "job": cmd_job,
-            "cancel": _client_command(cmd_cancel), "queues": cmd_queues, "status": cmd_status, "logs": cmd_logs}
+            "cancel": _client_command(cmd_cancel), "queues": cmd_queues, "status": cmd_status, "logs": cmd_logs,
+            "why": cmd_why}

@@ -3,9 +3,10 @@
 The page (``static/index.html``, ``dashboard.js``, ``dashboard.css``: plain HTML, CSS and
 JavaScript, no build step, nothing loaded from outside the server) asks for a token,
 keeps it in the tab's ``sessionStorage`` and polls ``/v1/status``, ``/v1/history`` and
-one page of ``/v1/jobs`` (the 200 newest) with it. It shows only what the API says, so it needs no route of its own
-beyond the files, and serving them needs no token: the page holds no data until the
-user's token fetches some.
+one page of ``/v1/jobs`` (the 200 newest) with it, and for an open job with tasks not
+started ``/v1/jobs/{id}/explain`` (the "Why it waits" panel). It shows only what the API
+says, so it needs no route of its own beyond the files, and serving them needs no token:
+the page holds no data until the user's token fetches some.
 
 The files are read once, when the routes are installed, so a missing package-data file
 fails at start-up rather than on the first visit.

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from fairshare.engine.events import (Event, ExecutorEvent, JobArrived, JobCancelled, NodeLost, TaskFinished, Wake,
                                      instant_rank)
 from fairshare.engine.executor import Executor
+from fairshare.engine.forecast import RecentDurations
 from fairshare.engine.preemption import Preemptor
 from fairshare.engine.scheduler import Launch, Scheduler
 from fairshare.engine.step import Engine
@@ -123,6 +124,12 @@ class SchedulingLoop:
         scheduler = Scheduler(resources, nodes, tree, policy, placement=placement)
         self.engine = Engine(scheduler, _GuardedStarts(executor, self.deferred), preemptor)
         self._pass: Admitted | None = None  # the pass under way (its outcomes, for ``_commit``)
+        #: the ``now`` of the last pass: the engine's state is the quiet point of that
+        #: decision until the next pass (``GET /v1/jobs/{id}/explain`` explains it there)
+        self.decided_at = 0.0
+        #: per queue, the run times of its last finished tasks (``engine.forecast``: what
+        #: a task whose job gives no duration is expected to run)
+        self.recent = RecentDurations()
 
     @property
     def scheduler(self) -> Scheduler:
@@ -171,9 +178,15 @@ class SchedulingLoop:
         running = {t.task_id: t.job for t in sch.tasks.values()} \
             if any(isinstance(ev, NodeLost) for ev in events) else {}
         self._pass = admitted
+        ran = [(sch.jobs[task.job].job.queue, now - task.started_at) for task in
+               (sch.tasks.get(ev.task_id) for ev in events if isinstance(ev, TaskFinished) and ev.ok)
+               if task is not None]
         t = time.perf_counter()
         instant = self.engine.step(now, events, lambda launches: self._commit(launches, running, wall))
         elapsed = time.perf_counter() - t
+        self.decided_at = now
+        for queue, seconds in ran:
+            self.recent.add(queue, seconds)
         if self._pass is not None:  # (the step did not decide: nothing was committed)
             self._record_ends(running, wall)
         if admitted.acks:
@@ -254,6 +267,7 @@ class SchedulingLoop:
                 self.metrics.job_finished(self._final_state(int(name)))
             self.admission.commands.forget(name)
             self.admission.submitted_at.pop(name, None)
+            self.admission.estimates.pop(name, None)
             self.engine.forget(name)  # (the engine's record of it goes too)
 
 

@@ -41,6 +41,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from fairshare import __version__
+from fairshare.engine.explain import BLOCKER_KINDS
 
 #: Upper bounds (seconds) of the decision latency histogram. One decision of the
 #: incremental sorters takes tens of microseconds and a reference-sorter decision on a
@@ -186,6 +187,8 @@ class ServiceCollector(Collector):
         yield from status_families(status)
         if hasattr(service, "counters"):
             yield from counter_families(service.counters())
+        if hasattr(service, "pending_reasons"):
+            yield pending_reason_family(service.pending_reasons())
         ray = service.health()[1].get("ray") if hasattr(service, "health") else None
         if ray is not None:  # (the executor is Ray)
             yield from ray_families(ray)
@@ -242,6 +245,16 @@ def status_families(status: Mapping[str, Any]) -> Iterator[Metric]:
     nodes = sorted(status["nodes"], key=lambda n: str(n["name"]))
     yield _gauge("fairshare_node_up", "1 when the node is alive, 0 when it is not.", ("node",),
                  [((str(n["name"]),), 1 if n["alive"] else 0) for n in nodes])
+
+
+def pending_reason_family(counts: Mapping[str, int]) -> Metric:
+    """``fairshare_pending_jobs{reason}``: every blocker kind (0 when none holds a job),
+    then any other kind counted, by name."""
+    kinds = list(BLOCKER_KINDS) + sorted(set(counts) - set(BLOCKER_KINDS))
+    return _gauge("fairshare_pending_jobs",
+                  "Jobs with tasks waiting, by what blocks their next start (the first reason of GET "
+                  "/v1/jobs/{id}/explain), computed at scrape time.", ("reason",),
+                  [((kind,), counts.get(kind, 0)) for kind in kinds])
 
 
 def counter_families(counters: Mapping[str, Any]) -> Iterator[Metric]:

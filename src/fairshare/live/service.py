@@ -21,6 +21,7 @@ their adopted running ones, and arrive at the first pass.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -32,6 +33,8 @@ from concurrent.futures import Future
 from typing import Any
 
 from fairshare.engine.executor import Executor
+from fairshare.engine.explain import Explanation, blocking_kinds, explain
+from fairshare.engine.forecast import forecast_start
 from fairshare.engine.scheduler import Scheduler
 from fairshare.live.auth import Principal
 from fairshare.live.commands import CommandBook
@@ -389,6 +392,58 @@ class LiveService:
         return {"job": job_id, "task": task_id, "attempt": attempt, "offset": chunk.offset,
                 "next_offset": chunk.offset + len(chunk.data), "dropped": chunk.dropped,
                 "data": chunk.data.decode("utf-8", "replace"), "ended": ended}
+
+    # --- why a job waits (``GET /v1/jobs/{id}/explain``) -----------------------------------
+    def explain(self, principal: Principal, job_id: int) -> dict:
+        """The ``fairshare explain --format json`` document of one of the caller's jobs
+        (``engine.explain``), at the quiet point of the last pass: the scheduler is copied
+        under the lock and explained off it (the counterfactuals decide again on copies),
+        so the loop waits only for the copy. ``estimated_start`` (wall clock) comes from a
+        forward simulation of that state (``engine.forecast``), each task lasting its
+        job's ``duration`` when the job gives one, else the median of its queue's recent
+        finished tasks that ran longer than it has so far. A job the engine does not hold (not yet admitted, or done) has
+        its state from the store and no reasons."""
+        row = self._visible_job(principal, job_id)
+        name = str(job_id)
+        with self._lock:
+            known = name in self.scheduler.jobs
+            if known:
+                sch = copy.deepcopy(self.scheduler)
+                decided_at = self.loop.decided_at
+                estimates = dict(self.loop.admission.estimates)
+                recent = copy.deepcopy(self.loop.recent)
+            offset = self.wall_clock() - self.now()  # service seconds -> wall clock
+        if not known:
+            state = _job_summary(row, self.store.task_counts([job_id]).get(job_id, {}))["state"]
+            return Explanation(name, state).to_json()
+
+        def expected(job: str, class_index: int, ran: float) -> float | None:
+            given = estimates.get(job, ())
+            if class_index < len(given) and given[class_index] is not None:
+                return given[class_index]
+            return recent.expected(sch.jobs[job].job.queue, ran)
+
+        doc = explain(sch, name, decided_at).to_json()
+        if doc["state"] not in ("pending", "running"):  # (cancelled, or finished in the last pass)
+            doc["state"] = _job_summary(row, self.store.task_counts([job_id]).get(job_id, {}))["state"]
+        start = forecast_start(sch, name, decided_at, expected) if doc["reasons"] else None
+        doc["estimated_start"] = None if start is None else start + offset
+        for reason in doc["reasons"]:  # (the engine's clock is this service's; the API's is the wall's)
+            for key in ("submitted", "ahead_submitted"):
+                if key in reason:
+                    reason[key] += offset
+        return doc
+
+    def pending_reasons(self) -> dict[str, int]:
+        """How many jobs with tasks waiting each blocker holds (``engine.explain.
+        blocking_kind``: an explanation's first reason), read under the lock at the call:
+        one fit test per waiting job, no copy, no counterfactual."""
+        with self._lock:
+            kinds = blocking_kinds(self.scheduler)
+        counts: dict[str, int] = {}
+        for kind in kinds.values():
+            counts[kind] = counts.get(kind, 0) + 1
+        return counts
 
     def update_queues(self, principal: Principal, change: Any) -> dict:
         """Admin: ``{"weights": {path: w}, "add": [{"path", "weight", "order", "guarantee",

@@ -316,6 +316,8 @@ def summarize(result: SimResult, *, fairness_gap: bool = True, scenario_name: st
             rep.longest_starvation.get(job.name, 0.0),
             result.tasks_preempted.get(job.name, 0) if preempting else None,
             result.work_lost.get(job.name, 0.0) if preempting else None, gang=job.gang)
+        if result.pending_by_reason is not None:
+            jobs[job.name]["pending_by_reason"] = dict(sorted(result.pending_by_reason.get(job.name, {}).items()))
     queues: dict[str, dict] = {}
     for path in sc.queues.paths:
         prefix = path + "."

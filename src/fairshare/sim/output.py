@@ -14,6 +14,8 @@ from pathlib import Path
 from fairshare.sim.result import SimResult
 
 TIMELINE_HEAD = ("time", "kind", "entity", "running_tasks", "dominant_share")
+#: the kind of a reason change's row, and the column it names the reason in (``--reasons``)
+REASON = "reason"
 
 
 def fmt_time(t: float) -> str:
@@ -35,9 +37,24 @@ def timeline_csv(result: SimResult) -> str:
     of the same entity (a step function)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(TIMELINE_HEAD + tuple(result.scenario.resources))
+    changes = result.reason_changes
+    if changes is None:
+        w.writerow(TIMELINE_HEAD + tuple(result.scenario.resources))
+        for t, kind, entity, running, share, alloc in result.rows:
+            w.writerow([fmt_time(t), kind, entity, running, fmt_amount(share), *(fmt_amount(a) for a in alloc)])
+        return buf.getvalue()
+    # with reasons (``sim.reasons``): a last column, ``reason``, set on the rows of kind
+    # ``reason`` (after an instant's other rows: "reason" sorts after every other kind)
+    w.writerow(TIMELINE_HEAD + tuple(result.scenario.resources) + (REASON,))
+    blanks = [""] * len(result.scenario.resources)
+    k = 0
     for t, kind, entity, running, share, alloc in result.rows:
-        w.writerow([fmt_time(t), kind, entity, running, fmt_amount(share), *(fmt_amount(a) for a in alloc)])
+        while k < len(changes) and changes[k][0] < t:
+            w.writerow([fmt_time(changes[k][0]), REASON, changes[k][1], "", "", *blanks, changes[k][2]])
+            k += 1
+        w.writerow([fmt_time(t), kind, entity, running, fmt_amount(share), *(fmt_amount(a) for a in alloc), ""])
+    for t, job, reason in changes[k:]:
+        w.writerow([fmt_time(t), REASON, job, "", "", *blanks, reason])
     return buf.getvalue()
 
 

@@ -35,6 +35,9 @@ class SimOptions:
     preemption: PreemptionConfig | None = None
     #: measure each queue's time below its fair share also without preemption
     track_fair_share: bool = False
+    #: why jobs wait (``sim.reasons``): ``pending_by_reason`` per job in summary.json,
+    #: ``reason`` rows in timeline.csv (not with a streaming run)
+    reasons: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,5 +85,9 @@ class SimResult:
     #: per queue, seconds below its fair share by more than the tolerance while demanding
     #: (with preemption on, or ``track_fair_share``; None otherwise)
     time_below_fair_share: dict[str, float] | None = None
+    #: with ``SimOptions.reasons``: job -> reason kind -> seconds pending with it, and the
+    #: reason changes (time, job, kind; "" when it stopped waiting); None otherwise
+    pending_by_reason: dict[str, dict[str, float]] | None = None
+    reason_changes: list[tuple[float, str, str]] | None = None
     #: a streaming run: ``rows``, ``demand_changes`` and ``jobs`` went to its sink
     streamed: bool = False

@@ -55,6 +55,7 @@ from fairshare.sim.durations import DurationSampler
 from fairshare.sim.events import JOB_ARRIVAL, WAKE, EventQueue, engine_event
 from fairshare.sim.executor import SimulatedExecutor
 from fairshare.sim.preemption import PreemptionBooks
+from fairshare.sim.reasons import ReasonBook
 from fairshare.sim.recorder import TimelineRecorder
 # (CLUSTER, PREEMPT and Row too: other modules import the run's types from here)
 from fairshare.sim.result import CLUSTER, PREEMPT, JobOutcome, Row, SimOptions, SimResult, SimulationError  # noqa: F401
@@ -154,6 +155,9 @@ class Simulator:
         self.preemptor = preemptor
         self.engine = Engine(self.scheduler, self.executor, preemptor)
         self.recorder = TimelineRecorder()
+        if options.reasons and arrivals is not None:
+            raise SimulationError("reasons are not kept by a streaming run (its timeline is written as it goes)")
+        self.reasons = ReasonBook() if options.reasons else None
         self._wakes: set[float] = set()
         #: the jobs admitted and not finished: name -> index (``sim.arrivals``)
         self._in_system: dict[str, int] = {}
@@ -214,6 +218,8 @@ class Simulator:
             end_of_run = t
             if self.preemptor is not None:
                 self._wake_when_due(t)
+            if self.reasons is not None:
+                self.reasons.observe(self.scheduler, t)
             self._output(t, instant)
             instants += 1
             if self.progress is not None and instants % PROGRESS_EVERY == 0:
@@ -328,6 +334,10 @@ class Simulator:
             tasks_launched=self.executor.launched, tasks_completed=self._completed, tasks_lost=self._lost,
             tasks_stretched=self.executor.stretched, notes=notes,
             preemptions=self.books.total if self.books.on else None, time_below_fair_share=time_below)
+        if self.reasons is not None:
+            self.reasons.end(end)
+            result.pending_by_reason = self.reasons.seconds
+            result.reason_changes = self.reasons.changes
         sink.complete(result)
         self._result = result
         return result

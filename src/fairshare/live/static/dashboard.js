@@ -273,14 +273,68 @@ function taskTable(job) {
   return el("table", { class: "grid task-table" }, [el("thead", {}, [head]), el("tbody", {}, rows)]);
 }
 
+// A job with tasks that have not started is explained (GET /v1/jobs/{id}/explain).
+function waiting(job) {
+  return (job.state === "pending" || job.state === "running") &&
+    job.tasks_done + job.tasks_running < job.tasks_total;
+}
+
+function amounts(mapping) {
+  return Object.entries(mapping || {}).filter(([, v]) => v).map(([r, v]) => num(v) + " " + r).join(", ") || "nothing";
+}
+
+// One reason as a sentence with its numbers (the server's; report/explain.py words them
+// the same way for `fairshare why`).
+function reasonText(r) {
+  switch (r.kind) {
+    case "priority_held":
+      return `held by priority: job(s) ${(r.higher || []).join(", ")} of higher priority in its queue go first`;
+    case "queue_limit":
+      return `queue ${r.queue} is at its ${r.resource} limit: uses ${num(r.usage)} + ${num(r.demand)} asked, ` +
+        `limit ${num(r.limit)}`;
+    case "gang_incomplete":
+      return `gang incomplete: no room for all ${r.tasks} tasks at once (${amounts(r.demand)}; free ` +
+        `${amounts(r.free)})` + (r.fits_in_total ? ": fragmentation" : "");
+    case "no_node_fits":
+      return `no node fits its next task (${amounts(r.demand)}) among ${r.eligible_nodes} eligible node(s)` +
+        (r.best_node ? `; closest ${r.best_node}, short of ${amounts(r.shortfall)}` : "") +
+        (r.fits_in_total ? "; the free capacity in total would hold it: fragmentation" : "");
+    case "guarantee_owed":
+      return `queue ${r.queue} is below its guarantee (uses ${amounts(r.usage)} of ${amounts(r.guarantee)}): ` +
+        `its job ${r.job} goes first`;
+    case "behind_fair_share":
+      return `behind ${r.ahead} at ${r.level || "the root"}: dominant share ${pct(r.dominant_share)} of ` +
+        `${r.dominant_resource} (weight ${num(r.weight)}) against ${pct(r.ahead_dominant_share)} of ` +
+        `${r.ahead_dominant_resource} (weight ${num(r.ahead_weight)})`;
+    default:
+      return r.kind;
+  }
+}
+
+function whyPanel(id, why) {
+  if (why.error) return el("p", { class: "error", text: why.error });
+  const items = (why.reasons || []).map(r => el("li", { class: "reason", "data-kind": r.kind, text: reasonText(r) }));
+  const start = why.estimated_start === null || why.estimated_start === undefined
+    ? "unknown" : clock(why.estimated_start);
+  return el("div", { class: "why", "data-job-why": id }, [
+    el("h3", { text: "Why it waits" }),
+    el("ul", {}, items),
+    el("p", { class: "estimated-start", text: "Estimated start: " + start }),
+  ]);
+}
+
 async function renderJobs(jobs) {
   const body = $("jobs").tBodies[0];
   $("jobs-empty").hidden = jobs.length > 0;
   // Fetch the open jobs' details first, so the table is replaced in one step.
   const details = new Map();
+  const whys = new Map();
   await Promise.all(jobs.filter(j => expandedJobs.has(String(j.id))).map(async j => {
     try { details.set(String(j.id), await api("/v1/jobs/" + encodeURIComponent(j.id))); }
     catch (err) { details.set(String(j.id), { error: err.message }); }
+    if (!waiting(j)) return;
+    try { whys.set(String(j.id), await api("/v1/jobs/" + encodeURIComponent(j.id) + "/explain")); }
+    catch (err) { whys.set(String(j.id), { error: err.message }); }
   }));
   const rows = [];
   for (const job of jobs) {
@@ -300,7 +354,8 @@ async function renderJobs(jobs) {
     if (open) {
       const detail = details.get(id) || {};
       const content = detail.error ? el("p", { class: "error", text: detail.error }) : taskTable(detail);
-      const cell = el("td", { colspan: "7" }, [content]);
+      const parts = whys.has(id) ? [whyPanel(id, whys.get(id)), content] : [content];
+      const cell = el("td", { colspan: "7" }, parts);
       rows.push(el("tr", { class: "tasks", "data-job-tasks": id }, [cell]));
     }
   }
