@@ -162,6 +162,9 @@ class GangReserve:
         rt = self.scheduler.jobs.get(name)
         if rt is None or not rt.demanding or rt.held or rt.running:
             return False
+        bounds = self.scheduler.bounds
+        if bounds is not None and bounds.over_limit(rt.job.queue, rt.job.gang_demand()):
+            return False  # (its queue's limit stops it: the capacity goes back to others)
         pool = self.scheduler.pool
         return all(pool.alive(node) for _j, node in self.plan)
 
@@ -254,12 +257,32 @@ class GangReserve:
 
     # --- starting and holding --------------------------------------------------------------------
     def _start(self, name: str, now: float) -> list | None:
-        """Start every member of the reserved gang if it fits now (anywhere), else None."""
+        """Start every member of the reserved gang if it fits now: where placement puts
+        it, else on the plan's nodes (greedy placement can miss an arrangement the plan
+        found; the plan is what the wait bound counts on). None: it does not fit yet."""
         sch = self.scheduler
         chosen: dict = {}
-        if not sch._gang_runnable(sch.jobs[name], chosen, lambda _name: None):
+        if sch._gang_runnable(sch.jobs[name], chosen, lambda _name: None):
+            members = chosen[name][1]
+        elif self._plan_fits():
+            members = self.plan
+        else:
             return None
-        return [sch._launch(name, j, node, now) for j, node in chosen[name][1]]
+        return [sch._launch(name, j, node, now) for j, node in members]
+
+    def _plan_fits(self) -> bool:
+        """Every member of the plan fits on its node now (a trial, given back)."""
+        pool, classes = self.scheduler.pool, self.scheduler.jobs[self.gang].job.classes
+        taken = []
+        try:
+            for j, node in self.plan:
+                if not pool.fits_on(node, classes[j].demand):
+                    return False
+                taken.append((node, classes[j].demand, pool.take(node, classes[j].demand)))
+            return True
+        finally:
+            for node, demand, held in reversed(taken):
+                pool.give_back(node, demand, held)
 
     def _hold(self) -> None:
         """Hold, on each planned node, its free capacity up to what the plan needs there."""
