@@ -193,3 +193,21 @@ def test_head_gang_wait_is_bounded(workload):
     longest = max(j["tasks"][0]["duration"] for j in jobs)
     assert summary["jobs"]["g"]["gang_wait"] <= reserve_after + longest + 1e-9
     assert all(v >= 0 for v in summary["reserved_idle"].values())
+
+
+# --- the reports -----------------------------------------------------------------------------------
+
+def test_simulate_reports_reserved_idle(tmp_path, capsys):
+    import json
+
+    from fairshare.cli import main
+
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(doc(STREAM, 5)))
+    out = tmp_path / "out"
+    assert main(["simulate", str(path), "--policy", "drf", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    # (the "reserved" case above: 280 CPU-seconds held)
+    assert summary["reserved_idle"] == {"cpu": pytest.approx(280.0)}
+    assert "reserved idle cpu 280 resource-s" in capsys.readouterr().out
+    assert "reserved idle cpu" in (out / "report.html").read_text()
