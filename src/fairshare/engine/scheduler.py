@@ -33,6 +33,11 @@ may run. Strict: a job of higher priority that cannot run holds its queue's lowe
 back (their room goes to other queues); letting them backfill is left with
 ``reserve_after`` (issue 20, item 2). Only demand changes pay for it, never a decision.
 
+Gang reservations (``engine.reserve``, on with :meth:`Scheduler.reserve_gangs`): a gang
+waiting ``reserve_after`` seconds gets nodes held for it as they free up; ``schedule``
+then starts it first and backfills last. Off (no ``GangReserve``), or on with no gang
+waiting, ``schedule`` is the decision loop alone.
+
 The rest is split by concern: ``engine.shapes`` (the pending task shapes, their minimal
 ones, saturation), ``engine.fitmemo`` (where a shape fits, remembered between decisions;
 the freed-node scan), ``engine.placement`` (the nodes). This module keeps the jobs'
@@ -50,7 +55,7 @@ from fairshare.engine.constrained import EligibleCapacity
 from fairshare.engine.fitmemo import FitMemo
 from fairshare.engine.gangs import gang_members, place_gang
 from fairshare.engine.placement import DeviceAssignment, NodePool
-from fairshare.engine.reserve import GangReserve
+from fairshare.engine.reserve import GangReserve, NextDuration, TaskEnds
 from fairshare.engine.shapes import PendingShapes
 from fairshare.model.cluster import Node
 from fairshare.model.jobs import Job
@@ -211,7 +216,8 @@ class Scheduler:
         #: gang reservations (``engine.reserve``; :meth:`reserve_gangs`); None: off
         self.reserve: GangReserve | None = None
 
-    def reserve_gangs(self, reserve_after: float, *, task_ends=None, next_duration=None) -> GangReserve:
+    def reserve_gangs(self, reserve_after: float, *, task_ends: TaskEnds | None = None,
+                      next_duration: NextDuration | None = None) -> GangReserve:
         """Turn on gang reservations (``gangs: {reserve_after:}``; ``engine.reserve``):
         ``task_ends``/``next_duration`` are what the runtime knows of durations (the
         simulator: both, so it backfills; serve: neither). Gangs already waiting count
