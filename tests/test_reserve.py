@@ -122,6 +122,18 @@ def test_reservation_made_at_the_round_it_is_overdue():
     assert [at for _g, at, _s in reserve.history] == [10.0]
 
 
+def test_one_reservation_at_a_time_in_the_policys_order():
+    # fifo: g1 (submitted at 1) before g2 (at 2). Both overdue at the round at 10; g1 is
+    # reserved (T* = 80, b1's last end), starts at 80 and runs 50 s; at that same round g2
+    # is reserved: its plan waits for g1's 8 tasks, T* = 80 + 50 = 130
+    jobs = STREAM[:2] + [gang("g1", 8, 50, submit=1), gang("g2", 8, 50, submit=2)]
+    summary, reserve = run(doc(jobs, 5), policy="fifo")
+    assert [(name, at, shadow) for name, at, shadow in reserve.history] == [("g1", 10.0, 80.0), ("g2", 80.0, 130.0)]
+    assert summary["jobs"]["g1"]["gang_wait"] == pytest.approx(80.0 - 1)
+    # a gang one reservation precedes: wait <= reserve_after + 2 x D_max (docs): 128 <= 5 + 200
+    assert summary["jobs"]["g2"]["gang_wait"] == pytest.approx(130.0 - 2)
+
+
 class Recorder:
     """An executor that runs nothing (serve's view: no durations)."""
 

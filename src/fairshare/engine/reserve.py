@@ -78,6 +78,7 @@ class GangReserve:
         self.gang: str | None = None
         self.plan: list[tuple[int, int]] = []
         self.shadow: float | None = None
+        self._replan = False
         #: per node of the plan, what its members need there (resource mode) or how many
         #: members go there (slot mode)
         self._need: dict[int, list[float]] = {}
@@ -103,6 +104,11 @@ class GangReserve:
         while True:
             if self.gang is not None and not self._still_valid(self.gang):
                 self._drop()
+            if self.gang is not None and self._replan:  # (``_set_plan``)
+                name, at, _shadow = self.history[-1]
+                self._set_plan(self.gang)
+                self._replan = False
+                self.history[-1] = (name, at, self.shadow)
             if self.gang is None and not self._choose(now):
                 return launches
             started = self._start(self.gang, now)
@@ -194,7 +200,16 @@ class GangReserve:
         if name is None:
             return False
         self.gang = name
+        self._set_plan(name)
+        self.history.append((name, now, self.shadow))
+        return True
+
+    def _set_plan(self, name: str) -> None:
+        """The plan, the shadow time and each planned node's need. Tasks launched in this
+        round have no known end yet (the runtime starts them after the round): then the
+        plan is made again at the next round, before anything has freed since."""
         self.plan, self.shadow = self._plan(name)
+        self._replan = self.shadow is None and self.task_ends is not None
         need: dict[int, list[float]] = {}
         classes = self.scheduler.jobs[name].job.classes
         slots = self.scheduler.pool.slots_per_node is not None
@@ -206,8 +221,6 @@ class GangReserve:
                 for r, d in enumerate(classes[j].demand):
                     got[r] += d
         self._need = need
-        self.history.append((name, now, self.shadow))
-        return True
 
     def _plan(self, name: str) -> tuple[list[tuple[int, int]], float | None]:
         """The gang's placement once enough running tasks have ended, and when that is
@@ -219,6 +232,8 @@ class GangReserve:
         demand = job.gang_demand()
         trial = self._copy_pool()
         ends = self.task_ends() if self.task_ends is not None else {}
+        if self.next_duration is not None:
+            self._add_fresh_gang_ends(ends)
         order = sorted(sch.tasks.values(), key=lambda t: (t.task_id not in ends, ends.get(t.task_id, 0.0),
                                                           t.started_at, t.task_id))
         held = {t.task_id: trial.take(t.node_index, t.demand) for t in order}
@@ -244,6 +259,24 @@ class GangReserve:
         if nodes is None:  # (the loader admits only gangs that fit the whole cluster)
             raise AssertionError(f"gang {name!r} fits nowhere even with every task ended")
         return list(zip(members, nodes)), shadow if known else None
+
+    def _add_fresh_gang_ends(self, ends: dict[int, float]) -> None:
+        """A gang started in this round (the reservation before, just now) has no end in
+        the runtime yet: its tasks end together, after the duration its first task will
+        draw (the simulator's ``start``; the first is the lowest task id)."""
+        sch = self.scheduler
+        fresh: dict[str, list] = {}
+        for task in sch.tasks.values():
+            if task.task_id not in ends and sch.jobs[task.job].job.gang:
+                fresh.setdefault(task.job, []).append(task)
+        for job, tasks in fresh.items():
+            first = min(tasks, key=lambda t: t.task_id)
+            if any(t.started_at != first.started_at for t in tasks):
+                continue
+            duration = self.next_duration(job, first.class_index)
+            if duration is not None:
+                for task in tasks:
+                    ends[task.task_id] = first.started_at + duration
 
     def _copy_pool(self) -> NodePool:
         pool = self.scheduler.pool
@@ -322,4 +355,4 @@ class GangReserve:
         self._held_total = [0.0] * len(self._held_total)
 
     def _drop(self) -> None:
-        self.gang, self.plan, self.shadow, self._need = None, [], None, {}
+        self.gang, self.plan, self.shadow, self._need, self._replan = None, [], None, {}, False
