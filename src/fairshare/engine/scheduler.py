@@ -33,6 +33,11 @@ may run. Strict: a job of higher priority that cannot run holds its queue's lowe
 back (their room goes to other queues); letting them backfill is left with
 ``reserve_after`` (issue 20, item 2). Only demand changes pay for it, never a decision.
 
+Gang reservations (``engine.reserve``, on with :meth:`Scheduler.reserve_gangs`): a gang
+waiting ``reserve_after`` seconds gets nodes held for it as they free up; ``schedule``
+then starts it first and backfills last. Off (no ``GangReserve``), or on with no gang
+waiting, ``schedule`` is the decision loop alone.
+
 The rest is split by concern: ``engine.shapes`` (the pending task shapes, their minimal
 ones, saturation), ``engine.fitmemo`` (where a shape fits, remembered between decisions;
 the freed-node scan), ``engine.placement`` (the nodes). This module keeps the jobs'
@@ -50,6 +55,7 @@ from fairshare.engine.constrained import EligibleCapacity
 from fairshare.engine.fitmemo import FitMemo
 from fairshare.engine.gangs import gang_members, place_gang
 from fairshare.engine.placement import DeviceAssignment, NodePool
+from fairshare.engine.reserve import GangReserve, NextDuration, TaskEnds
 from fairshare.engine.shapes import PendingShapes
 from fairshare.model.cluster import Node
 from fairshare.model.jobs import Job
@@ -207,6 +213,20 @@ class Scheduler:
         self.gang_stopped: list[RunningTask] = []
         # priorities: queue -> priority -> its demanding jobs (arrival order)
         self._ranks: dict[str, dict[int, dict[str, None]]] = {}
+        #: gang reservations (``engine.reserve``; :meth:`reserve_gangs`); None: off
+        self.reserve: GangReserve | None = None
+
+    def reserve_gangs(self, reserve_after: float, *, task_ends: TaskEnds | None = None,
+                      next_duration: NextDuration | None = None) -> GangReserve:
+        """Turn on gang reservations (``gangs: {reserve_after:}``; ``engine.reserve``):
+        ``task_ends``/``next_duration`` are what the runtime knows of durations (the
+        simulator: both, so it backfills; serve: neither). Gangs already waiting count
+        from their submit."""
+        self.reserve = GangReserve(self, reserve_after, task_ends=task_ends, next_duration=next_duration)
+        for name, rt in self.jobs.items():
+            if rt.job.gang and rt.demanding and not rt.running:
+                self.reserve.gang_waits(name, rt.submitted_at)
+        return self.reserve
 
     @property
     def normalize_constrained(self) -> bool:
@@ -261,6 +281,8 @@ class Scheduler:
         self._refile(rt)
         if self.use_headroom:
             self._update_headroom()
+        if job.gang and self.reserve is not None and not running:
+            self.reserve.gang_waits(job.name, now)
         for task_id, class_index, node, attempt in running:
             self._adopt(job.name, class_index, node, now, task_id, attempt)
 
@@ -299,6 +321,8 @@ class Scheduler:
                 self.sorter.set_demanding(task.job, True)
                 self.demand_version += 1
                 self._rank(rt, True)
+            if rt.job.gang and self.reserve is not None and not rt.running:
+                self.reserve.gang_waits(task.job, now)  # (back to pending, whole: it waits again)
             self._refile(rt)
         self._maybe_complete(rt, now)
         return task
@@ -491,7 +515,19 @@ class Scheduler:
 
     # --- decisions --------------------------------------------------------------------------
     def schedule(self, now: float) -> list[Launch]:
-        """Start tasks until no job the policy would pick can run anywhere.
+        """Start tasks until no job the policy would pick can run anywhere; with gang
+        reservations on and a gang waiting, the reserved gang first and backfill last
+        (``engine.reserve``). The decisions: :meth:`_decide`."""
+        reserve = self.reserve
+        if reserve is None or not reserve.active:
+            return self._decide(now, [])
+        launches = self._decide(now, reserve.before(now))
+        reserve.after(now, launches)
+        return launches
+
+    def _decide(self, now: float, launches: list[Launch]) -> list[Launch]:
+        """Start tasks (appended to ``launches``) until no job the policy would pick can
+        run anywhere.
 
         Candidates. After a *quiet point* (a call that ended because no pending task fitted
         anywhere), only the nodes freed since can hold anything, and only the shapes that
@@ -509,7 +545,6 @@ class Scheduler:
         the jobs left are few, the call switches to the candidate list.
 
         Neither changes a decision (``tests/test_candidates.py``)."""
-        launches: list[Launch] = []
         # best-fit / packing: which shapes fit nowhere, for this call only (within one call
         # free capacity only shrinks, so "fits nowhere" stays true); first-fit keeps its
         # memo across calls (_locate)

@@ -30,8 +30,8 @@ from fairshare.model.loader_fields import Collector, show
 from fairshare.model.loader_jobs import DURATION_KINDS, JOB_KEYS, TASK_KEYS, JobSpec, build_jobs, parse_jobs
 from fairshare.model.loader_queues import ORDERS, QUEUE_KEYS, build_tree, parse_queues
 from fairshare.model.loader_preemption import PREEMPTION_KEYS, parse_preemption
-from fairshare.model.scenario import Scenario
-from fairshare.model.schema import SCENARIO, keys
+from fairshare.model.scenario import GangsConfig, Scenario
+from fairshare.model.schema import GANGS, SCENARIO, keys
 
 TOP_KEYS = keys(SCENARIO)
 # (each section's keys live with its parser; re-exported here, where the converters
@@ -173,6 +173,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     job_specs = parse_jobs(col, data.get("jobs"), {p for p, _, _ in queue_entries} | added_queues, order.note)
     col.errors.extend(event_col.errors)
     preemption = parse_preemption(col, data.get("preemption"))
+    gangs = parse_gangs(col, data.get("gangs"))
 
     # --- cross-field checks: resources known, demands reachable -------------------------------
     resources = order.resources
@@ -194,7 +195,21 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         raise ScenarioError(col.errors, source)
 
     return Scenario(resources, Cluster(capacity, nodes, pooled, resources, devices), tree, tuple(jobs), source,
-                    events, preemption)
+                    events, preemption, gangs)
+
+
+def parse_gangs(col: Collector, raw: Any) -> GangsConfig | None:
+    """``gangs:`` (optional): ``reserve_after`` seconds >= 0 (absent: no reservations)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        col.add("gangs", f"must be a mapping like {{reserve_after: 600}}, got {show(raw)}")
+        return None
+    col.unknown_keys(raw, keys(GANGS), "gangs")
+    if raw.get("reserve_after") is None:
+        return GangsConfig()
+    after = col.number(raw["reserve_after"], "gangs.reserve_after", minimum=0.0)
+    return None if after is None else GangsConfig(after)
 
 
 

@@ -54,6 +54,19 @@ class PreemptionConfig:
 
 
 @dataclass(frozen=True)
+class GangsConfig:
+    """A scenario's ``gangs:`` section (docs/policies.md, "Reservations: no gang starves")."""
+
+    #: seconds a gang waits, demanding and unable to start, before the cluster reserves
+    #: nodes for it as they free up; None: never (the section without the key)
+    reserve_after: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.reserve_after is not None and not self.reserve_after >= 0:
+            raise ValueError(f"gangs.reserve_after must be >= 0, got {self.reserve_after}")
+
+
+@dataclass(frozen=True)
 class Scenario:
     resources: tuple[str, ...]
     cluster: Cluster
@@ -65,6 +78,8 @@ class Scenario:
     events: tuple[ClusterEvent, ...] = ()
     #: fair-share preemption (the ``preemption:`` section); None: off
     preemption: PreemptionConfig | None = None
+    #: gang reservations (the ``gangs:`` section); None: none
+    gangs: GangsConfig | None = None
 
     @property
     def m(self) -> int:

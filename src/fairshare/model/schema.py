@@ -262,6 +262,11 @@ PREEMPTION = Obj("Preemption", {
                             default=_DEFAULT_PREEMPTION.within_queue),
 }, "fair-share preemption: on when the section is present ({} for the defaults)", nullable=True)
 
+GANGS = Obj("Gangs", {
+    "reserve_after": Number("seconds a gang at the head of the policy's order waits before nodes are reserved "
+                            "for it as they free up (absent: never)", minimum=0),
+}, "gang reservations (docs/policies.md, \"Reservations: no gang starves\")", nullable=True)
+
 SCENARIO = Obj("Scenario", {
     "resources": RESOURCES,
     "cluster": CLUSTER,
@@ -269,6 +274,7 @@ SCENARIO = Obj("Scenario", {
     "jobs": ListOf(JOB, "the jobs ([] for none)"),
     "events": ListOf(EVENT, "node failures and additions, queue changes, over time", nullable=True),
     "preemption": PREEMPTION,
+    "gangs": GANGS,
 }, "a fairshare scenario file (docs/usage.md)", required=("cluster", "jobs"))
 
 

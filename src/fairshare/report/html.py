@@ -154,6 +154,8 @@ def run_report(result: SimResult, summary: dict, *, scenario_name: str, citation
     if gap is not None:
         head_rows.append(["fairness gap", _num(gap["value"]) + f' <span class="small">vs static '
                                                                 f'{_e(gap["static_policy"])}</span>'])
+    for res, idle in (summary.get("reserved_idle") or {}).items():  # (gang reservations were on)
+        head_rows.append([f"reserved idle {_e(res)}", _num(idle, " resource-s")])
     head_rows.append(["scheduling decisions", _e(summary["decisions"])])
     parts.append("<h2>Summary</h2>")
     parts.append(_table(["metric", "value"], head_rows))

@@ -61,7 +61,16 @@ def run_line(summary: dict, label: str = "") -> str:
     if summary.get("preemptions") is not None:
         parts.append(f"preemptions {summary['preemptions']} (work lost {human_duration(summary['work_lost'])} "
                      f"of task time)")
+    if summary.get("reserved_idle") is not None:  # (gang reservations were on)
+        parts.append(reserved_idle_text(summary))
     return label + "; ".join(parts)
+
+
+def reserved_idle_text(summary: dict) -> str:
+    """``reserved idle cpu 428.2 resource-s``: what gang reservations held unused, per
+    resource (summary.json ``reserved_idle``)."""
+    return "reserved idle " + ", ".join(f"{res} {fmt_number(round(idle, 1))} resource-s"
+                                        for res, idle in summary["reserved_idle"].items())
 
 
 def _starvation(seconds: float, job: str | None) -> str:

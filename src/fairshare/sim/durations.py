@@ -40,6 +40,8 @@ class DurationSampler:
         # per (job, class): the stream's seed, replaced by the stream once it is used
         self._streams: dict[tuple[str, int], int | random.Random] = {}
         self._cursor: dict[tuple[str, int], int] = {}
+        # per (job, class): the next duration, drawn ahead by ``peek`` (gang backfill)
+        self._peeked: dict[tuple[str, int], float] = {}
         for job in jobs:
             self.add(job)
 
@@ -55,9 +57,23 @@ class DurationSampler:
             key = (job.name, j)
             del self._streams[key]
             self._cursor.pop(key, None)
+            self._peeked.pop(key, None)
+
+    def peek(self, job: Job, class_index: int) -> float:
+        """The duration the next ``sample`` of this class will return: drawn now and kept
+        for it, so peeking changes no duration (the stream is drawn in the same order)."""
+        key = (job.name, class_index)
+        got = self._peeked.get(key)
+        if got is None:
+            got = self._peeked[key] = self.sample(job, class_index)
+        return got
 
     def sample(self, job: Job, class_index: int) -> float:
         key = (job.name, class_index)
+        if self._peeked:
+            got = self._peeked.pop(key, None)
+            if got is not None:
+                return got
         d: Duration = job.classes[class_index].duration
         kind = d.kind
         if kind == "fixed":

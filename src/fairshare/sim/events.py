@@ -71,6 +71,10 @@ class EventQueue:
         top = self._heap[0]
         return top[0], top[1]
 
+    def entries(self) -> list[tuple[float, Any]]:
+        """``(time, payload)`` of every event queued, in no particular order (a read)."""
+        return [(time, payload) for time, _p, _s, payload in self._heap]
+
     def __len__(self) -> int:
         return len(self._heap)
 

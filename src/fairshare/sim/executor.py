@@ -89,6 +89,27 @@ class SimulatedExecutor(ExecutorDefaults):
             self._gang_start, self._gang_end = (launch.job, now), now + duration
         self.events.push(now + duration, TASK_END, TaskFinished(launch.task_id))
 
+    def task_ends(self) -> dict[int, float]:
+        """When each running task ends (its queued completion; a kill's, if earlier)."""
+        ends: dict[int, float] = {}
+        for time, payload in self.events.entries():
+            if isinstance(payload, TaskFinished):
+                got = ends.get(payload.task_id)
+                if got is None or time < got:
+                    ends[payload.task_id] = time
+        return ends
+
+    def next_duration(self, job_name: str, class_index: int) -> float | None:
+        """How long the job's next task of that class will run once started (``start``'s
+        own sample, drawn ahead, less a checkpoint's credit); None under slot scheduling,
+        where the node's over-subscription at the start stretches it."""
+        if self.oversubscription is not None:
+            return None
+        job = self.jobs[job_name]
+        duration = self.durations.peek(job, class_index)
+        kept = self.credits.get((job_name, class_index))
+        return max(MIN_DURATION_S, duration - kept[0]) if kept else duration
+
     def kill(self, task_id: int) -> None:
         """The task ends now, failed; its scheduled completion is then void (the
         scheduler no longer runs it)."""

@@ -433,6 +433,8 @@ def document(result: SimResult, cluster: Integral, cap_int: list[float], jobs: d
     if result.preemptions is not None:  # (fair-share preemption was on)
         summary["preemptions"] = result.preemptions
         summary["work_lost"] = work_lost
+    if result.reserved_idle is not None:  # (gang reservations were on: engine/reserve.py)
+        summary["reserved_idle"] = dict(zip(sc.resources, result.reserved_idle))
     return summary
 
 

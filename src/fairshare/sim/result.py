@@ -91,3 +91,6 @@ class SimResult:
     reason_changes: list[tuple[float, str, str]] | None = None
     #: a streaming run: ``rows``, ``demand_changes`` and ``jobs`` went to its sink
     streamed: bool = False
+    #: gang reservations (``gangs: {reserve_after:}``): per resource, resource-seconds
+    #: reserved for a gang and unused (``engine.reserve``); None when they were off
+    reserved_idle: Vector | None = None

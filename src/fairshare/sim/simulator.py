@@ -153,6 +153,10 @@ class Simulator:
             except PolicyModeError:
                 preemptor = None  # (no fair shares to measure against: summary says nothing)
         self.preemptor = preemptor
+        if scenario.gangs is not None and scenario.gangs.reserve_after is not None:
+            # (the simulator knows every duration: reservations backfill; engine/reserve.py)
+            self.scheduler.reserve_gangs(scenario.gangs.reserve_after, task_ends=self.executor.task_ends,
+                                         next_duration=self.executor.next_duration)
         self.engine = Engine(self.scheduler, self.executor, preemptor)
         self.recorder = TimelineRecorder()
         if options.reasons and arrivals is not None:
@@ -333,7 +337,8 @@ class Simulator:
             capacity_changes=self._capacity_changes, jobs={}, decisions=self.scheduler.decisions,
             tasks_launched=self.executor.launched, tasks_completed=self._completed, tasks_lost=self._lost,
             tasks_stretched=self.executor.stretched, notes=notes,
-            preemptions=self.books.total if self.books.on else None, time_below_fair_share=time_below)
+            preemptions=self.books.total if self.books.on else None, time_below_fair_share=time_below,
+            reserved_idle=None if self.scheduler.reserve is None else self.scheduler.reserve.reserved_idle(end))
         if self.reasons is not None:
             self.reasons.end(end)
             result.pending_by_reason = self.reasons.seconds
