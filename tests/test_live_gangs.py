@@ -4,7 +4,8 @@ cancel ends every member, priority orders a queue, and the API shows the keys.""
 
 from __future__ import annotations
 
-from test_live_service import ALICE, running_by_job, service
+import pytest
+from test_live_service import ALICE, BOB, running_by_job, service
 
 from live_helpers import job
 
@@ -108,3 +109,47 @@ def test_a_restart_adopts_a_gang_whole_or_not_at_all(tmp_path):
     detail = svc2.get_job(g, None)
     assert [t["state"] for t in detail["tasks"]] == ["running"] * 3  # started again, together
     assert sorted(la.task_id for la in ex2.started) == members
+
+
+def reserving_service(tmp_path, reserve_after):
+    """serve on the 8-CPU test cluster with ``gangs: {reserve_after:}`` (None: no section)."""
+    from live_helpers import ManualExecutor, config_doc
+
+    from fairshare.live.commands import CommandBook
+    from fairshare.live.config import parse_config
+    from fairshare.live.service import LiveService
+    from fairshare.live.store import Store
+
+    doc = config_doc()
+    if reserve_after is not None:
+        doc["gangs"] = {"reserve_after": reserve_after}
+    config = parse_config(doc, "test-config")
+    commands = CommandBook()
+    executor = ManualExecutor(config.nodes, commands)
+    svc = LiveService(config, Store(tmp_path / "fs.db"), executor, policy="drf", commands=commands)
+    svc.recover()
+    return svc, executor
+
+
+@pytest.mark.parametrize("reserve_after, small_starts", [(None, True), (0, False)])
+def test_a_reservation_holds_freed_cpus_for_an_overdue_gang(tmp_path, reserve_after, small_starts):
+    # 8 CPUs (4 + 2 + 2): a 6-task filler runs, an 8-task gang needs the whole cluster.
+    # Two fillers end: 2 CPUs free. Without `gangs:` bob's 2-task job takes them (the gang
+    # cannot start: 2 < 8); with reserve_after 0 the gang is overdue at once and every
+    # node is in its plan, so the 2 CPUs are held for it and bob's job waits (serve
+    # knows no duration: no backfill, engine/reserve.py).
+    svc, ex = reserving_service(tmp_path, reserve_after)
+    (fill,) = svc.submit(ALICE, {"jobs": [job("fill", "ads", 6, {"cpu": 1})]})
+    svc.step()
+    (g,) = svc.submit(ALICE, {"jobs": [gang("g", "ads", 8, {"cpu": 1})]})
+    svc.step()
+    for task_id in sorted(ex.running)[:2]:
+        ex.finish(task_id)
+    (small,) = svc.submit(BOB, {"jobs": [job("small", "dev", 2, {"cpu": 1})]})
+    svc.step()
+    assert running_by_job(ex).get(str(small), 0) == (2 if small_starts else 0)
+    if not small_starts:
+        for task_id in sorted(ex.running):  # the rest of the filler ends: the gang starts whole, first
+            ex.finish(task_id)
+        svc.step()
+        assert running_by_job(ex) == {str(g): 8}

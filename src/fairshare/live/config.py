@@ -36,7 +36,7 @@ from fairshare.model.errors import FieldError, ScenarioError
 from fairshare.model.jobs import TaskClass
 from fairshare.model.loader import parse_jobs_on, parse_scenario, read_document
 from fairshare.model.queues import ROOT, QueueTree
-from fairshare.model.scenario import PreemptionConfig
+from fairshare.model.scenario import GangsConfig, PreemptionConfig
 from fairshare.model.schema import Boolean, Either, ListOf, MapOf, Number, Obj, Text, keys
 
 #: one request creates at most this many task rows (a bound on what one call can cost)
@@ -68,6 +68,7 @@ CONFIG = Obj("Config", {
     "queues": schema.SCENARIO.fields["queues"],
     "auth": AUTH,
     "preemption": schema.PREEMPTION,
+    "gangs": schema.GANGS,
 }, "the config of fairshare serve (docs/live.md)", required=("cluster", "auth"))
 _NAME = dict(max_length=MAX_NAME_CHARS)
 LIVE_TASK = schema.TASK.but("LiveTaskClass", fields={
@@ -131,6 +132,8 @@ class LiveConfig:
     bounds: QueueBounds = ()
     #: fair-share preemption (the config's ``preemption:`` section); None: off
     preemption: PreemptionConfig | None = None
+    #: gang reservations (the config's ``gangs:`` section, ``engine.reserve``); None: off
+    gangs: GangsConfig | None = None
 
     def tree(self) -> QueueTree:
         return build_tree(self.queues, self.bounds)
@@ -162,7 +165,7 @@ def parse_config(data: Any, source: str = "<config>") -> LiveConfig:
     for key in data:
         if key not in CONFIG_KEYS:
             errors.append(FieldError(str(key), f"unknown key (allowed: {', '.join(sorted(CONFIG_KEYS))})"))
-    doc = {k: data[k] for k in ("resources", "cluster", "queues", "preemption") if k in data}
+    doc = {k: data[k] for k in ("resources", "cluster", "queues", "preemption", "gangs") if k in data}
     doc["jobs"] = []
     try:
         scenario = parse_scenario(doc, source)
@@ -180,7 +183,7 @@ def parse_config(data: Any, source: str = "<config>") -> LiveConfig:
                                                   "`capacity` (tasks run on real nodes)"), source)
     entries = tuple((n.path, n.weight, n.order) for n in scenario.queues if n.path != ROOT)
     return LiveConfig(scenario.resources, scenario.cluster.nodes, entries, auth, source,
-                      tree_bounds(scenario.queues), scenario.preemption)
+                      tree_bounds(scenario.queues), scenario.preemption, scenario.gangs)
 
 
 def queue_doc(entries: QueueEntries) -> list[dict]:

@@ -47,7 +47,7 @@ from fairshare.live.reports import REQUEUE_REASONS, Admitted, ReportFilter
 from fairshare.live.store import TERMINAL_TASK_STATES, Store, job_state
 from fairshare.model.cluster import Node
 from fairshare.model.queues import QueueTree
-from fairshare.model.scenario import PreemptionConfig
+from fairshare.model.scenario import GangsConfig, PreemptionConfig
 from fairshare.policies import Policy
 
 if TYPE_CHECKING:  # (prometheus_client is imported only where metrics are kept)
@@ -97,7 +97,8 @@ class SchedulingLoop:
     def __init__(self, store: Store, executor: Executor, commands: CommandBook, *, resources: tuple[str, ...],
                  policy: Policy, placement: str, tree: QueueTree, nodes: tuple[Node, ...], max_attempts: int,
                  wall_clock: Callable[[], float], record_rounds: bool = False,
-                 preemption: PreemptionConfig | None = None, metrics: Metrics | None = None):
+                 preemption: PreemptionConfig | None = None, metrics: Metrics | None = None,
+                 gangs: GangsConfig | None = None):
         """``metrics``: where each task's admission wait and each job's end are counted
         (the service's; None: nowhere)."""
         self.store = store
@@ -122,6 +123,9 @@ class SchedulingLoop:
         # without a static allocation: no fair shares to preempt for)
         preemptor = None if preemption is None else Preemptor(preemption, policy, resources)
         scheduler = Scheduler(resources, nodes, tree, policy, placement=placement)
+        if gangs is not None and gangs.reserve_after is not None:
+            # (serve knows no duration: reservations hold, and never backfill; engine/reserve.py)
+            scheduler.reserve_gangs(gangs.reserve_after)
         self.engine = Engine(scheduler, _GuardedStarts(executor, self.deferred), preemptor)
         self._pass: Admitted | None = None  # the pass under way (its outcomes, for ``_commit``)
         #: the ``now`` of the last pass: the engine's state is the quiet point of that

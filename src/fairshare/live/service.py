@@ -110,7 +110,7 @@ class LiveService:
                                    resources=self.resources, policy=self.policy, placement=placement,
                                    tree=build_tree(entries, bounds), nodes=self._nodes, max_attempts=max_attempts,
                                    wall_clock=wall_clock, record_rounds=record_rounds,
-                                   preemption=config.preemption, metrics=self.metrics)
+                                   preemption=config.preemption, metrics=self.metrics, gangs=config.gangs)
         self.fair = FairShares(self.policy)
         self.history_samples = History()
         self._thread: threading.Thread | None = None
