@@ -134,9 +134,9 @@ def reserving_service(tmp_path, reserve_after):
 @pytest.mark.parametrize("reserve_after, small_starts", [(None, True), (0, False)])
 def test_a_reservation_holds_freed_cpus_for_an_overdue_gang(tmp_path, reserve_after, small_starts):
     # 8 CPUs (4 + 2 + 2): a 6-task filler runs, an 8-task gang needs the whole cluster.
-    # Two fillers end: 2 CPUs free. Without `gangs:` bob's 2-task job takes them (the gang
-    # cannot start: 2 < 8); with reserve_after 0 the gang is overdue at once and every
-    # node is in its plan, so the 2 CPUs are held for it and bob's job waits (serve
+    # Two fillers end: 8 - 4 = 4 CPUs free. Without `gangs:` bob's 2-task job takes 2 (the
+    # gang cannot start: 4 < 8); with reserve_after 0 the gang is overdue at once and every
+    # node is in its plan, so the 4 free CPUs are held for it and bob's job waits (serve
     # knows no duration: no backfill, engine/reserve.py).
     svc, ex = reserving_service(tmp_path, reserve_after)
     (fill,) = svc.submit(ALICE, {"jobs": [job("fill", "ads", 6, {"cpu": 1})]})
@@ -153,3 +153,26 @@ def test_a_reservation_holds_freed_cpus_for_an_overdue_gang(tmp_path, reserve_af
             ex.finish(task_id)
         svc.step()
         assert running_by_job(ex) == {str(g): 8}
+
+
+def test_a_job_kept_off_held_capacity_is_told_so(tmp_path):
+    # the same cluster and jobs as above, with reserve_after 0: bob's job waits because
+    # 2 CPUs are held for the gang; without the hold they would fit it (reserved_for)
+    svc, ex = reserving_service(tmp_path, 0)
+    svc.submit(ALICE, {"jobs": [job("fill", "ads", 6, {"cpu": 1})]})
+    svc.step()
+    (g,) = svc.submit(ALICE, {"jobs": [gang("g", "ads", 8, {"cpu": 1})]})
+    svc.step()
+    for task_id in sorted(ex.running)[:2]:
+        ex.finish(task_id)
+    (small,) = svc.submit(BOB, {"jobs": [job("small", "dev", 2, {"cpu": 1})]})
+    svc.step()
+    (reason, *_) = svc.explain(BOB, small)["reasons"]
+    assert reason["kind"] == "reserved_for" and reason["gang"] == str(g)
+    # 2 of 6 fillers ended: 8 - 4 = 4 CPUs free, all held (every node is in the 8-CPU plan)
+    assert reason["held"]["cpu"] == 8 - 4 and reason["gang_start"] is None  # serve: no durations
+    held = {n for n in reason["held_nodes"]}
+    assert set(reason["would_fit_on"]) <= held
+    from fairshare.report.explain import reason_sentence
+
+    assert reason_sentence(reason).startswith(f"Reserved for gang {g}: 4 cpu held on ")

@@ -33,8 +33,11 @@ policy; the numbers say why only for the dominant-share policies (drf, hdrf, ...
 fifo the order is arrival, for dff, timefair and slowdown their own measure
 (``policy_share``).
 
-``reserved_for`` (the reservation of issue 20) is meant to come as one more blocker in
-:data:`BLOCKERS`.
+``reserved_for``: capacity is held for an overdue gang (``gangs: {reserve_after}``,
+``engine/reserve.py``) and the job's next task would fit on some eligible node if that
+hold were free: the gang, the capacity held per resource, the nodes held, and the
+gang's planned start when the runtime knows durations (the simulator). It is tried
+before the room tests, since the hold is taken before the policy decides.
 
 Counterfactuals (``would_start_if``): the smallest change of the blocking quantity,
 applied to a copy with :func:`apply_change`; a change is reported only if a new
@@ -224,11 +227,36 @@ def _no_node(sch: Scheduler, rt: JobRuntime) -> list[dict]:
     return [reason]
 
 
+def _reserved(sch: Scheduler, rt: JobRuntime) -> list[dict]:
+    reserve = sch.reserve
+    if reserve is None or reserve.gang is None or reserve.gang == rt.job.name or not reserve._holds \
+            or rt.job.gang or rt.shape_class is None or _next_task_fits(sch, rt):
+        return []
+    held_on: dict[int, list[float]] = {}
+    for node, amount, _token in reserve._holds:
+        total = held_on.setdefault(node, [0.0] * sch.m)
+        for r, a in enumerate(amount):
+            total[r] += a
+    cls = rt.job.classes[rt.shape_class]
+    need = sch.pool._effective(cls.demand) if not sch.pool.devices else cls.demand
+    nodes = set(_eligible(sch, cls.constraints))
+    unblocked = [n for n, held in sorted(held_on.items())
+                 if n in nodes and fits(need, tuple(f + h for f, h in zip(_free(sch, n), held)))]
+    if not unblocked:
+        return []
+    held_total = tuple(sum(held[r] for held in held_on.values()) for r in range(sch.m))
+    return [{"kind": "reserved_for", "gang": reserve.gang, "demand": _named(sch, cls.demand),
+             "held": _named(sch, held_total), "held_nodes": [sch.pool.name(n) for n in sorted(held_on)],
+             "would_fit_on": [sch.pool.name(n) for n in unblocked], "gang_start": reserve.shadow}]
+
+
 #: the blockers, tried in this order (the engine's: a held job is not seen at all; the
-#: limit test comes before placement). ``reserved_for`` belongs here.
-BLOCKERS: tuple[Callable[[Scheduler, JobRuntime], list[dict]], ...] = (_held, _limits, _gang, _no_node)
+#: limit test comes before placement; a reservation holds capacity before the policy
+#: decides)
+BLOCKERS: tuple[Callable[[Scheduler, JobRuntime], list[dict]], ...] = (_held, _limits, _reserved, _gang,
+                                                                      _no_node)
 #: the kinds the blockers give (what ``blocking_kind`` returns), in their order
-BLOCKER_KINDS = ("priority_held", "queue_limit", "gang_incomplete", "no_node_fits")
+BLOCKER_KINDS = ("priority_held", "queue_limit", "reserved_for", "gang_incomplete", "no_node_fits")
 #: the reasons that mean "not enough room now": who is served first then counts
 CAPACITY_KINDS = frozenset({"no_node_fits", "gang_incomplete"})
 

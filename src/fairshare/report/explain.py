@@ -173,6 +173,11 @@ def reason_sentence(reason: dict) -> str:
         more = f" + {fmt_number(demand)} asked" if demand is not None else ""
         return (f"Queue {reason['queue']} is at its {reason['resource']} limit: it uses "
                 f"{fmt_number(reason['usage'])}{more}, limit {fmt_number(reason['limit'])}.")
+    if kind == "reserved_for":
+        start = "" if reason.get("gang_start") is None else f", planned to start at {fmt_number(reason['gang_start'])} s"
+        return (f"Reserved for gang {reason['gang']}: {_amounts(reason['held'])} held on "
+                f"{', '.join(reason['held_nodes'])} until it starts{start}; its next task "
+                f"({_amounts(reason['demand'])}) would fit on {', '.join(reason['would_fit_on'])} without the hold.")
     if kind == "gang_incomplete":
         where = f" (pack {reason['pack']})" if reason.get("pack") else ""
         total = ("the free capacity in total would hold it: fragmentation" if reason["fits_in_total"]

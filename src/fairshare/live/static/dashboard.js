@@ -292,6 +292,9 @@ function reasonText(r) {
     case "queue_limit":
       return `queue ${r.queue} is at its ${r.resource} limit: uses ${num(r.usage)} + ${num(r.demand)} asked, ` +
         `limit ${num(r.limit)}`;
+    case "reserved_for":
+      return `reserved for gang ${r.gang}: ${amounts(r.held)} held on ${(r.held_nodes || []).join(", ")} until ` +
+        `it starts; its next task would fit on ${(r.would_fit_on || []).join(", ")} without the hold`;
     case "gang_incomplete":
       return `gang incomplete: no room for all ${r.tasks} tasks at once (${amounts(r.demand)}; free ` +
         `${amounts(r.free)})` + (r.fits_in_total ? ": fragmentation" : "");
