@@ -142,3 +142,31 @@ def test_simulate_reasons_counts_the_wait_as_preempted():
     # A waits from 40 s (preempted) to 1000 s (its tasks start again): 960 s
     assert result.pending_by_reason["A"]["preempted"] == pytest.approx(RESTARTED_AT - PREEMPTED_AT)
     assert (PREEMPTED_AT, "A", "preempted") in result.reason_changes
+
+
+def test_serve_gives_the_simulators_reason_for_the_same_preemption(tmp_path):
+    """test_live_preemption's fill_then_starve (alice's 16 one-CPU tasks fill the 8 CPUs
+    at t=0, bob's 8 arrive at t=1, preemption after 5 s: 4 victims at t=6) in serve and,
+    as a scenario, in the simulator: the same ``preempted`` reason, every number, once
+    the simulator's job names are translated to serve's ids."""
+    from live_helpers import config_doc
+    from test_live_preemption import ALICE, fill_then_starve
+
+    svc, _ex, clock, a, b = fill_then_starve(tmp_path)
+    clock.t = 6.0
+    svc.step()
+    served = svc.explain(ALICE, a)["reasons"][0]
+
+    doc = config_doc()
+    del doc["auth"]
+    doc["preemption"] = {"after": 5}
+    doc["jobs"] = [{"name": "a", "queue": "ads.prod", "tasks": [{"demand": {"cpu": 1}, "count": 16, "duration": 100}]},
+                   {"name": "b", "queue": "dev", "submit": 1,
+                    "tasks": [{"demand": {"cpu": 1}, "count": 8, "duration": 100}]}]
+    sim = run_to(doc, "hdrf", 6.0)
+    simulated = explain(sim.scheduler, "a", sim.now).to_json()["reasons"][0]
+    # fair shares 4:4 of 8 CPUs (0.5 each); the 4th move: alice 5/8 / .5 = 1.25 -> 1,
+    # bob 3/8 / .5 = .75 -> 1
+    assert (simulated["victim_ratio_before"], simulated["claimant_ratio_before"]) == \
+        pytest.approx((1.25, 0.75))
+    assert served == {**simulated, "by": str(b)}
