@@ -33,6 +33,14 @@ policy; the numbers say why only for the dominant-share policies (drf, hdrf, ...
 fifo the order is arrival, for dff, timefair and slowdown their own measure
 (``policy_share``).
 
+``preempted`` comes first when the job's tasks are back in the queue because fair-share
+preemption stopped them (``engine/preemption.py``): who took them, when, under which
+rule, and the two ratios (share / fair share) that rule compared for the victim job and
+the claimant, as the planner saw them at that moment (the loop-free rule: the victim
+from above 1 to at least ``max(1, claimant_ratio)``, the claimant from below 1; within a
+queue, the two priorities). The scheduler keeps the last such record per job until its
+re-queued tasks have started again; what blocks them now follows it.
+
 ``reserved_for``: capacity is held for an overdue gang (``gangs: {reserve_after}``,
 ``engine/reserve.py``) and the job's next task would fit on some eligible node if that
 hold were free: the gang, the capacity held per resource, the nodes held, and the
@@ -89,16 +97,18 @@ def explain(sch: Scheduler, name: str, now: float) -> Explanation:
     if not rt.demanding:
         return Explanation(name, "running")
     state = "running" if rt.running else "pending"
-    reasons: list[dict] = []
+    blocked: list[dict] = []
     for blocker in BLOCKERS:
         found = blocker(sch, rt)
         if found:
-            reasons.extend(found)
+            blocked.extend(found)
             break
-    if reasons and reasons[0]["kind"] in CAPACITY_KINDS:
-        reasons.extend(ahead_reasons(sch, name, now))
+    if blocked and blocked[0]["kind"] in CAPACITY_KINDS:
+        blocked.extend(ahead_reasons(sch, name, now))
+    # (first: it is why its tasks are back in the queue; what blocks them follows)
+    reasons = _preempted(rt) + blocked
     changes = []
-    for alternatives in counterfactuals(sch, rt, reasons):
+    for alternatives in counterfactuals(sch, rt, blocked):
         change = next((c for c in alternatives if starts(sch, name, c, now)), None)
         if change is not None:
             changes.append(change)
@@ -113,6 +123,8 @@ def blocking_kind(sch: Scheduler, rt: JobRuntime, fits: dict | None = None) -> s
     task of each shape fits on some node, filled as found (one state, many jobs)."""
     if not rt.demanding or rt.finished_at is not None or rt.cancelled:
         return None
+    if rt.preempted_by is not None:  # (explain's first reason when present)
+        return "preempted"
     for blocker in BLOCKERS:
         if blocker is _no_node:  # (the test alone, not the reason's numbers)
             if not rt.job.gang and rt.shape_class is not None and not _next_task_fits(sch, rt, fits):
@@ -152,6 +164,15 @@ def _next_task_fits(sch: Scheduler, rt: JobRuntime, fits: dict | None = None) ->
 
 
 # --- blockers ------------------------------------------------------------------------------------
+
+def _preempted(rt: JobRuntime) -> list[dict]:
+    """``preempted``: the last preemption that re-queued tasks of the job, while some of
+    them wait (``Scheduler._note_preempted`` records it when it happens), with how many
+    still wait."""
+    if rt.preempted_by is None:
+        return []
+    return [{**rt.preempted_by, "waiting": rt.preempted_waiting}]
+
 
 def _held(sch: Scheduler, rt: JobRuntime) -> list[dict]:
     if not rt.held:
@@ -256,7 +277,8 @@ def _reserved(sch: Scheduler, rt: JobRuntime) -> list[dict]:
 BLOCKERS: tuple[Callable[[Scheduler, JobRuntime], list[dict]], ...] = (_held, _limits, _reserved, _gang,
                                                                       _no_node)
 #: the kinds the blockers give (what ``blocking_kind`` returns), in their order
-BLOCKER_KINDS = ("priority_held", "queue_limit", "reserved_for", "gang_incomplete", "no_node_fits")
+#: (``preempted`` first when present, then the blockers')
+BLOCKER_KINDS = ("preempted", "priority_held", "queue_limit", "reserved_for", "gang_incomplete", "no_node_fits")
 #: the reasons that mean "not enough room now": who is served first then counts
 CAPACITY_KINDS = frozenset({"no_node_fits", "gang_incomplete"})
 

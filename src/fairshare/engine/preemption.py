@@ -97,6 +97,25 @@ class Claimant:
 
 
 @dataclass(frozen=True, slots=True)
+class Legality:
+    """What made a preemption legal, as its rule compared it at that moment (kept for
+    ``fairshare explain``'s ``preempted``, docs/policies.md "Why a job waits").
+
+    ``rule``: ``fair_share`` (the loop-free rule: each victim job goes from a ratio above
+    1 to one ``>= max(1, claimant_ratio)``, the claimant from below 1), ``naive`` (the
+    comparison rule: victims above their fair share, whatever they keep) or
+    ``within_queue`` (priorities, the ratios aside: each victim's rank, the lowest taken
+    first). The ratios are :func:`ratio`'s ``share / fair share``, before and after the
+    move; ``victims``: ``(job, ratio before, ratio after, rank)`` per victim job, rank
+    None for a fair-share claim."""
+
+    rule: str
+    claimant_ratio_before: float
+    claimant_ratio: float
+    victims: tuple[tuple[str, float, float, int | None], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Preemption:
     """Stop ``victims`` (task ids, in the order chosen) on ``node`` and start a task of
     ``job``'s class ``class_index`` there. For a gang's claim (``gang``) the whole gang
@@ -110,6 +129,7 @@ class Preemption:
     victims: tuple[int, ...]
     gang: bool = False
     victim_gangs: tuple[str, ...] = ()
+    legality: Legality | None = None
 
 
 def ratio(usage: Vector, fair: Vector, capacity: Vector) -> float:
@@ -224,6 +244,14 @@ def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
             return None
         return left
 
+    def legality(claim: Claimant, trial: dict[str, Vector], rho_p_after: float) -> Legality:
+        """The ratios the rule compared for ``claim`` taking what ``trial`` leaves (read
+        before :func:`apply` moves them; only when a preemption is made)."""
+        rule = "within_queue" if claim.victims is not None else "fair_share" if loop_free else "naive"
+        ranks = claim.victims or {}
+        return Legality(rule, rho(claim.job), rho_p_after,
+                        tuple((job, rho(job), rho(job, left), ranks.get(job)) for job, left in trial.items()))
+
     def apply(claim: Claimant, chosen: list[RunningTaskView], trial: dict[str, Vector]) -> tuple[str, ...]:
         """Take ``chosen`` and give ``claim`` its demand (the state as if done); the
         gangs among the victims, whose tasks elsewhere free their nodes."""
@@ -302,6 +330,7 @@ def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
         if best is None:
             return None
         _key, node, chosen, trial, room, units = best
+        legal = legality(claim, trial, rho_p_after)
         gangs = apply(claim, chosen, trial)
         for t in chosen:
             if t.node != node:  # (the rest of a victim gang)
@@ -309,7 +338,8 @@ def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
         if node in most_room:
             most_room[node] = list(_minus(most_room[node], claim.demand))
         free[node] = list(_minus(room, claim.demand))
-        return Preemption(claim.job, claim.class_index, node, tuple(t.task_id for t in chosen), False, gangs), units
+        return Preemption(claim.job, claim.class_index, node, tuple(t.task_id for t in chosen), False, gangs,
+                          legal), units
 
     def claim_gang(claim: Claimant) -> tuple[Preemption, int] | None:
         """Room for all of gang ``claim`` at once, in one of its node groups: each member
@@ -360,6 +390,7 @@ def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
         if best is None:
             return None
         _key, chosen, trial, placed, units = best
+        legal = legality(claim, trial, rho_p_after)
         gangs = apply(claim, chosen, trial)
         for t in chosen:
             free[t.node] = [a + b for a, b in zip(free[t.node], t.demand)]
@@ -368,7 +399,7 @@ def plan(claimants: Sequence[Claimant], running: Sequence[RunningTaskView], *,
             if node in most_room:
                 most_room[node] = list(_minus(most_room[node], demand))
         return Preemption(claim.job, claim.class_index, placed[0], tuple(t.task_id for t in chosen), True,
-                          gangs), units
+                          gangs, legal), units
 
     claims = {claim.job: 0 for claim in claimants}
     progress = True

@@ -46,6 +46,7 @@ lifecycle and the decision loop.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -112,6 +113,11 @@ class JobRuntime:
     finished_at: float | None = None
     cancelled: bool = False
     preempted: int = 0  # tasks of this job stopped by fair-share preemption
+    #: why its tasks are back in the queue: the last preemption that stopped some
+    #: (``explain``'s ``preempted`` reason, ``Scheduler._note_preempted``), kept while
+    #: ``preempted_waiting`` of its tasks have not started again; None: none waits
+    preempted_by: dict | None = None
+    preempted_waiting: int = 0
     #: constrained fairness: per class, the demand as reported to the sorter (the real
     #: demand itself for an unconstrained job); ``factor`` is C_r / C^elig_r, None for 1
     reported: list[Vector] = field(default_factory=list)
@@ -405,14 +411,15 @@ class Scheduler:
         return self.bounds
 
     def preempt(self, victims, job_name: str, class_index: int, node_name: str,
-                now: float) -> tuple[list[RunningTask], Launch | None]:
+                now: float, legality=None) -> tuple[list[RunningTask], Launch | None]:
         """Fair-share preemption (``engine/preemption.py``): stop ``victims`` (task ids;
         they go back to pending, their work lost, counted in ``JobRuntime.preempted``)
         and start a task of ``job_name``'s class ``class_index`` on ``node_name`` in the
         room they leave. The launch is None if it no longer fits there (device
         fragmentation can defeat the planner's summed amounts; the freed capacity then
-        goes to the next decision round like any other)."""
-        stopped = self._stop_victims(victims, now)
+        goes to the next decision round like any other). ``legality``: the planner's
+        ``Legality``, kept on each victim job (``_note_preempted``)."""
+        stopped = self._stop_victims(victims, now, job_name, legality)
         rt = self.jobs[job_name]
         node = self.pool.index_of[node_name]
         cls = rt.job.classes[class_index]
@@ -424,12 +431,13 @@ class Scheduler:
             return stopped, None
         return stopped, self._launch(job_name, class_index, node, now)
 
-    def preempt_for_gang(self, victims, job_name: str, now: float) -> tuple[list[RunningTask], list[Launch]]:
+    def preempt_for_gang(self, victims, job_name: str, now: float,
+                         legality=None) -> tuple[list[RunningTask], list[Launch]]:
         """Fair-share preemption for a gang (``engine/preemption.py``): stop ``victims`` as
         :meth:`preempt` does and start every pending task of gang ``job_name`` in the
         room they leave, placed as a gang is (``engine.gangs``), or none of them when it
         no longer fits whole (the freed capacity goes to the next decision round)."""
-        stopped = self._stop_victims(victims, now)
+        stopped = self._stop_victims(victims, now, job_name, legality)
         rt = self.jobs[job_name]
         chosen: dict = {}
         if rt.cancelled or rt.held or not any(rt.pending) or \
@@ -437,9 +445,9 @@ class Scheduler:
             return stopped, []
         return stopped, [self._launch(job_name, j, node, now) for j, node in chosen[job_name][1]]
 
-    def _stop_victims(self, victims, now: float) -> list[RunningTask]:
-        """Stop ``victims`` (back to pending, counted in ``JobRuntime.preempted``); a
-        victim gang loses all of its tasks."""
+    def _stop_victims(self, victims, now: float, by: str, legality=None) -> list[RunningTask]:
+        """Stop ``victims`` (back to pending, counted in ``JobRuntime.preempted``) for job
+        ``by``; a victim gang loses all of its tasks."""
         stopped = []
         for task_id in victims:
             if task_id not in self.tasks:
@@ -450,7 +458,30 @@ class Scheduler:
             self.gang_stopped = []
         for task in stopped:
             self.jobs[task.job].preempted += 1
+        if legality is not None:
+            self._note_preempted(stopped, by, legality, now)
         return stopped
+
+    def _note_preempted(self, stopped: list[RunningTask], by: str, legality, now: float) -> None:
+        """Keep on each victim job the ``preempted`` reason of ``engine/explain.py``: who
+        (``by``), when, under which rule, and the two ratios the rule compared
+        (``engine.preemption.Legality``; None for an infinite ratio, a fair share of 0).
+        Only when a preemption is made: nothing on the decision path."""
+        requeued = Counter(task.job for task in stopped)
+        compared = {job: (before, after, rank) for job, before, after, rank in legality.victims}
+        claimant = self.jobs.get(by)
+        for job, tasks in requeued.items():
+            before, after, rank = compared.get(job, (None, None, None))
+            reason = {"kind": "preempted", "by": by, "at": now, "rule": legality.rule, "tasks": tasks,
+                      "victim_ratio_before": _finite(before), "victim_ratio": _finite(after),
+                      "claimant_ratio_before": _finite(legality.claimant_ratio_before),
+                      "claimant_ratio": _finite(legality.claimant_ratio)}
+            if legality.rule == "within_queue":
+                reason["priority"] = rank
+                reason["claimant_priority"] = None if claimant is None else claimant.job.priority
+            rt = self.jobs[job]
+            rt.preempted_by = reason
+            rt.preempted_waiting += tasks
 
     def _adopt(self, job_name: str, class_index: int, node_name: str, now: float, task_id: int,
                attempt: int) -> Launch:
@@ -788,6 +819,11 @@ class Scheduler:
             self._per_node.setdefault((name, j), Counter())[node] += 1
         rt.pending[j] -= 1
         rt.started[j] += 1
+        if rt.preempted_by is not None:  # (a re-queued task starts again)
+            rt.preempted_waiting -= 1
+            if rt.preempted_waiting <= 0:
+                rt.preempted_by = None
+                rt.preempted_waiting = 0
         rt.running += 1
         rt.running_per_class[j] += 1
         self.change_log.append(name)
@@ -901,3 +937,8 @@ class Scheduler:
                     out[r] += n * d
         return tuple(out)
 
+
+
+def _finite(x: float | None) -> float | None:
+    """A number for a JSON document: None for an infinite (or missing) one."""
+    return x if x is not None and math.isfinite(x) else None

@@ -46,7 +46,8 @@ class Preempted(NamedTuple):
     through the executor) for a task of ``job`` on ``node``; ``launch`` that task (None
     when it no longer fitted: ``Scheduler.preempt``). For a gang's claim, ``launches``
     holds all of the gang's tasks (``launch`` the first), or nothing when it no longer
-    fitted whole (``Scheduler.preempt_for_gang``)."""
+    fitted whole (``Scheduler.preempt_for_gang``). Why it was legal (the planner's
+    ``Legality``) is kept on each victim job (``JobRuntime.preempted_by``)."""
 
     job: str
     node: str
@@ -169,12 +170,12 @@ class Engine:
             planned = self.preemptor.round(sch, now)
             for p in planned:
                 if p.gang:  # (the whole gang starts in the room, or none of it)
-                    stopped, started = sch.preempt_for_gang(p.victims, p.job, now)
+                    stopped, started = sch.preempt_for_gang(p.victims, p.job, now, p.legality)
                     preempted.append(Preempted(p.job, p.node, tuple(stopped), started[0] if started else None,
                                                tuple(started)))
                     launches.extend(started)
                     continue
-                stopped, launch = sch.preempt(p.victims, p.job, p.class_index, p.node, now)
+                stopped, launch = sch.preempt(p.victims, p.job, p.class_index, p.node, now, p.legality)
                 preempted.append(Preempted(p.job, p.node, tuple(stopped), launch))
                 if launch is not None:
                     launches.append(launch)

@@ -193,6 +193,8 @@ def reason_sentence(reason: dict) -> str:
                     f"short of {_amounts(reason['shortfall'])}.")
         return (f"No node fits its next task ({_amounts(reason['demand'])}) among "
                 f"{reason['eligible_nodes']} eligible node(s).{best} {total[0].upper() + total[1:]}.")
+    if kind == "preempted":
+        return _preempted_sentence(reason)
     if kind == "guarantee_owed":
         return (f"Queue {reason['queue']} is below its guarantee (uses {_amounts(reason['usage']) or 'nothing'} "
                 f"of {_amounts(reason['guarantee'])}): its job {reason['job']} is served first.")
@@ -215,6 +217,25 @@ def reason_sentence(reason: dict) -> str:
         return (f"Bounded by {reason['resource']}, saturated (capacity {fmt_number(reason['capacity'])}) when "
                 f"its dominant share reached {_pct(reason['dominant_share'])} (weight {fmt_number(reason['weight'])}).")
     return f"{kind}: {reason}"
+
+
+def _ratio(x: float | None) -> str:
+    return "infinite" if x is None else fmt_number(round(x, 4))
+
+
+def _preempted_sentence(reason: dict) -> str:
+    """``preempted``: who, when, and the numbers its rule compared."""
+    head = (f"Preempted by job {reason['by']} at {fmt_number(reason['at'])} s: {reason['tasks']} task(s) re-queued, "
+            f"{reason['waiting']} still waiting")
+    if reason["rule"] == "within_queue":
+        return (head + f"; priority preemption within its queue: priority {reason['priority']} against the "
+                f"claimant's {reason['claimant_priority']}.")
+    victim = (f"this job's share / fair share went from {_ratio(reason['victim_ratio_before'])} to "
+              f"{_ratio(reason['victim_ratio'])}, the claimant's from {_ratio(reason['claimant_ratio_before'])} "
+              f"to {_ratio(reason['claimant_ratio'])}")
+    if reason["rule"] == "naive":
+        return head + f"; the naive rule (above its fair share, whatever it keeps): {victim}."
+    return head + f"; legal by the loop-free rule (it keeps at least max(1, the claimant's new ratio)): {victim}."
 
 
 def change_sentence(change: dict) -> str:
