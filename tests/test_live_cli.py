@@ -58,13 +58,15 @@ def test_serve_refuses_bad_input_with_status_2(tmp_path, capsys, doc, extra, mes
 
 
 def test_serve_reports_config_problems_as_allocate_reports_a_scenario(tmp_path, capsys):
+    from fairshare.live.config import CONFIG_KEYS
+
     # one FILE: FIELD.PATH: REASON line per problem, then the count (allocate's layout)
     doc = bad_capacity()
     doc["colour"] = "red"
     config = write(tmp_path / "c.yaml", doc)
     assert main(["serve", "--config", config, "--db", str(tmp_path / "fs.db")]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        f"{config}: colour: unknown key (allowed: auth, cluster, preemption, queues, resources)",
+        f"{config}: colour: unknown key (allowed: {', '.join(sorted(CONFIG_KEYS))})",
         f"{config}: cluster.nodes[0].capacity.cpu: must be >= 0, got -4",
         f"fairshare: error: 2 problems in {config}; nothing was started"]
 
