@@ -37,7 +37,8 @@ Splitting the flow at a node (the continuous limit of "pick the lowest child"):
 Events (each ends a phase of constant rates): a resource saturates (every unfrozen leaf
 that needs it becomes blocked, H-DRF Sec. 3.4 "blocked"), a leaf reaches its task count
 (``respect_counts``), a waiting child's level is reached by its receiving siblings, a
-node's dominant resource changes, or a DFF node crosses its override threshold.
+node's dominant resource changes, a DFF node crosses its override threshold, or a
+waiting gang is reached ("Gangs" below).
 
 Bounds (docs/policies.md, "Guarantees and limits"). ``groups`` are sets of leaves with a
 cap per resource (a queue's limit, or its guarantee while guarantees are being filled):
