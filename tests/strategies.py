@@ -11,7 +11,9 @@ RESOURCE_NAMES = ("cpu", "mem", "gpu", "disk")
 
 @st.composite
 def scenarios(draw, *, max_jobs: int = 6, max_depth: int = 3, hierarchical: bool = True,
-              nodes: bool = False, counts: bool = False):
+              nodes: bool = False, counts: bool = False, gangs: bool = False):
+    """``gangs``: some jobs are gangs (``gang: true``, a count that fits the cluster's
+    total capacity, as the loader requires)."""
     m = draw(st.integers(2, 4))
     res = RESOURCE_NAMES[:m]
     capacity = {r: draw(st.integers(4, 40)) for r in res}
@@ -41,6 +43,9 @@ def scenarios(draw, *, max_jobs: int = 6, max_depth: int = 3, hierarchical: bool
             task["count"] = draw(st.integers(0, 8))
         jobs.append({"name": f"j{i}", "queue": draw(st.sampled_from(paths)) if hierarchical else "",
                      "weight": draw(st.sampled_from([1, 1, 2])), "tasks": [task]})
+        if gangs and draw(st.booleans()):
+            jobs[-1]["gang"] = True
+            task["count"] = draw(st.integers(1, 8))
     if nodes:
         k = draw(st.integers(1, 4))
         # every node can hold the largest task, so no demand is unreachable
@@ -49,6 +54,11 @@ def scenarios(draw, *, max_jobs: int = 6, max_depth: int = 3, hierarchical: bool
         cluster = {"nodes": [{"name": "n", "count": k, "capacity": per_node}]}
     else:
         cluster = {"capacity": capacity}
+    total = capacity if not nodes else {r: per_node[r] * k for r in res}
+    for entry in jobs:
+        if entry.get("gang"):  # every task of a gang must fit the empty cluster at once
+            task = entry["tasks"][0]
+            task["count"] = min([task["count"]] + [total[r] // d for r, d in task["demand"].items() if d > 0])
     data = {"resources": list(res), "cluster": cluster, "jobs": jobs}
     if queues:
         data["queues"] = queues

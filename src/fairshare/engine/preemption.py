@@ -488,6 +488,10 @@ class Preemptor:
         for name in entitled:
             job = sch.jobs[name].job
             classes = job.classes if job.gang else tuple(_unbounded(c) for c in job.classes)
+            # a gang goes in as a divisible job capped at its counts (not gang=True), and its
+            # share is rounded below: the static allocations now keep a gang whole, which
+            # would also move the others' shares (what a gang does not get is shared out);
+            # preemption keeps the rounding it was built and checked with
             jobs.append(Job(name, job.queue, job.weight, 0.0, classes))
         nodes = tuple(st.node for st in sch.pool.states if st.alive)
         scenario = Scenario(self.resources, Cluster(capacity, nodes, False, self.resources), sch.queues, tuple(jobs),

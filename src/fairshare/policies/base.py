@@ -33,6 +33,15 @@ class PolicyModeError(ValueError):
 OptionValue = Literal["off", "text", "resource", "choice", "positive_int", "positive_float", "non_negative_float"]
 
 
+def refuse_gangs(scenario: Scenario, policy: str, why: str) -> None:
+    """Raise :class:`PolicyModeError` naming the first gang of ``scenario``: for the static
+    allocations that cannot keep a gang indivisible (``why``: the reason, cited)."""
+    for i, job in enumerate(scenario.jobs):
+        if job.gang:
+            raise PolicyModeError(f"policy {policy!r} cannot allocate jobs[{i}] ({job.name!r}): it is a gang "
+                                  f"(gang: true, all of its tasks or none), and {why}")
+
+
 @dataclass(frozen=True)
 class PolicyOption:
     """One constructor argument of a policy, as offered on the command line.

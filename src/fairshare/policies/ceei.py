@@ -56,7 +56,7 @@ import numpy as np
 
 from fairshare.model.allocation import Allocation, build_allocation
 from fairshare.model.scenario import Scenario
-from fairshare.policies.base import Policy, PolicyModeError
+from fairshare.policies.base import Policy, PolicyModeError, refuse_gangs
 from fairshare.policies.machinery.tree import per_class
 
 #: a resource outside the priced set may be used up to this much over capacity
@@ -76,6 +76,9 @@ class CEEI(Policy):
         raise PolicyModeError("policy 'ceei' has no online meaning: CEEI is a market equilibrium of a static allocation (DRF Sec. 5.2); it has no task-by-task online rule")
 
     def allocate(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
+        refuse_gangs(scenario, self.name, "all-or-nothing would turn CEEI's convex program (the Eisenberg-Gale "
+                     "equilibrium, DRF Sec. 5.2) into an integer one, with no equilibrium guaranteed; "
+                     "use a filling policy (drf, hdrf, ...), which admits gangs whole")
         jobs = scenario.jobs
         capacity = scenario.capacity
         m = scenario.m

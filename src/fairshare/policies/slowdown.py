@@ -118,7 +118,7 @@ import numpy as np
 
 from fairshare.model.allocation import Allocation, build_allocation
 from fairshare.model.scenario import Scenario
-from fairshare.policies.base import Policy, PolicyModeError, PolicyOption
+from fairshare.policies.base import Policy, PolicyModeError, PolicyOption, refuse_gangs
 
 #: a resource used to within this fraction of its capacity is saturated
 SAT_RTOL = 1e-9
@@ -158,6 +158,9 @@ class Slowdown(Policy):
         raise PolicyModeError("policy 'slowdown' has no online meaning: its online, indivisible counterpart is timefair (Tan Sec. 5)")
 
     def allocate(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
+        refuse_gangs(scenario, self.name, "all-or-nothing would turn the slowdown equalisation's linear programs "
+                     "(Tan et al. Sec. 4) into integer ones; use a filling policy (drf, hdrf, ...), "
+                     "which admits gangs whole")
         capacity = scenario.capacity
         m = scenario.m
         flows = []

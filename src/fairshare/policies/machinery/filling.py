@@ -37,7 +37,8 @@ Splitting the flow at a node (the continuous limit of "pick the lowest child"):
 Events (each ends a phase of constant rates): a resource saturates (every unfrozen leaf
 that needs it becomes blocked, H-DRF Sec. 3.4 "blocked"), a leaf reaches its task count
 (``respect_counts``), a waiting child's level is reached by its receiving siblings, a
-node's dominant resource changes, or a DFF node crosses its override threshold.
+node's dominant resource changes, a DFF node crosses its override threshold, or a
+waiting gang is reached ("Gangs" below).
 
 Bounds (docs/policies.md, "Guarantees and limits"). ``groups`` are sets of leaves with a
 cap per resource (a queue's limit, or its guarantee while guarantees are being filled):
@@ -45,6 +46,21 @@ a group whose usage of r reaches its cap blocks every leaf of the group that nee
 exactly as a saturated resource blocks every leaf (an event like saturation, computed
 the same way). ``start`` gives leaves tasks to start from and ``eligible`` the leaves that
 may receive at all; :func:`fairshare.policies.machinery.bounds.bounded_fill` chains fills with them.
+
+Gangs (``FillTree.gang``, a job with ``gang: true``). A gang is indivisible: it takes no
+flow, and is admitted whole (its ``cap_tasks``, every task of it) at the event where it
+is reached, if its whole demand still fits in what is left (and in its groups' caps),
+else it is frozen at 0. The epsilon process with the whole gang as one sliver: the gang
+waits at the level it would have with all of its demand, ``L_g``, so it is reached when
+the level of its siblings being filled (its parent's receiving level) reaches ``L_g``
+(one more event kind, computed like a waiting sibling's). When no job beside it is
+being filled (its parent is blocked), the gang waits in its nearest blocked ancestor
+``a`` instead, at ``a``'s level: reached when ``a``'s receiving siblings reach it, as a
+waiting child is. In a FIFO node a gang is reached when it is the earliest of its
+node's jobs still waiting (its turn). Gangs still waiting when nothing else grows are
+taken in the order of the descent of Alg. 1 (lowest level at every node, then
+``L_g``, then tree order), each admitted if it fits. Simultaneous admissions go in
+order of their level, then tree order.
 
 Costs: each phase is O(nodes x resources); the number of phases is bounded by the
 number of leaves, resources and dominant-resource switches (see docs/performance.md).
@@ -56,7 +72,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fairshare.model.resources import Vector
+from fairshare.model.resources import Vector, fits, within
 
 #: two levels closer than this (relative) are equal: the tie-break of the limit process
 TIE_RTOL = 1e-10
@@ -88,9 +104,14 @@ class FillTree:
     ref: list[Vector] = field(default_factory=list)
     demand: list[Vector | None] = field(default_factory=list)
     cap_tasks: list[float | None] = field(default_factory=list)
+    #: an indivisible leaf (a gang): it receives its ``cap_tasks`` at once or nothing
+    #: (module docstring, "Gangs")
+    gang: list[bool] = field(default_factory=list)
 
     def add(self, key: str, parent: int, *, ref: Vector, leaf: bool = False, fifo: bool = False,
-            demand: Vector | None = None, cap_tasks: float | None = None) -> int:
+            demand: Vector | None = None, cap_tasks: float | None = None, gang: bool = False) -> int:
+        if gang and (not leaf or cap_tasks is None):
+            raise ValueError(f"gang {key!r}: a gang is a leaf with a task count")
         idx = len(self.keys)
         self.keys.append(key)
         self.parent.append(parent)
@@ -100,6 +121,7 @@ class FillTree:
         self.ref.append(ref)
         self.demand.append(demand)
         self.cap_tasks.append(cap_tasks)
+        self.gang.append(gang)
         if parent >= 0:
             self.children[parent].append(idx)
         return idx
@@ -173,6 +195,9 @@ class _Filling:
         if start:
             self._start_from(start)
         self._set_groups(groups)
+        # gangs waiting to be admitted (module docstring, "Gangs"), each with L_g
+        self.pending_gangs: set[int] = set()
+        self.gang_level: dict[int, float] = {}
         self._freeze_at_start(eligible)
         self.blocked = self._blocked_at_start()
 
@@ -258,6 +283,12 @@ class _Filling:
         frozen, s, cap_s, rho, sat = self.frozen, self.s, self.cap_s, self.rho, self.sat
         allowed = None if eligible is None else set(eligible)
         for i in self.leaves:
+            if self.tree.gang[i]:  # indivisible: never takes flow (module docstring, "Gangs")
+                frozen[i] = True
+                if s[i] <= 0 and (allowed is None or i in allowed):
+                    self.pending_gangs.add(i)
+                    self.gang_level[i] = self._level_of([cap_s[i] * x for x in rho[i]], i)
+                continue
             if cap_s[i] <= 0 or s[i] >= cap_s[i] * (1 - SAT_RTOL) or (allowed is not None and i not in allowed) or \
                     any(sat[r] and rho[i][r] > 0 for r in range(self.m)):
                 frozen[i] = True
@@ -278,6 +309,12 @@ class _Filling:
                 self.live_count[v] = sum(1 for c in self.children[v] if not blocked[c])
                 blocked[v] = self.live_count[v] == 0
         return blocked
+
+    def _level_of(self, usage: Sequence[float], v: int) -> float:
+        """Node ``v``'s level (the rule alone) if its usage were ``usage``."""
+        if self.dominant:
+            return max((usage[r] * k for r, k in self.inv_ref[v]), default=0.0)
+        return sum(usage[r] * k for r, k in self.inv_ref[v])
 
     # ---- a node's response -----------------------------------------------------------------
     def refresh(self, v: int) -> None:
@@ -344,7 +381,8 @@ class _Filling:
         """Phases of constant rates until the root is blocked (or nothing grows any more)."""
         limit = max_phases if max_phases is not None else 50 * (self.n + 1) * (self.m + 1) + 1000
         phases = 0
-        while not self.blocked[0]:
+        stopped = self._admit_gangs_stops(stop_at_first_saturation)
+        while not stopped and not self.blocked[0]:
             phases += 1
             if phases > limit:
                 raise RuntimeError(f"progressive filling did not converge in {limit} phases")
@@ -354,8 +392,12 @@ class _Filling:
                 break  # nothing grows any more
             newly_frozen = self.advance(dtau)
             if stop_at_first_saturation and self.saturated:
+                stopped = True
                 break
             self.refresh_changed(newly_frozen)
+            stopped = self._admit_gangs_stops(stop_at_first_saturation)
+        if not stopped:
+            self.admit_waiting_gangs(stop_at_first_saturation)
         tasks = {self.tree.keys[i]: self.s[i] / self.delta[i] for i in self.leaves}
         return FillResult(tasks, tuple(self.saturated), phases)
 
@@ -379,7 +421,8 @@ class _Filling:
 
     def next_event(self) -> float:
         """The flow until the first event of the module docstring ("Events"); inf: none."""
-        return min(self._until_capacity(), self._until_node_event())
+        best = min(self._until_capacity(), self._until_node_event())
+        return min(best, self._until_gang_reached()) if self.pending_gangs else best
 
     def _until_capacity(self) -> float:
         """The flow until a resource saturates or a group reaches its cap of one."""
@@ -476,15 +519,28 @@ class _Filling:
                     s[v] = cap_s[v]
                     frozen[v] = True
                     newly_frozen.append(v)
+        newly_frozen.extend(self._freeze_capped())
+        newly_frozen.extend(self._freeze_saturated())
+        return newly_frozen
+
+    def _freeze_capped(self) -> list[int]:
+        """Freeze every unfrozen leaf that needs a resource its group has used up. Returns them."""
+        frozen, rho, newly_frozen = self.frozen, self.rho, []
         for k, caps in enumerate(self.group_caps):
             for r, c in caps:
-                if group_use[k][r] >= c * (1 - SAT_RTOL):
+                if self.group_use[k][r] >= c * (1 - SAT_RTOL):
                     for i in self.group_leaves[k]:
                         if not frozen[i] and rho[i][r] > 0:
                             frozen[i] = True
                             newly_frozen.append(i)
-        root_use = usage[0]
-        newly = [r for r in range(m) if not self.sat[r] and root_use[r] >= self.cap[r] * (1 - SAT_RTOL)]
+        return newly_frozen
+
+    def _freeze_saturated(self) -> list[int]:
+        """Mark the resources the root's usage now reaches as saturated and freeze every
+        unfrozen leaf that needs one of them. Returns those leaves."""
+        frozen, rho, root_use = self.frozen, self.rho, self.usage[0]
+        newly = [r for r in range(self.m) if not self.sat[r] and root_use[r] >= self.cap[r] * (1 - SAT_RTOL)]
+        newly_frozen: list[int] = []
         if newly:
             for r in newly:
                 self.sat[r] = True
@@ -495,11 +551,16 @@ class _Filling:
                     newly_frozen.append(i)
         return newly_frozen
 
-    def refresh_changed(self, newly_frozen: list[int]) -> None:
+    def refresh_changed(self, newly_frozen: list[int], changed: Collection[int] = ()) -> None:
         """Block the newly frozen leaves (and the ancestors left without a live child), then
-        refresh what changed: the flowing nodes and the ancestors of new blocks."""
+        refresh what changed: the flowing nodes, ``changed`` (with their ancestors) and the
+        ancestors of new blocks."""
         blocked, parent, live_count = self.blocked, self.parent, self.live_count
         dirty = set(self.flowing)
+        for v in changed:
+            while v >= 0:
+                dirty.add(v)
+                v = parent[v]
         for i in newly_frozen:
             blocked[i] = True
             v = i
@@ -518,6 +579,106 @@ class _Filling:
         for v in self.order:
             if v in dirty:
                 self.refresh(v)
+
+    # ---- gangs (module docstring, "Gangs") ------------------------------------------------
+    def _gang_anchor(self, g: int) -> tuple[int, int]:
+        """``(q, a)``: the nearest ancestor ``q`` of gang ``g`` that is not blocked (-1: none)
+        and its child ``a`` on the path to ``g`` (``g`` itself when ``q`` is its parent)."""
+        a, q = g, self.parent[g]
+        while q >= 0 and self.blocked[q]:
+            a, q = q, self.parent[q]
+        return q, a
+
+    def _gang_wait_level(self, g: int, a: int) -> float:
+        """The level at which gang ``g``, waiting in ``a``, is reached."""
+        return self.gang_level[g] if a == g else self.level[a]
+
+    def _gang_turn(self, g: int, q: int) -> bool:
+        """In FIFO node ``q``: every job listed before gang ``g`` is done waiting."""
+        for c in self.children[q]:
+            if c == g:
+                return True
+            if self.is_leaf[c] and (not self.blocked[c] or c in self.pending_gangs):
+                return False
+        return True
+
+    def _admit_gangs_stops(self, stop_at_first_saturation: bool) -> bool:
+        """:meth:`admit_reached_gangs`; True when C.S-Current must stop because an
+        admission saturated a resource."""
+        before = len(self.saturated)
+        self.admit_reached_gangs()
+        return stop_at_first_saturation and len(self.saturated) > before
+
+    def admit_reached_gangs(self) -> None:
+        """Admit (or freeze at 0) every waiting gang whose level is reached, lowest level
+        first, until none is: each admission moves the levels the others wait for."""
+        while self.pending_gangs:
+            reached = []
+            for g in self.pending_gangs:
+                q, a = self._gang_anchor(g)
+                if q < 0:
+                    continue  # nothing above it grows: admit_waiting_gangs
+                wait = self._gang_wait_level(g, a)
+                if self.fifo[q] and a == g:
+                    if self._gang_turn(g, q):
+                        reached.append((wait, g))
+                elif self.receiving_level[q] >= wait - TIE_RTOL * max(1.0, abs(wait)):
+                    reached.append((wait, g))
+            if not reached:
+                return
+            self._admit_gang(min(reached)[1])
+
+    def admit_waiting_gangs(self, stop_at_first_saturation: bool) -> None:
+        """When nothing grows any more: the waiting gangs in the order of Alg. 1's descent
+        (the levels on the path from the root, then ``L_g``, in a FIFO node arrival, then
+        tree order), each admitted if it still fits (C.S-Current: until a resource saturates)."""
+        def descent_key(g: int) -> tuple:
+            path = []
+            v = self.parent[g]
+            while v > 0:
+                path.append(self.level[v])
+                v = self.parent[v]
+            return (*reversed(path), 0.0 if self.fifo[self.parent[g]] else self.gang_level[g], g)
+
+        while self.pending_gangs and not (stop_at_first_saturation and self.saturated):
+            self._admit_gang(min(self.pending_gangs, key=descent_key))
+
+    def _until_gang_reached(self) -> float:
+        """The flow until a waiting gang's level is reached by the level growing at its
+        anchor (the receiving level of a flowing node)."""
+        best = math.inf
+        for g in self.pending_gangs:
+            q, a = self._gang_anchor(g)
+            if q < 0 or self.flow[q] <= 0 or (self.fifo[q] and a == g):
+                continue
+            rate = self.flow[q] * self.vrate[q]
+            if rate > _TINY:
+                best = min(best, max(0.0, (self._gang_wait_level(g, a) - self.receiving_level[q]) / rate))
+        return best
+
+    def _admit_gang(self, g: int) -> None:
+        """Give gang ``g`` all of its tasks if they fit in what is left (and in its groups'
+        caps), else leave it frozen at 0; either way it waits no more."""
+        self.pending_gangs.discard(g)
+        whole = [self.cap_s[g] * x for x in self.rho[g]]
+        root_use = self.usage[0]
+        if not fits(whole, [c - u for c, u in zip(self.cap, root_use)]):
+            return
+        for k in self.groups_of.get(g, ()):
+            if any(whole[r] > 0 and not within(self.group_use[k][r], whole[r], c) for r, c in self.group_caps[k]):
+                return
+        self.s[g] = self.cap_s[g]
+        v = g
+        while v >= 0:
+            u = self.usage[v]
+            for r, x in enumerate(whole):
+                u[r] += x
+            v = self.parent[v]
+        for k in self.groups_of.get(g, ()):
+            gu = self.group_use[k]
+            for r, x in enumerate(whole):
+                gu[r] += x
+        self.refresh_changed(self._freeze_capped() + self._freeze_saturated(), changed=(g,))
 
 
 def _rate(rho: Vector, usage, pairs: list[tuple[int, float]], dominant: bool, top: float) -> float:

@@ -14,6 +14,11 @@ file order); among a job's classes, the least placed for its mix, then the first
 placement re-keys only the nodes on the path it changed (as the Mesos sorter does).
 Free capacity only shrinks, so first-fit keeps one pointer per demand vector and never
 looks at a node twice for it.
+
+A gang (``Job.gang``) is indivisible: its "next task" is the whole gang, every task
+placed at once (:func:`place_gang_whole`, ``pack`` honoured), given when the descent
+reaches it (it has the lowest level, 0 while it waits) and the placement succeeds;
+either way the gang is then blocked, at all of its tasks or at 0.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import math
 
 from fairshare.model.allocation import Allocation, build_allocation
 from fairshare.model.cluster import satisfies
+from fairshare.model.jobs import PACK_NODE, Job
 from fairshare.model.resources import fits, within
 from fairshare.model.scenario import Scenario
 from fairshare.policies.base import Policy
@@ -206,6 +212,42 @@ def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, re
                     return False
         return True
 
+    def take(leaf: int, path: list[int], groups_of: dict[int, list[tuple]], j: int, k: int) -> None:
+        """Place one task of class ``j`` of ``leaf``'s job on node ``k``: the node, the
+        groups, the counts, the placement and the usage up ``path``."""
+        name = tree.keys[leaf]
+        cls = jobs[name].classes[j]
+        for r, d in enumerate(cls.demand):
+            free[k][r] -= d
+        for key in groups_of.get(leaf, ()):
+            use = group_use[key]
+            for r, d in enumerate(cls.demand):
+                use[r] += d
+        counts[name][j] += 1
+        node_name = nodes[k].name
+        slot = placement.setdefault(node_name, {}).setdefault(name, {})
+        slot[cls.name] = slot.get(cls.name, 0) + 1
+        for p in path:
+            u = usage[p]
+            for r, d in enumerate(cls.demand):
+                u[r] += d
+            subtree_tasks[p] += 1
+
+    def place_gang(leaf: int, path: list[int], groups_of: dict[int, list[tuple]]) -> bool:
+        """The gang's one decision: all of its tasks, if they fit together (nodes and caps),
+        else none; then it is blocked. False when it found no room (an earlier phase's
+        gang, already whole, is only blocked)."""
+        job = jobs[tree.keys[leaf]]
+        done = any(counts[job.name])
+        nodes_of = None
+        if not done and (not groups_of or within_caps(leaf, job.gang_demand(), groups_of)):
+            nodes_of = place_gang_whole(job, free, node_attrs)
+        for j, k in nodes_of or ():
+            take(leaf, path, groups_of, j, k)
+        _block(leaf, tree, blocked, live_children)
+        refresh_path(path if nodes_of else path[:-1])
+        return done or nodes_of is not None
+
     def run_phase(groups_of: dict[int, list[tuple]], stop_at_first_block: bool) -> None:
         while not blocked[0]:
             v = 0
@@ -224,6 +266,10 @@ def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, re
                 continue
             leaf = v
             name = tree.keys[leaf]
+            if jobs[name].gang:
+                if not place_gang(leaf, path, groups_of) and stop_at_first_block:
+                    break
+                continue
             j = next_class(name)
             k = None
             if j is not None and (not groups_of or within_caps(leaf, jobs[name].classes[j].demand, groups_of)):
@@ -234,22 +280,7 @@ def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, re
                     break
                 refresh_path(path[:-1])
                 continue
-            cls = jobs[name].classes[j]
-            for r, d in enumerate(cls.demand):
-                free[k][r] -= d
-            for key in groups_of.get(leaf, ()):
-                use = group_use[key]
-                for r, d in enumerate(cls.demand):
-                    use[r] += d
-            counts[name][j] += 1
-            node_name = nodes[k].name
-            slot = placement.setdefault(node_name, {}).setdefault(name, {})
-            slot[cls.name] = slot.get(cls.name, 0) + 1
-            for p in path:
-                u = usage[p]
-                for r, d in enumerate(cls.demand):
-                    u[r] += d
-                subtree_tasks[p] += 1
+            take(leaf, path, groups_of, j, k)
             refresh_path(path)
 
     if phases is None:
@@ -275,6 +306,43 @@ def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, re
 
     by_class = {name: tuple(float(x) for x in c) for name, c in counts.items()}
     return by_class, placement
+
+
+def place_gang_whole(job: Job, free: list[list[float]], node_attrs: list[dict]) -> list[tuple[int, int]] | None:
+    """A node for every task of gang ``job`` at once, as ``(class index, node index)``
+    pairs, or None when they cannot all be placed. A trial on copies of ``free`` (left as
+    it was): tasks in class order, each on the first node of the group where it fits and
+    its constraints allow it, the groups being, by ``pack``, all nodes (None), each node
+    alone (``node``) or the nodes of one attribute value in the order of their first node
+    (``{attribute: A}``; nodes without A never used), as the engine's ``place_gang`` does."""
+    everything = range(len(free))
+    if job.pack is None:
+        groups = [list(everything)]
+    elif job.pack == PACK_NODE:
+        groups = [[k] for k in everything]
+    else:
+        by_value: dict[str, list[int]] = {}
+        for k in everything:
+            value = node_attrs[k].get(job.pack[1])
+            if value is not None:
+                by_value.setdefault(value, []).append(k)
+        groups = list(by_value.values())
+    members = [j for j, cls in enumerate(job.classes) for _ in range(cls.count or 0)]
+    for group in groups:
+        trial = {k: list(free[k]) for k in group}
+        chosen: list[tuple[int, int]] = []
+        for j in members:
+            cls = job.classes[j]
+            k = next((k for k in group if satisfies(node_attrs[k], cls.constraints) and fits(cls.demand, trial[k])),
+                     None)
+            if k is None:
+                break
+            for r, d in enumerate(cls.demand):
+                trial[k][r] -= d
+            chosen.append((j, k))
+        else:
+            return chosen
+    return None
 
 
 def _block(v: int, tree: FillTree, blocked: list[bool], live_children: list[int]) -> None:

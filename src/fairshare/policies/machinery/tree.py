@@ -12,8 +12,11 @@ from fairshare.policies.machinery.filling import FillTree
 
 
 def job_cap(job: Job, respect_counts: bool) -> float | None:
-    """A leaf's task cap: its total count with ``--respect-counts``, else unbounded."""
-    return float(job.total_count) if respect_counts and job.total_count is not None else None
+    """A leaf's task cap: its total count with ``--respect-counts``, else unbounded. A
+    gang's always: all of its demand is what it is admitted with (``FillTree.gang``)."""
+    if job.gang or respect_counts:
+        return float(job.total_count) if job.total_count is not None else None
+    return None
 
 
 def jobs_in_order(scenario: Scenario) -> list[Job]:
@@ -36,7 +39,7 @@ def flat_tree(scenario: Scenario, respect_counts: bool, *, fifo: bool = False,
     for job in jobs_in_order(scenario) if fifo else scenario.jobs:
         ref = leaf_ref(job) if leaf_ref else weighted_capacity(scenario, job.weight)
         tree.add(job.name, root, ref=ref, leaf=True, demand=job.composite_demand(),
-                 cap_tasks=job_cap(job, respect_counts))
+                 cap_tasks=job_cap(job, respect_counts), gang=job.gang)
     return tree
 
 
@@ -64,7 +67,8 @@ def hierarchical_tree(scenario: Scenario, respect_counts: bool,
             visit(child)
         for job in by_queue.get(path, []):
             index[job.name] = tree.add(job.name, index[path], ref=ref_of(job.name, job.weight), leaf=True,
-                                       demand=job.composite_demand(), cap_tasks=job_cap(job, respect_counts))
+                                       demand=job.composite_demand(), cap_tasks=job_cap(job, respect_counts),
+                                       gang=job.gang)
 
     visit(ROOT)
     return tree, index
