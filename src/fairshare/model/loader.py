@@ -15,6 +15,7 @@ checks they share. The cross-field checks that need several sections (a resource
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,8 @@ from fairshare.model.loader_fields import Collector, show
 from fairshare.model.loader_jobs import DURATION_KINDS, JOB_KEYS, TASK_KEYS, JobSpec, build_jobs, parse_jobs
 from fairshare.model.loader_queues import ORDERS, QUEUE_KEYS, build_tree, parse_queues
 from fairshare.model.loader_preemption import PREEMPTION_KEYS, parse_preemption
-from fairshare.model.scenario import GangsConfig, Scenario
-from fairshare.model.schema import GANGS, SCENARIO, keys
+from fairshare.model.scenario import FairnessConfig, GangsConfig, Scenario
+from fairshare.model.schema import FAIRNESS, GANGS, SCENARIO, keys
 
 TOP_KEYS = keys(SCENARIO)
 # (each section's keys live with its parser; re-exported here, where the converters
@@ -174,6 +175,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     col.errors.extend(event_col.errors)
     preemption = parse_preemption(col, data.get("preemption"))
     gangs = parse_gangs(col, data.get("gangs"))
+    fairness = parse_fairness(col, data.get("fairness"))
 
     # --- cross-field checks: resources known, demands reachable -------------------------------
     resources = order.resources
@@ -195,7 +197,25 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         raise ScenarioError(col.errors, source)
 
     return Scenario(resources, Cluster(capacity, nodes, pooled, resources, devices), tree, tuple(jobs), source,
-                    events, preemption, gangs)
+                    events, preemption, gangs, fairness)
+
+
+def parse_fairness(col: Collector, raw: Any) -> FairnessConfig | None:
+    """``fairness:`` (optional): ``half_life`` seconds >= 0, or infinite (YAML ``.inf``,
+    or the string ``"inf"`` where the format has no infinity, as JSON)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        col.add("fairness", f"must be a mapping like {{half_life: 86400}}, got {show(raw)}")
+        return None
+    col.unknown_keys(raw, keys(FAIRNESS), "fairness")
+    value = raw.get("half_life")
+    if value is None:
+        return FairnessConfig()
+    if value == "inf" or (isinstance(value, float) and value == math.inf):
+        return FairnessConfig(math.inf)
+    half_life = col.number(value, "fairness.half_life", minimum=0.0)
+    return None if half_life is None else FairnessConfig(half_life)
 
 
 def parse_gangs(col: Collector, raw: Any) -> GangsConfig | None:
