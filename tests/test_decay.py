@@ -20,7 +20,7 @@ from fairshare.conformance.workloads import Workload, bounded_workload
 from fairshare.engine import Scheduler
 from fairshare.model import ScenarioError
 from fairshare.model.loader import parse_scenario
-from fairshare.policies import make_policy
+from fairshare.policies import PolicyModeError, make_policy
 from fairshare.policies.machinery.decay import DecayLedger
 
 DAY = 86400.0
@@ -138,7 +138,7 @@ def test_loader_names_the_field_of_a_bad_half_life(fairness, message):
 
 def test_a_policy_without_memory_refuses_a_half_life():
     sc = scenario(capacity={"cpu": 4})
-    with pytest.raises(ValueError, match="fairness.half_life"):
+    with pytest.raises(PolicyModeError, match="policy .dff.: fairness.half_life: this policy has no decayed usage"):
         Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff"), half_life=60.0)
 
 

@@ -61,7 +61,7 @@ from fairshare.model.cluster import Node
 from fairshare.model.jobs import Job
 from fairshare.model.queues import QueueChange, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.base import Policy
+from fairshare.policies.base import Policy, PolicyModeError
 
 #: after a quiet point, the freed nodes are scanned for fitting shapes only if at most
 #: this many were freed; beyond, ``schedule`` asks the sorter as usual
@@ -179,7 +179,10 @@ class Scheduler:
         # it must be fresh and built for this cluster and queue tree
         self.sorter = sorter if sorter is not None else self._new_sorter(queues)
         if half_life:
-            self.sorter.set_half_life(half_life)  # (ValueError for a sorter without memory)
+            try:
+                self.sorter.set_half_life(half_life)
+            except ValueError as exc:  # (a sorter without memory)
+                raise PolicyModeError(f"policy {policy.name!r}: {exc}") from None
         self.queues = queues
         # guarantees and limits (engine/bounds.py); None when no queue has any
         self.bounds = QueueBounds(queues, self.resources) if queues.bounded else None

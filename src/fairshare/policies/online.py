@@ -91,8 +91,8 @@ class OnlineSorter:
     def set_half_life(self, half_life: float, ledger=None) -> None:
         """Order by decayed usage with this half-life (docs/policies.md, "Fairness with
         memory"; ``machinery/decay.py``). Only the sorters that implement it accept it."""
-        raise ValueError(f"fairness.half_life: {type(self).__name__} has no decayed usage yet "
-                         f"(drf and the other flat policies have; half_life 0 for this policy)")
+        raise ValueError("fairness.half_life: this policy has no decayed usage yet (docs/policies.md, "
+                         "\"Fairness with memory\"); use half_life 0 with it")
 
     def shares(self) -> dict[str, float]:
         """Each job's and queue's current share as this policy measures it (for reports)."""
