@@ -200,15 +200,24 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
                     events, preemption, gangs, fairness)
 
 
-def parse_fairness(col: Collector, raw: Any) -> FairnessConfig | None:
-    """``fairness:`` (optional): ``half_life`` seconds >= 0, or infinite (YAML ``.inf``,
-    or the string ``"inf"`` where the format has no infinity, as JSON)."""
+def _small_section(col: Collector, raw: Any, name: str, doc, example: str) -> Mapping | None:
+    """A top-level section's mapping with its keys checked against ``doc``; None when it
+    is absent or not a mapping (then reported, with ``example``)."""
     if raw is None:
         return None
     if not isinstance(raw, Mapping):
-        col.add("fairness", f"must be a mapping like {{half_life: 86400}}, got {show(raw)}")
+        col.add(name, f"must be a mapping like {example}, got {show(raw)}")
         return None
-    col.unknown_keys(raw, keys(FAIRNESS), "fairness")
+    col.unknown_keys(raw, keys(doc), name)
+    return raw
+
+
+def parse_fairness(col: Collector, raw: Any) -> FairnessConfig | None:
+    """``fairness:`` (optional): ``half_life`` seconds >= 0, or infinite (YAML ``.inf``,
+    or the string ``"inf"`` where the format has no infinity, as JSON)."""
+    raw = _small_section(col, raw, "fairness", FAIRNESS, "{half_life: 86400}")
+    if raw is None:
+        return None
     value = raw.get("half_life")
     if value is None:
         return FairnessConfig()
@@ -220,12 +229,9 @@ def parse_fairness(col: Collector, raw: Any) -> FairnessConfig | None:
 
 def parse_gangs(col: Collector, raw: Any) -> GangsConfig | None:
     """``gangs:`` (optional): ``reserve_after`` seconds >= 0 (absent: no reservations)."""
+    raw = _small_section(col, raw, "gangs", GANGS, "{reserve_after: 600}")
     if raw is None:
         return None
-    if not isinstance(raw, Mapping):
-        col.add("gangs", f"must be a mapping like {{reserve_after: 600}}, got {show(raw)}")
-        return None
-    col.unknown_keys(raw, keys(GANGS), "gangs")
     if raw.get("reserve_after") is None:
         return GangsConfig()
     after = col.number(raw["reserve_after"], "gangs.reserve_after", minimum=0.0)
