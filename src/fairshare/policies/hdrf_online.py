@@ -180,7 +180,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         that ends leaves its history to a hidden, never demanding leaf of its queue (added
         unscaled, as Alg. 3 adds blocked children). ``ledger``: the history to continue."""
         self.decay = ledger if ledger is not None else DecayLedger(half_life, self.m)
-        for name, entry in list(self.decay.entries.items()):
+        for name in list(self.decay.entries):
             if name.startswith(HISTORY) and name[len(HISTORY):] in self.index:
                 self._history_leaf(name[len(HISTORY):])
         self._recharge()
@@ -197,7 +197,9 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
 
     def _recharge(self) -> None:
         """Time moved: every leaf with history has a new effective vector. O(jobs x m)
-        per new instant, and the changed leaves' ancestors once (``_propagate``'s batch)."""
+        per new instant, and the changed leaves' ancestors once (``_propagate``'s batch):
+        one event for the views' ages (``ViewCache.tick``)."""
+        self.views.tick()
         for name, job in self.jobs.items():
             idx = self.index[name]
             self._set_leaf(idx, self._effective(idx, job.usage))
@@ -207,7 +209,6 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     def _set_leaf(self, idx: int, usage: tuple[float, ...]) -> None:
         if usage != self.leaf_usage[idx]:
             self.leaf_usage[idx] = usage
-            self.views.tick()
             self._touch(idx)
 
     def _advance(self, now: float) -> None:
@@ -237,6 +238,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         entry = ledger.entries[key]
         entry[0] = [a + b for a, b in zip(entry[0], past)]
         idx = self._history_leaf(queue)
+        self.views.tick()
         self._set_leaf(idx, self._effective(idx, self._zero))
 
     @property
