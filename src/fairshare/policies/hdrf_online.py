@@ -42,6 +42,13 @@ view that comes back therefore replays each leaf changed meanwhile and each of t
 ancestors once (``_propagate``'s batch: on the 1,000-job benchmark about 16 leaves and
 27 queues per catch-up, docs/performance.md "The saturated steady state").
 
+Decayed usage (``set_half_life``, docs/policies.md "Fairness with memory"): each leaf
+holds its effective vector (allocation plus decayed average past allocation,
+``machinery/decay.py``) instead of its allocation, and everything above is Alg. 3 as
+is; a finished job's history moves to a hidden, never demanding leaf of its queue. Time
+moving changes every effective vector, so the leaves are re-charged once per new instant
+(``_advance``) and their ancestors recomputed in one batch.
+
 The descent (Alg. 4) takes, at each node, the lowest child by the tie rule (share,
 running tasks in the subtree, position) that has a runnable job below it. Pick-heap
 entries are renewed only before a descent (``_View.repick``, ``_flush_picks``): on a full

@@ -13,6 +13,11 @@ share rounded to ``DIGITS`` digits, running tasks, arrival), the first runnable 
 heap is lazy (an entry is valid while its version is the job's current one) and
 compacted when stale entries pile up.
 
+With decayed usage (``set_half_life``, docs/policies.md "Fairness with memory") a job's
+key is the share of its allocation plus its decayed average past allocation
+(``machinery/decay.py``); keys move as time passes, so the demanding jobs are re-keyed
+once per new instant (``_advance``). Without it none of that runs.
+
 ``collapsed`` (``policies/collapsed.py``) subclasses :class:`FlatSorter` with weights
 that change when the set of demanding jobs does (:meth:`FlatSorter._weight`).
 """
