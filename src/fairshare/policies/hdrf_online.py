@@ -223,12 +223,10 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
             self._keyed_at = now
             self._recharge()
 
-    def _leaf_usage(self, name: str, now: float) -> tuple[float, ...]:
-        """The vector a job's leaf holds: its allocation, or with decay its effective one
-        (charged at ``now``)."""
+    def _charged(self, name: str, now: float) -> tuple[float, ...]:
+        """With decay, the vector a job's leaf holds once its allocation changed at ``now``:
+        charged, then effective."""
         usage = self.jobs[name].usage
-        if self.decay is None:
-            return tuple(usage)
         self._advance(now)
         self.decay.charge(name, now, usage)
         return self._effective(self.index[name], usage)
@@ -315,7 +313,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     def allocated(self, name, demand, now=0.0):
         super().allocated(name, demand, now)
         idx = self.index[name]
-        self.leaf_usage[idx] = self._leaf_usage(name, now)
+        usage = self.jobs[name].usage  # (with decay: the effective vector, charged now)
+        self.leaf_usage[idx] = tuple(usage) if self.decay is None else self._charged(name, now)
         self.running[idx] += 1
         self._commit(idx, d_running=1)
         self._touch(idx)
@@ -323,7 +322,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     def released(self, name, demand, now=0.0):
         super().released(name, demand, now)
         idx = self.index[name]
-        self.leaf_usage[idx] = self._leaf_usage(name, now)
+        usage = self.jobs[name].usage  # (with decay: the effective vector, charged now)
+        self.leaf_usage[idx] = tuple(usage) if self.decay is None else self._charged(name, now)
         self.running[idx] -= 1
         self._commit(idx, d_running=-1)
         self._touch(idx)
