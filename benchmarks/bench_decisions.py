@@ -35,11 +35,13 @@ from fairshare.policies import make_policy  # noqa: E402
 CLOCK = time.perf_counter
 
 
-def build(sc, policy: str, reference: bool) -> Scheduler:
+def build(sc, policy: str, reference: bool, half_life: float = 0.0) -> Scheduler:
     if reference:
         capacity = tuple(sum(n.capacity[r] for n in sc.cluster.nodes) for r in range(sc.m))
         sorter = make_policy(policy).reference_sorter(sc.resources, sc.queues, capacity)
         sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy(policy), sorter=sorter)
+    elif half_life:  # decayed usage (docs/policies.md, "Fairness with memory")
+        sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy(policy), half_life=half_life)
     else:  # (ab_decisions.py also runs this against older sources)
         sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy(policy))
     for job in sc.jobs:
@@ -92,6 +94,9 @@ def main() -> None:
                     help="draw every job's task from this many demand vectors (default: each job its own)")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time with process CPU time instead of wall-clock (for a busy machine)")
+    ap.add_argument("--half-life", type=float, default=0.0,
+                    help="decayed usage with this half-life in seconds (the steady phase's events are 1 s "
+                         "apart, each a new instant: decay's worst case, every key renewed per event)")
     args = ap.parse_args()
     if args.cpu_time:
         global CLOCK
@@ -103,7 +108,7 @@ def main() -> None:
           f"{len(sc.cluster.nodes)} nodes, {sc.m} resources, "
           f"{len({j.classes[0].demand for j in sc.jobs})} distinct task shapes")
 
-    fast = build(sc, args.policy, reference=False)
+    fast = build(sc, args.policy, reference=False, half_life=args.half_life)
     n, secs = fill(fast, None)
     fast_fill = n / secs
     print(f"  incremental  fill:   {n:7d} decisions in {secs:6.2f} s = {fast_fill:9.0f} decisions/s")

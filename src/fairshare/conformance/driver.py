@@ -143,7 +143,9 @@ def engine_for(policy: Policy, sc: Scenario, nodes: tuple[Node, ...], heap: Even
     order unless ``duration(launch, rng)`` says otherwise."""
     executor = AccountingExecutor(nodes, heap, duration or (lambda launch, rng: float(rng.randint(1, 5))), seed)
     preemptor = None if sc.preemption is None else Preemptor(sc.preemption, policy, sc.resources)
-    return Engine(Scheduler(sc.resources, nodes, sc.queues, policy), executor, preemptor), executor
+    half_life = sc.fairness.half_life if sc.fairness else 0.0
+    return Engine(Scheduler(sc.resources, nodes, sc.queues, policy, half_life=half_life), executor,
+                  preemptor), executor
 
 
 def drive(policy: Policy, workload: Workload, *, duration: Duration | None = None) -> Run:

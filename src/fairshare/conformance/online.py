@@ -10,6 +10,7 @@ raises ``AssertionError`` with a message naming the policy and what went wrong.
 from __future__ import annotations
 
 import copy
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
@@ -22,7 +23,7 @@ from fairshare.conformance.workloads import (PAPER_EXAMPLES, Workload, bounded_w
 from fairshare.engine import JobArrived, Wake
 from fairshare.model import Node
 from fairshare.model.resources import fit_limit
-from fairshare.model.scenario import ClusterEvent, Scenario
+from fairshare.model.scenario import ClusterEvent, FairnessConfig, Scenario
 from fairshare.policies import Policy, PolicyModeError
 from fairshare.sim import SimOptions, simulate
 
@@ -89,8 +90,50 @@ def check_queue_limits_hold(policy_factory: PolicyFactory) -> None:
     """Queue limits (docs/policies.md, "Guarantees and limits") hold after every decision
     round: per limited queue and resource, the running tasks below it hold at most the
     limit, on three random workloads with node losses and cancellations."""
-    for seed in range(3):
-        workload = bounded_workload(seed)
+    _assert_queue_limits_hold(policy_factory, [bounded_workload(seed) for seed in range(3)])
+
+
+def with_half_life(workload: Workload, half_life: float) -> Workload:
+    """``workload`` with the scenario's ``fairness: {half_life}`` set."""
+    return replace(workload, scenario=replace(workload.scenario, fairness=FairnessConfig(half_life)))
+
+
+def has_decayed_usage(policy: Policy) -> bool:
+    """Whether the policy's sorter accepts a half-life (docs/policies.md, "Fairness with
+    memory"); the others refuse it with a ValueError."""
+    sc = scenario(capacity={"cpu": 4, "mem": 4})
+    try:
+        policy.online(sc.resources, sc.queues, sc.capacity).set_half_life(10.0)
+    except ValueError:
+        return False
+    return True
+
+
+def check_half_life_zero_is_instantaneous(policy_factory: PolicyFactory) -> None:
+    """``fairness: {half_life: 0}`` launches exactly what no ``fairness:`` section does
+    (docs/policies.md, "Fairness with memory"): same tasks, same nodes, same instants, on
+    two random workloads and a bounded one."""
+    for workload in (random_workload(0), random_workload(1), bounded_workload(2)):
+        plain = drive(policy_factory(), workload).log
+        zero = drive(policy_factory(), with_half_life(workload, 0.0)).log
+        assert plain, "no launch: the check compares nothing"
+        assert zero == plain, (f"{name_of(policy_factory())}, seed {workload.seed}: half_life 0 launches differ "
+                               f"from the instantaneous policy at {_first_difference(zero, plain)}")
+
+
+def check_decayed_limits_hold(policy_factory: PolicyFactory) -> None:
+    """With decayed usage on (half-lives of 2 s and infinite, against 1-5 s tasks), the
+    engine's limits still hold after every round (:func:`check_queue_limits_hold`). Not
+    applicable to a policy without memory."""
+    if not has_decayed_usage(policy_factory()):
+        raise NotApplicable(f"{name_of(policy_factory())} has no decayed usage (fairness.half_life)")
+    _assert_queue_limits_hold(policy_factory, [with_half_life(bounded_workload(seed), half_life)
+                                               for seed, half_life in ((0, 2.0), (1, math.inf))])
+
+
+def _assert_queue_limits_hold(policy_factory: PolicyFactory, workloads: list[Workload]) -> None:
+    for workload in workloads:
+        seed = workload.seed
         sc = workload.scenario
         run = drive(policy_factory(), workload)
         assert run.instants, "no decision round ran"

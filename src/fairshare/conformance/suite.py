@@ -48,6 +48,8 @@ SLOT_LIMIT = "slot limit"
 ONLINE_CHECKS: tuple[Check, ...] = tuple(Check(name, "online", fn) for name, fn in (
     ("capacity", online_checks.check_capacity_never_exceeded),
     ("queue limits", online_checks.check_queue_limits_hold),
+    ("half-life 0 is instantaneous", online_checks.check_half_life_zero_is_instantaneous),
+    ("decayed limits", online_checks.check_decayed_limits_hold),
     ("same seed same launches", online_checks.check_same_seed_same_launches),
     ("empty cluster and queue", online_checks.check_empty_cluster_and_empty_queue),
     ("infeasible demand", online_checks.check_infeasible_demand_reported_not_raised),

@@ -62,7 +62,7 @@ from fairshare.model.cluster import Node
 from fairshare.model.jobs import Job
 from fairshare.model.queues import QueueChange, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.base import Policy
+from fairshare.policies.base import Policy, PolicyModeError
 
 #: after a quiet point, the freed nodes are scanned for fitting shapes only if at most
 #: this many were freed; beyond, ``schedule`` asks the sorter as usual
@@ -164,8 +164,11 @@ class Scheduler:
     def __init__(self, resources: tuple[str, ...], nodes: tuple[Node, ...], queues: QueueTree,
                  policy: Policy, *, placement: str = "first-fit", headroom: bool = False,
                  respect_counts: bool = True, devices: Sequence[int] = (), sorter=None,
-                 task_ids: Callable[[str, int], int] | None = None):
+                 task_ids: Callable[[str, int], int] | None = None, half_life: float = 0.0):
         self.resources = tuple(resources)
+        # decayed usage (docs/policies.md, "Fairness with memory"); 0: none, and then the
+        # sorter is the instantaneous policy's, untouched
+        self.half_life = half_life
         self.m = len(resources)
         self.policy = policy
         slots = policy.slots_per_node()
@@ -181,6 +184,11 @@ class Scheduler:
         # ``sorter``: one built by the caller (tests compare sorters on one scheduler);
         # it must be fresh and built for this cluster and queue tree
         self.sorter = sorter if sorter is not None else self._new_sorter(queues)
+        if half_life:
+            try:
+                self.sorter.set_half_life(half_life)
+            except ValueError as exc:  # (a sorter without memory)
+                raise PolicyModeError(f"policy {policy.name!r}: {exc}") from None
         self.queues = queues
         # guarantees and limits (engine/bounds.py); None when no queue has any
         self.bounds = QueueBounds(queues, self.resources) if queues.bounded else None
@@ -541,8 +549,12 @@ class Scheduler:
         self._quiet_mark = None
 
     def _new_sorter(self, queues: QueueTree):
-        return self.policy.online(self.resources, queues, self.pool.total_capacity, slots_total=self._slots_total,
-                                  nodes=tuple(st.node for st in self.pool.states))
+        sorter = self.policy.online(self.resources, queues, self.pool.total_capacity, slots_total=self._slots_total,
+                                    nodes=tuple(st.node for st in self.pool.states))
+        old = getattr(self, "sorter", None)
+        if self.half_life and old is not None:  # a new queue tree keeps the history
+            sorter.set_half_life(self.half_life, getattr(old, "decay", None))
+        return sorter
 
     # --- decisions --------------------------------------------------------------------------
     def schedule(self, now: float) -> list[Launch]:

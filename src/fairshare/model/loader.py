@@ -15,6 +15,7 @@ checks they share. The cross-field checks that need several sections (a resource
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,8 @@ from fairshare.model.loader_fields import Collector, show
 from fairshare.model.loader_jobs import DURATION_KINDS, JOB_KEYS, TASK_KEYS, JobSpec, build_jobs, parse_jobs
 from fairshare.model.loader_queues import ORDERS, QUEUE_KEYS, build_tree, parse_queues
 from fairshare.model.loader_preemption import PREEMPTION_KEYS, parse_preemption
-from fairshare.model.scenario import GangsConfig, Scenario
-from fairshare.model.schema import GANGS, SCENARIO, keys
+from fairshare.model.scenario import FairnessConfig, GangsConfig, Scenario
+from fairshare.model.schema import FAIRNESS, GANGS, SCENARIO, keys
 
 TOP_KEYS = keys(SCENARIO)
 # (each section's keys live with its parser; re-exported here, where the converters
@@ -174,6 +175,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     col.errors.extend(event_col.errors)
     preemption = parse_preemption(col, data.get("preemption"))
     gangs = parse_gangs(col, data.get("gangs"))
+    fairness = parse_fairness(col, data.get("fairness"))
 
     # --- cross-field checks: resources known, demands reachable -------------------------------
     resources = order.resources
@@ -195,17 +197,41 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         raise ScenarioError(col.errors, source)
 
     return Scenario(resources, Cluster(capacity, nodes, pooled, resources, devices), tree, tuple(jobs), source,
-                    events, preemption, gangs)
+                    events, preemption, gangs, fairness)
+
+
+def _small_section(col: Collector, raw: Any, name: str, doc, example: str) -> Mapping | None:
+    """A top-level section's mapping with its keys checked against ``doc``; None when it
+    is absent or not a mapping (then reported, with ``example``)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        col.add(name, f"must be a mapping like {example}, got {show(raw)}")
+        return None
+    col.unknown_keys(raw, keys(doc), name)
+    return raw
+
+
+def parse_fairness(col: Collector, raw: Any) -> FairnessConfig | None:
+    """``fairness:`` (optional): ``half_life`` seconds >= 0, or infinite (YAML ``.inf``,
+    or the string ``"inf"`` where the format has no infinity, as JSON)."""
+    raw = _small_section(col, raw, "fairness", FAIRNESS, "{half_life: 86400}")
+    if raw is None:
+        return None
+    value = raw.get("half_life")
+    if value is None:
+        return FairnessConfig()
+    if value == "inf" or (isinstance(value, float) and value == math.inf):
+        return FairnessConfig(math.inf)
+    half_life = col.number(value, "fairness.half_life", minimum=0.0)
+    return None if half_life is None else FairnessConfig(half_life)
 
 
 def parse_gangs(col: Collector, raw: Any) -> GangsConfig | None:
     """``gangs:`` (optional): ``reserve_after`` seconds >= 0 (absent: no reservations)."""
+    raw = _small_section(col, raw, "gangs", GANGS, "{reserve_after: 600}")
     if raw is None:
         return None
-    if not isinstance(raw, Mapping):
-        col.add("gangs", f"must be a mapping like {{reserve_after: 600}}, got {show(raw)}")
-        return None
-    col.unknown_keys(raw, keys(GANGS), "gangs")
     if raw.get("reserve_after") is None:
         return GangsConfig()
     after = col.number(raw["reserve_after"], "gangs.reserve_after", minimum=0.0)

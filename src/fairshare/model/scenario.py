@@ -67,6 +67,19 @@ class GangsConfig:
 
 
 @dataclass(frozen=True)
+class FairnessConfig:
+    """A scenario's ``fairness:`` section (docs/policies.md, "Fairness with memory")."""
+
+    #: seconds for past usage to lose half its weight; 0: no memory (the instantaneous
+    #: policy, exactly); ``math.inf``: cumulative usage
+    half_life: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.half_life >= 0:
+            raise ValueError(f"fairness.half_life must be >= 0 seconds, got {self.half_life}")
+
+
+@dataclass(frozen=True)
 class Scenario:
     resources: tuple[str, ...]
     cluster: Cluster
@@ -80,6 +93,8 @@ class Scenario:
     preemption: PreemptionConfig | None = None
     #: gang reservations (the ``gangs:`` section); None: none
     gangs: GangsConfig | None = None
+    #: decayed usage (the ``fairness:`` section); None: none, as ``half_life: 0``
+    fairness: FairnessConfig | None = None
 
     @property
     def m(self) -> int:

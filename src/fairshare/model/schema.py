@@ -267,6 +267,11 @@ GANGS = Obj("Gangs", {
                             "for it as they free up (absent: never)", minimum=0),
 }, "gang reservations (docs/policies.md, \"Reservations: no gang starves\")", nullable=True)
 
+FAIRNESS = Obj("Fairness", {
+    "half_life": Number("seconds for past usage to lose half its weight (0: no memory, today's instantaneous "
+                        "policy; .inf or \"inf\": cumulative usage)", minimum=0, default=0),
+}, "fairness with memory: order by decayed usage (docs/policies.md, \"Fairness with memory\")", nullable=True)
+
 SCENARIO = Obj("Scenario", {
     "resources": RESOURCES,
     "cluster": CLUSTER,
@@ -275,6 +280,7 @@ SCENARIO = Obj("Scenario", {
     "events": ListOf(EVENT, "node failures and additions, queue changes, over time", nullable=True),
     "preemption": PREEMPTION,
     "gangs": GANGS,
+    "fairness": FAIRNESS,
 }, "a fairshare scenario file (docs/usage.md)", required=("cluster", "jobs"))
 
 

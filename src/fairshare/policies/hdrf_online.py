@@ -42,6 +42,13 @@ view that comes back therefore replays each leaf changed meanwhile and each of t
 ancestors once (``_propagate``'s batch: on the 1,000-job benchmark about 16 leaves and
 27 queues per catch-up, docs/performance.md "The saturated steady state").
 
+Decayed usage (``set_half_life``, docs/policies.md "Fairness with memory"): each leaf
+holds its effective vector (allocation plus decayed average past allocation,
+``machinery/decay.py``) instead of its allocation, and everything above is Alg. 3 as
+is; a finished job's history moves to a hidden, never demanding leaf of its queue. Time
+moving changes every effective vector, so the leaves are re-charged once per new instant
+(``_advance``) and their ancestors recomputed in one batch.
+
 The descent (Alg. 4) takes, at each node, the lowest child by the tie rule (share,
 running tasks in the subtree, position) that has a runnable job below it. Pick-heap
 entries are renewed only before a descent (``_View.repick``, ``_flush_picks``): on a full
@@ -63,11 +70,14 @@ from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, TreeExclusion, descend_tree,
                                                     pick_among_tree, renew_pick_entries)
+from fairshare.policies.machinery.decay import DecayLedger
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.machinery.views import SaturatedView, ViewCache
 from fairshare.policies.online import OnlineSorter, Runnable
 
 REBUILD_EVERY = 4096
+#: the key prefix of a queue's hidden history leaf (decayed usage of its finished jobs)
+HISTORY = "\0history:"
 #: a node's share from its usage (``hdrf.hdrf_share``): (usage, capacity, counted, weight)
 NodeShare = Callable[[Sequence[float], Vector, Sequence[int], float], float]
 
@@ -162,6 +172,79 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.fifo_jobs: dict[int, list[int]] = {self.index[node.path]: [] for node in queues
                                                 if node.path != ROOT and node.order == "fifo"}
         self.views.select(frozenset())
+        # decayed usage (``set_half_life``; None: the instantaneous policy), the latest
+        # instant the leaves were charged at, and per queue the hidden leaf that keeps the
+        # history of its finished jobs
+        self.decay: DecayLedger | None = None
+        self._keyed_at = 0.0
+        self._history: dict[int, int] = {}
+
+    # --- decayed usage (docs/policies.md, "Fairness with memory") ----------------------------
+    def set_half_life(self, half_life: float, ledger: DecayLedger | None = None) -> None:
+        """Order by decayed usage: Alg. 3 runs unchanged on each leaf's effective vector,
+        its allocation plus its decayed average past allocation (``machinery/decay.py``),
+        so every queue's vector and share carry the history of the jobs below it. A job
+        that ends leaves its history to a hidden, never demanding leaf of its queue (added
+        unscaled, as Alg. 3 adds blocked children). ``ledger``: the history to continue."""
+        self.decay = ledger if ledger is not None else DecayLedger(half_life, self.m)
+        for name in list(self.decay.entries):
+            if name.startswith(HISTORY) and name[len(HISTORY):] in self.index:
+                self._history_leaf(name[len(HISTORY):])
+        self._recharge()
+
+    def _history_leaf(self, queue: str) -> int:
+        q = self.index[queue]
+        idx = self._history.get(q)
+        if idx is None:
+            idx = self._history[q] = self._add_node(HISTORY + queue, q, 1.0, True)
+        return idx
+
+    def _effective(self, idx: int, usage) -> tuple[float, ...]:
+        return tuple(self.decay.effective(self.key[idx], usage, self._keyed_at))
+
+    def _recharge(self) -> None:
+        """Time moved: every leaf with history has a new effective vector. O(jobs x m)
+        per new instant, and the changed leaves' ancestors once (``_propagate``'s batch):
+        one event for the views' ages (``ViewCache.tick``)."""
+        self.views.tick()
+        for name, job in self.jobs.items():
+            idx = self.index[name]
+            self._set_leaf(idx, self._effective(idx, job.usage))
+        for idx in self._history.values():
+            self._set_leaf(idx, self._effective(idx, self._zero))
+
+    def _set_leaf(self, idx: int, usage: tuple[float, ...]) -> None:
+        if usage != self.leaf_usage[idx]:
+            self.leaf_usage[idx] = usage
+            self._touch(idx)
+
+    def _advance(self, now: float) -> None:
+        if now > self._keyed_at:
+            self._keyed_at = now
+            self._recharge()
+
+    def _charged(self, name: str, now: float) -> tuple[float, ...]:
+        """With decay, the vector a job's leaf holds once its allocation changed at ``now``:
+        charged, then effective."""
+        usage = self.jobs[name].usage
+        self._advance(now)
+        self.decay.charge(name, now, usage)
+        return self._effective(self.index[name], usage)
+
+    def _retire(self, name: str) -> None:
+        """A job ends: its decayed usage joins its queue's history leaf."""
+        ledger, now = self.decay, self._keyed_at
+        queue = self.jobs[name].queue
+        ledger.charge(name, now, self._zero)
+        past = ledger.usage(name, now)
+        ledger.forget(name)
+        key = HISTORY + queue
+        ledger.charge(key, now, self._zero)
+        entry = ledger.entries[key]
+        entry[0] = [a + b for a, b in zip(entry[0], past)]
+        idx = self._history_leaf(queue)
+        self.views.tick()
+        self._set_leaf(idx, self._effective(idx, self._zero))
 
     @property
     def view(self) -> _View:
@@ -211,6 +294,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self._touch(idx)
 
     def remove_job(self, name):
+        if self.decay is not None:
+            self._retire(name)
         idx = self.index.pop(name)
         if self.parent[idx] in self.fifo_jobs:
             self.fifo_jobs[self.parent[idx]].remove(idx)
@@ -228,7 +313,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     def allocated(self, name, demand, now=0.0):
         super().allocated(name, demand, now)
         idx = self.index[name]
-        self.leaf_usage[idx] = tuple(self.jobs[name].usage)
+        usage = self.jobs[name].usage  # (with decay: the effective vector, charged now)
+        self.leaf_usage[idx] = tuple(usage) if self.decay is None else self._charged(name, now)
         self.running[idx] += 1
         self._commit(idx, d_running=1)
         self._touch(idx)
@@ -236,7 +322,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     def released(self, name, demand, now=0.0):
         super().released(name, demand, now)
         idx = self.index[name]
-        self.leaf_usage[idx] = tuple(self.jobs[name].usage)
+        usage = self.jobs[name].usage  # (with decay: the effective vector, charged now)
+        self.leaf_usage[idx] = tuple(usage) if self.decay is None else self._charged(name, now)
         self.running[idx] -= 1
         self._commit(idx, d_running=-1)
         self._touch(idx)
@@ -516,6 +603,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.stop_when_saturated and self.saturated:
             return None  # C.S-Current: nothing while any resource is fully used
+        if self.decay is not None:
+            self._advance(now)
         view = self.view
         if view.repick:
             self._flush_picks(view)
@@ -527,6 +616,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.stop_when_saturated and self.saturated:
             return None
+        if self.decay is not None:
+            self._advance(now)
         # the view is caught up only if a key is read: one candidate, or one below each
         # node on the candidates' paths, needs none (``ViewCache.select``)
         view, catch_up = self.views.current, self.views.catch_up
@@ -542,4 +633,5 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
 
     def shares(self) -> dict[str, float]:
         view = self.view
-        return {self.key[v]: view.share[v] for v in range(1, len(self.key)) if self.key[v]}
+        return {self.key[v]: view.share[v] for v in range(1, len(self.key))
+                if self.key[v] and not self.key[v].startswith(HISTORY)}

@@ -88,6 +88,12 @@ class OnlineSorter:
     def set_saturated(self, resources: frozenset[int]) -> None:
         self.saturated = frozenset(resources)
 
+    def set_half_life(self, half_life: float, ledger=None) -> None:
+        """Order by decayed usage with this half-life (docs/policies.md, "Fairness with
+        memory"; ``machinery/decay.py``). Only the sorters that implement it accept it."""
+        raise ValueError("fairness.half_life: this policy has no decayed usage yet (docs/policies.md, "
+                         "\"Fairness with memory\"); use half_life 0 with it")
+
     def shares(self) -> dict[str, float]:
         """Each job's and queue's current share as this policy measures it (for reports)."""
         return {}

@@ -120,7 +120,8 @@ class Simulator:
         # Raises PolicyModeError for a policy with no online meaning (before any work).
         self.scheduler = Scheduler(scenario.resources, scenario.cluster.nodes, scenario.queues, policy,
                                    placement=options.placement, headroom=options.headroom,
-                                   respect_counts=True, devices=scenario.cluster.devices)
+                                   respect_counts=True, devices=scenario.cluster.devices,
+                                   half_life=scenario.fairness.half_life if scenario.fairness else 0.0)
         self.rng = random.Random(options.seed)  # the only source of randomness of a run
         self.events = EventQueue()
         self.now = 0.0  # the simulated clock: the instant being processed

@@ -13,6 +13,11 @@ share rounded to ``DIGITS`` digits, running tasks, arrival), the first runnable 
 heap is lazy (an entry is valid while its version is the job's current one) and
 compacted when stale entries pile up.
 
+With decayed usage (``set_half_life``, docs/policies.md "Fairness with memory") a job's
+key is the share of its allocation plus its decayed average past allocation
+(``machinery/decay.py``); keys move as time passes, so the demanding jobs are re-keyed
+once per new instant (``_advance``). Without it none of that runs.
+
 ``collapsed`` (``policies/collapsed.py``) subclasses :class:`FlatSorter` with weights
 that change when the set of demanding jobs does (:meth:`FlatSorter._weight`).
 """
@@ -24,6 +29,7 @@ from collections.abc import Callable, Sequence
 
 from fairshare.model.queues import QueueTree
 from fairshare.model.resources import Vector
+from fairshare.policies.machinery.decay import DecayLedger
 from fairshare.policies.machinery.reference import ShareRule
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.online import OnlineSorter, Runnable
@@ -66,6 +72,28 @@ class FlatSorter(OnlineSorter):
         # their heap entries, taken out until the call ends (``reset_excluded``)
         self._excluded: set[str] = set()
         self._parked: list[tuple] = []
+        # decayed usage (``set_half_life``; None: the instantaneous policy) and the latest
+        # instant the keys were computed at
+        self.decay: DecayLedger | None = None
+        self._keyed_at = 0.0
+
+    def set_half_life(self, half_life: float, ledger: DecayLedger | None = None) -> None:
+        """Order by decayed usage (docs/policies.md, "Fairness with memory"): each job's
+        key is the share of its allocation plus its decayed average past allocation
+        (``machinery/decay.py``). ``ledger``: the history to continue (a sorter built
+        again for a new queue tree)."""
+        self.decay = ledger if ledger is not None else DecayLedger(half_life, self.m)
+        for name in self.jobs:
+            self._rekey(name)
+
+    def _advance(self, now: float) -> None:
+        """With decay, time moving changes every key: re-key the demanding jobs once per
+        new instant (O(demanding jobs x (m + log n)) per instant, not per task)."""
+        if now > self._keyed_at:
+            self._keyed_at = now
+            for name, job in self.jobs.items():
+                if job.demanding:
+                    self._rekey(name)
 
     # --- events -------------------------------------------------------------------------------
     def add_job(self, name, queue, weight, demand):
@@ -77,13 +105,19 @@ class FlatSorter(OnlineSorter):
         super().remove_job(name)
         del self.version[name]  # its heap entries go stale
         self.share.pop(name, None)
+        if self.decay is not None:
+            self.decay.forget(name)  # (flat over jobs: a job's history ends with it)
 
     def allocated(self, name, demand, now=0.0):
         super().allocated(name, demand, now)
+        if self.decay is not None:
+            self._charge(name, now)
         self._rekey(name)
 
     def released(self, name, demand, now=0.0):
         super().released(name, demand, now)
+        if self.decay is not None:
+            self._charge(name, now)
         self._rekey(name)
 
     def set_demanding(self, name, demanding):
@@ -102,9 +136,14 @@ class FlatSorter(OnlineSorter):
         """The weight the share divides by: the job's own (collapsed: its leaf weight)."""
         return job.weight
 
+    def _charge(self, name: str, now: float) -> None:
+        self._advance(now)
+        self.decay.charge(name, now, self.jobs[name].usage)
+
     def _rekey(self, name: str) -> None:
         job = self.jobs[name]
-        share = self.job_share(job.usage, self.capacity, self._weight(job))
+        usage = job.usage if self.decay is None else self.decay.effective(name, job.usage, self._keyed_at)
+        share = self.job_share(usage, self.capacity, self._weight(job))
         self.share[name] = share
         self.version[name] += 1
         if job.demanding:
@@ -136,6 +175,8 @@ class FlatSorter(OnlineSorter):
         until the call ends, instead of being popped and pushed back at every decision:
         on a filling cluster the jobs whose task fits nowhere gather at the head of the
         heap (their shares stop growing), and each decision walked past all of them."""
+        if self.decay is not None:
+            self._advance(now)
         heap, excluded, parked = self.heap, self._excluded, self._parked
         heappop = heapq.heappop
         tried: list[tuple] = []
@@ -162,6 +203,8 @@ class FlatSorter(OnlineSorter):
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         # the heap's order (its current entries' keys) restricted to the candidates
+        if self.decay is not None:
+            self._advance(now)
         jobs, share = self.jobs, self.share
         keyed = sorted((round(share[name], DIGITS), jobs[name].running, jobs[name].order, name)
                        for name in names if jobs[name].demanding)

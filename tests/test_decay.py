@@ -1,0 +1,169 @@
+"""Fairness with memory (docs/policies.md, "Fairness with memory"): decayed usage.
+
+Table-driven, with the arithmetic in the comments: one queue busy, the other idle, then
+both demand 10 one-CPU slots on a 10-CPU cluster at day 6. The key of each side is its
+dominant share of ``A + U / W`` (allocation plus decayed average past allocation,
+``machinery/decay.py``), and each free slot goes to the lower key (ties: fewer running
+tasks), so the split is the one that leaves the two keys within one task of each other.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from builders import job, q, scenario
+
+from fairshare.conformance.driver import drive
+from fairshare.conformance.online import with_half_life
+from fairshare.conformance.workloads import Workload, bounded_workload
+from fairshare.engine import Scheduler
+from fairshare.model import ScenarioError
+from fairshare.model.loader import parse_scenario
+from fairshare.policies import PolicyModeError, make_policy
+from fairshare.policies.machinery.decay import DecayLedger
+
+DAY = 86400.0
+
+
+def _split_at_day_6(policy: str, half_life: float, busy_days: float) -> dict[str, int]:
+    """Queue ``a``'s job A holds all 10 CPUs from day 0 to ``busy_days``, then waits
+    (not demanding: drf is flat over jobs, so the history that counts is the job's);
+    at day 6 it and a job of idle queue ``b`` each want 10 one-CPU tasks."""
+    sc = scenario(capacity={"cpu": 10}, queues=[q("a"), q("b")], jobs=[job("A", {"cpu": 1}, "a")])
+    sorter = make_policy(policy).online(sc.resources, sc.queues, sc.capacity)
+    if half_life:
+        sorter.set_half_life(half_life)
+    sorter.add_job("A", "a", 1.0, (1.0,))
+    for _ in range(10):
+        sorter.allocated("A", (1.0,), 0.0)
+    for _ in range(10):
+        sorter.released("A", (1.0,), busy_days * DAY)
+    sorter.set_demanding("A", False)
+    sorter.add_job("B", "b", 1.0, (1.0,))
+    sorter.set_demanding("A", True)
+    got = {"A": 0, "B": 0}
+    for _ in range(10):
+        name = sorter.pick(lambda name: name in got, 6 * DAY)
+        got[name] += 1
+        sorter.allocated(name, (1.0,), 6 * DAY)
+    return got
+
+
+# a's decayed average at day 6, in CPUs (W = (h/ln2)(1 - 2^(-6d/h)), U = the integral):
+#  busy 6 days, any finite h: U = 10 W, so 10 (a constant allocation averages to itself)
+#  busy 3 days, h = 1 day:  10 (1 - 2^-3) 2^-3 / (1 - 2^-6) = 10 x .875 x .125 / .984375 = 1.11
+#  busy 3 days, h = 6 days: 10 (1 - 2^-.5) 2^-.5 / (1 - 2^-1) = 10 x .29289 x .70711 / .5 = 4.14
+#  busy 3 days, h = inf:    30 CPU-days / 6 days = 5
+# b takes slots while b < a + avg: avg 10 -> all 10 (b = 9 < 10); 1.11 -> b 6, a 4
+# (6 < 5.11 + 1); 4.14 -> b 7, a 3; 5 -> b 7, a 3 (ties at 5-5, 6-6, 7-7 go to a, which
+# runs fewer tasks, so a ends at 3). Without memory: 5 and 5.
+CASES = [
+    (0, 6, {"A": 5, "B": 5}),
+    (DAY, 6, {"A": 0, "B": 10}),
+    (DAY, 3, {"A": 4, "B": 6}),
+    (6 * DAY, 3, {"A": 3, "B": 7}),
+    (math.inf, 3, {"A": 3, "B": 7}),
+]
+
+
+@pytest.mark.parametrize("policy", ["drf", "hdrf", "hdrf-naive"])
+@pytest.mark.parametrize("half_life,busy_days,expected", CASES)
+def test_the_idle_queue_gets_more_than_half_at_first(policy, half_life, busy_days, expected):
+    assert _split_at_day_6(policy, half_life, busy_days) == expected
+
+
+@pytest.mark.parametrize("policy", ["hdrf", "capacity"])
+def test_a_queue_keeps_the_history_of_its_finished_jobs(policy):
+    """H-DRF: the job that used queue a ends (removed); the queue's hidden history leaf
+    keeps its decayed usage, so the split is the table's (h = 1 day, busy 3 days: 4/6)."""
+    sc = scenario(capacity={"cpu": 10}, queues=[q("a"), q("b")], jobs=[job("A", {"cpu": 1}, "a")])
+    sorter = make_policy(policy).online(sc.resources, sc.queues, sc.capacity)
+    sorter.set_half_life(DAY)
+    sorter.add_job("old", "a", 1.0, (1.0,))
+    for _ in range(10):
+        sorter.allocated("old", (1.0,), 0.0)
+    for _ in range(10):
+        sorter.released("old", (1.0,), 3 * DAY)
+    sorter.remove_job("old")
+    sorter.add_job("A", "a", 1.0, (1.0,))
+    sorter.add_job("B", "b", 1.0, (1.0,))
+    got = {"A": 0, "B": 0}
+    for _ in range(10):
+        name = sorter.pick(lambda name: True, 6 * DAY)
+        got[name] += 1
+        sorter.allocated(name, (1.0,), 6 * DAY)
+    assert got == {"A": 4, "B": 6}
+    assert set(sorter.shares()) == {"a", "b", "A", "B"}  # (the history leaf is not reported)
+    # queue a's share: (4 running + 1.11 average) / 10
+    assert sorter.shares()["a"] == pytest.approx((4 + 10 * .875 * .125 / .984375) / 10)
+
+
+def test_ledger_decays_lazily_and_charges_as_usage_accrues():
+    ledger = DecayLedger(10.0, 1)
+    ledger.charge("j", 0.0, [4.0])
+    # running 4 for 10 s (one half-life): U = 4 (h/ln2)(1 - 1/2) = 4 x 14.427 x .5 = 28.85
+    assert ledger.usage("j", 10.0) == pytest.approx([4 * 10 / math.log(2) * 0.5])
+    # held since the origin, the average is the allocation: A + U/W = 4 + 4
+    assert ledger.effective("j", [4.0], 10.0) == pytest.approx([8.0])
+    ledger.charge("j", 10.0, [0.0])  # the task ends
+    # 10 s later (one more half-life) the usage has halved, W = (h/ln2)(3/4): 4 x .5 x .5 / .75
+    assert ledger.effective("j", [0.0], 20.0) == pytest.approx([4 * 0.5 * 0.5 / 0.75])
+    cumulative = DecayLedger(math.inf, 1)
+    cumulative.charge("j", 0.0, [4.0])
+    cumulative.charge("j", 10.0, [0.0])
+    assert cumulative.usage("j", 30.0) == [40.0]  # 4 x 10 s, never decaying
+    assert cumulative.effective("j", [0.0], 30.0) == pytest.approx([40.0 / 30.0])
+
+
+def _sc(fairness):
+    return {"cluster": {"capacity": {"cpu": 4}}, "jobs": [], "fairness": fairness}
+
+
+@pytest.mark.parametrize("fairness,half_life", [({"half_life": 3600}, 3600.0), ({"half_life": 0}, 0.0),
+                                                ({"half_life": math.inf}, math.inf), ({"half_life": "inf"}, math.inf),
+                                                ({}, 0.0)])
+def test_loader_reads_the_half_life(fairness, half_life):
+    assert parse_scenario(_sc(fairness)).fairness.half_life == half_life
+
+
+@pytest.mark.parametrize("fairness,message", [({"half_life": -1}, "fairness.half_life: must be >= 0"),
+                                              ({"half_life": "soon"}, "fairness.half_life: must be a number"),
+                                              ({"halflife": 3}, "halflife"),
+                                              (5, "fairness: must be a mapping")])
+def test_loader_names_the_field_of_a_bad_half_life(fairness, message):
+    with pytest.raises(ScenarioError, match=message.replace(".", r"\.")):
+        parse_scenario(_sc(fairness))
+
+
+def test_a_policy_without_memory_refuses_a_half_life():
+    sc = scenario(capacity={"cpu": 4})
+    with pytest.raises(PolicyModeError, match="policy .dff.: fairness.half_life: this policy has no decayed usage"):
+        Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff"), half_life=60.0)
+
+
+@pytest.mark.parametrize("policy", ["drf", "hdrf"])
+def test_decay_changes_the_launches_the_limit_check_sees(policy):
+    """The conformance check ``decayed limits`` is not vacuous: decay changes the order."""
+    workload = bounded_workload(0)
+    plain = drive(make_policy(policy), workload).log
+    assert drive(make_policy(policy), with_half_life(workload, 2.0)).log != plain
+
+
+@pytest.mark.parametrize("policy", ["drf", "hdrf"])
+@pytest.mark.parametrize("guarantee,expected_g", [(None, 0), ({"cpu": 4}, 4)])
+def test_a_decayed_order_does_not_starve_a_guarantee(policy, guarantee, expected_g):
+    """g ran 10 CPUs for 6 days (h = 1 day: its average is 10), n arrives at day 6 when
+    g's tasks end. By decayed shares n takes all 10 slots; with a guarantee of 4 CPUs the
+    engine serves g first up to it: g 4, n 6."""
+    queues = [q("g"), q("n")]
+    if guarantee:
+        queues[0]["guarantee"] = guarantee
+    sc = parse_scenario({"cluster": {"capacity": {"cpu": 10}}, "queues": queues, "fairness": {"half_life": DAY},
+                         "jobs": [job("G", {"cpu": 1}, "g", count=20), job("N", {"cpu": 1}, "n", submit=6 * DAY)]})
+    run = drive(make_policy(policy), Workload(sc, until=6 * DAY), duration=lambda launch, rng: 6 * DAY)
+    at_day_6 = [i for i in run.instants if i.now == 6 * DAY][0]
+    started = {"G": 0, "N": 0}
+    for launch in at_day_6.launches:
+        started[launch.job] += 1
+    assert started == {"G": expected_g, "N": 10 - expected_g}
