@@ -220,10 +220,10 @@ def test_a_limit_set_at_run_time_is_enforced_and_survives_a_restart(tmp_path):
 # --- preemption ---------------------------------------------------------------------------------
 
 
-def fill_then_starve(tmp_path, **kw):
+def fill_then_starve(tmp_path, preemption=None, **kw):
     """alice's 16 one-CPU tasks fill the 8 CPUs at t=0; bob's 8 arrive at t=1 and wait
     (dev starved: share 0 < fair 4/8). ``after`` = 5: dev may preempt from t=6."""
-    svc, ex, clock = service(tmp_path, doc_with(preemption={"after": 5}), **kw)
+    svc, ex, clock = service(tmp_path, doc_with(preemption={"after": 5, **(preemption or {})}), **kw)
     (a,) = svc.submit(ALICE, {"jobs": [job("a", "ads.prod", 16, {"cpu": 1})]})
     svc.step()
     clock.t = 1.0
@@ -248,6 +248,21 @@ def test_a_starved_queue_preempts_at_its_deadline_without_any_event(tmp_path):
     assert sorted(ex.killed) == [1, 2, 3, 4]
     assert running_by_job(ex) == {str(a): 4, str(b): 4}
     assert svc.loop.next_wake() is None  # dev is at its fair share: no more deadline
+
+
+def test_paced_rounds_wake_the_loop_every_round_while_a_queue_stays_starved(tmp_path):
+    # one victim a round, a round every 2 s: dev needs 4 tasks back (fair share 4), so
+    # 4 rounds, at 6 (the deadline), 8, 10 and 12, each woken by the loop alone
+    svc, ex, clock, a, b = fill_then_starve(tmp_path, {"max_per_round": 1, "round": 2})
+    for n, t in enumerate([6.0, 8.0, 10.0, 12.0], start=1):
+        assert svc.loop.next_wake() == t
+        clock.t = t - 0.5
+        svc.step()  # (the last victim's end reported: a decision, but no round yet)
+        assert len(ex.killed) == n - 1
+        clock.t = t
+        assert svc.step()  # no executor event, no request: the paced round alone
+        assert len(ex.killed) == n and running_by_job(ex) == {str(a): CPUS - n, str(b): n}
+    assert svc.loop.next_wake() is None  # dev holds its fair share: no more rounds
 
 
 def test_preempted_attempts_are_recorded_requeued_and_run_once_more(tmp_path):

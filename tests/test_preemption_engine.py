@@ -163,18 +163,19 @@ def test_the_preemption_section_and_checkpoints_are_validated():
 
     data = {"cluster": {"capacity": {"cpu": 4}},
             "preemption": {"after": -1, "tolerance": 2, "max_per_round": 0.5, "rule": "yarn", "foo": 1,
-                           "within_queue": "yes"},
+                           "within_queue": "yes", "round": 0},
             "jobs": [{"name": "j", "tasks": [{"demand": {"cpu": 1}, "checkpoint": 0}]}]}
     with pytest.raises(ScenarioError) as info:
         parse_scenario(data, "<bad>")
     got = {e.path: e.reason for e in info.value.errors}
     assert got == {"jobs[0].tasks[0].checkpoint": "must be > 0, got 0",
-                   "preemption.foo": "unknown key (allowed: after, max_per_round, rule, tolerance, within_queue)",
+                   "preemption.foo": "unknown key (allowed: after, max_per_round, round, rule, tolerance, within_queue)",
                    "preemption.after": "must be >= 0, got -1",
                    "preemption.tolerance": "must be < 1 (a dominant share), got 2",
                    "preemption.max_per_round": "must be a whole number, got 0.5",
                    "preemption.rule": "must be one of loop-free, naive, got 'yarn'",
-                   "preemption.within_queue": "must be true or false, got 'yes'"}
+                   "preemption.within_queue": "must be true or false, got 'yes'",
+                   "preemption.round": "must be > 0, got 0"}
 
 
 def test_the_preemption_section_turns_it_on_with_defaults():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,56 @@ def test_the_books_settle_a_leaving_job_once():
     assert books.settle(job) == (3, 12.5)
     assert books.settle(job) == (0, 0.0) and not books.credits and not books.tasks_preempted
     assert PreemptionBooks(2, on=False).settle(job) == (None, None)
+
+
+# Preemption paced in time (docs/policies.md, "Preemption paced in time"): two nodes of 20
+# cpus; "long" (queue a) starts 40 one-cpu tasks at 0 that run `unrelated` seconds, with
+# 40 more pending (so it keeps a fair share of 20 and may be a victim); "short" (queue b)
+# arrives at 10 with one-cpu tasks of 20 s. Fair shares 20/20 (hdrf, weights 1:1).
+PACE_SUBMIT, PACE_AFTER, PACE_BUDGET, PACE_ROUND, PACE_FAIR = 10.0, 30.0, 4, 5.0, 20
+
+
+def paced_scenario(unrelated: float):
+    return parse_scenario({
+        "cluster": {"nodes": [{"name": "n", "count": 2, "capacity": {"cpu": 20}}]},
+        "queues": [{"name": "a"}, {"name": "b"}],
+        "jobs": [{"name": "long", "queue": "a", "tasks": [{"demand": {"cpu": 1}, "count": 80, "duration": unrelated}]},
+                 {"name": "short", "queue": "b", "submit": PACE_SUBMIT,
+                  "tasks": [{"demand": {"cpu": 1}, "count": 200, "duration": 20}]}]}, "<paced>")
+
+
+def running_at(result, job: str, t: float) -> int:
+    """``job``'s running tasks at ``t`` by the timeline (its last row at or before ``t``)."""
+    rows = [r for r in csv.DictReader(io.StringIO(timeline_csv(result)))
+            if r["entity"] == job and r["kind"] == "job" and float(r["time"]) <= t]
+    return int(rows[-1]["running_tasks"]) if rows else 0
+
+
+@pytest.mark.parametrize("unrelated", [400.0, 4000.0])
+def test_a_paced_round_gives_the_starved_queue_its_share_whatever_ends(unrelated):
+    # starved from 10, it may preempt at 10 + 30 = 40; it needs 20 tasks, 4 a round:
+    # ceil(20 / 4) = 5 rounds, at 40, 45, 50, 55 and 60 = 10 + 30 + (5 - 1) * 5
+    deadline = PACE_SUBMIT + PACE_AFTER + (math.ceil(PACE_FAIR / PACE_BUDGET) - 1) * PACE_ROUND
+    paced = PreemptionConfig(after=PACE_AFTER, tolerance=0.01, max_per_round=PACE_BUDGET, round=PACE_ROUND)
+    result = simulate(paced_scenario(unrelated), "hdrf", SimOptions(seed=0, preemption=paced))
+    assert running_at(result, "short", deadline) == PACE_FAIR
+    # one round short of it, one budget short of it: the pace is the rate, not faster
+    assert running_at(result, "short", deadline - PACE_ROUND) == PACE_FAIR - PACE_BUDGET
+    # never more than the budget per round: each preempt row at its own paced instant
+    rows = [r for r in csv.DictReader(io.StringIO(timeline_csv(result))) if r["kind"] == "preempt"]
+    times = [float(r["time"]) for r in rows]
+    assert all(int(r["running_tasks"]) <= PACE_BUDGET for r in rows) and len(set(times)) == len(times)
+    assert all(b - a >= PACE_ROUND for a, b in zip(times, times[1:]))
+    # without `round` (a round at every decision), the short tasks' ends (every 20 s) are
+    # the only rounds after the deadline: still short of the share then
+    unpaced = PreemptionConfig(after=PACE_AFTER, tolerance=0.01, max_per_round=PACE_BUDGET)
+    result = simulate(paced_scenario(unrelated), "hdrf", SimOptions(seed=0, preemption=unpaced))
+    assert running_at(result, "short", deadline) < PACE_FAIR
+
+
+def test_round_in_the_preemption_section():
+    base = {"cluster": {"nodes": [{"name": "n", "capacity": {"cpu": 4}}]}, "queues": [{"name": "a"}], "jobs": []}
+    assert parse_scenario({**base, "preemption": {"round": 5}}, "<r>").preemption == PreemptionConfig(round=5.0)
+    assert parse_scenario({**base, "preemption": {}}, "<r>").preemption.round is None
+    with pytest.raises(ValueError, match="preemption round must be > 0"):
+        PreemptionConfig(round=-1.0)

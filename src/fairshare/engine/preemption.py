@@ -23,7 +23,11 @@ Rules (docs/policies.md, "Fair-share preemption"):
 * **Placement-aware.** Victims are taken on one node only, the one where the fewest (then
   the least work lost, then the first node) make the preemptor's task fit; a node where
   freeing tasks cannot make it fit (a GPU task and a node without GPUs) is never touched.
-* **Budget.** At most ``max_per_round`` victims per call.
+* **Budget.** At most ``max_per_round`` victims per call. With ``round`` (seconds) the
+  budget is a rate: :class:`Preemptor` plans at most once per ``round`` seconds, and
+  while a queue stays starved past its deadline it asks to be woken every ``round``
+  seconds (:meth:`Preemptor.wake_at`), so a starved queue gains ``max_per_round`` victims
+  a round whether or not other tasks end meanwhile.
 * **Gangs** (``Job.gang``) are one unit (docs/policies.md, "Gangs in preemption"): a
   gang's fair share is all or nothing (its divisible share rounded: its whole demand
   when the share covers it, else nothing); a victim gang loses all of its tasks (one
@@ -469,6 +473,9 @@ class Preemptor:
         self.time_below: dict[str, float] = {}
         self._below: set[str] = set()
         self._observed_at: float | None = None
+        #: with ``config.round``: the ``now`` of the last round that planned (the next may
+        #: plan ``round`` seconds later, not before)
+        self._paced_at: float | None = None
 
     def _refresh_fair_shares(self, sch) -> None:
         """Recompute the fair shares when the set of demanding jobs or the capacity
@@ -523,11 +530,17 @@ class Preemptor:
     def wake_at(self) -> float | None:
         """When the earliest starved queue may preempt (None: none is waiting, or only
         observing): a runtime whose rounds happen only at events (the simulator) holds a
-        round then."""
+        round then. With ``config.round``, not before the next paced round: while a queue
+        stays starved past its deadline, every ``round`` seconds after the last round that
+        planned."""
         if self.observe_only:
             return None
         times = [since + self.config.after for since in (*self.starved_since.values(), *self.inverted_since.values())]
-        return min(times) if times else None
+        if not times:
+            return None
+        if self.config.round is not None and self._paced_at is not None:
+            return max(min(times), self._paced_at + self.config.round)
+        return min(times)
 
     def round(self, sch, now: float, *, plan_now: bool = True) -> list[Preemption]:
         """The preemptions to make at ``now`` (after the round's launches). With
@@ -567,6 +580,11 @@ class Preemptor:
         ready = [path for path in inverted if now - self.inverted_since[path] >= self.config.after]
         if not (starved or ready) or not plan_now or self.observe_only:
             return []
+        pace = self.config.round
+        if pace is not None:
+            if self._paced_at is not None and now < self._paced_at + pace:
+                return []  # (between paced rounds: the budget is a rate)
+            self._paced_at = now
         starved.sort()
         usage: dict[str, Vector] = {}
         fair = self.job_fair

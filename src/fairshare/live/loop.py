@@ -208,7 +208,9 @@ class SchedulingLoop:
         """When a starved queue's wait for preemption ends (``Engine.wake_at``), unless a
         round was already held for that deadline: a queue still starved after it, with
         nothing to preempt, waits for the next event (as in the simulator, one round per
-        deadline)."""
+        deadline). With ``preemption.round``, each round that plans moves ``wake_at`` on
+        by ``round`` seconds: a round every ``round`` seconds while a queue stays
+        starved."""
         wake = self.engine.wake_at()
         return None if wake is None or wake == self._woken_for else wake
 

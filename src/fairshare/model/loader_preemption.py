@@ -16,7 +16,7 @@ PREEMPTION_KEYS = keys(PREEMPTION)
 def parse_preemption(col: Collector, raw: Any) -> PreemptionConfig | None:
     """``preemption:`` (optional): ``after`` seconds >= 0, ``tolerance`` in [0, 1),
     ``max_per_round`` a whole number >= 1, ``rule`` ``loop-free`` or ``naive``,
-    ``within_queue`` a boolean; each
+    ``within_queue`` a boolean, ``round`` seconds > 0 (absent: none); each
     defaults to :class:`PreemptionConfig`'s. ``preemption: {}`` turns it on with the
     defaults."""
     if raw is None:
@@ -41,6 +41,11 @@ def parse_preemption(col: Collector, raw: Any) -> PreemptionConfig | None:
     if not isinstance(within_queue, bool):
         col.add("preemption.within_queue", f"must be true or false, got {show(within_queue)}")
         within_queue = None
+    pace = None  # (absent: a round at every decision, as before the key)
+    if "round" in raw:
+        pace = col.number(raw["round"], "preemption.round", positive=True)
+        if pace is None:
+            return None
     if None in (after, tolerance, most, rule, within_queue):
         return None
-    return PreemptionConfig(after, tolerance, int(most), rule, within_queue)
+    return PreemptionConfig(after, tolerance, int(most), rule, within_queue, pace)

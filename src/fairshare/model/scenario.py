@@ -47,10 +47,18 @@ class PreemptionConfig:
     #: a job may also preempt lower-priority jobs of its own queue (priorities within a
     #: queue, docs/policies.md "Priority preemption within a queue"); off by default
     within_queue: bool = False
+    #: seconds between preemption rounds: the budget becomes a rate (``max_per_round``
+    #: victims per ``round`` seconds), and while a queue stays starved past ``after`` a
+    #: round is held every ``round`` seconds, events or not; None: a round at every
+    #: decision (the first at the deadline), so a starved queue gains only as often as
+    #: tasks end (docs/policies.md, "Preemption paced in time")
+    round: float | None = None
 
     def __post_init__(self) -> None:
         if self.rule not in PREEMPTION_RULES:
             raise ValueError(f"preemption rule must be one of {', '.join(PREEMPTION_RULES)}, got {self.rule!r}")
+        if self.round is not None and not self.round > 0:
+            raise ValueError(f"preemption round must be > 0 seconds, got {self.round}")
 
 
 @dataclass(frozen=True)

@@ -260,6 +260,9 @@ PREEMPTION = Obj("Preemption", {
                  default=_DEFAULT_PREEMPTION.rule),
     "within_queue": Boolean("a job may also preempt jobs of lower priority in its own queue",
                             default=_DEFAULT_PREEMPTION.within_queue),
+    "round": Number("seconds between preemption rounds: at most max_per_round victims per round, a round every "
+                    "round seconds while a queue stays starved (absent: a round at every decision)",
+                    exclusive_minimum=0),
 }, "fair-share preemption: on when the section is present ({} for the defaults)", nullable=True)
 
 GANGS = Obj("Gangs", {

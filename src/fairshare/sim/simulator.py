@@ -254,8 +254,9 @@ class Simulator:
                 return batch, arrival
 
     def _wake_when_due(self, t: float) -> None:
-        """A ``Wake`` when a starved queue's wait for preemption ends after ``t`` (the
-        engine's rounds happen only at events)."""
+        """A ``Wake`` when a starved queue's wait for preemption ends after ``t``, or (with
+        ``preemption.round``) its next paced round comes (the engine's rounds happen only
+        at events)."""
         wake = self.engine.wake_at()
         if wake is not None and wake > t and wake not in self._wakes:
             self._wakes.add(wake)
