@@ -131,6 +131,20 @@ def reserving_service(tmp_path, reserve_after):
     return svc, executor
 
 
+def gang_behind_two_ended_fillers(svc, ex) -> tuple[int, int]:
+    """alice's 6-task filler runs, her 8-task gang waits, 2 fillers end, then bob submits a
+    2-task job: (the gang's id, bob's job's id) after one more pass."""
+    svc.submit(ALICE, {"jobs": [job("fill", "ads", 6, {"cpu": 1})]})
+    svc.step()
+    (g,) = svc.submit(ALICE, {"jobs": [gang("g", "ads", 8, {"cpu": 1})]})
+    svc.step()
+    for task_id in sorted(ex.running)[:2]:
+        ex.finish(task_id)
+    (small,) = svc.submit(BOB, {"jobs": [job("small", "dev", 2, {"cpu": 1})]})
+    svc.step()
+    return g, small
+
+
 @pytest.mark.parametrize("reserve_after, small_starts", [(None, True), (0, False)])
 def test_a_reservation_holds_freed_cpus_for_an_overdue_gang(tmp_path, reserve_after, small_starts):
     # 8 CPUs (4 + 2 + 2): a 6-task filler runs, an 8-task gang needs the whole cluster.
@@ -139,14 +153,7 @@ def test_a_reservation_holds_freed_cpus_for_an_overdue_gang(tmp_path, reserve_af
     # node is in its plan, so the 4 free CPUs are held for it and bob's job waits (serve
     # knows no duration: no backfill, engine/reserve.py).
     svc, ex = reserving_service(tmp_path, reserve_after)
-    (fill,) = svc.submit(ALICE, {"jobs": [job("fill", "ads", 6, {"cpu": 1})]})
-    svc.step()
-    (g,) = svc.submit(ALICE, {"jobs": [gang("g", "ads", 8, {"cpu": 1})]})
-    svc.step()
-    for task_id in sorted(ex.running)[:2]:
-        ex.finish(task_id)
-    (small,) = svc.submit(BOB, {"jobs": [job("small", "dev", 2, {"cpu": 1})]})
-    svc.step()
+    g, small = gang_behind_two_ended_fillers(svc, ex)
     assert running_by_job(ex).get(str(small), 0) == (2 if small_starts else 0)
     if not small_starts:
         for task_id in sorted(ex.running):  # the rest of the filler ends: the gang starts whole, first
@@ -157,16 +164,9 @@ def test_a_reservation_holds_freed_cpus_for_an_overdue_gang(tmp_path, reserve_af
 
 def test_a_job_kept_off_held_capacity_is_told_so(tmp_path):
     # the same cluster and jobs as above, with reserve_after 0: bob's job waits because
-    # 2 CPUs are held for the gang; without the hold they would fit it (reserved_for)
+    # 4 CPUs are held for the gang; without the hold they would fit it (reserved_for)
     svc, ex = reserving_service(tmp_path, 0)
-    svc.submit(ALICE, {"jobs": [job("fill", "ads", 6, {"cpu": 1})]})
-    svc.step()
-    (g,) = svc.submit(ALICE, {"jobs": [gang("g", "ads", 8, {"cpu": 1})]})
-    svc.step()
-    for task_id in sorted(ex.running)[:2]:
-        ex.finish(task_id)
-    (small,) = svc.submit(BOB, {"jobs": [job("small", "dev", 2, {"cpu": 1})]})
-    svc.step()
+    g, small = gang_behind_two_ended_fillers(svc, ex)
     (reason, *_) = svc.explain(BOB, small)["reasons"]
     assert reason["kind"] == "reserved_for" and reason["gang"] == str(g)
     # 2 of 6 fillers ended: 8 - 4 = 4 CPUs free, all held (every node is in the 8-CPU plan)
