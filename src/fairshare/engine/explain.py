@@ -235,7 +235,7 @@ def _no_node(sch: Scheduler, rt: JobRuntime) -> list[dict]:
         return []
     allowed = None if cls.max_per_node is None else sch._under_limit(rt.job.name, j, cls.max_per_node)
     nodes = [n for n in _eligible(sch, cls.constraints) if allowed is None or allowed(n)]
-    need = sch.pool._effective(cls.demand) if not sch.pool.devices else cls.demand
+    need = _task_need(sch, cls)
     best = best_nodes(sch, need, nodes)
     free = _free_total(sch, nodes)
     reason = {"kind": "no_node_fits", "demand": _named(sch, cls.demand), "eligible_nodes": len(nodes),
@@ -250,16 +250,14 @@ def _no_node(sch: Scheduler, rt: JobRuntime) -> list[dict]:
 
 def _reserved(sch: Scheduler, rt: JobRuntime) -> list[dict]:
     reserve = sch.reserve
-    if reserve is None or reserve.gang is None or reserve.gang == rt.job.name or not reserve._holds \
-            or rt.job.gang or rt.shape_class is None or _next_task_fits(sch, rt):
+    if reserve is None or reserve.gang is None or reserve.gang == rt.job.name or rt.job.gang \
+            or rt.shape_class is None:
         return []
-    held_on: dict[int, list[float]] = {}
-    for node, amount, _token in reserve._holds:
-        total = held_on.setdefault(node, [0.0] * sch.m)
-        for r, a in enumerate(amount):
-            total[r] += a
+    held_on = reserve.held_by_node()
+    if not held_on or _next_task_fits(sch, rt):
+        return []
     cls = rt.job.classes[rt.shape_class]
-    need = sch.pool._effective(cls.demand) if not sch.pool.devices else cls.demand
+    need = _task_need(sch, cls)
     nodes = set(_eligible(sch, cls.constraints))
     unblocked = [n for n, held in sorted(held_on.items())
                  if n in nodes and fits(need, tuple(f + h for f, h in zip(_free(sch, n), held)))]
@@ -445,7 +443,7 @@ def _tasks_ended(sch: Scheduler, rt: JobRuntime) -> list[dict]:
     end would make room, with the usage each queue would give up; on each node, from the
     fewest that make room to all of them (the room may go to a job ahead first)."""
     cls = rt.job.classes[rt.shape_class]
-    need = sch.pool._effective(cls.demand) if not sch.pool.devices else cls.demand
+    need = _task_need(sch, cls)
     out = []
     for node, _short in best_nodes(sch, need, _eligible(sch, cls.constraints))[:NODES_TRIED]:
         free = list(_free(sch, node))
@@ -523,6 +521,12 @@ def starts(sch: Scheduler, name: str, change: dict, now: float) -> bool:
 
 
 # --- nodes ---------------------------------------------------------------------------------------
+
+def _task_need(sch: Scheduler, cls) -> Vector:
+    """What one task of ``cls`` takes from a node: with headroom its effective demand; on
+    a cluster with devices its demand as given (devices are whole)."""
+    return sch.pool._effective(cls.demand) if not sch.pool.devices else cls.demand
+
 
 def _eligible(sch: Scheduler, constraints: tuple) -> list[int]:
     pool = sch.pool

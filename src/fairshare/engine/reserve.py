@@ -158,6 +158,15 @@ class GangReserve:
         span = max(0.0, now - self._held_since)
         return tuple(i + h * span for i, h in zip(self.idle, self._held_total))
 
+    def held_by_node(self) -> dict[int, Vector]:
+        """What is held now, per node (``engine.explain``'s ``reserved_for``)."""
+        out: dict[int, list[float]] = {}
+        for node, amount, _devices in self._holds:
+            total = out.setdefault(node, [0.0] * len(amount))
+            for r, a in enumerate(amount):
+                total[r] += a
+        return {node: tuple(total) for node, total in out.items()}
+
     @property
     def active(self) -> bool:
         """A ``schedule`` call has work here: a gang waits (or holds a reservation)."""
