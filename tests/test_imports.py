@@ -21,8 +21,8 @@ ROOT = Path(fairshare.__file__).resolve().parent
 
 #: layer of each top-level part: a module may import its own layer and those below
 #: (``traces`` sits just above ``model``: it may import only ``model``, and the exceptions)
-LAYER = {"model": 0, "traces": 0.5, "client": 0.5, "ray": 0.5, "policies": 1, "engine": 2, "sim": 3, "live": 3,
-         "report": 4, "audit": 4, "conformance": 4, "api": 4, "cli": 4, "__main__": 5}
+LAYER = {"model": 0, "traces": 0.5, "importers": 0.5, "client": 0.5, "ray": 0.5, "policies": 1, "engine": 2, "sim": 3, "live": 3,
+         "report": 4, "audit": 4, "conformance": 4, "whatif": 4, "api": 4, "cli": 4, "__main__": 5}
 #: imports allowed across the layering (docs/architecture.md)
 EXCEPTIONS = {("traces", "sim.progress"), ("cli", "traces.cli"), ("live", "report.explain")}
 

@@ -32,7 +32,7 @@ from fairshare.model.loader_jobs import DURATION_KINDS, JOB_KEYS, TASK_KEYS, Job
 from fairshare.model.loader_queues import ORDERS, QUEUE_KEYS, build_tree, parse_queues
 from fairshare.model.loader_preemption import PREEMPTION_KEYS, parse_preemption
 from fairshare.model.scenario import FairnessConfig, GangsConfig, Scenario
-from fairshare.model.schema import FAIRNESS, GANGS, SCENARIO, keys
+from fairshare.model.schema import FAIRNESS, GANGS, PEERS, SCENARIO, keys
 
 TOP_KEYS = keys(SCENARIO)
 # (each section's keys live with its parser; re-exported here, where the converters
@@ -176,6 +176,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     preemption = parse_preemption(col, data.get("preemption"))
     gangs = parse_gangs(col, data.get("gangs"))
     fairness = parse_fairness(col, data.get("fairness"))
+    peers = parse_peers(col, data.get("peers"))
 
     # --- cross-field checks: resources known, demands reachable -------------------------------
     resources = order.resources
@@ -197,7 +198,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         raise ScenarioError(col.errors, source)
 
     return Scenario(resources, Cluster(capacity, nodes, pooled, resources, devices), tree, tuple(jobs), source,
-                    events, preemption, gangs, fairness)
+                    events, preemption, gangs, fairness, peers)
 
 
 def _small_section(col: Collector, raw: Any, name: str, doc, example: str) -> Mapping | None:
@@ -225,6 +226,23 @@ def parse_fairness(col: Collector, raw: Any) -> FairnessConfig | None:
         return FairnessConfig(math.inf)
     half_life = col.number(value, "fairness.half_life", minimum=0.0)
     return None if half_life is None else FairnessConfig(half_life)
+
+
+def parse_peers(col: Collector, raw: Any) -> dict[str, dict[str, Any]]:
+    """``peers:`` (optional): per peer baseline policy (``PEER_NAMES``), a mapping of its
+    own settings, kept as written: the baseline policy checks its keys when it runs."""
+    raw = _small_section(col, raw, "peers", PEERS, "{yarn-fair: {default_policy: drf}}")
+    if raw is None:
+        return {}
+    peers = {}
+    for name, section in raw.items():
+        if section is None:
+            continue
+        if not isinstance(section, Mapping):
+            col.add(f"peers.{name}", f"must be a mapping of the {name} baseline's settings, got {show(section)}")
+            continue
+        peers[name] = dict(section)
+    return peers
 
 
 def parse_gangs(col: Collector, raw: Any) -> GangsConfig | None:

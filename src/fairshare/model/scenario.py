@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from fairshare.model.cluster import Cluster, Node
 from fairshare.model.jobs import Job
@@ -103,6 +105,9 @@ class Scenario:
     gangs: GangsConfig | None = None
     #: decayed usage (the ``fairness:`` section); None: none, as ``half_life: 0``
     fairness: FairnessConfig | None = None
+    #: the ``peers:`` section: per peer baseline policy, its own settings, as written (each
+    #: baseline policy checks its own keys); empty: none
+    peers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def m(self) -> int:

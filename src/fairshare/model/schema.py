@@ -275,6 +275,16 @@ FAIRNESS = Obj("Fairness", {
                         "policy; .inf or \"inf\": cumulative usage)", minimum=0, default=0),
 }, "fairness with memory: order by decayed usage (docs/policies.md, \"Fairness with memory\")", nullable=True)
 
+#: the peer schedulers whose semantics a baseline policy reproduces (docs/whatif.md); each
+#: section's keys are the baseline policy's to check (``policies/<peer>.py``), because
+#: only it knows them; the loader checks the section names and that each is a mapping
+PEER_NAMES = ("yarn-fair", "kueue", "slurm-fairtree")
+PEERS = Obj("Peers", {
+    name: MapOf(Anything(), f"options of the {name} baseline policy (docs/whatif.md)", nullable=True)
+    for name in PEER_NAMES
+}, "a peer scheduler's own settings that the scenario's queues cannot hold (written by "
+   "`fairshare import`; read by the peer's baseline policy)", nullable=True)
+
 SCENARIO = Obj("Scenario", {
     "resources": RESOURCES,
     "cluster": CLUSTER,
@@ -284,6 +294,7 @@ SCENARIO = Obj("Scenario", {
     "preemption": PREEMPTION,
     "gangs": GANGS,
     "fairness": FAIRNESS,
+    "peers": PEERS,
 }, "a fairshare scenario file (docs/usage.md)", required=("cluster", "jobs"))
 
 

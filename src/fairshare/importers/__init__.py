@@ -1,0 +1,17 @@
+"""Config importers: peer schedulers' queue configurations -> scenario documents.
+
+``fairshare import KIND FILE... -o SCENARIO`` (docs/whatif.md). One module per kind, each
+with ``NAME``, ``SUMMARY``, ``POLICY`` (its baseline policy's name) and
+``read(paths, cluster: ClusterSize) -> ImportedConfig`` (raises ``ImportError_``); see
+``importers.base``. :data:`KINDS` is the explicit registry (filled as kinds land).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from fairshare.importers.base import ClusterSize, ImportedConfig, ImportError_, Unsupported, build_scenario
+
+KINDS: dict[str, ModuleType] = {}
+
+__all__ = ["KINDS", "ClusterSize", "ImportError_", "ImportedConfig", "Unsupported", "build_scenario"]
