@@ -290,6 +290,11 @@ def build_parser() -> argparse.ArgumentParser:
     trace = sub.add_parser("trace", help="convert real cluster traces into scenario files",
                            description="Convert real cluster traces into scenario files (docs/traces.md).")
     trace.defer(_add_trace_actions)
+    imp = sub.add_parser("import", help="import a peer scheduler's queue configuration as a scenario file",
+                         description="Import a YARN, Kueue, Slurm or YuniKorn queue configuration as a scenario "
+                                     "file: its queues, weights, guarantees and limits on the cluster you give, and "
+                                     "what it has that fairshare cannot express, as warnings (docs/whatif.md).")
+    imp.defer(_add_import_actions)
     completion = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",
                                 description="Print a completion script for the shell, generated from this "
                                             "command's options: commands, flags and their values (policy names "
@@ -304,6 +309,12 @@ def _add_trace_actions(trace: argparse.ArgumentParser) -> None:
     from fairshare.traces.cli import add_trace_actions  # `fairshare trace convert` (docs/traces.md)
 
     add_trace_actions(trace)
+
+
+def _add_import_actions(parser: argparse.ArgumentParser) -> None:
+    from fairshare.importers.cli import add_import_actions  # `fairshare import KIND` (docs/whatif.md)
+
+    add_import_actions(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -563,6 +574,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 COMMANDS = {"allocate": cmd_allocate, "audit": cmd_audit, "simulate": cmd_simulate, "compare": cmd_compare,
             "policies": cmd_policies, "schema": cmd_schema, "trace": lambda args: args.func(args),
+            "import": lambda args: args.func(args),
             "completion": cmd_completion, "explain": cmd_explain}
 
 

@@ -71,6 +71,9 @@ class ImportedConfig:
     #: resources the config names that the cluster must have (for the summary's check)
     resources: list[str] = field(default_factory=list)
     unsupported: list[Unsupported] = field(default_factory=list)
+    #: what the user should know about a setting that was imported as written (a limit of
+    #: 0 on a resource, ...): shown by the summary, never an error with ``--strict``
+    notes: list[str] = field(default_factory=list)
     #: queue path in the input (``root.a.b``) -> dotted path in the scenario (``a.b``)
     queue_paths: dict[str, str] = field(default_factory=dict)
 
