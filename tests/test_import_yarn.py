@@ -332,8 +332,16 @@ def test_weights_and_absolute_modes(tmp_path):
     assert [u.path for u in result.unsupported] == ["root.y.state"]
 
 
+def test_capacities_below_100_percent_are_noted(tmp_path):
+    path = cs_xml(tmp_path, {"root.queues": "a, b", "root.a.capacity": "30", "root.b.capacity": "20"})
+    result = imported("yarn-capacity", path, cpu=10)
+    assert result.notes == ["root: its children's capacities add up to 50%, less than 100%"]
+    assert queue(result, "a")["guarantee"] == {"cpu": 3} and queue(result, "b")["guarantee"] == {"cpu": 2}
+
+
 @pytest.mark.parametrize("props, where", [
     ({"root.queues": "a, b", "root.a.capacity": "50", "root.b.capacity": "2w"}, "root.*.capacity"),
+    ({"root.queues": "a, b", "root.a.capacity": "60", "root.b.capacity": "50"}, "root.*.capacity"),  # 110%
     ({"root.queues": "a", "root.a.capacity": "lots"}, "root.a.capacity"),
     ({"root.queues": "a", "root.a.capacity": "100", "root.a.maximum-capacity": "150"}, "root.a.maximum-capacity"),
     ({"root.queues": "a, a"}, "root.queues"),

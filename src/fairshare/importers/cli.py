@@ -23,6 +23,8 @@ from fairshare.importers import KINDS, ClusterSize, ImportedConfig, ImportError_
 EXIT_OK, EXIT_USAGE = 0, 2
 #: ``--jobs`` value for a scenario without jobs (the default)
 NO_JOBS = "none"
+#: the queue paths the summary names (the scenario file has them all)
+SHOWN_QUEUES = 20
 
 
 def add_import_actions(parser: argparse.ArgumentParser) -> None:
@@ -82,7 +84,8 @@ def print_summary(imported: ImportedConfig, doc: dict[str, Any], output: str, co
     paths = list(_queue_paths(imported.queues))
     leaves = sum(1 for _path, leaf in paths if leaf)
     print(f"imported {imported.kind} -> {output}", file=stream)
-    print(f"  queues: {len(paths)} ({leaves} leaves): {', '.join(p for p, _ in paths) or 'none'}", file=stream)
+    shown = ", ".join(p for p, _ in paths[:SHOWN_QUEUES]) + (", ..." if len(paths) > SHOWN_QUEUES else "")
+    print(f"  queues: {len(paths)} ({leaves} leaves): {shown or 'none'}", file=stream)
     bounded = [p for p, q in _queue_entries(imported.queues) if q.get("guarantee") or q.get("limit")]
     print(f"  with a guarantee or limit: {len(bounded)}", file=stream)
     if imported.preemption is not None:

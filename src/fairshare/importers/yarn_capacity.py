@@ -166,8 +166,13 @@ class _Reader:
                                                      f"weights Nw, or absolute [..]), got {listed}")
         mode = modes[names[0]]
         shares = {n: self.share(f"{parent}.{n}", capacities[n], mode) for n in names}
-        if mode == "percent" and abs(sum(shares.values()) - 100) > PERCENT_SLACK:
-            self.out.notes.append(f"{parent}: its children's capacities sum to {sum(shares.values()):g}%, not 100%")
+        summed = sum(shares.values())
+        if mode == "percent" and summed > 100 + PERCENT_SLACK:
+            # (YARN refuses it too: the guarantees of the children would exceed the parent's)
+            raise self.error(f"{parent}.*.capacity", f"the capacities of {parent}'s children add up to {summed:g}%, "
+                                                     "more than 100%")
+        if mode == "percent" and summed < 100 - PERCENT_SLACK:
+            self.out.notes.append(f"{parent}: its children's capacities add up to {summed:g}%, less than 100%")
         out = []
         for n in names:
             where = f"{parent}.{n}"
