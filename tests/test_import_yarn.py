@@ -182,17 +182,17 @@ def test_policies_preemption_inheritance_and_pools(tmp_path):
     path = fair_xml(tmp_path, """
       <defaultQueueSchedulingPolicy>drf</defaultQueueSchedulingPolicy>
       <pool name="a">
-        <schedulingPolicy>fair</schedulingPolicy>
         <fairSharePreemptionTimeout>60</fairSharePreemptionTimeout>
         <fairSharePreemptionThreshold>0.8</fairSharePreemptionThreshold>
         <queue name="x"><schedulingPolicy>fifo</schedulingPolicy></queue>
         <queue name="y"><minSharePreemptionTimeout>5</minSharePreemptionTimeout></queue>
       </pool>
-      <queue name="b"><weight>0</weight><fairSharePreemptionTimeout>30</fairSharePreemptionTimeout></queue>""")
+      <queue name="b"><weight>0</weight><fairSharePreemptionTimeout>30</fairSharePreemptionTimeout>
+        <schedulingPolicy>fair</schedulingPolicy></queue>""")
     result = imported("yarn-fair", path, cpu=8, memory=4096)
     peer = result.peers["yarn-fair"]
     assert peer["default_policy"] == "drf"  # the root's: defaultQueueSchedulingPolicy
-    assert peer["queue_policies"] == {"a": "fair", "a.x": "fifo"}  # a.y and b take the default, drf
+    assert peer["queue_policies"] == {"a.x": "fifo", "b": "fair"}  # a and a.y take the default, drf
     assert queue(result, "a.x")["order"] == "fifo" and "order" not in queue(result, "a.y")
     # a's threshold 0.8 is inherited by x and y; y's own min-share timeout
     assert peer["preemption_threshold"] == {"a": 0.8, "a.x": 0.8, "a.y": 0.8}
@@ -212,6 +212,12 @@ def test_policies_preemption_inheritance_and_pools(tmp_path):
     ("<queue name=\"a\"><minResources>4096 mb</minResources></queue>", "root.a.minResources"),
     ("<queue name=\"a\"><maxResources>vcores=2, gpu=10%</maxResources></queue>", "root.a.maxResources.gpu"),
     ("<queue name=\"a\"><maxResources>vcores 2</maxResources></queue>", "root.a.maxResources"),
+    # FairScheduler's own refusals: fifo on a parent, drf under a fair parent
+    ("<queue name=\"a\"><schedulingPolicy>fifo</schedulingPolicy><queue name=\"b\"/></queue>",
+     "root.a.schedulingPolicy"),
+    ("<defaultQueueSchedulingPolicy>fifo</defaultQueueSchedulingPolicy><queue name=\"a\"/>",
+     "defaultQueueSchedulingPolicy"),
+    ("<queue name=\"a\"><schedulingPolicy>drf</schedulingPolicy></queue>", "root.a.schedulingPolicy"),
 ])
 def test_a_bad_allocation_file_names_the_file_and_the_field(tmp_path, body, where):
     path = fair_xml(tmp_path, body)

@@ -99,6 +99,9 @@ class _Reader:
         self.default_policy = "fair"
         self.max_default: dict[str, float] | None = None
         self.policies: dict[str, str] = {}  # scenario path -> its effective policy
+        #: scenario path ("" the root) -> where its policy was set, and its parent's path
+        self.policy_source: dict[str, str] = {}
+        self.parent_of: dict[str, str] = {}
         self.timeouts: dict[str, float] = {}  # YARN path -> the fair-share timeout a queue sets itself
         self.thresholds: dict[str, float] = {}
         self.min_timeouts: dict[str, float] = {}
@@ -120,6 +123,7 @@ class _Reader:
                 top_queues.append(elem)
             elif tag == "defaultQueueSchedulingPolicy":
                 self.default_policy = self.policy(elem, tag)
+                self.policy_source.setdefault("", tag)
             elif tag == "queueMaxResourcesDefault":
                 self.max_default = self.amounts(elem.text, tag, unnamed_is_zero=False)
             elif tag == "defaultFairSharePreemptionTimeout":
@@ -141,6 +145,7 @@ class _Reader:
             else:
                 children.append(elem)
         self.out.queues = self.siblings(children, "root", "", inherited)
+        self.check_policies(root_policy)
         self.finish(root_policy, inherited)
         return self.out
 
@@ -152,6 +157,7 @@ class _Reader:
             where = f"root.{elem.tag}"
             if elem.tag == "schedulingPolicy":
                 policy = self.policy(elem, where)
+                self.policy_source[""] = where
             elif elem.tag in ("fairSharePreemptionTimeout", "minSharePreemptionTimeout",
                               "fairSharePreemptionThreshold"):
                 inherited = self.preemption_setting(elem, where, inherited)
@@ -202,6 +208,7 @@ class _Reader:
                 limit = self.amounts(child.text, at, unnamed_is_zero=False)
             elif child.tag == "schedulingPolicy":
                 policy = self.policy(child, at)
+                self.policy_source[path] = at
             elif child.tag in ("fairSharePreemptionTimeout", "minSharePreemptionTimeout",
                                "fairSharePreemptionThreshold"):
                 inherited = self.preemption_setting(child, at, inherited)
@@ -218,6 +225,8 @@ class _Reader:
                     self.out.notes.append(f"{where}: its limit on {res} is 0: it can run no task that needs {res} "
                                           "(YARN enforces every resource of maxResources)")
         self.policies[path] = policy
+        self.policy_source.setdefault(path, "defaultQueueSchedulingPolicy")
+        self.parent_of[path] = path.rpartition(".")[0]
         self.record_preemption(path, inherited)
         if elem.get("type") == "parent" and not children:
             self.out.warn(f"{where}[type=parent]", "a parent for queues created at submission: imported as a "
@@ -319,6 +328,20 @@ class _Reader:
         return found
 
     # -- the peers and preemption sections ---------------------------------------------------
+
+    def check_policies(self, root_policy: str) -> None:
+        """FairScheduler's own refusals: ``fifo`` only for a leaf (FifoPolicy.isApplicableTo)
+        and no ``drf`` queue under a ``fair`` parent (FairSharePolicy.isChildPolicyAllowed)."""
+        policies = {"": root_policy, **self.policies}
+        parents = set(self.parent_of.values())
+        for path, policy in policies.items():
+            where = self.policy_source.get(path, "defaultQueueSchedulingPolicy")
+            shown = f"root.{path}" if path else "root"
+            if policy == "fifo" and path in parents:
+                raise self.error(where, f"fifo is for leaf queues only, and {shown} has child queues")
+            parent = self.parent_of.get(path)
+            if policy == "drf" and parent is not None and policies[parent] == "fair":
+                raise self.error(where, f"{shown} is drf under a fair parent, which FairScheduler refuses")
 
     def finish(self, root_policy: str, root: _Preemption) -> None:
         peer: dict[str, Any] = {"default_policy": root_policy}
