@@ -351,6 +351,7 @@ def test_capacities_below_100_percent_are_noted(tmp_path):
     ({"root.queues": "a", "root.a.capacity": "lots"}, "root.a.capacity"),
     ({"root.queues": "a", "root.a.capacity": "100", "root.a.maximum-capacity": "150"}, "root.a.maximum-capacity"),
     ({"root.queues": "a, a"}, "root.queues"),
+    ({"maximum-applications": "10"}, "root.queues"),  # no queue at all
     ({"root.queues": "a", "root.a.capacity": "100", "root.a.state": "PAUSED"}, "root.a.state"),
     ({"root.queues": "a", "root.a.capacity": "[memory=10,gpu=1]"}, "root.a.capacity.gpu"),
 ])

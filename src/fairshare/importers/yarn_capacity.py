@@ -106,6 +106,9 @@ class _Reader:
 
     def read(self) -> ImportedConfig:
         self.tree("root")
+        if not self.children["root"]:
+            raise self.error("root.queues", f"no queue: {PREFIX}root.queues lists the top-level queues "
+                                            "(e.g. default)")
         self.report_others()
         total = dict(self.cluster.total)
         self.out.queues = self.siblings("root", "", total, total)
