@@ -256,7 +256,9 @@ def test_shipped_conf_is_one_queue_with_the_whole_cluster():
 
 # TestRMWebServicesCapacitySched's queues on 1000 vcores and 1024000 MB (1024 MB a vcore):
 # guarantee = the product of the capacities down the path, limit = the product of the
-# maximum-capacities (absent: 100% of the parent's), both times the cluster.
+# maximum-capacities (absent: 100% of the parent's), both times the cluster: the rule that
+# test itself asserts (verifySubQueueGeneric: absoluteCapacity = parentAbsCapacity *
+# capacity/100, absoluteMaxCapacity = parentAbsMaxCapacity * maxCapacity/100).
 CS_EXPECTED = {
     "a": (10.5, 105.0, 500.0),  # 10.5% ; max 50%
     "a.a1": (30, 31.5, 250.0),  # 10.5% x 30% = 3.15% ; 50% x 50% = 25%
