@@ -290,6 +290,13 @@ def build_parser() -> argparse.ArgumentParser:
     trace = sub.add_parser("trace", help="convert real cluster traces into scenario files",
                            description="Convert real cluster traces into scenario files (docs/traces.md).")
     trace.defer(_add_trace_actions)
+    whatif = sub.add_parser("whatif", help="replay your job history under your queue configuration: your scheduler "
+                                           "against the proposed policies",
+                            description="Replay a job history under an imported queue configuration, with the "
+                                        "baseline that behaves like your scheduler (`current`) and the proposed "
+                                        "policies, and report who gains and who loses if you switch "
+                                        "(docs/whatif.md).")
+    whatif.defer(_add_whatif_arguments)
     completion = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",
                                 description="Print a completion script for the shell, generated from this "
                                             "command's options: commands, flags and their values (policy names "
@@ -304,6 +311,12 @@ def _add_trace_actions(trace: argparse.ArgumentParser) -> None:
     from fairshare.traces.cli import add_trace_actions  # `fairshare trace convert` (docs/traces.md)
 
     add_trace_actions(trace)
+
+
+def _add_whatif_arguments(whatif: argparse.ArgumentParser) -> None:
+    from fairshare.whatif.cli import add_whatif_arguments  # `fairshare whatif` (docs/whatif.md)
+
+    add_whatif_arguments(whatif)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -563,6 +576,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 COMMANDS = {"allocate": cmd_allocate, "audit": cmd_audit, "simulate": cmd_simulate, "compare": cmd_compare,
             "policies": cmd_policies, "schema": cmd_schema, "trace": lambda args: args.func(args),
+            "whatif": lambda args: args.func(args),
             "completion": cmd_completion, "explain": cmd_explain}
 
 
