@@ -295,6 +295,13 @@ def build_parser() -> argparse.ArgumentParser:
                                      "file: its queues, weights, guarantees and limits on the cluster you give, and "
                                      "what it has that fairshare cannot express, as warnings (docs/whatif.md).")
     imp.defer(_add_import_actions)
+    whatif = sub.add_parser("whatif", help="replay your job history under your queue configuration: your scheduler "
+                                           "against the proposed policies",
+                            description="Replay a job history under an imported queue configuration, with the "
+                                        "baseline that behaves like your scheduler (`current`) and the proposed "
+                                        "policies, and report who gains and who loses if you switch "
+                                        "(docs/whatif.md).")
+    whatif.defer(_add_whatif_arguments)
     completion = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",
                                 description="Print a completion script for the shell, generated from this "
                                             "command's options: commands, flags and their values (policy names "
@@ -315,6 +322,12 @@ def _add_import_actions(parser: argparse.ArgumentParser) -> None:
     from fairshare.importers.cli import add_import_actions  # `fairshare import KIND` (docs/whatif.md)
 
     add_import_actions(parser)
+
+
+def _add_whatif_arguments(whatif: argparse.ArgumentParser) -> None:
+    from fairshare.whatif.cli import add_whatif_arguments  # `fairshare whatif` (docs/whatif.md)
+
+    add_whatif_arguments(whatif)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -575,6 +588,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 COMMANDS = {"allocate": cmd_allocate, "audit": cmd_audit, "simulate": cmd_simulate, "compare": cmd_compare,
             "policies": cmd_policies, "schema": cmd_schema, "trace": lambda args: args.func(args),
             "import": lambda args: args.func(args),
+            "whatif": lambda args: args.func(args),
             "completion": cmd_completion, "explain": cmd_explain}
 
 

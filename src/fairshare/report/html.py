@@ -311,3 +311,7 @@ def _queue_share_plots(runs: list[tuple[str, SimResult, dict]], end: float,
     parts.append('<p class="small">Fair share: the queue\'s dominant share in the static allocation with every '
                  "job demanding, the same line for every policy.</p>" if fair_shares else "")
     return parts
+
+
+# --- the page parts other reports build on (``whatif.report``) ---------------------------------------
+escape, number_cell, percent_cell, table, page, plot = _e, _num, _pct, _table, _page, _plot
