@@ -173,6 +173,9 @@ def run_report(result: SimResult, summary: dict, *, scenario_name: str, citation
         parts.append("<h2>Dominant share per top-level queue</h2>")
         parts.append(_plot(plots.lines_over_time(q_series, end, title="Dominant share of each top-level queue",
                                                  ylabel="dominant share (%)", percent=True, marks=marks)))
+    if result.decayed_usage:
+        parts.append("<h2>Decayed usage per top-level queue</h2>")
+        parts.append(_plot(decayed_usage_plot(result, top or list(sc.queues.paths))))
     below = {p: q["time_below_fair_share"] for p, q in summary["queues"].items() if "time_below_fair_share" in q}
     if below:
         parts.append("<h2>Time below fair share</h2>")
@@ -222,6 +225,20 @@ def run_report(result: SimResult, summary: dict, *, scenario_name: str, citation
                  "over the resource-seconds of the nodes up, on [0, makespan]. Definitions: docs/simulation.md."
                  "</p>")
     return _page(f"fairshare simulate {result.policy}: {scenario_name}", "\n".join(parts))
+
+
+def decayed_usage_plot(result: SimResult, paths: Sequence[str]) -> str:
+    """Each queue's decayed share (the dominant share of its decayed average past
+    allocation, ``U / W``; decayed_usage.csv) at the run's instants."""
+    series: dict[str, tuple[list[float], list[float]]] = {}
+    for t, queue, decayed, _effective, _usage in result.decayed_usage or ():
+        if queue in paths:
+            times, values = series.setdefault(queue, ([], []))
+            times.append(t)
+            values.append(decayed)
+    return plots.samples_over_time({p: series[p] for p in paths if p in series}, result.end_time,
+                                   title="Decayed share of each top-level queue (U / W over capacity)",
+                                   ylabel="decayed share (%)", percent=True)
 
 
 # --- several policies ----------------------------------------------------------------------------
