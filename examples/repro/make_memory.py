@@ -316,22 +316,33 @@ def extra_service(r: Run, start: float, stop: float) -> float:
     return (r.mean_cpus("b", ARRIVAL + start, ARRIVAL + stop) - 5.0) * (stop - start) / HOUR
 
 
+def first_advantage(r: Run) -> float:
+    """b's extra CPU-hours (above the even 5) until it first holds 5 or fewer."""
+    stop = r.first_time("b", ARRIVAL, lambda c: c <= 5)
+    return extra_service(r, 0.0, (UNTIL_A if stop is None else stop) - ARRIVAL)
+
+
+def fluid_extra(r: Run) -> float:
+    """The fluid models' extra CPU-hours for b (``matched_half_life``); 0 for a new user."""
+    if r.label.startswith("a new job"):
+        return 0.0  # (a new user has no C behind it, as b has none)
+    if r.policy == "timefair":
+        return 10 * r.sim.policy.params()["window"] / 6 / HOUR
+    return 10 * r.half_life / (4 * math.log(2)) / HOUR
+
+
 def window_table(runs: list[Run]) -> None:
     print("| run | b's wait (s) | b on arrival | b holds 10 CPUs for | b down to 5 CPUs | "
-          "b's extra CPU-hours, first 24 h | fluid model's | next 3 days |")
+          "b's extra CPU-hours until then | fluid model's | b's net extra, days 7-10 |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in runs:
         b = r.summary["jobs"]["b-work"]
-        full = r.first_time("b", ARRIVAL, lambda c: c < 10)
-        if r.label.startswith("a new job"):
-            model = 0.0  # (a new user: no C behind it, as b has none)
-        elif r.policy == "timefair":
-            model = 10 * r.sim.policy.params()["window"] / 6 / HOUR
-        else:
-            model = 10 * r.half_life / (4 * math.log(2)) / HOUR
-        print(f"| {r.label} | {b['start'] - b['submit']:g} | {r.cpus_at('b', ARRIVAL):g} | {hours(elapsed(full))} | "
-              f"{hours(elapsed(r.first_time('b', ARRIVAL, lambda c: c <= 5)))} | {extra_service(r, 0, DAY):.0f} | "
-              f"{model:.0f} | {extra_service(r, DAY, UNTIL_A - ARRIVAL):.0f} |")
+        ahead = r.cpus_at("b", ARRIVAL) > 5  # (else b starts with no advantage to measure)
+        full = hours(elapsed(r.first_time("b", ARRIVAL, lambda c: c < 10))) if ahead else "-"
+        even = hours(elapsed(r.first_time("b", ARRIVAL, lambda c: c <= 5))) if ahead else "-"
+        print(f"| {r.label} | {b['start'] - b['submit']:g} | {r.cpus_at('b', ARRIVAL):g} | {full} | "
+              f"{even} | {first_advantage(r) if ahead else 0.0:.0f} | "
+              f"{fluid_extra(r):.0f} | {extra_service(r, 0.0, UNTIL_A - ARRIVAL):.0f} |")
 
 
 def plot_windows(runs: list[Run]) -> None:
