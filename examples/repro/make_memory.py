@@ -227,13 +227,31 @@ def fluid_table() -> None:
         print(f"  h = {days(h)}: {cells}; b down to 6 CPUs after {to_6 / HOUR:.1f} h")
 
 
+def step_b_after_arrival(ax, r: Run, style, label: str) -> None:
+    """b's CPUs from its arrival to the end of the run, hours after its arrival."""
+    steps = [(t, c) for t, c in r.cpus("b") if t >= ARRIVAL]
+    ax.step([(t - ARRIVAL) / HOUR for t, _ in steps] + [(UNTIL_A - ARRIVAL) / HOUR],
+            [c for _, c in steps] + [steps[-1][1]], where="post", linestyle=style, label=label)
+
+
+def label(ax, xlabel: str, ylabel: str, title: str, **legend) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(**legend)
+
+
+def b_axes(ax, title: str, **legend) -> None:
+    """The axes of b's CPUs over the four days after its arrival."""
+    ax.set_xlim(0, 96)
+    ax.set_ylim(0, 10.5)
+    label(ax, "hours after b's arrival (day 7)", "b's CPUs (of 10)", title, **legend)
+
+
 def plot_idle_team(runs: list[Run]) -> None:
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.2))
     for r, style in zip([r for r in runs if r.label.startswith("one job: hdrf")], ("-", "--", ":")):
-        steps = [(t, c) for t, c in r.cpus("b") if t >= ARRIVAL]
-        ax.step([(t - ARRIVAL) / HOUR for t, _ in steps] + [(UNTIL_A - ARRIVAL) / HOUR],
-                [c for _, c in steps] + [steps[-1][1]], where="post", linestyle=style,
-                label=f"h = {days(r.half_life)}")
+        step_b_after_arrival(ax, r, style, f"h = {days(r.half_life)}")
         if r.half_life:
             taus = [i * HOUR for i in range(0, 97)]
             ax.plot([t / HOUR for t in taus], [10 * (1 + fluid_advantage(t, r.half_life)) / 2 for t in taus],
@@ -244,16 +262,9 @@ def plot_idle_team(runs: list[Run]) -> None:
             samples = r.decayed("b")
             ax2.plot([t / DAY for t, _d, _e in samples], [d for _t, d, _e in samples], linestyle=style,
                      label=f"b, h = {days(r.half_life)}")
-    ax.set_xlim(0, 96)
-    ax.set_ylim(0, 10.5)
-    ax.set_xlabel("hours after b's arrival (day 7)")
-    ax.set_ylabel("b's CPUs (of 10)")
-    ax.set_title("hdrf: b's allocation (grey: fluid model)")
-    ax.legend(loc="upper right")
-    ax2.set_xlabel("simulated time (days)")
-    ax2.set_ylabel("decayed share (U / W over capacity)")
-    ax2.set_title("decayed usage (decayed_usage.csv)")
-    ax2.legend(loc="center left", fontsize=7)
+    b_axes(ax, "hdrf: b's allocation (grey: fluid model)", loc="upper right")
+    label(ax2, "simulated time (days)", "decayed share (U / W over capacity)", "decayed usage (decayed_usage.csv)",
+          loc="center left", fontsize=7)
     save(fig, "memory_idle_team.svg")
 
 
@@ -284,10 +295,8 @@ def plot_weekly(runs: list[Run]) -> None:
                 where="post", linestyle=style, label=r.label)
     ax.set_xlim(0, UNTIL_B / DAY)
     ax.set_ylim(0, 10.5)
-    ax.set_xlabel("simulated time (days)")
-    ax.set_ylabel("queue weekly: CPUs (of 10)")
-    ax.set_title("Week-long tasks against a half-life of two days (hdrf)")
-    ax.legend(loc="lower right", fontsize=7)
+    label(ax, "simulated time (days)", "queue weekly: CPUs (of 10)",
+          "Week-long tasks against a half-life of two days (hdrf)", loc="lower right", fontsize=7)
     save(fig, "memory_weekly_tasks.svg")
 
 
@@ -348,15 +357,9 @@ def window_table(runs: list[Run]) -> None:
 def plot_windows(runs: list[Run]) -> None:
     fig, ax = plt.subplots(figsize=(7.5, 3.0))
     for r, style in zip([r for r in runs if not r.label.startswith("a new job")], ("-", "--", ":", "-", "--", ":")):
-        steps = [(t, c) for t, c in r.cpus("b") if t >= ARRIVAL]
-        ax.step([(t - ARRIVAL) / HOUR for t, _ in steps] + [(UNTIL_A - ARRIVAL) / HOUR],
-                [c for _, c in steps] + [steps[-1][1]], where="post", linestyle=style, label=r.label)
-    ax.set_xlim(0, 96)
-    ax.set_ylim(0, 10.5)
-    ax.set_xlabel("hours after b's arrival (day 7)")
-    ax.set_ylabel("b's CPUs (of 10)")
-    ax.set_title("Tan's window (timefair) against half-life decay (hdrf)")
-    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7)
+        step_b_after_arrival(ax, r, style, r.label)
+    b_axes(ax, "Tan's window (timefair) against half-life decay (hdrf)", loc="center left",
+           bbox_to_anchor=(1.0, 0.5), fontsize=7)
     save(fig, "memory_window_vs_decay.svg")
 
 
