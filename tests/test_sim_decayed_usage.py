@@ -193,3 +193,26 @@ def test_the_reports_show_decayed_usage_when_there_is_some(half_life):
     if half_life:
         share_b = f"{100 * summary['queues']['b']['decayed_share']:.2f}%"
         assert share_b in text
+
+
+def test_simulate_and_compare_write_the_file(tmp_path, capsys):
+    import json
+    from pathlib import Path
+
+    from fairshare.cli import main
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "repro" / "memory_idle_team.yaml"
+    out = tmp_path / "one"
+    assert main(["simulate", str(example), "--policy", "hdrf", "--until", "604800", "--out", str(out)]) == 0
+    rows = list(csv.reader((out / "decayed_usage.csv").open(encoding="utf-8")))
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    last = {row[1]: row for row in rows[1:] if float(row[0]) == 604800}
+    assert set(last) == {"a", "b"}
+    for queue, row in last.items():
+        assert float(row[2]) == pytest.approx(summary["queues"][queue]["decayed_share"], rel=1e-11)
+        assert float(row[4]) == pytest.approx(summary["queues"][queue]["decayed_usage"]["cpu"], rel=1e-11)
+    assert "decayed share at end" in capsys.readouterr().out
+    assert main(["compare", str(example), "--policies", "drf,hdrf", "--until", "604800",
+                 "--out", str(tmp_path / "both")]) == 0
+    assert (tmp_path / "both" / "drf" / "decayed_usage.csv").read_text(encoding="utf-8").startswith(
+        "time,queue,decayed_share,effective_share,cpu,memory\n")
