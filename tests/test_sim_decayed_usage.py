@@ -216,3 +216,6 @@ def test_simulate_and_compare_write_the_file(tmp_path, capsys):
                  "--out", str(tmp_path / "both")]) == 0
     assert (tmp_path / "both" / "drf" / "decayed_usage.csv").read_text(encoding="utf-8").startswith(
         "time,queue,decayed_share,effective_share,cpu,memory\n")
+    page = (tmp_path / "both" / "report.html").read_text(encoding="utf-8")
+    assert "Decayed share of each top-level queue under drf" in page
+    assert "Decayed share of each top-level queue under hdrf" in page

@@ -227,17 +227,19 @@ def run_report(result: SimResult, summary: dict, *, scenario_name: str, citation
     return _page(f"fairshare simulate {result.policy}: {scenario_name}", "\n".join(parts))
 
 
-def decayed_usage_plot(result: SimResult, paths: Sequence[str]) -> str:
+def decayed_usage_plot(result: SimResult, paths: Sequence[str], end: float | None = None, who: str = "") -> str:
     """Each queue's decayed share (the dominant share of its decayed average past
-    allocation, ``U / W``; decayed_usage.csv) at the run's instants."""
+    allocation, ``U / W``; decayed_usage.csv) at the run's instants, up to ``end`` (the
+    run's end by default); ``who`` names the policy in a comparison."""
     series: dict[str, tuple[list[float], list[float]]] = {}
     for t, queue, decayed, _effective, _usage in result.decayed_usage or ():
         if queue in paths:
             times, values = series.setdefault(queue, ([], []))
             times.append(t)
             values.append(decayed)
-    return plots.samples_over_time({p: series[p] for p in paths if p in series}, result.end_time,
-                                   title="Decayed share of each top-level queue (U / W over capacity)",
+    return plots.samples_over_time({p: series[p] for p in paths if p in series},
+                                   result.end_time if end is None else end,
+                                   title=f"Decayed share of each top-level queue{who} (U / W over capacity)",
                                    ylabel="decayed share (%)", percent=True)
 
 
@@ -288,6 +290,12 @@ def compare_report(runs: list[tuple[str, SimResult, dict]], *, scenario_name: st
                                                  title=f"{res} utilization", ylabel=f"{res} allocated (%)",
                                                  percent=True, height=2.6, dashed=True)))
     parts.extend(_queue_share_plots(runs, end, fair_shares))
+    decayed = [(p, r) for p, r, _ in runs if r.decayed_usage]
+    if decayed:
+        parts.append("<h2>Decayed usage per top-level queue</h2>")
+        top = [q for q in sc.queues.paths if "." not in q] or list(sc.queues.paths)
+        for policy, result in decayed:
+            parts.append(_plot(decayed_usage_plot(result, top, end, f" under {policy}")))
     parts.append("<h2>Job completion times</h2>")
     samples = {p: [j["completion_time"] for j in s["jobs"].values() if j["completion_time"] is not None]
                for p, _, s in runs}
