@@ -173,6 +173,9 @@ def run_report(result: SimResult, summary: dict, *, scenario_name: str, citation
         parts.append("<h2>Dominant share per top-level queue</h2>")
         parts.append(_plot(plots.lines_over_time(q_series, end, title="Dominant share of each top-level queue",
                                                  ylabel="dominant share (%)", percent=True, marks=marks)))
+    if result.decayed_usage:
+        parts.append("<h2>Decayed usage per top-level queue</h2>")
+        parts.append(_plot(decayed_usage_plot(result, top or list(sc.queues.paths))))
     below = {p: q["time_below_fair_share"] for p, q in summary["queues"].items() if "time_below_fair_share" in q}
     if below:
         parts.append("<h2>Time below fair share</h2>")
@@ -224,6 +227,22 @@ def run_report(result: SimResult, summary: dict, *, scenario_name: str, citation
     return _page(f"fairshare simulate {result.policy}: {scenario_name}", "\n".join(parts))
 
 
+def decayed_usage_plot(result: SimResult, paths: Sequence[str], end: float | None = None, who: str = "") -> str:
+    """Each queue's decayed share (the dominant share of its decayed average past
+    allocation, ``U / W``; decayed_usage.csv) at the run's instants, up to ``end`` (the
+    run's end by default); ``who`` names the policy in a comparison."""
+    series: dict[str, tuple[list[float], list[float]]] = {}
+    for t, queue, decayed, _effective, _usage in result.decayed_usage or ():
+        if queue in paths:
+            times, values = series.setdefault(queue, ([], []))
+            times.append(t)
+            values.append(decayed)
+    return plots.samples_over_time({p: series[p] for p in paths if p in series},
+                                   result.end_time if end is None else end,
+                                   title=f"Decayed share of each top-level queue{who} (U / W over capacity)",
+                                   ylabel="decayed share (%)", percent=True)
+
+
 # --- several policies ----------------------------------------------------------------------------
 
 def compare_report(runs: list[tuple[str, SimResult, dict]], *, scenario_name: str,
@@ -271,6 +290,12 @@ def compare_report(runs: list[tuple[str, SimResult, dict]], *, scenario_name: st
                                                  title=f"{res} utilization", ylabel=f"{res} allocated (%)",
                                                  percent=True, height=2.6, dashed=True)))
     parts.extend(_queue_share_plots(runs, end, fair_shares))
+    decayed = [(p, r) for p, r, _ in runs if r.decayed_usage]
+    if decayed:
+        parts.append("<h2>Decayed usage per top-level queue</h2>")
+        top = [q for q in sc.queues.paths if "." not in q] or list(sc.queues.paths)
+        for policy, result in decayed:
+            parts.append(_plot(decayed_usage_plot(result, top, end, f" under {policy}")))
     parts.append("<h2>Job completion times</h2>")
     samples = {p: [j["completion_time"] for j in s["jobs"].values() if j["completion_time"] is not None]
                for p, _, s in runs}

@@ -126,6 +126,31 @@ def lines_over_time(series: dict[str, tuple[Sequence[float], Sequence[float]]], 
     return _svg(fig)
 
 
+def samples_over_time(series: dict[str, tuple[Sequence[float], Sequence[float]]], end: float, *, title: str,
+                      ylabel: str, percent: bool = False, width: float = 7.5, height: float = 3.0) -> str:
+    """One line per named series of point samples ``(times, values)`` (a quantity that
+    changes between samples, such as decayed usage: not a step function), joined
+    straight; more than :data:`MAX_POINTS` samples are thinned to every k-th (the last kept)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(width, height))
+    top = 0.0
+    for (name, (times, values)), color in zip(series.items(), _colors(len(series))):
+        t = np.asarray(times, dtype=float)
+        y = np.asarray(values, dtype=float) * (100.0 if percent else 1.0)
+        if t.size > MAX_POINTS:
+            keep = np.unique(np.append(np.arange(0, t.size, -(-t.size // MAX_POINTS)), t.size - 1))
+            t, y = t[keep], y[keep]
+        top = max(top, float(np.max(y)) if y.size else 0.0)
+        ax.plot(t, y, label=name, color=color, linewidth=1.2)
+    _time_axis(ax, end)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, top * 1.06 if top > 0 else 1.0)
+    ax.set_title(title)
+    if series:
+        ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), ncol=1 if len(series) <= 12 else 2)
+    return _svg(fig)
+
+
 def cdf(samples: dict[str, Sequence[float]], *, title: str, xlabel: str, totals: dict[str, int] | None = None,
         width: float = 7.5, height: float = 3.0) -> str:
     """Empirical CDFs, one step line per named sample. With ``totals`` the curve is the

@@ -105,9 +105,10 @@ def queue_table(runs: Sequence[tuple[str, dict]], fair: tuple[str, dict[str, flo
         return ""
     several = len(runs) > 1
     below = any("time_below_fair_share" in q for s in summaries for q in s["queues"].values())
+    decayed = any("decayed_share" in q for s in summaries for q in s["queues"].values())
     header = ["queue", *(["policy"] if several else []), "mean dominant share",
               f"fair share ({fair[0]})" if fair else "fair share", "longest starvation",
-              *(["below fair share"] if below else [])]
+              *(["below fair share"] if below else []), *(["decayed share at end"] if decayed else [])]
     rows, separators = [], []
     for path in _shown_queues(summaries[0]):
         if several and rows:
@@ -121,10 +122,15 @@ def queue_table(runs: Sequence[tuple[str, dict]], fair: tuple[str, dict[str, flo
             if below:
                 t = q.get("time_below_fair_share")
                 row.append("-" if t is None else human_duration(t))
+            if decayed:
+                d = q.get("decayed_share")
+                row.append("-" if d is None else fmt_percent(d))
             rows.append(row)
-    align = ["l", *(["l"] if several else []), "r", "r", "l", *(["r"] if below else [])]
+    align = ["l", *(["l"] if several else []), "r", "r", "l", *(["r"] if below else []), *(["r"] if decayed else [])]
     note = ("fair share: the queue's dominant share in the static allocation with every job demanding.\n"
-            "longest starvation: the longest time a job below the queue had pending tasks and ran none.")
+            "longest starvation: the longest time a job below the queue had pending tasks and ran none."
+            + ("\ndecayed share: the dominant share of the queue's decayed average past allocation (U / W)."
+               if decayed else ""))
     return render_table(header, rows, align=align, separators=separators) + "\n" + note + "\n"
 
 

@@ -29,7 +29,7 @@ from fairshare.model.cluster import Cluster, Node
 from fairshare.model.resources import Vector
 from fairshare.model.scenario import Scenario
 from fairshare.policies.base import PolicyModeError
-from fairshare.sim.result import CLUSTER, PREEMPT, SimResult
+from fairshare.sim.result import CLUSTER, PREEMPT, DecayRow, SimResult
 
 
 @dataclass
@@ -331,7 +331,8 @@ def summarize(result: SimResult, *, fairness_gap: bool = True, scenario_name: st
             span = 0.0
         queues[path] = queue_entry(ints.get(("queue", path), zero), span, names,
                                    None if result.time_below_fair_share is None
-                                   else result.time_below_fair_share.get(path, 0.0))
+                                   else result.time_below_fair_share.get(path, 0.0),
+                                   decayed=decayed_at_end(result, path))
 
     ct = completion_times(result)
     starved_job = max(rep.longest_starvation, key=lambda n: (rep.longest_starvation[n], -_index(sc, n)),
@@ -372,14 +373,29 @@ def job_entry(queue: str, o, it: Integral, names: tuple[str, ...], end: float, l
     return entry
 
 
-def queue_entry(it: Integral, span: float, names: tuple[str, ...], time_below: float | None) -> dict:
-    """One queue's ``summary.json`` entry (``span``: first submit to last finish below it)."""
+def decayed_at_end(result: SimResult, path: str) -> DecayRow | None:
+    """A queue's decayed usage at the end time (``sim.recorder.DecayedUsageRecorder``); a
+    zero one for a queue with nothing below it; None when the run had no decayed usage."""
+    if result.decayed_usage_end is None:
+        return None
+    zero = (result.end_time, path, 0.0, 0.0, (0.0,) * result.scenario.m)
+    return result.decayed_usage_end.get(path, zero)
+
+
+def queue_entry(it: Integral, span: float, names: tuple[str, ...], time_below: float | None, *,
+                decayed: DecayRow | None = None) -> dict:
+    """One queue's ``summary.json`` entry (``span``: first submit to last finish below it;
+    ``decayed``: its decayed usage at the end, docs/simulation.md)."""
     entry = {
         "mean_allocation": {res: (it.allocation[r] / span if span > 0 else 0.0) for r, res in enumerate(names)},
         "mean_dominant_share": it.dominant_share / span if span > 0 else 0.0,
     }
     if time_below is not None:
         entry["time_below_fair_share"] = time_below
+    if decayed is not None:
+        _t, _path, decayed_share, _effective, usage = decayed
+        entry["decayed_usage"] = dict(zip(names, usage))
+        entry["decayed_share"] = decayed_share
     return entry
 
 

@@ -1,4 +1,5 @@
-"""The contract's result files: ``summary.json`` and ``timeline.csv``.
+"""The contract's result files: ``summary.json`` and ``timeline.csv``; with decayed usage,
+``decayed_usage.csv`` too (docs/simulation.md).
 
 Both are byte-for-byte deterministic for a given scenario, policy, options and seed: no
 wall-clock value, no dictionary built from a set, floats printed the same way every time.
@@ -58,15 +59,35 @@ def timeline_csv(result: SimResult) -> str:
     return buf.getvalue()
 
 
+#: decayed_usage.csv's columns before one per resource (the decayed usage, resource-seconds)
+DECAYED_USAGE_HEAD = ("time", "queue", "decayed_share", "effective_share")
+
+
+def decayed_usage_csv(result: SimResult) -> str:
+    """``time,queue,decayed_share,effective_share,<resource>...``: each queue's decayed
+    usage sampled at every instant of the run and at its end (``sim.recorder``), in (time,
+    queue tree) order. A sample holds at its time only: usage decays between samples."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(DECAYED_USAGE_HEAD + tuple(result.scenario.resources))
+    for t, queue, decayed, effective, usage in result.decayed_usage or ():
+        w.writerow([fmt_time(t), queue, fmt_amount(decayed), fmt_amount(effective), *(fmt_amount(u) for u in usage)])
+    return buf.getvalue()
+
+
 def summary_json(summary: dict) -> str:
     # Insertion order is the contract's key order; NaN or infinity would not be JSON.
     return json.dumps(summary, indent=2, allow_nan=False) + "\n"
 
 
 def write_outputs(out_dir: Path, result: SimResult, summary: dict) -> dict[str, Path]:
-    """Write ``summary.json`` and ``timeline.csv`` into ``out_dir`` (created if needed)."""
+    """Write ``summary.json`` and ``timeline.csv`` into ``out_dir`` (created if needed), and
+    ``decayed_usage.csv`` when the run had decayed usage."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"summary": out_dir / "summary.json", "timeline": out_dir / "timeline.csv"}
     paths["summary"].write_text(summary_json(summary), encoding="utf-8")
     paths["timeline"].write_text(timeline_csv(result), encoding="utf-8")
+    if result.decayed_usage is not None:
+        paths["decayed_usage"] = out_dir / "decayed_usage.csv"
+        paths["decayed_usage"].write_text(decayed_usage_csv(result), encoding="utf-8")
     return paths

@@ -1,4 +1,5 @@
-"""The timeline's rows, read from what the engine says changed at an instant.
+"""The timeline's rows, read from what the engine says changed at an instant; with
+decayed usage, each queue's sampled from the sorter's ledger (``DecayedUsageRecorder``).
 
 A row is written for an entity (a job, a queue, the cluster) only when its state (tasks
 running, allocation, dominant share) differs from its last row; a job's demand change
@@ -8,11 +9,12 @@ running, allocation, dominant share) differs from its last row; a job's demand c
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from fairshare.engine.snapshot import Changes
-from fairshare.model.resources import Vector
-from fairshare.sim.result import CLUSTER, DemandChange, Row
+from fairshare.model.resources import Vector, dominant_share
+from fairshare.policies.hdrf_online import HISTORY
+from fairshare.sim.result import CLUSTER, DecayRow, DemandChange, Row
 
 
 class TimelineRecorder:
@@ -67,3 +69,73 @@ class TimelineRecorder:
             return None
         self._last[key] = state
         return (t, kind, entity, running, ds, alloc)
+
+
+class DecayedUsageRecorder:
+    """Per queue, the decayed usage the policy orders by (``fairness: {half_life}``, docs/
+    policies.md "Fairness with memory"), sampled at every instant of the run.
+
+    Read from the sorter's own ``DecayLedger`` (``policies/machinery/decay.py``), never
+    recomputed: a queue's decayed usage ``U`` is the sum of the ledger's entries below it
+    (its jobs', and with a tree policy its hidden history leaf's: the finished jobs' usage
+    it keeps), and its current allocation ``A`` the sum of their allocations. A flat
+    policy (drf, asset, ...) orders jobs and forgets a finished job's history, so there a
+    queue's ``U`` is its unfinished jobs' (what the policy still remembers). Each sample
+    is ``(time, queue, decayed_share, effective_share, U)``: the dominant shares of
+    ``U / W`` (the decayed average past allocation) and of ``A + U / W`` (the key, before
+    H-DRF's rescaling), over the sorter's capacity. Only queues with something to show
+    (a ledger entry below them) get a row."""
+
+    def __init__(self, sorter: Callable[[], object], keep_rows: bool = True) -> None:
+        # () -> the scheduler's current sorter (it is rebuilt on a queue change, the ledger
+        # carried over); its queue tree names the queues, those added by events included
+        self._sorter_of = sorter
+        self.rows: list[DecayRow] | None = [] if keep_rows else None
+        #: the latest sample per queue (the summary's ``decayed_usage`` at the end)
+        self.last: dict[str, DecayRow] = {}
+
+    def sample(self, t: float) -> list[DecayRow]:
+        sorter = self._sorter_of()
+        ledger = getattr(sorter, "decay", None)
+        if ledger is None:
+            return []
+        m = ledger.m
+        usage: dict[str, list[float]] = {}
+        alloc: dict[str, list[float]] = {}
+        jobs = sorter.jobs
+        for name, entry in ledger.entries.items():
+            if name.startswith(HISTORY):
+                queue = name[len(HISTORY):]
+            else:
+                job = jobs.get(name)
+                if job is None or not job.queue:
+                    continue  # (a job directly under the root belongs to no queue)
+                queue = job.queue
+            u = ledger.usage(name, t)
+            for path in _ancestors(queue):
+                into_u = usage.setdefault(path, [0.0] * m)
+                into_a = alloc.setdefault(path, [0.0] * m)
+                for r in range(m):
+                    into_u[r] += u[r]
+                    into_a[r] += entry[1][r]
+        w = ledger.weight(t)
+        capacity = sorter.capacity
+        out: list[DecayRow] = []
+        for path in sorter.queues.paths:
+            u = usage.get(path)
+            if u is None:
+                continue
+            average = [x / w if w > 0 else 0.0 for x in u]
+            row = (t, path, dominant_share(average, capacity),
+                   dominant_share([a + x for a, x in zip(alloc[path], average)], capacity), tuple(u))
+            out.append(row)
+            self.last[path] = row
+        if self.rows is not None:
+            self.rows.extend(out)
+        return out
+
+
+def _ancestors(path: str) -> list[str]:
+    """``a.b.c`` -> ``a.b.c``, ``a.b``, ``a`` (a job's usage counts for every queue above it)."""
+    parts = path.split(".")
+    return [".".join(parts[:i]) for i in range(len(parts), 0, -1)]

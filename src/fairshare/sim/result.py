@@ -54,6 +54,9 @@ class JobOutcome:
 
 #: a timeline row: (time, kind, entity, running_tasks, dominant_share, allocation)
 Row = tuple[float, str, str, int, float, Vector]
+#: a queue's decayed usage at an instant (``sim.recorder.DecayedUsageRecorder``): (time,
+#: queue, decayed_share, effective_share, decayed usage in resource-seconds)
+DecayRow = tuple[float, str, float, float, Vector]
 #: a job's demand change: (time, job, demanding)
 DemandChange = tuple[float, str, bool]
 
@@ -94,3 +97,8 @@ class SimResult:
     #: gang reservations (``gangs: {reserve_after:}``): per resource, resource-seconds
     #: reserved for a gang and unused (``engine.reserve``); None when they were off
     reserved_idle: Vector | None = None
+    #: decayed usage (``fairness: {half_life}`` above 0 and a policy with memory): per
+    #: queue its samples at every instant (None: a streaming run keeps none) and its last
+    #: sample, at the end time; None when there is no decayed usage
+    decayed_usage: list[DecayRow] | None = None
+    decayed_usage_end: dict[str, DecayRow] | None = None

@@ -56,7 +56,7 @@ from fairshare.sim.events import JOB_ARRIVAL, WAKE, EventQueue, engine_event
 from fairshare.sim.executor import SimulatedExecutor
 from fairshare.sim.preemption import PreemptionBooks
 from fairshare.sim.reasons import ReasonBook
-from fairshare.sim.recorder import TimelineRecorder
+from fairshare.sim.recorder import DecayedUsageRecorder, TimelineRecorder
 # (CLUSTER, PREEMPT and Row too: other modules import the run's types from here)
 from fairshare.sim.result import CLUSTER, PREEMPT, JobOutcome, Row, SimOptions, SimResult, SimulationError  # noqa: F401
 from fairshare.sim.sink import ResultCollector, RunSink
@@ -160,6 +160,10 @@ class Simulator:
                                          next_duration=self.executor.next_duration)
         self.engine = Engine(self.scheduler, self.executor, preemptor)
         self.recorder = TimelineRecorder()
+        # per queue decayed usage, when the sorter keeps a ledger (a half-life above 0)
+        self.decayed = None
+        if getattr(self.scheduler.sorter, "decay", None) is not None:
+            self.decayed = DecayedUsageRecorder(lambda: self.scheduler.sorter, keep_rows=arrivals is None)
         if options.reasons and arrivals is not None:
             raise SimulationError("reasons are not kept by a streaming run (its timeline is written as it goes)")
         self.reasons = ReasonBook() if options.reasons else None
@@ -280,6 +284,8 @@ class Simulator:
             capacity = changes.capacity
             self._capacity_changes.append((t, capacity))
         self.sink.record(t, rows, demand_changes, capacity)
+        if self.decayed is not None:
+            self.decayed.sample(t)
         in_system = self._in_system
         for name in sorted(name for name in finished if name in in_system):
             self._leave(name)
@@ -318,6 +324,8 @@ class Simulator:
         if self.preemptor is not None:
             self.preemptor.close(end)
             time_below = {path: self.preemptor.time_below.get(path, 0.0) for path in sc.queues.paths}
+        if self.decayed is not None and end > end_of_run:
+            self.decayed.sample(end)  # (the summary's decayed usage is at the end time)
         sink = self.sink
         sink.end(end)
         left = sorted(self._in_system, key=self._in_system.__getitem__)
@@ -341,6 +349,9 @@ class Simulator:
             tasks_stretched=self.executor.stretched, notes=notes,
             preemptions=self.books.total if self.books.on else None, time_below_fair_share=time_below,
             reserved_idle=None if self.scheduler.reserve is None else self.scheduler.reserve.reserved_idle(end))
+        if self.decayed is not None:
+            result.decayed_usage = self.decayed.rows
+            result.decayed_usage_end = dict(self.decayed.last)
         if self.reasons is not None:
             self.reasons.end(end)
             result.pending_by_reason = self.reasons.seconds

@@ -31,7 +31,7 @@ from pathlib import Path
 from fairshare.model.jobs import Job
 from fairshare.model.resources import Vector
 from fairshare.model.scenario import Scenario
-from fairshare.sim.metrics import Integral, capacity_integral, document, job_entry, queue_entry
+from fairshare.sim.metrics import Integral, capacity_integral, decayed_at_end, document, job_entry, queue_entry
 from fairshare.sim.output import TIMELINE_HEAD, fmt_amount, fmt_time, summary_json
 from fairshare.sim.result import CLUSTER, PREEMPT, DemandChange, JobOutcome, Row, SimResult
 
@@ -205,7 +205,8 @@ class StreamingOutput:
             span = self._last_stop[path] - first if first is not None else 0.0
             queues[path] = queue_entry(ints.get(("queue", path), zero), span, self.names,
                                        None if result.time_below_fair_share is None
-                                       else result.time_below_fair_share.get(path, 0.0))
+                                       else result.time_below_fair_share.get(path, 0.0),
+                                       decayed=decayed_at_end(result, path))
         best = self._starved
         starvation = {"max_s": best[0] if best is not None else 0.0,
                       "job": best[2] if best is not None and best[0] > 0 else None}
