@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from fairshare.importers import kueue, slurm, yunikorn
 from fairshare.importers.base import ClusterSize, ImportedConfig, ImportError_, Unsupported, build_scenario
 
-KINDS: dict[str, ModuleType] = {}
+KINDS: dict[str, ModuleType] = {module.NAME: module for module in (kueue, slurm, yunikorn)}
 
 __all__ = ["KINDS", "ClusterSize", "ImportError_", "ImportedConfig", "Unsupported", "build_scenario"]

@@ -438,8 +438,8 @@ def _local_queues(local_queues: dict[str, tuple[str, Mapping]], by_name: dict[st
 def _preemption_section(queues: list[_Node], peer: dict[str, Any], imported: ImportedConfig) -> None:
     """The scenario's ``preemption:``: on (immediately, as Kueue preempts at admission) when
     any ClusterQueue may reclaim or preempt; ``within_queue`` when any preempts within
-    itself. One setting for all queues: a warning when they differ (``peers.kueue``
-    keeps each)."""
+    itself. One setting for all queues: a warning for each queue that preempts less in
+    Kueue (``peers.kueue`` keeps each)."""
     settings = peer.get("preemption", {})
     per_queue = [settings.get(imported.queue_paths[q.base], {}) for q in queues]
     reclaims = [s.get("reclaim_within_cohort", "Never") != "Never"
@@ -450,8 +450,8 @@ def _preemption_section(queues: list[_Node], peer: dict[str, Any], imported: Imp
     imported.preemption = {"after": 0}
     if any(within):
         imported.preemption["within_queue"] = True
-    if len(set(reclaims)) > 1 or len(set(within)) > 1:
-        differing = [q.base for q, r, w in zip(queues, reclaims, within) if (r, w) != (reclaims[0], within[0])]
-        imported.warn(f"{differing[0]}.spec.preemption",
-                      "ClusterQueues differ in preemption; the scenario's preemption section applies to every "
-                      "queue (peers.kueue.preemption keeps each queue's setting for the kueue baseline)")
+    for q, reclaim, own_within in zip(queues, reclaims, within):
+        if (reclaim, own_within) != (any(reclaims), any(within)):
+            imported.warn(f"{q.base}.spec.preemption",
+                          "preempts less than other ClusterQueues, but the scenario's preemption section applies to "
+                          "every queue (peers.kueue.preemption keeps each queue's setting for the kueue baseline)")
