@@ -81,6 +81,9 @@ def read(paths: list[str], cluster: ClusterSize) -> ImportedConfig:
     path = paths[0]
     config = _queues_document(path)
     imported = ImportedConfig(kind=NAME, queues=[], policy=POLICY)
+    if "partitions" not in config:
+        raise ImportError_(f"{path}: partitions: is required (a queues.yaml is partitions: [{{name: default, "
+                           f"queues: [...]}}])")
     partitions = list_at(config.get("partitions"), f"{path}: partitions", "[{name: default, queues: [...]}]")
     if not partitions:
         raise ImportError_(f"{path}: partitions: must list at least one partition")
