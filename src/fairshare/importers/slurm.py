@@ -77,9 +77,12 @@ def read(paths: list[str], cluster: ClusterSize) -> ImportedConfig:
     header, body = rows[0], rows[1:]
     columns = _columns(header, path)
     accounts, users = _associations(body, header[1], columns, path, imported)
-    tops = _tree(accounts, users, columns, imported)
     users_peer: dict[str, str] = {}
-    imported.queues = [_entry(a, "", cluster, imported, users_peer) for a in tops]
+    try:
+        tops = _tree(accounts, users, columns, imported)
+        imported.queues = [_entry(a, "", cluster, imported, users_peer) for a in tops]
+    except ImportError_ as exc:  # (the rows' problems name their line; the file goes first)
+        raise ImportError_(f"{path}: {exc}") from None
     if users_peer:
         imported.peers["slurm-fairtree"] = {"users": users_peer}
     return imported
@@ -180,6 +183,9 @@ def _tree(accounts: dict[str, _Assoc], users: list[_Assoc], columns: dict[str, i
                                     "directly under root (add ParentName to format=, or use tree)")
         for name in accounts:
             parents[name] = None if name == "root" else (indented or {}).get(name) or "root"
+    if "root" not in accounts and "root" in parents.values():  # (output filtered to some accounts)
+        accounts["root"] = _Assoc("root", None, "root", "", "")
+        parents["root"] = None
     for user in users:  # an account that only users name (no account row): under root
         if user.account.strip() not in accounts:
             accounts[user.account.strip()] = _Assoc(user.account.strip(), None, user.where, "", "")
