@@ -159,11 +159,8 @@ spec:
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
 metadata: {name: team-b}
-spec:
-  cohort: all
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors: [{name: default-flavor, resources: [{name: cpu, nominalQuota: 8}]}]
+spec: {cohort: all, resourceGroups: [{coveredResources: [cpu],
+       flavors: [{name: default-flavor, resources: [{name: cpu, nominalQuota: 8}]}]}]}
 ---
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: LocalQueue
