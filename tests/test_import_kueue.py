@@ -218,3 +218,9 @@ def test_bad_input_names_file_field_and_reason(tmp_path, text, where):
     with pytest.raises(ImportError_) as err:
         kueue.read([str(f)], CPU30)
     assert str(err.value).startswith(str(f)) and where in str(err.value)
+
+
+def test_quotas_larger_than_the_cluster_are_refused():
+    with pytest.raises(ImportError_, match=r"single-clusterqueue-setup.yaml: the top-level nominal quotas add up to "
+                                           r"9 cpu, more than the cluster's 4"):
+        read("single-clusterqueue-setup.yaml", cluster=ClusterSize({"cpu": 4, "memory": 64}))

@@ -124,3 +124,9 @@ def test_bad_input_names_file_field_and_reason(tmp_path, text, where):
 def test_one_file_only():
     with pytest.raises(ImportError_, match="yunikorn reads one queues.yaml, got 2 files"):
         yunikorn.read(["a.yaml", "b.yaml"], ClusterSize({"cpu": 8}))
+
+
+def test_guarantees_larger_than_the_cluster_are_refused():
+    # advertisement 50000 + search 40000 + sandbox 10000 = 100000 cores guaranteed
+    with pytest.raises(ImportError_, match="guaranteed resources add up to 100000 cpu, more than the cluster's 64"):
+        read("core-queues.yaml", ClusterSize({"cpu": 64, "memory": 1}))

@@ -48,6 +48,7 @@ from typing import Any
 
 from fairshare.importers.base import ClusterSize, ImportedConfig, ImportError_
 from fairshare.importers.quantities import (
+    check_guarantees_fit,
     cluster_amounts,
     list_at,
     mapping_at,
@@ -115,6 +116,7 @@ def read(paths: list[str], cluster: ClusterSize) -> ImportedConfig:
     for top in tops:
         entry, _quota = _entry(top, "", None, cluster, imported, kueue_peer)
         imported.queues.append(entry)
+    check_guarantees_fit(imported, cluster, ", ".join(paths), "nominal quotas")
     _local_queues(objects["LocalQueue"], {q.base.split("/", 1)[1]: q for q in queues}, imported)
     _preemption_section(queues, kueue_peer, imported)
     if config is not None:

@@ -120,6 +120,16 @@ def cluster_amounts(amounts: Mapping[str, float], where: str, cluster: ClusterSi
     return kept
 
 
+def check_guarantees_fit(imported: ImportedConfig, cluster: ClusterSize, source: str, what: str) -> None:
+    """Refuse top-level guarantees the cluster cannot hold (the scenario loader would
+    refuse the file): the message says what the peer calls them and how to fix it."""
+    for res, size in cluster.total.items():
+        total = sum(q.get("guarantee", {}).get(res, 0.0) for q in imported.queues)
+        if total > size * (1 + 1e-9):
+            raise ImportError_(f"{source}: the top-level {what} add up to {total:g} {res}, more than the cluster's "
+                               f"{size:g}: give the cluster's real size (a node list, or larger sizes)")
+
+
 def yaml_documents(path: str) -> list[Any]:
     """Every YAML document of one file (``---`` separated; empty ones skipped); a file
     that does not parse raises :class:`ImportError_` naming the line."""

@@ -42,6 +42,7 @@ import yaml
 
 from fairshare.importers.base import ClusterSize, ImportedConfig, ImportError_
 from fairshare.importers.quantities import (
+    check_guarantees_fit,
     cluster_amounts,
     list_at,
     mapping_at,
@@ -110,6 +111,7 @@ def read(paths: list[str], cluster: ClusterSize) -> ImportedConfig:
         imported.warn(f"{where}.queues", "no queue below root: the scenario's jobs all sit under the root")
     delays: dict[str, float] = {}
     imported.queues = _queues(top, "root", "", path, cluster, imported, delays)
+    check_guarantees_fit(imported, cluster, path, "guaranteed resources")
     _preemption(partition, where, path, delays, imported)
     return imported
 
