@@ -224,3 +224,18 @@ def test_quotas_larger_than_the_cluster_are_refused():
     with pytest.raises(ImportError_, match=r"single-clusterqueue-setup.yaml: the top-level nominal quotas add up to "
                                            r"9 cpu, more than the cluster's 4"):
         read("single-clusterqueue-setup.yaml", cluster=ClusterSize({"cpu": 4, "memory": 64}))
+
+
+def test_kubectl_list_reads_like_the_documents(tmp_path):
+    import yaml
+
+    docs = [d for d in yaml.safe_load_all(open(peer_file("kueue", "borrowing-limit.yaml"))) if d]
+    listed = tmp_path / "list.yaml"
+    listed.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": docs}))
+    assert kueue.read([str(listed)], CPU30).queues == read("borrowing-limit.yaml").queues
+
+
+def test_an_object_in_two_files_is_refused():
+    twice = peer_file("kueue", "single-clusterqueue-setup.yaml")
+    with pytest.raises(ImportError_, match=r"ResourceFlavor/default-flavor: defined twice \(also in .*single-clusterqueue-setup.yaml"):
+        kueue.read([twice, twice], CPU30)
