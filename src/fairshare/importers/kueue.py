@@ -127,10 +127,14 @@ def read(paths: list[str], cluster: ClusterSize) -> ImportedConfig:
 
 # --- reading the objects --------------------------------------------------------------------------
 
-def _collect(paths: list[str], imported: ImportedConfig) -> tuple[dict[str, dict[str, tuple[str, Mapping]]], bool | None]:
+#: kind -> name -> (``FILE: Kind/name``, the object)
+Objects = dict[str, dict[str, tuple[str, Mapping]]]
+
+
+def _collect(paths: list[str], imported: ImportedConfig) -> tuple[Objects, bool | None]:
     """Kueue's objects by kind and name (``where`` for errors, the object), and the
     Configuration's ``fairSharing.enable`` when a Configuration document is given."""
-    objects: dict[str, dict[str, tuple[str, Mapping]]] = {kind: {} for kind in _QUEUE_KINDS}
+    objects: Objects = {kind: {} for kind in _QUEUE_KINDS}
     fair_sharing: bool | None = None
     for path in paths:
         for i, doc in enumerate(yaml_documents(path)):
@@ -147,8 +151,8 @@ def _collect(paths: list[str], imported: ImportedConfig) -> tuple[dict[str, dict
                     continue
                 name = mapping_at(obj.get("metadata"), f"{path}: {at}.metadata", "{name: team-a}").get("name")
                 if kind not in _QUEUE_KINDS or not api.startswith("kueue.x-k8s.io/"):
-                    imported.warn(f"{path}: {at} ({kind}/{name})",
-                                  "not a Kueue queue object (ClusterQueue, Cohort, ResourceFlavor, LocalQueue); ignored")
+                    imported.warn(f"{path}: {at} ({kind}/{name})", "not a Kueue queue object (ClusterQueue, "
+                                                                    "Cohort, ResourceFlavor, LocalQueue); ignored")
                     continue
                 if not isinstance(name, str) or not name:
                     raise ImportError_(f"{path}: {at} ({kind}).metadata.name: must be a non-empty name, got {name!r}")
@@ -168,7 +172,8 @@ def _configuration(obj: Mapping, where: str, imported: ImportedConfig) -> bool:
     fair = mapping_at(obj.get("fairSharing"), f"{where}.fairSharing", "{enable: true}")
     for key in fair:
         if key != "enable":
-            imported.warn(f"{where}.fairSharing.{key}", "not modelled (the kueue baseline uses Kueue's default); ignored")
+            imported.warn(f"{where}.fairSharing.{key}",
+                          "not modelled (the kueue baseline uses Kueue's default); ignored")
     enable = fair.get("enable", False)
     if not isinstance(enable, bool):
         raise ImportError_(f"{where}.fairSharing.enable: must be true or false, got {enable!r}")
@@ -364,7 +369,8 @@ def _entry(node: _Node, parent_path: str, parent_cohort: _Node | None, cluster: 
         for res, (_n, _b, lending) in node.quota.items():
             if lending is not None:
                 imported.warn(f"{node.base}.spec.resourceGroups ({res}).lendingLimit",
-                              "a cohort's lending limit is not modelled (its subtree's quota is its guarantee); ignored")
+                              "a cohort's lending limit is not modelled (its subtree's quota is its "
+                              "guarantee); ignored")
     return entry, subtree
 
 

@@ -70,7 +70,8 @@ class _Assoc:
 def read(paths: list[str], cluster: ClusterSize) -> ImportedConfig:
     """The association tree of one ``sacctmgr show assoc -P`` output (module docstring)."""
     if len(paths) != 1:
-        raise ImportError_(f"{', '.join(paths) or '(no file)'}: slurm reads one sacctmgr output, got {len(paths)} files")
+        raise ImportError_(f"{', '.join(paths) or '(no file)'}: slurm reads one sacctmgr output, "
+                           f"got {len(paths)} files")
     path = paths[0]
     imported = ImportedConfig(kind=NAME, queues=[], policy=POLICY)
     rows = _rows(path)
@@ -292,9 +293,8 @@ def _grp_tres(assoc: _Assoc, imported: ImportedConfig) -> dict[str, float]:
         elif tres == "gres/gpu":
             out["gpu"] = float(_number(value, f"{where}.gres/gpu"))
         else:
-            imported.warn(f"{where}.{tres}", f"{value}: a limit on {tres} is not modelled"
-                                             f"{' (typed GPUs are not told apart)' if tres.startswith('gres/gpu:') else ''}"
-                                             f"; ignored")
+            typed = " (typed GPUs are not told apart)" if tres.startswith("gres/gpu:") else ""
+            imported.warn(f"{where}.{tres}", f"{value}: a limit on {tres} is not modelled{typed}; ignored")
     return out
 
 

@@ -119,9 +119,11 @@ def read(paths: list[str], cluster: ClusterSize) -> ImportedConfig:
 def _queues_document(path: str) -> Mapping:
     """The queues.yaml mapping: the file itself, or a ConfigMap's ``data["queues.yaml"]``."""
     docs = yaml_documents(path)
-    if len(docs) != 1 or not isinstance(docs[0], Mapping):
-        raise ImportError_(f"{path}: must be one YAML mapping with partitions (a queues.yaml), got "
-                           f"{len(docs)} documents" if len(docs) != 1 else f"{path}: must be a mapping, got {docs[0]!r}")
+    if len(docs) != 1:
+        raise ImportError_(f"{path}: must be one YAML mapping with partitions (a queues.yaml), "
+                           f"got {len(docs)} documents")
+    if not isinstance(docs[0], Mapping):
+        raise ImportError_(f"{path}: must be a mapping with partitions (a queues.yaml), got {docs[0]!r}")
     doc = docs[0]
     if doc.get("kind") == "ConfigMap":
         text = mapping_at(doc.get("data"), f"{path}: data", "{queues.yaml: ...}").get("queues.yaml")
