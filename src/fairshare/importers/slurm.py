@@ -49,8 +49,9 @@ POLICY = "slurm-fairtree"
 #: header names (sacctmgr's, lower-cased) the mapping reads
 _ACCOUNT, _USER, _PARENT, _SHARE, _GRP_TRES = "account", "user", "par name", "share", "grptres"
 _READ = {_ACCOUNT, _USER, _PARENT, _SHARE, _GRP_TRES, "cluster", "partition"}
-#: columns that say nothing a scenario could carry when empty or at Slurm's default
+#: other spellings of those headers (format=ParentName heads its column "Par Name")
 _ALIASES = {"parentname": _PARENT, "fairshare": _SHARE}
+#: GrpTRES mem suffixes, in MB (Slurm's unit for mem without one)
 _MEM_MB = {"K": Fraction(1, 1024), "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
 
 
