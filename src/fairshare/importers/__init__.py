@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from fairshare.importers import yarn_capacity, yarn_fair
+from fairshare.importers import kueue, slurm, yarn_capacity, yarn_fair, yunikorn
 from fairshare.importers.base import ClusterSize, ImportedConfig, ImportError_, Unsupported, build_scenario
 
-KINDS: dict[str, ModuleType] = {module.NAME: module for module in (yarn_fair, yarn_capacity)}
+KINDS: dict[str, ModuleType] = {module.NAME: module for module in (yarn_fair, yarn_capacity, kueue, slurm, yunikorn)}
 
 __all__ = ["KINDS", "ClusterSize", "ImportError_", "ImportedConfig", "Unsupported", "build_scenario"]
