@@ -290,6 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
     trace = sub.add_parser("trace", help="convert real cluster traces into scenario files",
                            description="Convert real cluster traces into scenario files (docs/traces.md).")
     trace.defer(_add_trace_actions)
+    export = sub.add_parser("export", help="serve's job history (its --db store) as a scenario file",
+                            description="Write the jobs `fairshare serve` ran (its SQLite store, opened read-only) "
+                                        "as a scenario file: the `fairshare-db` trace kind (docs/traces.md).")
+    export.defer(_add_export_arguments)
     completion = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",
                                 description="Print a completion script for the shell, generated from this "
                                             "command's options: commands, flags and their values (policy names "
@@ -304,6 +308,12 @@ def _add_trace_actions(trace: argparse.ArgumentParser) -> None:
     from fairshare.traces.cli import add_trace_actions  # `fairshare trace convert` (docs/traces.md)
 
     add_trace_actions(trace)
+
+
+def _add_export_arguments(export: argparse.ArgumentParser) -> None:
+    from fairshare.traces.cli import add_export_arguments  # `fairshare export --db` (docs/traces.md)
+
+    add_export_arguments(export)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -563,6 +573,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 COMMANDS = {"allocate": cmd_allocate, "audit": cmd_audit, "simulate": cmd_simulate, "compare": cmd_compare,
             "policies": cmd_policies, "schema": cmd_schema, "trace": lambda args: args.func(args),
+            "export": lambda args: args.func(args),
             "completion": cmd_completion, "explain": cmd_explain}
 
 
