@@ -259,10 +259,12 @@ def convert_history(name: str, runs: Callable[[BadData, Progress | None], Iterat
             sweep.add(run.start_s, run.end_s, amounts)
         else:
             still_running.append((run.start_s, amounts))
-        table.add_task(run.job_key, name=run.name, queue=queue_path(run.queue, queue_map, unmapped),
-                       submit_s=run.submit_s, demand=demand,
-                       duration_s=None if run.end_s is None else run.end_s - run.start_s,
-                       run_start_s=run.start_s, repeat=run.count, class_name=run.class_name)
+        queue = queue_path(run.queue, queue_map, unmapped)
+        # a censored run is added once per task (JobTable censors one task per call)
+        for repeat in ([run.count] if run.end_s is not None else [1] * run.count):
+            table.add_task(run.job_key, name=run.name, queue=queue, submit_s=run.submit_s, demand=demand,
+                           duration_s=None if run.end_s is None else run.end_s - run.start_s,
+                           run_start_s=run.start_s, repeat=repeat, class_name=run.class_name)
     censored = table.censored
     if table.jobs:
         table.close_censored(latest)
