@@ -99,6 +99,21 @@ def test_a_running_service_is_read_without_being_disturbed(tmp_path):
         store.close()
 
 
+def test_cancelled_tasks_count_only_when_they_were_running(tmp_path):
+    path = tmp_path / "cancel.db"
+    store = Store(path)
+    (job,) = store.add_jobs([("j", "q", 1.0, "t", spec("j", "q", [("c", {"cpu": 1}, 2)]), [("c", 2)])], now=0.0)
+    first, second = (t.id for t in store.tasks(job))
+    store.mark_running([(first, "n", 1), (second, "n", 1)], now=10.0)
+    store.preempt_tasks([(second, "preempted")], now=20.0)  # back to pending, keeps started_at 10
+    store.finish_tasks([(first, "cancelled", None, "cancelled by the user", 1)], now=40.0)  # ran 10-40
+    store.cancel_job(job, now=50.0)  # the pending second task: cancelled while pending
+    store.close()
+    result = convert("fairshare-db", [path])
+    assert result.scenario["jobs"][0]["tasks"] == [{"demand": {"cpu": 1}, "count": 1, "duration": 30}]
+    assert result.stats["tasks never started (skipped)"] == 1
+
+
 def test_export_with_serve_config(store_path, tmp_path):
     config = tmp_path / "cluster.yaml"
     config.write_text(yaml.safe_dump({

@@ -90,6 +90,10 @@ def stored_weights(db: sqlite3.Connection) -> dict[str, float]:
 def db_runs(path: Path, db: sqlite3.Connection, bad: BadData) -> Iterator[Run]:
     """One run per task row, in task order (a job's tasks are contiguous: one insert)."""
     spec_of: tuple[int, Any] = (-1, None)
+    # tasks whose cancel ended a running attempt: finish_tasks records a task event
+    # "cancelled"; cancel_job (pending tasks) records only the job's "cancel"
+    cancelled_running = {r[0] for r in db.execute("SELECT task_id FROM events WHERE kind='cancelled' AND "
+                                                  "task_id IS NOT NULL")}
     rows = db.execute("SELECT t.id, t.job_id, t.class_index, t.class_name, t.state, t.started_at, t.finished_at, "
                       "j.name, j.queue, j.spec, j.submitted_at FROM tasks t JOIN jobs j ON j.id = t.job_id "
                       "ORDER BY t.id")
@@ -109,8 +113,10 @@ def db_runs(path: Path, db: sqlite3.Connection, bad: BadData) -> Iterator[Run]:
                 bad.add("missing field", where, f"jobs.spec tasks[{row['class_index']}].demand")
             continue
         # pending: waiting (again, if requeued or preempted: that attempt did not finish);
-        # cancelled without started_at: cancelled while pending
-        started = None if row["state"] == "pending" else row["started_at"]
+        # cancelled while pending (cancel_job: it may keep the started_at of an attempt
+        # preempted before) is not a run either
+        waiting = row["state"] == "pending" or (row["state"] == "cancelled" and row["id"] not in cancelled_running)
+        started = None if waiting else row["started_at"]
         end = None if row["state"] == "running" else row["finished_at"]
         classes = len(spec.get("tasks") or []) if isinstance(spec, dict) else 1
         yield Run(f"job{row['job_id']}", clean_name(row["name"]), row["queue"], float(row["submitted_at"]),

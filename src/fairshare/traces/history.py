@@ -277,7 +277,7 @@ def convert_history(name: str, runs: Callable[[BadData, Progress | None], Iterat
     resources = resources or ["cpu"]
     nodes, node_note = _nodes(resources, fixed_capacity, largest, sweep, opts.machines)
     scenario = build_scenario(resources, nodes, table, parse_weights(opts.weights, "--weights"))
-    out_stats: dict[str, Any] = {"rows read": rows, "jobs": len(scenario["jobs"]), "tasks": table.tasks}
+    out_stats: dict[str, Any] = {"task records read": rows, "jobs": len(scenario["jobs"]), "tasks": table.tasks}
     out_stats.update(stats or {})
     out_stats["tasks never started (skipped)"] = never_started
     out_stats["runs censored at the history's end"] = censored

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,39 +66,38 @@ def iter_items(path: Path, bad: BadData, progress: Progress | None = None,
     """``(first line, item)`` for each element of the top-level ``items`` array (a List),
     or of a top-level array, or each top-level object (one per line), read incrementally.
 
-    A scanner follows strings and nesting one line at a time; the text of one item is
-    kept until it closes, then decoded. An item that does not decode is counted with
-    its line; a file that ends inside one is counted as truncated.
+    A scanner follows strings and nesting one line at a time (jumping from one ``"``,
+    ``\\``, bracket or brace to the next: the text between them is never looked at); the
+    text of one item is kept until it closes, then decoded. An item that does not decode
+    is counted with its line; a file that ends inside one is counted as truncated.
     """
     depth = 0  # nesting of the whole document
     item_depth: int | None = None  # the depth at which items are elements
-    in_string = escaped = False
-    key_text: list[str] = []  # the last string read at depth 1 (to find "items")
-    last_key = ""
+    in_string = False
+    skip_to = -1  # the character after a backslash inside a string
+    string_start = 0
+    last_key = ""  # the last string closed at depth 1 (to find "items")
     pieces: list[str] = []
-    start = 0
-    size = 0
+    start = size = 0
     reader = LineReader(path, bad, progress, base_bytes)
     for line in reader:
         text = line.text
         begin = 0 if pieces else None  # where this line's part of an open item starts
-        for i, ch in enumerate(text):
+        for match in _STRUCTURE.finditer(text):
+            i = match.start()
+            ch = text[i]
+            if i < skip_to:
+                continue
             if in_string:
-                if escaped:
-                    escaped = False
-                elif ch == "\\":
-                    escaped = True
+                if ch == "\\":
+                    skip_to = i + 2
                 elif ch == '"':
                     in_string = False
                     if depth == 1 and not pieces:
-                        last_key = "".join(key_text)
-                elif depth == 1 and not pieces:
-                    key_text.append(ch)
+                        last_key = text[string_start:i]
                 continue
             if ch == '"':
-                in_string = True
-                if depth == 1 and not pieces:
-                    key_text = []
+                in_string, string_start = True, i + 1
             elif ch in "[{":
                 if depth == 0 and ch == "[":
                     item_depth = 1  # a top-level array: its elements are the items
@@ -116,6 +116,7 @@ def iter_items(path: Path, bad: BadData, progress: Progress | None = None,
                     pieces, size, begin = [], 0, None
                 if item_depth is not None and depth < item_depth:
                     item_depth = None if depth == 0 else item_depth
+        skip_to = -1
         if begin is not None:
             pieces.append(text[begin:])
             size += len(text) - begin
@@ -126,9 +127,15 @@ def iter_items(path: Path, bad: BadData, progress: Progress | None = None,
         bad.add("truncated or corrupt file", f"{path}:{start}", "the file ends inside a Workload")
 
 
+#: the characters the item scanner stops at
+_STRUCTURE = re.compile(r'["\\\[\]{}]')
+
+
 def _looks_like_item(text: str) -> bool:
-    """A top-level object on one line is an item (one Workload per line); a List is not."""
-    return '"kind":"Workload"' in text.replace(" ", "") or '"metadata"' in text
+    """A top-level object on one line is an item (one Workload per line); a List is not
+    (one on one line, ``jq -c``, has its ``items``; a pretty-printed one opens with ``{``)."""
+    compact = text.replace(" ", "")
+    return ('"kind":"Workload"' in compact or '"metadata"' in text) and '"items":[' not in compact
 
 
 def _decode(path: Path, line: int, text: str, bad: BadData) -> Iterator[tuple[int, Any]]:
