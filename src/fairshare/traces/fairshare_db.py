@@ -31,7 +31,8 @@ from typing import Any
 
 from fairshare.traces.base import CommonOptions, Conversion
 from fairshare.traces.common import BadData, Progress, TraceError, clean_name
-from fairshare.traces.history import HistoryOptions, Run, add_history_arguments, convert_history, history_options
+from fairshare.traces.history import (HistoryOptions, Run, add_history_arguments, convert_history, history_options,
+                                      read_yaml_option)
 
 NAME = "fairshare-db"
 SUMMARY = "fairshare serve's SQLite store (--db): the jobs that ran, per task, read-only"
@@ -149,15 +150,7 @@ def convert(inputs: list[Path], common: CommonOptions, opts: Options, bad: BadDa
 
 
 def _read_config(path: str) -> dict[str, Any]:
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
-    except OSError as exc:
-        raise TraceError(f"--config: {path}: cannot read: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise TraceError(f"--config: {path}: not YAML: {exc}") from None
+    doc = read_yaml_option(path, "--config")
     if not isinstance(doc, dict) or "cluster" not in doc:
         raise TraceError(f"--config: {path}: expected serve's config (a mapping with cluster:)")
     return doc

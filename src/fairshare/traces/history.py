@@ -92,19 +92,24 @@ def history_options(ns: argparse.Namespace) -> dict[str, Any]:
             "weights": ns.weights}
 
 
-def load_queue_map(path: str | None) -> dict[str, str]:
-    """``--queue-map FILE``: ``{history queue: dotted path}``; errors name the file and the entry."""
-    if not path:
-        return {}
+def read_yaml_option(path: str, flag: str) -> Any:
+    """The YAML (or JSON) document of an option's file; errors name the flag and the file."""
     import yaml
 
     try:
         with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
+            return yaml.safe_load(f)
     except OSError as exc:
-        raise TraceError(f"--queue-map: {path}: cannot read: {exc.strerror or exc}") from None
+        raise TraceError(f"{flag}: {path}: cannot read: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
-        raise TraceError(f"--queue-map: {path}: not YAML or JSON: {exc}") from None
+        raise TraceError(f"{flag}: {path}: not YAML or JSON: {exc}") from None
+
+
+def load_queue_map(path: str | None) -> dict[str, str]:
+    """``--queue-map FILE``: ``{history queue: dotted path}``; errors name the file and the entry."""
+    if not path:
+        return {}
+    data = read_yaml_option(path, "--queue-map")
     if not isinstance(data, dict):
         raise TraceError(f"--queue-map: {path}: expected a mapping {{history queue: dotted.queue.path}}")
     out: dict[str, str] = {}
