@@ -103,3 +103,13 @@ def test_rows_are_read_incrementally(tmp_path, monkeypatch):
     taken = bytes_before_first(monkeypatch, path, lambda: _open(path, columns, ",", BadData(), None, 0)[1])
     assert path.stat().st_size > 10 * 2**20
     assert 0 < taken <= 2 * 2**20
+
+
+def test_runs_out_of_order_are_bad_rows_and_do_not_set_time_zero(tmp_path):
+    path = write(tmp_path, ["a,q,100,130,190,1,1,0",
+                            "b,q,50,40,70,1,1,0",  # starts before its submit
+                            "c,q,60,80,70,1,1,0"])  # ends before it starts
+    result = convert("csv", [path], options=Options(columns=COLUMNS, time_format="epoch"))
+    assert [(j["name"], j["submit"]) for j in result.scenario["jobs"]] == [("a", 0)]  # time 0 = a's submit, 100
+    assert result.bad.counts == {"impossible times": 2}
+    assert result.bad.examples["impossible times"] == [f"{path}:3: start before submit", f"{path}:4: end before start"]

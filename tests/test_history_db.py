@@ -12,7 +12,6 @@ import yaml
 from fairshare.cli import main
 from fairshare.live.store import Store
 from fairshare.traces import TraceError, convert
-from fairshare.traces.fairshare_db import Options
 
 
 def spec(name: str, queue: str, classes: list[tuple[str, dict, int]]) -> dict:

@@ -93,8 +93,6 @@ def test_queue_choice_alloc_tres_and_queue_map(tmp_path):
     path = write(tmp_path, ROWS[:1] + ROWS[3:5])
     queue_map = tmp_path / "map.yaml"
     queue_map.write_text("physics.alice: research.ml\n")
-    from fairshare.traces.sacct import Options
-
     result = convert("sacct", [path], options=Options(queue="account.user", tres="alloc",
                                                       queue_map=str(queue_map)))
     jobs = jobs_by_name(result.scenario)

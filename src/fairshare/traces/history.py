@@ -214,6 +214,7 @@ def convert_history(name: str, runs: Callable[[BadData, Progress | None], Iterat
                       if opts.node_capacity else None)
     fit = NodeFitCache([{"name": "node", "capacity": fixed_capacity}]) if fixed_capacity else None
     window = common.window_start_s is not None or common.window_end_s is not None
+    origin_given = origin_s is not None
     if window and origin_s is None:
         origin_s = _earliest_submit(runs, common.limit)
     low = high = None
@@ -235,12 +236,11 @@ def convert_history(name: str, runs: Callable[[BadData, Progress | None], Iterat
         if run.start_s is None:
             never_started += run.count
             continue
-        if run.end_s is not None and run.end_s < run.start_s:
-            bad.add("impossible times", run.where, "end before start")
+        if not _possible(run):
+            bad.add("impossible times", run.where, "end before start" if run.end_s is not None
+                    and run.end_s < run.start_s else "start before submit")
             continue
-        if run.submit_s > run.start_s:
-            bad.add("impossible times", run.where, "start before submit")
-            continue
+        earliest = min(earliest, run.submit_s)  # time 0: before the window and the sample choose
         if low is not None and (run.submit_s < low or (high is not None and run.submit_s >= high)):
             outside += 1
             continue
@@ -258,7 +258,6 @@ def convert_history(name: str, runs: Callable[[BadData, Progress | None], Iterat
         amounts = tuple(demand.get(r, 0.0) * run.count for r in RESOURCES)
         for i, r in enumerate(RESOURCES):
             largest[i] = max(largest[i], demand.get(r, 0.0))
-        earliest = min(earliest, run.submit_s)
         latest = max(latest, run.start_s, run.end_s if run.end_s is not None else run.start_s)
         if run.end_s is not None:
             sweep.add(run.start_s, run.end_s, amounts)
@@ -275,7 +274,7 @@ def convert_history(name: str, runs: Callable[[BadData, Progress | None], Iterat
         table.close_censored(latest)
     for began, amounts in still_running:
         sweep.add(began, latest, amounts)
-    origin = origin_s if origin_s is not None else (earliest if table.jobs else 0.0)
+    origin = origin_s if origin_s is not None else (earliest if math.isfinite(earliest) else 0.0)
     for job in table.jobs.values():
         job.submit_s -= origin
     resources = [r for i, r in enumerate(RESOURCES) if largest[i] > 0 or (fixed_capacity or {}).get(r, 0) > 0]
@@ -293,7 +292,7 @@ def convert_history(name: str, runs: Callable[[BadData, Progress | None], Iterat
     out_stats["nodes"] = node_note
     all_notes = list(notes or [])
     all_notes.append("memory in GiB; scenario time 0 is "
-                     + (f"epoch {origin:g}" if origin_s is not None else "the earliest submit")
+                     + (f"epoch {origin:g}" if origin_given else "the earliest submit")
                      + (f" ({datetime.fromtimestamp(origin, timezone.utc).isoformat()})" if origin else ""))
     if unmapped:
         shown = ", ".join(sorted(unmapped)[:5]) + (", ..." if len(unmapped) > 5 else "")
@@ -308,9 +307,14 @@ def _earliest_submit(runs: Callable[[BadData, Progress | None], Iterator[Run]], 
     for k, run in enumerate(runs(BadData(), None)):
         if limit is not None and k >= limit:
             break
-        if run.start_s is not None:
+        if run.start_s is not None and _possible(run):
             earliest = min(earliest, run.submit_s)
     return earliest if math.isfinite(earliest) else 0.0
+
+
+def _possible(run: Run) -> bool:
+    """A started run whose times are in order: submit <= start <= end."""
+    return run.submit_s <= run.start_s and (run.end_s is None or run.start_s <= run.end_s)
 
 
 def _nodes(resources: list[str], fixed: dict[str, float] | None, largest: list[float], sweep: _Sweep,
