@@ -154,3 +154,13 @@ def test_a_big_generated_history_converts(tmp_path):
     assert 9_000 < kept < 11_000  # the stable hash keeps about half
     assert result.stats["jobs sampled out"] == 20_000 - kept
     assert len(result.scenario["queues"]) == 7
+
+
+def test_a_given_cluster_size_and_a_demand_it_cannot_hold(tmp_path):
+    result = convert("sacct", [write(tmp_path, ROWS[:9])],
+                     options=Options(machines=5, node_capacity="cpu=16,memory=64,gpu=2"))
+    assert result.scenario["cluster"]["nodes"] == [{"name": "node", "count": 5,
+                                                    "capacity": {"cpu": 16, "memory": 64, "gpu": 2}}]
+    # job 102's tasks (32 cpu, 128 GiB each) fit no node of 16 cpu: bad rows, named
+    assert result.bad.counts == {"impossible demand": 1}
+    assert "cpu=32, memory=128 fits no node" in result.bad.examples["impossible demand"][0]

@@ -222,7 +222,7 @@ def convert_history(name: str, runs: Callable[[BadData, Progress | None], Iterat
         low = origin_s + (common.window_start_s or 0.0)
         high = None if common.window_end_s is None else origin_s + common.window_end_s
     table = JobTable()
-    sweep = _Sweep()
+    sweep = _Sweep() if opts.machines is None else None  # only a derived node count needs it
     largest = [0.0] * len(RESOURCES)
     unmapped: set[str] = set()
     still_running: list[tuple[float, tuple[float, ...]]] = []  # (start, amounts) of runs without an end
@@ -259,10 +259,10 @@ def convert_history(name: str, runs: Callable[[BadData, Progress | None], Iterat
         for i, r in enumerate(RESOURCES):
             largest[i] = max(largest[i], demand.get(r, 0.0))
         latest = max(latest, run.start_s, run.end_s if run.end_s is not None else run.start_s)
-        if run.end_s is not None:
+        if sweep is not None and run.end_s is None:
+            still_running.append((run.start_s, amounts))  # added to the sweep when the end is known
+        elif sweep is not None:
             sweep.add(run.start_s, run.end_s, amounts)
-        else:
-            still_running.append((run.start_s, amounts))
         queue = queue_path(run.queue, queue_map, unmapped)
         # a censored run is added once per task (JobTable censors one task per call)
         for repeat in ([run.count] if run.end_s is not None else [1] * run.count):
@@ -317,14 +317,14 @@ def _possible(run: Run) -> bool:
     return run.submit_s <= run.start_s and (run.end_s is None or run.start_s <= run.end_s)
 
 
-def _nodes(resources: list[str], fixed: dict[str, float] | None, largest: list[float], sweep: _Sweep,
+def _nodes(resources: list[str], fixed: dict[str, float] | None, largest: list[float], sweep: _Sweep | None,
            machines: int | None) -> tuple[list[dict[str, Any]], str]:
     """The node list: the given size, or the derived one (module docstring)."""
     if fixed is not None:
         capacity = {r: fixed.get(r, 0.0) for r in resources}
     else:
         capacity = {r: largest[RESOURCES.index(r)] or 1.0 for r in resources}
-    if machines is None:
+    if machines is None and sweep is not None:
         peak = sweep.peak(len(RESOURCES))
         machines = max([1] + [math.ceil(peak[RESOURCES.index(r)] / capacity[r] - 1e-9)
                               for r in resources if capacity[r] > 0])
