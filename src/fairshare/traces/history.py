@@ -281,23 +281,24 @@ def convert_history(name: str, runs: Callable[[BadData, Progress | None], Iterat
     resources = resources or ["cpu"]
     nodes, node_note = _nodes(resources, fixed_capacity, largest, sweep, opts.machines)
     scenario = build_scenario(resources, nodes, table, parse_weights(opts.weights, "--weights"))
-    out_stats: dict[str, Any] = {"task records read": rows, "jobs": len(scenario["jobs"]), "tasks": table.tasks}
-    out_stats.update(stats or {})
-    out_stats["tasks never started (skipped)"] = never_started
-    out_stats["runs censored at the history's end"] = censored
+    counts = {"task records read": rows, "jobs": len(scenario["jobs"]), "tasks": table.tasks, **(stats or {}),
+              "tasks never started (skipped)": never_started, "runs censored at the history's end": censored}
     if window:
-        out_stats["jobs outside the window"] = outside
+        counts["jobs outside the window"] = outside
     if common.sample < 1:
-        out_stats["jobs sampled out"] = sampled_out
-    out_stats["nodes"] = node_note
-    all_notes = list(notes or [])
-    all_notes.append("memory in GiB; scenario time 0 is "
-                     + (f"epoch {origin:g}" if origin_given else "the earliest submit")
-                     + (f" ({datetime.fromtimestamp(origin, timezone.utc).isoformat()})" if origin else ""))
-    if unmapped:
-        shown = ", ".join(sorted(unmapped)[:5]) + (", ..." if len(unmapped) > 5 else "")
-        all_notes.append(f"{len(unmapped)} queues not in --queue-map kept under their own names: {shown}")
-    return Conversion(name, scenario, out_stats, all_notes, bad)
+        counts["jobs sampled out"] = sampled_out
+    counts["nodes"] = node_note
+    time_zero = (f"epoch {origin:g}" if origin_given else "the earliest submit") + (
+        f" ({datetime.fromtimestamp(origin, timezone.utc).isoformat()})" if origin else "")
+    return Conversion(name, scenario, counts, [*(notes or []), f"memory in GiB; scenario time 0 is {time_zero}",
+                                               *_unmapped_note(unmapped)], bad)
+
+
+def _unmapped_note(unmapped: set[str]) -> list[str]:
+    if not unmapped:
+        return []
+    shown = ", ".join(sorted(unmapped)[:5]) + (", ..." if len(unmapped) > 5 else "")
+    return [f"{len(unmapped)} queues not in --queue-map kept under their own names: {shown}"]
 
 
 def _earliest_submit(runs: Callable[[BadData, Progress | None], Iterator[Run]], limit: int | None) -> float:
