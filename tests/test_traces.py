@@ -392,7 +392,9 @@ def test_compare_kind_path_bad_trace_exits_2(tmp_path, capsys):
 
 
 def test_every_kind_is_registered_with_the_contract_names():
-    assert set(KINDS) == {"google2011", "alibaba-gpu2023", "alibaba-dlrm2025", "swim", "sls"}
+    assert set(KINDS) == {"google2011", "alibaba-gpu2023", "alibaba-dlrm2025", "swim", "sls",
+                          # job histories (issue 23)
+                          "sacct", "kueue-workloads", "csv", "fairshare-db"}
 
 
 # --- slices of the shared traces ---------------------------------------------------------------

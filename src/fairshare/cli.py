@@ -302,6 +302,10 @@ def build_parser() -> argparse.ArgumentParser:
                                         "policies, and report who gains and who loses if you switch "
                                         "(docs/whatif.md).")
     whatif.defer(_add_whatif_arguments)
+    export = sub.add_parser("export", help="serve's job history (its --db store) as a scenario file",
+                            description="Write the jobs `fairshare serve` ran (its SQLite store, opened read-only) "
+                                        "as a scenario file: the `fairshare-db` trace kind (docs/traces.md).")
+    export.defer(_add_export_arguments)
     completion = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",
                                 description="Print a completion script for the shell, generated from this "
                                             "command's options: commands, flags and their values (policy names "
@@ -328,6 +332,12 @@ def _add_whatif_arguments(whatif: argparse.ArgumentParser) -> None:
     from fairshare.whatif.cli import add_whatif_arguments  # `fairshare whatif` (docs/whatif.md)
 
     add_whatif_arguments(whatif)
+
+
+def _add_export_arguments(export: argparse.ArgumentParser) -> None:
+    from fairshare.traces.cli import add_export_arguments  # `fairshare export --db` (docs/traces.md)
+
+    add_export_arguments(export)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -589,6 +599,7 @@ COMMANDS = {"allocate": cmd_allocate, "audit": cmd_audit, "simulate": cmd_simula
             "policies": cmd_policies, "schema": cmd_schema, "trace": lambda args: args.func(args),
             "import": lambda args: args.func(args),
             "whatif": lambda args: args.func(args),
+            "export": lambda args: args.func(args),
             "completion": cmd_completion, "explain": cmd_explain}
 
 

@@ -14,11 +14,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import TextIO
 
-from fairshare.traces import alibaba_dlrm2025, alibaba_gpu2023, google2011, sls, swim
+from fairshare.traces import (alibaba_dlrm2025, alibaba_gpu2023, csv_history, fairshare_db, google2011, kueue_workloads,
+                              sacct, sls, swim)
 from fairshare.traces.base import CommonOptions, Conversion
 from fairshare.traces.common import BadData, Progress, TraceError, total_size, write_scenario
 
-KINDS: dict[str, ModuleType] = {m.NAME: m for m in (google2011, alibaba_gpu2023, alibaba_dlrm2025, swim, sls)}
+KINDS: dict[str, ModuleType] = {m.NAME: m for m in (google2011, alibaba_gpu2023, alibaba_dlrm2025, swim, sls,
+                                                    # job histories (traces/history.py)
+                                                    sacct, kueue_workloads, csv_history, fairshare_db)}
 
 __all__ = ["KINDS", "BadData", "CommonOptions", "Conversion", "TraceError", "convert", "resolve_inputs",
            "write_scenario"]

@@ -38,6 +38,20 @@ def add_trace_actions(trace: argparse.ArgumentParser) -> None:
     trace.set_defaults(func=cmd_trace_convert)
 
 
+def add_export_arguments(export: argparse.ArgumentParser) -> None:
+    """``fairshare export --db DB -o SCENARIO``: the ``fairshare-db`` kind under its own name."""
+    module = KINDS["fairshare-db"]
+    export.add_argument("--db", required=True, metavar="FILE", help="the SQLite file of `fairshare serve --db`")
+    add_common_arguments(export)
+    module.add_arguments(export)
+    export.set_defaults(func=cmd_export)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    args.kind, args.paths = "fairshare-db", [args.db]
+    return cmd_trace_convert(args)
+
+
 def cmd_trace_convert(args: argparse.Namespace) -> int:
     module = KINDS[args.kind]
     try:

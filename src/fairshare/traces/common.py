@@ -237,7 +237,7 @@ def csv_header(path: Path) -> list[str]:
 
 
 def open_csv_with_header(path: Path, required: tuple[str, ...], bad: BadData,
-                         progress: Progress | None = None, base_bytes: int = 0):
+                         progress: Progress | None = None, base_bytes: int = 0, delimiter: str = ","):
     """Rows of a CSV file with a header line, as ``(line number, {column: text})``.
 
     A missing required column is a :class:`TraceError` (nothing can be converted without
@@ -249,7 +249,7 @@ def open_csv_with_header(path: Path, required: tuple[str, ...], bad: BadData,
     header_line = next(lines, None)
     if header_line is None:
         raise TraceError(f"{path}: empty file (expected a header line with {', '.join(required)})")
-    header = [h.strip() for h in split_csv(header_line.text.lstrip("\ufeff"))]
+    header = [h.strip() for h in split_csv(header_line.text.lstrip("\ufeff"), delimiter)]
     missing = [c for c in required if c not in header]
     if missing:
         raise TraceError(f"{path}:1: missing column{'s' if len(missing) > 1 else ''} "
@@ -260,7 +260,7 @@ def open_csv_with_header(path: Path, required: tuple[str, ...], bad: BadData,
         for line in lines:
             if not line.text.strip():
                 continue
-            fields = split_csv(line.text)
+            fields = split_csv(line.text, delimiter)
             if len(fields) != width:
                 reason = ("truncated last line" if reader.last_unterminated else "wrong number of columns")
                 bad.add(reason, f"{path}:{line.number}", f"{len(fields)} fields, expected {width}")
