@@ -80,6 +80,19 @@ def _ancestors(path: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
+def _step_to(series: tuple[list[float], list[float]], t: float, value: float) -> None:
+    """Extend a step function with ``value`` from ``t`` on (a later change at the same
+    instant replaces the earlier one; an unchanged value adds no step)."""
+    times, values = series
+    if values[-1] == value:
+        return
+    if times[-1] == t:
+        values[-1] = value
+    else:
+        times.append(t)
+        values.append(value)
+
+
 def entitlement_steps(scenario: Scenario, result: SimResult) -> dict[str, tuple[list[float], list[float]]]:
     """Per queue, its entitlement over time as a step function (module docstring)."""
     tree = scenario.queues
@@ -116,14 +129,7 @@ def entitlement_steps(scenario: Scenario, result: SimResult) -> dict[str, tuple[
                 if not name.startswith("job:"):
                     ent[name] = share * w / total
         for p in paths:
-            value = ent.get(p, 0.0)
-            times, values = steps[p]
-            if values[-1] != value:
-                if times[-1] == t:
-                    values[-1] = value
-                else:
-                    times.append(t)
-                    values.append(value)
+            _step_to(steps[p], t, ent.get(p, 0.0))
 
     last_t = None
     for t, job, on in result.demand_changes:
@@ -196,14 +202,7 @@ def demand_steps(scenario: Scenario, result: SimResult) -> dict[str, tuple[list[
         state[job] = on
         for p in _ancestors(q):
             count[p] += 1 if on else -1
-            value = 1.0 if count[p] > 0 else 0.0
-            times, values = out[p]
-            if values[-1] != value:
-                if times[-1] == t:
-                    values[-1] = value
-                else:
-                    times.append(t)
-                    values.append(value)
+            _step_to(out[p], t, 1.0 if count[p] > 0 else 0.0)
     return out
 
 
