@@ -40,8 +40,7 @@ def add_import_actions(parser: argparse.ArgumentParser) -> None:
                           help="the cluster's nodes: a YAML/JSON node list [{name, count, capacity, attributes}], "
                                "or a scenario file whose cluster: is taken (memory in GiB)")
         size.add_argument("--cluster", metavar="RES=AMT,...",
-                          help="one pooled capacity, e.g. cpu=96,memory=384: cpu in cores, memory in GiB, gpu "
-                               "in devices, for every kind (YARN's memory-mb is imported as MB / 1024)")
+                          help="one pooled capacity in cores, GiB and devices, e.g. cpu=96,memory=384,gpu=8")
         p.add_argument("--jobs", default=NO_JOBS, metavar="SCENARIO",
                        help=f"take the jobs of this scenario file (default: {NO_JOBS}, an empty jobs: list)")
         p.add_argument("--policy", metavar="NAME", default=None,
