@@ -19,7 +19,7 @@ from fairshare.model import load_scenario
 HADOOP = Path(__file__).parent / "data" / "peers" / "hadoop"
 DOCS_EXAMPLE = str(HADOOP / "fair-scheduler-docs-example.xml")
 CS_WEBSERVICES = str(HADOOP / "capacity-scheduler-webservices-test.xml")
-CLUSTER = "cpu=1000,memory=1024000"
+CLUSTER = "cpu=1000,memory=1000"  # memory in GiB (1024000 MB / 1024)
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -56,7 +56,7 @@ def test_strict_makes_unsupported_settings_an_error_and_writes_nothing(tmp_path,
 
 def test_nodes_from_a_node_list_or_a_scenario_and_jobs_from_a_scenario(tmp_path, capsys):
     nodes = tmp_path / "nodes.yaml"
-    nodes.write_text(yaml.safe_dump([{"name": "n", "count": 4, "capacity": {"cpu": 250, "memory": 256000}}]))
+    nodes.write_text(yaml.safe_dump([{"name": "n", "count": 4, "capacity": {"cpu": 250, "memory": 250}}]))
     jobs = tmp_path / "jobs.json"
     jobs.write_text(json.dumps({"cluster": {"capacity": {"cpu": 1}},
                                 "jobs": [{"name": "j", "queue": "a.a2", "tasks": [{"demand": {"cpu": 1}}]}]}))
@@ -65,9 +65,9 @@ def test_nodes_from_a_node_list_or_a_scenario_and_jobs_from_a_scenario(tmp_path,
                             "--jobs", str(jobs), "-o", str(out_file), "--quiet")
     assert status == 0, err
     doc = json.loads(out_file.read_text())
-    assert doc["cluster"] == {"nodes": [{"name": "n", "count": 4, "capacity": {"cpu": 250, "memory": 256000}}]}
+    assert doc["cluster"] == {"nodes": [{"name": "n", "count": 4, "capacity": {"cpu": 250, "memory": 250}}]}
     assert doc["jobs"][0]["queue"] == "a.a2"
-    # the 4 nodes pool to 1000 vcores: a's guarantee is 10.5% of them
+    # the 4 nodes pool to 1000 vcores and 1000 GiB: a's guarantee is 10.5% of them
     assert doc["queues"][0]["guarantee"]["cpu"] == pytest.approx(105)
     # a scenario file as --nodes: its cluster
     again = tmp_path / "again.yaml"
@@ -75,7 +75,7 @@ def test_nodes_from_a_node_list_or_a_scenario_and_jobs_from_a_scenario(tmp_path,
                             "-o", str(again), "--quiet")
     assert status == 0, err
     assert load_scenario(again).queues["a"].guarantee == (("cpu", pytest.approx(105)),
-                                                          ("memory", pytest.approx(107520)))
+                                                          ("memory", pytest.approx(105)))  # 10.5% of 1000 GiB
 
 
 @pytest.mark.parametrize("args, message", [

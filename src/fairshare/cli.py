@@ -293,7 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
     imp = sub.add_parser("import", help="import a peer scheduler's queue configuration as a scenario file",
                          description="Import a YARN, Kueue, Slurm or YuniKorn queue configuration as a scenario "
                                      "file: its queues, weights, guarantees and limits on the cluster you give, and "
-                                     "what it has that fairshare cannot express, as warnings (docs/whatif.md).")
+                                     "what it has that fairshare cannot express, as warnings. Every kind writes cpu in "
+                                     "cores, memory in GiB and gpu in devices, as the trace converters do "
+                                     "(docs/whatif.md).")
     imp.defer(_add_import_actions)
     whatif = sub.add_parser("whatif", help="replay your job history under your queue configuration: your scheduler "
                                            "against the proposed policies",

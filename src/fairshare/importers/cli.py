@@ -38,9 +38,9 @@ def add_import_actions(parser: argparse.ArgumentParser) -> None:
         size = p.add_mutually_exclusive_group(required=True)
         size.add_argument("--nodes", metavar="FILE",
                           help="the cluster's nodes: a YAML/JSON node list [{name, count, capacity, attributes}], "
-                               "or a scenario file whose cluster: is taken")
+                               "or a scenario file whose cluster: is taken (memory in GiB)")
         size.add_argument("--cluster", metavar="RES=AMT,...",
-                          help="one pooled capacity, e.g. cpu=96,memory=393216 (YARN memory is in MB)")
+                          help="one pooled capacity in cores, GiB and devices, e.g. cpu=96,memory=384,gpu=8")
         p.add_argument("--jobs", default=NO_JOBS, metavar="SCENARIO",
                        help=f"take the jobs of this scenario file (default: {NO_JOBS}, an empty jobs: list)")
         p.add_argument("--policy", metavar="NAME", default=None,
@@ -117,12 +117,12 @@ def _queue_paths(queues: list[dict[str, Any]]):
 # --- the cluster and the jobs ------------------------------------------------------------------
 
 def cluster_from_text(text: str) -> ClusterSize:
-    """``--cluster cpu=96,memory=393216``: one pooled capacity."""
+    """``--cluster cpu=96,memory=384``: one pooled capacity (memory in GiB)."""
     total: dict[str, float] = {}
     for part in (p.strip() for p in text.split(",")):
         name, sep, amount = part.partition("=")
         if not sep or not name.strip():
-            raise ImportError_(f"--cluster: {part!r} is not RES=AMOUNT (e.g. --cluster cpu=96,memory=393216)")
+            raise ImportError_(f"--cluster: {part!r} is not RES=AMOUNT (e.g. --cluster cpu=96,memory=384)")
         total[name.strip()] = _amount(amount, f"--cluster: {name.strip()}")
     return ClusterSize(total=total)
 

@@ -31,7 +31,10 @@ queue. Bhattacharya et al. (SoCC'13, Sec. 5.2) measured exactly that as "C.S-Cur
 which CapacityScheduler does not run. (Every YARN container asks for memory and vcores, so
 the two differ only once some resource is full.)
 
-Memory is in MB (YARN's ``memory-mb``) and named ``memory``; ``vcores`` is ``cpu``.
+Units, as every importer and trace converter writes them: ``vcores`` is ``cpu`` in cores;
+the ``memory`` of an absolute resource (MB) is ``memory`` in GiB. YARN's MB are
+mebibytes, so 1 GiB = 1024 MB and ``[memory=10240,vcores=12]`` is 10 GiB and 12 cores, as
+the SLS converter counts a container (traces/sls.py). Give the cluster's memory in GiB too.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from fairshare.importers.base import ClusterSize, ImportedConfig, ImportError_
-from fairshare.importers.yarn_common import number, one_file, parse_xml, resource_name, tidy
+from fairshare.importers.yarn_common import in_scenario_units, number, one_file, parse_xml, resource_name, tidy
 
 NAME = "yarn-capacity"
 SUMMARY = "Hadoop YARN CapacityScheduler configuration (capacity-scheduler.xml)"
@@ -234,8 +237,8 @@ class _Reader:
         return {r: a * percent / 100 for r, a in parent_limit.items()}
 
     def absolute(self, value: str, where: str, *, default: float | None) -> dict[str, float]:
-        """``[memory=10240,vcores=12]``; a resource it does not name is ``default`` (None:
-        left out, so the parent's bound applies)."""
+        """``[memory=10240,vcores=12]`` (10 GiB, 12 cores); a resource it does not name is
+        ``default`` (None: left out, so the parent's bound applies)."""
         text = value.strip()
         if not (text.startswith("[") and text.endswith("]")):
             raise self.error(where, f"an absolute resource is written [memory=..,vcores=..], got {value!r}")
@@ -248,7 +251,7 @@ class _Reader:
             if res not in self.cluster.total:
                 raise self.error(f"{where}.{name.strip()}", f"the cluster has no {res} (resources: "
                                                             f"{', '.join(self.cluster.total)})")
-            amounts[res] = number(amount, f"{self.path}: {where}.{name.strip()}")
+            amounts[res] = in_scenario_units(res, number(amount, f"{self.path}: {where}.{name.strip()}"))
             if res not in self.resources:
                 self.resources.append(res)
         if default is not None:

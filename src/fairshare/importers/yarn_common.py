@@ -1,9 +1,12 @@
 """What the two YARN importers share: reading an XML file, YARN's resource names, numbers.
 
-YARN names memory ``memory-mb`` (megabytes) and CPU ``vcores``; the scenario calls them
-``memory`` and ``cpu``, so an imported scenario's memory is in MB and ``--cluster`` or
-``--nodes`` must give memory in MB too (docs/whatif.md). Custom resource types keep their
-name without YARN's ``yarn.io/`` prefix (``yarn.io/gpu`` -> ``gpu``).
+YARN names memory ``memory-mb`` and CPU ``vcores``; the scenario calls them ``memory``
+and ``cpu``, in the units of every importer and trace converter (importers.quantities):
+cores, and memory in GiB. YARN's ``memory-mb`` counts mebibytes (ResourceInformation's
+unit ``Mi``), so an amount is converted as the SLS converter converts a container's
+(traces/sls.py): MB / 1024 = GiB. Percentages are of the cluster, which ``--cluster`` or
+``--nodes`` gives in GiB too (docs/whatif.md). Custom resource types keep their name
+without YARN's ``yarn.io/`` prefix (``yarn.io/gpu`` -> ``gpu``) and their amount.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from fairshare.importers.base import ImportError_
 #: YARN resource name -> the scenario's
 RESOURCE_NAMES = {"memory-mb": "memory", "memory": "memory", "vcores": "cpu", "cpu": "cpu"}
 YARN_PREFIX = "yarn.io/"
+#: YARN's memory-mb is in mebibytes: 1 GiB = 1024 MB
+MB_PER_GIB = 1024
 
 
 def resource_name(yarn_name: str) -> str:
@@ -24,6 +29,12 @@ def resource_name(yarn_name: str) -> str:
     if name in RESOURCE_NAMES:
         return RESOURCE_NAMES[name]
     return name[len(YARN_PREFIX):] if name.startswith(YARN_PREFIX) else name
+
+
+def in_scenario_units(resource: str, amount: float) -> float:
+    """An absolute amount of a YARN resource (already named as the scenario names it) in
+    the scenario's unit: memory from MB to GiB, the others as YARN counts them."""
+    return amount / MB_PER_GIB if resource == "memory" else amount
 
 
 def one_file(paths: list[str], kind: str) -> Path:

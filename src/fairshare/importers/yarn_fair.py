@@ -26,7 +26,10 @@ top-level defaults. The mapping (docs/whatif.md, "Importing your queue configura
   ``maxChildResources``, ``maxContainerAllocation``, ``allowPreemptionFrom``, user
   elements, ``queuePlacementPolicy`` ...) is reported as :class:`Unsupported` by path.
 
-Memory is in MB (YARN's ``memory-mb``) and named ``memory``; ``vcores`` is ``cpu``.
+Units, as every importer and trace converter writes them: ``vcores`` is ``cpu`` in cores;
+``memory-mb`` (``X mb``) is ``memory`` in GiB. YARN's MB are mebibytes, so 1 GiB = 1024 MB
+and ``8192 mb`` is 8 GiB, as the SLS converter counts a container (traces/sls.py). Give the
+cluster's memory in GiB too.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from fairshare.importers.base import ClusterSize, ImportedConfig, ImportError_
-from fairshare.importers.yarn_common import number, one_file, parse_xml, percent_of, resource_name, tidy
+from fairshare.importers.yarn_common import (in_scenario_units, number, one_file, parse_xml, percent_of,
+                                             resource_name, tidy)
 
 NAME = "yarn-fair"
 SUMMARY = "Hadoop YARN FairScheduler allocation file (fair-scheduler.xml)"
@@ -271,7 +275,8 @@ class _Reader:
             self.thresholds[path] = settings.threshold
 
     def amounts(self, text: str | None, where: str, *, unnamed_is_zero: bool) -> dict[str, float]:
-        """A resource value in one of the docs' formats, as absolute amounts.
+        """A resource value in one of the docs' formats, as absolute amounts in the scenario's
+        units (memory in GiB; a percentage is of the cluster, already in them).
 
         ``unnamed_is_zero``: minResources (a resource it does not name is 0) rather than
         maxResources (unlimited: left out)."""
@@ -305,7 +310,7 @@ class _Reader:
             if amount.endswith("%"):
                 amounts[res] = percent_of(self.cluster.total, number(amount[:-1], at), res, at)
             else:
-                amounts[res] = number(amount, at)
+                amounts[res] = in_scenario_units(res, number(amount, at))
         return amounts
 
     def old_format(self, value: str, where: str) -> dict[str, float]:
@@ -316,7 +321,7 @@ class _Reader:
         for res, (absolute, percent) in patterns.items():
             got = re.search(absolute, value)
             if got:
-                found[res] = number(got.group(1), f"{self.path}: {where}")
+                found[res] = in_scenario_units(res, number(got.group(1), f"{self.path}: {where}"))
                 continue
             got = re.search(percent, value)
             if got:
