@@ -227,6 +227,15 @@ def status_families(status: Mapping[str, Any]) -> Iterator[Metric]:
     yield _gauge("fairshare_queue_fair_share",
                  "Amount of a resource the policy entitles a queue to now (the allocation behind its fair "
                  "dominant share), in the resource's unit.", ("queue", "resource"), per_resource("fair_share", True))
+    decayed = [path for path in paths if queues[path].get("decayed_usage") is not None]  # (none: half-life 0)
+    yield _gauge("fairshare_queue_decayed_usage",
+                 "Decayed average allocation U/W of a resource by a queue (its subtree; fairness.half_life, "
+                 "docs/live.md), in the resource's unit; only with a half-life above 0.", ("queue", "resource"),
+                 [((path, r), queues[path]["decayed_usage"].get(r, 0.0)) for path in decayed for r in resources])
+    yield _gauge("fairshare_queue_effective_dominant_share_ratio",
+                 "Dominant share of a queue's allocation plus its decayed usage (what the order is by with "
+                 "fairness.half_life); only with a half-life above 0.", ("queue",),
+                 [((path,), queues[path]["effective_dominant_share"]) for path in decayed])
     yield _gauge("fairshare_queue_guarantee",
                  "Amount of a resource guaranteed to a queue while it has demand (the resources it has one for).",
                  ("queue", "resource"), per_resource("guarantee", False))
