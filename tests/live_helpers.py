@@ -119,9 +119,9 @@ def wait_for(predicate, timeout_s: float, what: str, every_s: float = 0.05):
 
 
 @contextlib.contextmanager
-def api_in_thread(db: Path, **service_options):
-    """serve's HTTP API on ``make_config()`` (uvicorn in a thread, the service on a
-    ``ManualExecutor``: no Ray): yields ``(url, service)``, stops both after."""
+def api_in_thread(db: Path, config: LiveConfig | None = None, **service_options):
+    """serve's HTTP API on ``config`` (default ``make_config()``; uvicorn in a thread, the
+    service on a ``ManualExecutor``: no Ray): yields ``(url, service)``, stops both after."""
     import threading
 
     import uvicorn
@@ -130,7 +130,7 @@ def api_in_thread(db: Path, **service_options):
     from fairshare.live.service import LiveService
     from fairshare.live.store import Store
 
-    config = make_config()
+    config = config or make_config()
     svc = LiveService(config, Store(db), ManualExecutor(config.nodes), policy="hdrf", **service_options)
     svc.start()
     port = free_port()

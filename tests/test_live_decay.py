@@ -256,3 +256,26 @@ def test_queues_json_and_metrics_show_decayed_usage(tmp_path):
     assert samples[("dev", "memory")] == pytest.approx(dev["decayed_usage"]["memory"])
     shares = {s.labels["queue"]: s.value for s in families["fairshare_queue_effective_dominant_share_ratio"].samples}
     assert shares["dev"] == pytest.approx(dev["effective_dominant_share"])
+
+
+def test_the_http_api_carries_the_decayed_usage_and_the_half_life(tmp_path):
+    import httpx
+
+    from live_helpers import ADMIN as ADMIN_TOKEN
+    from live_helpers import api_in_thread, wait_for
+
+    with api_in_thread(tmp_path / "fs.db", config("inf")) as (url, svc):
+        headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        httpx.post(url + "/v1/jobs", json={"jobs": [job("d", "dev", 2, {"cpu": 1})]}, headers=headers,
+                   timeout=10).raise_for_status()
+        wait_for(lambda: svc.queues()["dev"]["running_tasks"] == 2, 20, "dev's tasks to start")
+        status = httpx.get(url + "/v1/status", headers=headers, timeout=10).json()
+        assert status["fairness"] == {"half_life": "inf"}
+        dev = httpx.get(url + "/v1/queues", headers=headers, timeout=10).json()["dev"]
+        assert set(dev["decayed_usage"]) == {"cpu", "memory", "mic", "gpu"}
+        assert dev["effective_dominant_share"] >= dev["current_dominant_share"] > 0
+        bad = httpx.put(url + "/v1/queues", json={"fairness": {"half_life": -3}}, headers=headers, timeout=10)
+        assert bad.status_code == 422 and "fairness.half_life" in bad.text
+        ok = httpx.put(url + "/v1/queues", json={"fairness": {"half_life": 3600}}, headers=headers, timeout=10)
+        assert ok.status_code == 200 and ok.json()["dev"]["decayed_usage"] is not None
+        assert httpx.get(url + "/v1/status", headers=headers, timeout=10).json()["fairness"] == {"half_life": 3600.0}
