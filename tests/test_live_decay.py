@@ -279,3 +279,31 @@ def test_the_http_api_carries_the_decayed_usage_and_the_half_life(tmp_path):
         ok = httpx.put(url + "/v1/queues", json={"fairness": {"half_life": 3600}}, headers=headers, timeout=10)
         assert ok.status_code == 200 and ok.json()["dev"]["decayed_usage"] is not None
         assert httpx.get(url + "/v1/status", headers=headers, timeout=10).json()["fairness"] == {"half_life": 3600.0}
+
+
+def test_the_client_and_the_queues_table_show_it(tmp_path, capsys):
+    from live_helpers import ADMIN as ADMIN_TOKEN
+    from live_helpers import api_in_thread, wait_for
+    from fairshare.client import Client
+    from fairshare.live.cli import _print_queues
+
+    with api_in_thread(tmp_path / "fs.db", config(120)) as (url, svc):
+        client = Client(url, ADMIN_TOKEN)
+        client.submit([job("d", "dev", 2, {"cpu": 1})])
+        wait_for(lambda: svc.queues()["dev"]["running_tasks"] == 2, 20, "dev's tasks to start")
+        queues = client.set_half_life(math.inf)
+        assert svc.scheduler.half_life == math.inf
+        dev = queues["dev"]
+        assert dev.decayed_usage == dev.raw["decayed_usage"] and dev.decayed_usage["cpu"] >= 0
+        assert dev.effective_dominant_share == dev.raw["effective_dominant_share"] >= dev.current_dominant_share
+        _print_queues(queues, "table")
+        header, *rows = capsys.readouterr().out.splitlines()
+        assert header.split()[-2:] == ["EFFECTIVE", "DECAYED"]
+        dev_row = next(r for r in rows if r.startswith("dev "))
+        assert dev_row.split()[-2] == f"{dev.effective_dominant_share:.3f}"
+        assert dev_row.split()[-1].startswith("cpu=")
+        client.set_half_life(0)
+        plain = client.queues()
+        assert plain["dev"].decayed_usage is None and plain["dev"].effective_dominant_share is None
+        _print_queues(plain, "table")
+        assert "EFFECTIVE" not in capsys.readouterr().out  # (the table of before, without a half-life)
