@@ -17,52 +17,36 @@ from dataclasses import replace
 
 import pytest
 
-from live_helpers import ManualExecutor, config_doc, feed_completions, make_config
+from live_helpers import ManualExecutor, config_doc, feed_completions, make_config, simulate_launches, workload_jobs
 from fairshare.live.auth import Principal
 from fairshare.live.commands import CommandBook
 from fairshare.live.decay import queue_usage
 from fairshare.live.service import LiveService
 from fairshare.live.store import Store
-from fairshare.model.loader import parse_scenario
-from fairshare.policies import make_policy
-from fairshare.sim.simulator import SimOptions, Simulator
+from test_live_parity import WORKLOAD as PARITY_WORKLOAD
 
 ADMIN = Principal("admin", admin=True)
 HALF_LIFE = 4.0  # short against the run (about 20 s): the history decays a lot meanwhile
 
-# (name, queue, count, demand, duration s): mixed demands, queues of both levels
-WORKLOAD = [
-    ("A", "ads.prod", 6, {"cpu": 1, "memory": 2}, 3),
-    ("B", "ads.test", 4, {"cpu": 2}, 5),
-    ("C", "dev", 5, {"cpu": 1, "gpu": 1}, 2),
-    ("D", "dev", 3, {"cpu": 1, "mic": 1}, 4),
-    ("E", "ads.prod", 4, {"cpu": 1, "memory": 4}, 1),
-    ("F", "dev", 8, {"cpu": 1}, 6),
-]
-
-
-def jobs_doc() -> list[dict]:
-    return [{"name": n, "queue": q, "tasks": [{"demand": d, "count": c, "duration": t, "command": "true"}]}
-            for n, q, c, d, t in WORKLOAD]
+# serve's parity workload (mixed demands, queues of both levels) and one more job in dev
+WORKLOAD = PARITY_WORKLOAD + [("F", "dev", 8, {"cpu": 1}, 6)]
 
 
 def simulate(policy: str):
-    """The simulator's launches as ``(job, node, time, decayed usage per queue then)``."""
+    """The simulator's launches as ``(job, node, time, decayed usage per queue then)``,
+    and the decayed usage 10 s after the run."""
     doc = config_doc()
     del doc["auth"]
-    doc["jobs"] = jobs_doc()
+    doc["jobs"] = workload_jobs(WORKLOAD)
     doc["fairness"] = {"half_life": HALF_LIFE}
-    sim = Simulator(parse_scenario(doc, "replay"), make_policy(policy), SimOptions(seed=0))
-    launches = []
-    start = sim.executor.start
+    seen = {}
 
-    def record(launch, t):
-        start(launch, t)
-        launches.append((launch.job, launch.node, t, queue_usage(sim.scheduler, t)))
+    def usage(sim, t):
+        seen["sim"] = sim
+        return queue_usage(sim.scheduler, t)
 
-    sim.executor.start = record
-    assert sim.run().all_finished
-    return launches, queue_usage(sim.scheduler, sim.now + 10.0)
+    launches = simulate_launches(doc, policy, "replay", observe=usage)
+    return launches, queue_usage(seen["sim"].scheduler, seen["sim"].now + 10.0)
 
 
 @pytest.mark.parametrize("policy", ["drf", "hdrf", "capacity"])
@@ -86,7 +70,7 @@ def test_simulator_and_serve_give_the_same_decayed_usage(tmp_path, policy):
         live.append((launch.job, launch.node, now, queue_usage(svc.scheduler, now)))
 
     ex.start = record
-    ids = svc.submit(ADMIN, {"jobs": jobs_doc()})
+    ids = svc.submit(ADMIN, {"jobs": workload_jobs(WORKLOAD)})
     name_of = {str(i): n for i, (n, *_rest) in zip(ids, WORKLOAD)}
     svc.step()
     for _t in feed_completions(svc, ex, ends, before_pass=lambda t: clock.__setitem__(0, t)):
