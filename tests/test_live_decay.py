@@ -307,3 +307,23 @@ def test_the_client_and_the_queues_table_show_it(tmp_path, capsys):
         assert plain["dev"].decayed_usage is None and plain["dev"].effective_dominant_share is None
         _print_queues(plain, "table")
         assert "EFFECTIVE" not in capsys.readouterr().out  # (the table of before, without a half-life)
+
+
+def test_serve_refuses_a_half_life_with_a_policy_without_memory(tmp_path):
+    from fairshare.policies.base import PolicyModeError
+
+    with pytest.raises(PolicyModeError, match="fairness.half_life"):
+        service(tmp_path / "fs.db", Clocks(WALL_START), policy="dff")
+
+
+def test_half_life_0_keeps_nothing_and_drops_a_saved_history(tmp_path):
+    clocks = Clocks(WALL_START)
+    svc, ex = service(tmp_path / "fs.db", clocks)
+    run_some(svc, ex, clocks)
+    svc.stop()
+    assert svc.store.load_decay() is not None
+    svc.store.close()
+    svc2, ex2 = service(tmp_path / "fs.db", Clocks(clocks.wall()), half_life=0)
+    assert svc2.store.load_decay() is None
+    assert all(q["decayed_usage"] is None for q in svc2.queues().values())
+    assert "fairshare_queue_decayed_usage" not in {f.name for f in status_families(svc2.status())}

@@ -143,6 +143,7 @@ class DecayKeeper:
         #: what the store holds of each entry: (usage, allocation, settled_at), engine clock
         self._saved: dict[str, tuple] = {}
         self._last_save = -math.inf
+        self._stored = False  # the store may hold a saved ledger (``restore`` or ``save`` put it there)
         #: job name -> queue of the jobs resumed at this restart (``queue_usage``'s
         #: ``arriving``: their entries count before the first pass re-adds them)
         self.resumed: dict[str, str] = {}
@@ -154,8 +155,10 @@ class DecayKeeper:
         the saved history is dropped (no memory)."""
         if not half_life:
             self.store.clear_decay()
+            self._stored = False
             return None
         loaded = self.store.load_decay()
+        self._stored = loaded is not None
         if loaded is None:
             return None
         head, rows = loaded
@@ -183,10 +186,10 @@ class DecayKeeper:
         """Write the entries that changed since the last save, the ones gone, and the head,
         in one transaction (``Store.save_decay``). Without a ledger: forget the history."""
         self._last_save = now
-        if ledger is None:
-            if self._saved or self.store.load_decay() is not None:
+        if ledger is None:  # (half-life 0: touches the store only to drop a saved ledger)
+            if self._stored:
                 self.store.clear_decay()
-            self._saved = {}
+            self._saved, self._stored = {}, False
             return
         current = {name: (tuple(u), tuple(a), t0) for name, (u, a, t0) in ledger.entries.items()}
         offset = self.wall_at_zero
@@ -195,7 +198,7 @@ class DecayKeeper:
         head = {"half_life": half_life_json(ledger.half_life), "resources": list(self.resources),
                 "origin": None if ledger.origin is None else ledger.origin + offset, "saved_at": now + offset}
         self.store.save_decay(head, upsert, drop)
-        self._saved = current
+        self._saved, self._stored = current, True
 
     def forget_unresumed(self, scheduler: Scheduler, ledger: DecayLedger, resumed: Mapping[str, str],
                          queue_of: Callable[[str], str | None], t: float) -> None:
