@@ -119,9 +119,9 @@ def wait_for(predicate, timeout_s: float, what: str, every_s: float = 0.05):
 
 
 @contextlib.contextmanager
-def api_in_thread(db: Path, **service_options):
-    """serve's HTTP API on ``make_config()`` (uvicorn in a thread, the service on a
-    ``ManualExecutor``: no Ray): yields ``(url, service)``, stops both after."""
+def api_in_thread(db: Path, config: LiveConfig | None = None, **service_options):
+    """serve's HTTP API on ``config`` (default ``make_config()``; uvicorn in a thread, the
+    service on a ``ManualExecutor``: no Ray): yields ``(url, service)``, stops both after."""
     import threading
 
     import uvicorn
@@ -130,7 +130,7 @@ def api_in_thread(db: Path, **service_options):
     from fairshare.live.service import LiveService
     from fairshare.live.store import Store
 
-    config = make_config()
+    config = config or make_config()
     svc = LiveService(config, Store(db), ManualExecutor(config.nodes), policy="hdrf", **service_options)
     svc.start()
     port = free_port()
@@ -262,10 +262,18 @@ def feed_completions(svc, ex, ends: list[float], before_pass=lambda t: None):
         yield t
 
 
-def simulate_launches(doc: dict, policy: str, source: str) -> list[tuple[str, str, float]]:
+def workload_jobs(workload) -> list[dict]:
+    """The job documents of ``(name, queue, count, demand, duration s)`` rows (one task
+    class each, command ``true``)."""
+    return [{"name": n, "queue": q, "tasks": [{"demand": d, "count": c, "duration": t, "command": "true"}]}
+            for n, q, c, d, t in workload]
+
+
+def simulate_launches(doc: dict, policy: str, source: str, observe=None) -> list[tuple]:
     """Simulate the scenario document ``doc`` (seed 0; every job must finish) and return
     its launches as ``(job, node, start time)``, in decision order: what the live service
-    must reproduce when fed the same completions."""
+    must reproduce when fed the same completions. ``observe(simulator, t)``: its value at
+    each launch is appended to the launch's tuple."""
     from fairshare.model.loader import parse_scenario
     from fairshare.policies import make_policy
     from fairshare.sim.simulator import SimOptions, Simulator
@@ -276,7 +284,7 @@ def simulate_launches(doc: dict, policy: str, source: str) -> list[tuple[str, st
 
     def record(launch, t):
         start(launch, t)
-        launches.append((launch.job, launch.node, t))
+        launches.append((launch.job, launch.node, t) + (() if observe is None else (observe(sim, t),)))
 
     sim.executor.start = record
     assert sim.run().all_finished

@@ -4,6 +4,7 @@ scheduling loop is stepped by hand where a test needs decisions."""
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import pytest
@@ -522,4 +523,6 @@ def test_the_openapi_document_declares_put_queues_body(api):
     doc = client.get("/openapi.json").json()
     body = doc["paths"]["/v1/queues"]["put"]["requestBody"]["content"]["application/json"]["schema"]
     assert body == {"$ref": "#/components/schemas/QueueChangeIn"}
-    assert set(doc["components"]["schemas"]["QueueChangeIn"]["properties"]) == {"weights", "add", "bounds"}
+    change = doc["components"]["schemas"]["QueueChangeIn"]["properties"]
+    assert set(change) == {"weights", "add", "bounds", "fairness"}  # (fairness: the half-life, issue 22)
+    assert "half_life" in json.dumps(change["fairness"]) + json.dumps(doc["components"]["schemas"].get("Fairness", {}))

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from live_helpers import ManualExecutor, config_doc, feed_completions, make_config, replay, simulate_launches
+from live_helpers import (ManualExecutor, config_doc, feed_completions, make_config, replay, simulate_launches,
+                          workload_jobs)
 from fairshare.live.auth import Principal
 from fairshare.live.commands import CommandBook
 from fairshare.live.service import LiveService
@@ -34,8 +35,7 @@ WORKLOAD = [
 
 
 def jobs_doc() -> list[dict]:
-    return [{"name": n, "queue": q, "tasks": [{"demand": d, "count": c, "duration": t, "command": "true"}]}
-            for n, q, c, d, t in WORKLOAD]
+    return workload_jobs(WORKLOAD)
 
 
 def simulate(policy: str):

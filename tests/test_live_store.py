@@ -222,7 +222,7 @@ def test_a_submission_given_up_before_the_writer_takes_it_is_not_stored(tmp_path
 # --- schema 4: attempts, fencing, incarnations ---------------------------------------------------------
 
 
-def test_a_version_3_database_is_upgraded_to_4_keeping_its_rows(tmp_path):
+def test_a_version_3_database_is_upgraded_to_the_current_keeping_its_rows(tmp_path):
     from fairshare.live import store as store_module
 
     raw = sqlite3.connect(tmp_path / "v3.db")
@@ -239,7 +239,8 @@ def test_a_version_3_database_is_upgraded_to_4_keeping_its_rows(tmp_path):
     assert [(e["kind"], e["attempt"]) for e in store.events()] == [("started", None)]  # old events: no attempt
     assert store.begin_incarnation()[1] == 1
     raw = sqlite3.connect(tmp_path / "v3.db")
-    assert raw.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "4" == str(SCHEMA_VERSION)
+    assert raw.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "5" == str(SCHEMA_VERSION)
+    assert store.load_decay() is None  # (version 5: the decayed usage table, empty)
 
 
 def test_incarnations_count_up_per_start_and_the_service_id_stays(tmp_path):

@@ -29,6 +29,7 @@ without a status).
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 import urllib.error
@@ -167,7 +168,9 @@ class Job:
 @dataclass(frozen=True)
 class Queue:
     """One queue of ``GET /v1/queues`` (docs/live.md): shares are dominant shares in [0, 1];
-    ``time_below_fair_share`` None when preemption is off."""
+    ``time_below_fair_share`` None when preemption is off. ``decayed_usage`` (resource ->
+    decayed average allocation) and ``effective_dominant_share`` (of allocation plus
+    decayed usage): None without decayed usage (half-life 0, or an older server)."""
 
     path: str
     weight: float
@@ -179,6 +182,8 @@ class Queue:
     limit: dict[str, float]
     fair_share: dict[str, float]
     time_below_fair_share: float | None
+    decayed_usage: dict[str, float] | None = None
+    effective_dominant_share: float | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -187,7 +192,8 @@ class Queue:
                    fair_dominant_share=doc["fair_dominant_share"], running_tasks=doc["running_tasks"],
                    pending_tasks=doc["pending_tasks"], guarantee=doc.get("guarantee") or {},
                    limit=doc.get("limit") or {}, fair_share=doc.get("fair_share") or {},
-                   time_below_fair_share=doc.get("time_below_fair_share"), raw=doc)
+                   time_below_fair_share=doc.get("time_below_fair_share"), decayed_usage=doc.get("decayed_usage"),
+                   effective_dominant_share=doc.get("effective_dominant_share"), raw=doc)
 
 
 def _queues(doc: dict[str, Any]) -> dict[str, Queue]:
@@ -404,6 +410,13 @@ class Client:
         if not change:
             raise ClientError("set_queue: nothing to change (give weight, guarantee or limit)")
         return _queues(self.request("PUT", "/v1/queues", change))
+
+    def set_half_life(self, half_life: float) -> dict[str, Queue]:
+        """Change the half-life of decayed usage (admin only; kept across restarts; seconds,
+        ``math.inf`` for cumulative usage, 0 for none). Each queue's decayed average
+        allocation carries over (docs/live.md). Returns every queue after the change."""
+        value: float | str = "inf" if half_life == math.inf else half_life
+        return _queues(self.request("PUT", "/v1/queues", {"fairness": {"half_life": value}}))
 
     def status(self) -> Status:
         """The service's health and state (an ``unavailable`` health is an answer)."""

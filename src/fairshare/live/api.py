@@ -161,6 +161,12 @@ class QueueOut(BaseModel):
                                          description="the allocation behind fair_dominant_share, per resource")
     time_below_fair_share: float | None = Field(None, description="seconds below its fair share by more than the "
                                                                   "preemption tolerance; null: preemption off")
+    decayed_usage: dict[str, float] | None = Field(
+        None, description="fairness.half_life: the decayed average allocation U/W of its subtree, per resource "
+                          "(docs/live.md); null: half-life 0")
+    effective_dominant_share: float | None = Field(
+        None, description="fairness.half_life: the dominant share of allocated + decayed_usage, what the order "
+                          "is by; null: half-life 0")
 
 
 class NodeOut(BaseModel):
@@ -168,6 +174,11 @@ class NodeOut(BaseModel):
     alive: bool
     capacity: dict[str, float]
     used: dict[str, float]
+
+
+class FairnessOut(BaseModel):
+    half_life: float | Literal["inf"] = Field(description="seconds of the decayed usage's half-life (0: no "
+                                                          "memory; \"inf\": cumulative usage; docs/live.md)")
 
 
 class StatusOut(BaseModel):
@@ -182,6 +193,8 @@ class StatusOut(BaseModel):
     decisions_total: int
     preemptions_total: int | None = Field(None, description="attempts preempted; null: preemption off")
     nodes: list[NodeOut]
+    fairness: FairnessOut | None = None
+
 
 
 class HistoryOut(BaseModel):

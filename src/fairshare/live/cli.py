@@ -178,7 +178,9 @@ def add_parsers(sub: argparse._SubParsersAction, positive_int) -> None:
     client(cancel)
     queues = sub.add_parser("queues", help="current and fair dominant share of every queue; `queues set` changes one",
                             description="Every queue's weight, current and fair dominant share, tasks, guarantee "
-                                        "and limit. `fairshare queues set QUEUE ...` changes a queue (admin).")
+                                        "and limit; with fairness.half_life, its effective dominant share "
+                                        "(allocation plus decayed usage) and decayed average allocation. "
+                                        "`fairshare queues set QUEUE ...` changes a queue (admin).")
     queues.add_argument("--format", choices=("table", "json"), default="table")
     watch(queues)
     client(queues)
@@ -854,10 +856,16 @@ def _print_queues(queues: dict[str, Queue], format: str) -> None:
     if format == "json":
         print(json.dumps({path: q.raw for path, q in queues.items()}, indent=2))
         return
-    rows = [("QUEUE", "WEIGHT", "CURRENT", "FAIR", "RUNNING", "PENDING", "GUARANTEE", "LIMIT", "BELOW_FAIR_S")]
+    # with decayed usage (fairness.half_life > 0): EFFECTIVE, the dominant share of the
+    # allocation plus the decayed usage (what the order is by), and DECAYED, the decayed
+    # average allocation per resource
+    decayed = any(q.decayed_usage is not None for q in queues.values())
+    rows = [("QUEUE", "WEIGHT", "CURRENT", "FAIR", "RUNNING", "PENDING", "GUARANTEE", "LIMIT", "BELOW_FAIR_S")
+            + (("EFFECTIVE", "DECAYED") if decayed else ())]
     rows += [(path, f"{q.weight:g}", f"{q.current_dominant_share:.3f}", f"{q.fair_dominant_share:.3f}",
               str(q.running_tasks), str(q.pending_tasks), _amounts(q.guarantee), _amounts(q.limit),
               _seconds(q.time_below_fair_share))
+             + ((_share(q.effective_dominant_share), _amounts(q.decayed_usage, ".3g")) if decayed else ())
              for path, q in queues.items()]
     _table(rows)
 
@@ -870,9 +878,13 @@ def _problems(exc: ScenarioError, consequence: str) -> ClientError:
     return ClientError(f"{exc.summary()}; {consequence}")
 
 
-def _amounts(amounts: dict | None) -> str:
+def _amounts(amounts: dict | None, spec: str = "g") -> str:
     """``cpu=4,gpu=1``; ``-`` for none (a server of an older version sends no field)."""
-    return ",".join(f"{r}={v:g}" for r, v in amounts.items()) if amounts else "-"
+    return ",".join(f"{r}={v:{spec}}" for r, v in amounts.items()) if amounts else "-"
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def _seconds(value: float | None) -> str:

@@ -7,7 +7,7 @@ exactly like a job in a scenario file and its problems carry the same paths
 (``jobs[0].tasks[0].demand.gpu``). What only the live service needs
 is checked here: a ``command`` on every task class, a finite ``count``, demands the
 executor can represent (``DEMAND_RESOLUTION``), and the ``auth`` section. The config's
-queue ``guarantee``/``limit`` and its ``preemption:`` section are the scenario loader's
+queue ``guarantee``/``limit``, its ``preemption:`` and ``fairness:`` sections are the scenario loader's
 too (same checks, same messages and field paths): the bounds travel beside the queue
 entries (``QueueBounds``) so that job validation (``parse_jobs``) checks jobs against the
 queue tree without re-checking the guarantees against the nodes up at that moment.
@@ -69,6 +69,7 @@ CONFIG = Obj("Config", {
     "auth": AUTH,
     "preemption": schema.PREEMPTION,
     "gangs": schema.GANGS,
+    "fairness": schema.FAIRNESS,
 }, "the config of fairshare serve (docs/live.md)", required=("cluster", "auth"))
 _NAME = dict(max_length=MAX_NAME_CHARS)
 LIVE_TASK = schema.TASK.but("LiveTaskClass", fields={
@@ -134,6 +135,9 @@ class LiveConfig:
     preemption: PreemptionConfig | None = None
     #: gang reservations (the config's ``gangs:`` section, ``engine.reserve``); None: off
     gangs: GangsConfig | None = None
+    #: the half-life of decayed usage (the config's ``fairness:`` section, ``live.decay``):
+    #: 0 no memory (the instantaneous policy), ``math.inf`` cumulative usage
+    half_life: float = 0.0
 
     def tree(self) -> QueueTree:
         return build_tree(self.queues, self.bounds)
@@ -165,7 +169,7 @@ def parse_config(data: Any, source: str = "<config>") -> LiveConfig:
     for key in data:
         if key not in CONFIG_KEYS:
             errors.append(FieldError(str(key), f"unknown key (allowed: {', '.join(sorted(CONFIG_KEYS))})"))
-    doc = {k: data[k] for k in ("resources", "cluster", "queues", "preemption", "gangs") if k in data}
+    doc = {k: data[k] for k in ("resources", "cluster", "queues", "preemption", "gangs", "fairness") if k in data}
     doc["jobs"] = []
     try:
         scenario = parse_scenario(doc, source)
@@ -183,7 +187,8 @@ def parse_config(data: Any, source: str = "<config>") -> LiveConfig:
                                                   "`capacity` (tasks run on real nodes)"), source)
     entries = tuple((n.path, n.weight, n.order) for n in scenario.queues if n.path != ROOT)
     return LiveConfig(scenario.resources, scenario.cluster.nodes, entries, auth, source,
-                      tree_bounds(scenario.queues), scenario.preemption, scenario.gangs)
+                      tree_bounds(scenario.queues), scenario.preemption, scenario.gangs,
+                      scenario.fairness.half_life if scenario.fairness else 0.0)
 
 
 def queue_doc(entries: QueueEntries) -> list[dict]:

@@ -14,6 +14,10 @@ does with its heap:
    scheduler);
 3. a ``Wake`` when a starved queue's wait for preemption has ended.
 
+A new half-life of decayed usage (``PUT /v1/queues``, an inbox entry ``("fairness",
+(half_life, done))``) is applied to the scheduler at the start of the pass, before these
+(``set_half_life``; how the history carries over: ``live.decay``).
+
 ``Engine.step`` applies them and decides once. Its ``commit`` hook writes the pass to
 the store before anything starts: the ends' outcomes and the tasks lost nodes re-queued,
 the preempted attempts (``Store.preempt_tasks``), then the launches as ``running`` with
@@ -33,8 +37,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from fairshare.engine.events import (Event, ExecutorEvent, JobArrived, JobCancelled, NodeLost, TaskFinished, Wake,
-                                     instant_rank)
+from fairshare.engine.events import (Event, ExecutorEvent, JobArrived, JobCancelled, NodeLost, QueueChanged,
+                                     TaskFinished, Wake, instant_rank)
 from fairshare.engine.executor import Executor
 from fairshare.engine.forecast import RecentDurations
 from fairshare.engine.preemption import Preemptor
@@ -43,10 +47,11 @@ from fairshare.engine.step import Engine
 from fairshare.live.admission import Admission
 from fairshare.live.commands import CommandBook
 from fairshare.live.crashpoints import crash_point
+from fairshare.live.decay import continued, seeded
 from fairshare.live.reports import REQUEUE_REASONS, Admitted, ReportFilter
 from fairshare.live.store import TERMINAL_TASK_STATES, Store, job_state
 from fairshare.model.cluster import Node
-from fairshare.model.queues import QueueTree
+from fairshare.model.queues import ROOT, QueueChange, QueueTree
 from fairshare.model.scenario import GangsConfig, PreemptionConfig
 from fairshare.policies import Policy
 
@@ -98,9 +103,9 @@ class SchedulingLoop:
                  policy: Policy, placement: str, tree: QueueTree, nodes: tuple[Node, ...], max_attempts: int,
                  wall_clock: Callable[[], float], record_rounds: bool = False,
                  preemption: PreemptionConfig | None = None, metrics: Metrics | None = None,
-                 gangs: GangsConfig | None = None):
+                 gangs: GangsConfig | None = None, half_life: float = 0.0):
         """``metrics``: where each task's admission wait and each job's end are counted
-        (the service's; None: nowhere)."""
+        (the service's; None: nowhere). ``half_life``: of decayed usage (0: none)."""
         self.store = store
         self.metrics = metrics
         self.executor = executor
@@ -122,7 +127,7 @@ class SchedulingLoop:
         # raises PolicyModeError for offline policies (and, with preemption, for policies
         # without a static allocation: no fair shares to preempt for)
         preemptor = None if preemption is None else Preemptor(preemption, policy, resources)
-        scheduler = Scheduler(resources, nodes, tree, policy, placement=placement)
+        scheduler = Scheduler(resources, nodes, tree, policy, placement=placement, half_life=half_life)
         if gangs is not None and gangs.reserve_after is not None:
             # (serve knows no duration: reservations hold, and never backfill; engine/reserve.py)
             scheduler.reserve_gangs(gangs.reserve_after)
@@ -173,7 +178,12 @@ class SchedulingLoop:
             self.store.finish_tasks(admitted.outcomes, wall)
             admitted.outcomes.clear()
         events = admitted.events
-        done = self.admission.events(inbox, now, events)
+        changed = [entry for entry in inbox if entry[0] == "fairness"]
+        if changed:
+            inbox = [entry for entry in inbox if entry[0] != "fairness"]
+        for _kind, (half_life, _done) in changed:
+            self.set_half_life(half_life, now, events)
+        done = self.admission.events(inbox, now, events) + [signal for _kind, (_h, signal) in changed]
         if self.wake_due(now):
             self._woken_for = self.engine.wake_at()
             events.append(Wake())
@@ -203,6 +213,24 @@ class SchedulingLoop:
         if self.rounds is not None and (events or instant.launches):
             self.rounds.append((now, events))
         return instant.launches, elapsed
+
+    def set_half_life(self, half_life: float, now: float, events: list[Event]) -> None:
+        """A new half-life of decayed usage from ``now`` on (``live.decay``): the ledger
+        ``continued`` with it (or ``seeded``, from half-life 0). To 0, the instantaneous
+        sorter is built again as for a queue change (a ``QueueChanged`` that changes
+        nothing, appended to ``events``): the history is dropped."""
+        sch = self.scheduler
+        if half_life == sch.half_life:
+            return
+        if not half_life:
+            sch.half_life = 0.0
+            first = next(node.path for node in sch.queues if node.path != ROOT)
+            events.append(QueueChanged(QueueChange(first)))
+            return
+        ledger = getattr(sch.sorter, "decay", None)
+        sch.half_life = half_life
+        sch.sorter.set_half_life(half_life, seeded(sch, half_life, now) if ledger is None
+                                 else continued(ledger, half_life, now))
 
     def next_wake(self) -> float | None:
         """When a starved queue's wait for preemption ends (``Engine.wake_at``), unless a

@@ -227,6 +227,9 @@ def status_families(status: Mapping[str, Any]) -> Iterator[Metric]:
     yield _gauge("fairshare_queue_fair_share",
                  "Amount of a resource the policy entitles a queue to now (the allocation behind its fair "
                  "dominant share), in the resource's unit.", ("queue", "resource"), per_resource("fair_share", True))
+    decayed = [path for path in paths if queues[path].get("decayed_usage") is not None]  # (none: half-life 0)
+    if decayed:  # (without a half-life the families are not there at all, as before)
+        yield from _decay_families(queues, decayed, resources)
     yield _gauge("fairshare_queue_guarantee",
                  "Amount of a resource guaranteed to a queue while it has demand (the resources it has one for).",
                  ("queue", "resource"), per_resource("guarantee", False))
@@ -245,6 +248,20 @@ def status_families(status: Mapping[str, Any]) -> Iterator[Metric]:
     nodes = sorted(status["nodes"], key=lambda n: str(n["name"]))
     yield _gauge("fairshare_node_up", "1 when the node is alive, 0 when it is not.", ("node",),
                  [((str(n["name"]),), 1 if n["alive"] else 0) for n in nodes])
+
+
+
+def _decay_families(queues: Mapping[str, Mapping[str, Any]], paths: list[str],
+                    resources: Sequence[str]) -> Iterator[Metric]:
+    """With ``fairness.half_life`` above 0 (docs/live.md): per queue its decayed usage."""
+    yield _gauge("fairshare_queue_decayed_usage",
+                 "Decayed average allocation U/W of a resource by a queue (its subtree; fairness.half_life, "
+                 "docs/live.md), in the resource's unit; only with a half-life above 0.", ("queue", "resource"),
+                 [((path, r), queues[path]["decayed_usage"].get(r, 0.0)) for path in paths for r in resources])
+    yield _gauge("fairshare_queue_effective_dominant_share_ratio",
+                 "Dominant share of a queue's allocation plus its decayed usage (what the order is by with "
+                 "fairness.half_life); only with a half-life above 0.", ("queue",),
+                 [((path,), queues[path]["effective_dominant_share"]) for path in paths])
 
 
 def pending_reason_family(counts: Mapping[str, int]) -> Metric:

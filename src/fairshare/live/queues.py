@@ -9,13 +9,16 @@ A change document (JSON, stored as sent)::
 
     {"weights": {path: weight},
      "add": [{"path": ..., "weight": 1, "order": "fair", "guarantee": {...}, "limit": {...}}],
-     "bounds": {path: {"guarantee": {...} | null, "limit": {...} | null}}}
+     "bounds": {path: {"guarantee": {...} | null, "limit": {...} | null}},
+     "fairness": {"half_life": seconds | "inf"}}
 
 ``guarantee`` and ``limit`` are checked as in a config or scenario file (amounts: the
 loader's ``amounts``; resources known and every guarantee honourable:
 ``queues.bound_claims_problems`` against the service's capacity). Under ``bounds`` a
 listed ``guarantee`` or ``limit`` replaces the queue's (null or {} removes it), an omitted
-one is kept. Documents of older versions (``weights`` and ``add`` of path, weight, order)
+one is kept. ``fairness.half_life`` changes the half-life of decayed usage (checked as the
+config's ``fairness:``; how the history carries over: ``live.decay``); the last change that
+sets one wins over the config's at a restart (``changed_half_life``). Documents of older versions (``weights`` and ``add`` of path, weight, order)
 mean what they meant.
 """
 
@@ -30,7 +33,7 @@ from collections.abc import Sequence
 from fairshare.live.config import MAX_NAME_CHARS, MAX_WEIGHT, BoundPairs, QueueBounds, QueueEntries, build_tree
 from fairshare.model import schema
 from fairshare.model.errors import FieldError, ScenarioError
-from fairshare.model.loader import ORDERS
+from fairshare.model.loader import ORDERS, parse_fairness
 from fairshare.model.loader_fields import Collector, amounts
 from fairshare.model.queues import ROOT, QueueChange, QueueTree, bound_claims_problems
 from fairshare.model.schema import ListOf, MapOf, Number, Obj, Text, keys
@@ -55,6 +58,9 @@ QUEUE_CHANGES = Obj("QueueChangeIn", {
         "limit": replace(_AMOUNTS, description="never more than this", nullable=True),
     }, "a new queue", required=("path",)), "queues to add"),
     "bounds": MapOf(BOUNDS_CHANGE, "queue path -> its new guarantee and/or limit", key_max_length=MAX_NAME_CHARS),
+    "fairness": replace(schema.FAIRNESS, description="a new half-life of decayed usage (the history carries over: "
+                                                     "each queue's decayed average allocation is kept at the switch; "
+                                                     "docs/live.md)"),
 }, "a change to the queue tree (PUT /v1/queues; admin only)")
 CHANGE_KEYS = tuple(sorted(keys(QUEUE_CHANGES)))
 ADD_KEYS = tuple(sorted(keys(QUEUE_CHANGES.fields["add"].items)))
@@ -154,6 +160,14 @@ def apply_queue_tree_changes(entries: QueueEntries, bounds: QueueBounds, changes
                 errors.append(FieldError(p, f"must be at most {MAX_WEIGHT:g}, got {weight!r}"))
                 continue
             match[0][1] = float(weight)
+        if "fairness" in change:
+            col, raw = Collector(), change["fairness"]
+            if isinstance(raw, dict) and "half_life" not in raw:
+                col.add("fairness.half_life", 'required: the new half-life in seconds (0: no memory, "inf": '
+                                              'cumulative usage)')
+            elif parse_fairness(col, raw) is None and not col.errors:
+                col.add("fairness", "must be a mapping like {half_life: 86400}, got null")
+            errors.extend(col.errors)
         changed = change.get("bounds", {})
         if not isinstance(changed, dict):
             errors.append(FieldError("bounds", "must be an object {queue path: {guarantee, limit}}"))
@@ -212,6 +226,17 @@ def _bound(raw: Any, path: str, errors: list[FieldError]) -> BoundPairs | None:
     got = amounts(col, raw, path, lambda _name: None)
     errors.extend(col.errors)
     return None if got is None else tuple(sorted(got.items()))
+
+
+def changed_half_life(changes: list[Any], half_life: float) -> float:
+    """The half-life after these (stored, valid) change documents: the last one's
+    ``fairness.half_life``, else ``half_life`` (the config's)."""
+    for change in changes:
+        if isinstance(change, dict) and "fairness" in change:
+            got = parse_fairness(Collector(), change["fairness"])
+            if got is not None:
+                half_life = got.half_life
+    return half_life
 
 
 def queue_changes(change: dict) -> list[QueueChange]:

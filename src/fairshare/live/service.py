@@ -16,7 +16,10 @@ while no service was up, reported now) and is not run again; the agents drop any
 attempt the store does not name. The running tasks no agent holds (their node died, or
 the start never reached it) are re-queued. Tasks that ``succeeded`` are never run
 again; the unfinished jobs go through the inbox again, with their pending tasks and
-their adopted running ones, and arrive at the first pass.
+their adopted running ones, and arrive at the first pass. With decayed usage
+(``fairness: {half_life}``) the sorter's ledger is read back from the store and continues
+on this process's clock (``live.decay``); it is saved after passes, at most every
+``live.decay.SAVE_EVERY_S``, and at ``stop``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import copy
 import hashlib
 import json
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -40,8 +44,9 @@ from fairshare.live.auth import Principal
 from fairshare.live.commands import CommandBook
 from fairshare.live.config import LiveConfig, QueueEntries, SubmittedJob, build_tree, parse_jobs, request_problems
 from fairshare.live.crashpoints import crash_point
+from fairshare.live.decay import DecayKeeper, has_memory, half_life_json, queue_usage
 from fairshare.live.loop import SchedulingLoop
-from fairshare.live.queues import apply_queue_tree_changes, queue_changes, tree_entries
+from fairshare.live.queues import apply_queue_tree_changes, changed_half_life, queue_changes, tree_entries
 from fairshare.live.store import IdempotencyConflict, PendingCapExceeded, Store, Submission, TaskRow, job_state
 from fairshare.live.task_output import READ_DEFAULT
 from fairshare.live.views import HISTORY_EVERY_S, FairShares, History, status_doc
@@ -98,19 +103,23 @@ class LiveService:
         self.auth = config.auth
         self.clock = clock
         self._t0 = clock()
+        self._wall_at_zero = wall_clock()  # (the wall clock at ``now()`` 0: ``live.decay``'s time base)
         self._lock = threading.RLock()  # the engine's state
         self._wake = threading.Condition()
         self._inbox: deque[tuple[str, Any]] = deque()
         self._nodes: tuple[Node, ...] = tuple(executor.nodes())
         # the config's tree with the admin's changes since (kept in the store)
-        entries, bounds = apply_queue_tree_changes(config.queues, config.bounds, store.queue_changes())
+        stored_changes = store.queue_changes()
+        entries, bounds = apply_queue_tree_changes(config.queues, config.bounds, stored_changes)
         # raises PolicyModeError for offline policies (and with preemption, for policies
         # without fair shares)
         self.loop = SchedulingLoop(store, executor, commands if commands is not None else CommandBook(),
                                    resources=self.resources, policy=self.policy, placement=placement,
                                    tree=build_tree(entries, bounds), nodes=self._nodes, max_attempts=max_attempts,
                                    wall_clock=wall_clock, record_rounds=record_rounds,
-                                   preemption=config.preemption, metrics=self.metrics, gangs=config.gangs)
+                                   preemption=config.preemption, metrics=self.metrics, gangs=config.gangs,
+                                   half_life=changed_half_life(stored_changes, config.half_life))
+        self.decay = DecayKeeper(store, self.resources, self._wall_at_zero)
         self.fair = FairShares(self.policy)
         self.history_samples = History()
         self._thread: threading.Thread | None = None
@@ -149,6 +158,12 @@ class LiveService:
             self._wake.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        with self._lock:  # (the decayed usage up to the stop)
+            self.decay.save(self._ledger(), self.now())
+
+    def _ledger(self):
+        """The sorter's decay ledger (None: half-life 0)."""
+        return getattr(self.scheduler.sorter, "decay", None)
 
     def now(self) -> float:
         """The scheduler's clock: seconds since this service started."""
@@ -205,11 +220,28 @@ class LiveService:
                 self.store.finish_tasks([(t, "failed", None, f"cannot resume: {exc}") for t in pend], wall)
             self.store.set_job_finished(row.id, wall)
             self.metrics.job_finished("cancelled" if exc is None else "failed")
+        self._restore_decay({str(row.id): row.queue for row, _ in resumable})
         self.loop.expect_adoption({t: (running[t].job_id, running[t].class_index, running[t].node, running[t].attempts)
                                    for t in adopted})
         with self._wake:
             for row, submitted in resumable:
                 self._inbox.append(("submit", (row.id, row.tenant, submitted, row.submitted_at)))
+
+    def _restore_decay(self, resumed: dict[str, str]) -> None:
+        """The decayed usage the store holds, handed to the sorter (``live.decay``); the
+        entries of jobs that do not resume leave it (to their queue's history, with a
+        tree policy)."""
+        sch, now = self.scheduler, self.now()
+        ledger = self.decay.restore(sch.half_life, now)
+        if ledger is None:
+            return
+
+        def queue_of(name: str) -> str | None:
+            row = self.store.job(int(name)) if name.isdigit() else None
+            return None if row is None else row.queue
+
+        self.decay.forget_unresumed(sch, ledger, resumed, queue_of, now)
+        sch.sorter.set_half_life(sch.half_life, ledger)
 
     # --- API (any thread) ------------------------------------------------------------------------
     def submit(self, principal: Principal, body: Any, *, idempotency_key: str | None = None) -> list[int]:
@@ -454,14 +486,25 @@ class LiveService:
         with self._lock:
             entries, bounds = tree_entries(self.scheduler.queues)
             capacity = self.scheduler.pool.total_capacity
+            remembers = has_memory(self.scheduler.sorter)
         try:
             apply_queue_tree_changes(entries, bounds, [change], validate=True, resources=self.resources,
                                      capacity=capacity)
         except ScenarioError as exc:
             raise LiveError(422, exc.errors) from None
+        half_life = changed_half_life([change], math.nan)
+        if half_life > 0 and not remembers:
+            raise LiveError(422, FieldError("fairness.half_life", f"policy {self.policy_name!r} has no decayed "
+                                                                  f"usage (docs/policies.md, \"Fairness with "
+                                                                  f"memory\"); only 0 applies"))
+        if half_life == 0 and not entries:
+            raise LiveError(422, FieldError("fairness.half_life", "0 needs a queue to rebuild the sorter on; "
+                                                                  "set 0 in the config's fairness: and restart"))
         self.store.add_queue_change(change, self.wall_clock())
         done = threading.Event()
         with self._wake:  # (the scheduler applies them as QueueChanged events at its next pass)
+            if not math.isnan(half_life):  # (the pass applies it first: ``SchedulingLoop.set_half_life``)
+                self._inbox.append(("fairness", (half_life, done)))
             self._inbox.append(("queues", (queue_changes(change), done)))
             self._wake.notify_all()
         done.wait(timeout=10)
@@ -481,9 +524,10 @@ class LiveService:
             # computed for a reader, not by every pass: the policy's allocation of every
             # job in the system holds the interpreter lock for a while (a quarter of a
             # second at 6,400 jobs), and a service that nobody watches need not pay it
-            self.fair.refresh(engine.scheduler, self.now())
+            now = self.now()
+            self.fair.refresh(engine.scheduler, now)
             return status_doc(engine.snapshot(), engine.scheduler, self.fair.shares, policy=self.policy_name,
-                              wall=self.wall_clock(),
+                              wall=self.wall_clock(), decayed=queue_usage(engine.scheduler, now, self.decay.resumed),
                               decisions_total=engine.scheduler.decisions,
                               fair_allocations=self.fair.allocations, time_below=time_below,
                               preemptions_total=None if preemptor is None else self.loop.preempted_total)
@@ -566,6 +610,8 @@ class LiveService:
             if changes:  # (what the fair shares depend on can only change through these)
                 self.fair.invalidate()
             self._refresh_views(now)
+            if self.decay.due(now):
+                self.decay.save(self._ledger(), now)
         return bool(events or inbox or launches)
 
     # --- derived views ---------------------------------------------------------------------------

@@ -27,8 +27,14 @@ task goes back to ``pending`` with its ``preemptions`` count up by one and a
 ``preempted`` event (``preempt_tasks``); its ``attempts`` counts every start, preempted
 ones included. The schema is versioned in ``meta.schema_version``; older databases are
 upgraded in place (version 2 adds ``idempotency_keys``, version 3 ``tasks.preemptions``,
-version 4 ``events.attempt`` and the ``service_id`` and ``incarnation`` meta keys), any
-other version is refused rather than guessed at.
+version 4 ``events.attempt`` and the ``service_id`` and ``incarnation`` meta keys, version
+5 ``decayed_usage``), any other version is refused rather than guessed at.
+
+Decayed usage (``fairness: {half_life}``, ``live.decay``) is kept in ``decayed_usage``:
+one row per entry of the sorter's ``DecayLedger`` exactly as the ledger holds it (usage
+settled at a time, the allocation held since), times on the wall clock, and the ledger's
+origin, half-life, resources and the time of the save in ``meta`` (``decay_*`` keys),
+all written in one transaction (``save_decay``), so a restart reads one consistent save.
 
 Submissions go through one writer thread (``submit``): it takes every submission
 waiting, commits them all in one transaction and only then answers each one, so many
@@ -55,7 +61,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: a batch of the writer stops growing at this many task rows (one transaction's size)
 MAX_BATCH_TASKS = 100_000
 TASK_STATES = ("pending", "running", "succeeded", "failed", "cancelled")
@@ -123,9 +129,20 @@ _V2_TO_V3 = "ALTER TABLE tasks ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0
 #: service id is made at the first start, ``begin_incarnation``)
 _V3_TO_V4 = ("ALTER TABLE events ADD COLUMN attempt INTEGER; "
              "INSERT OR IGNORE INTO meta(key, value) VALUES('incarnation', '0');")
-_UPGRADES = {"1": _V1_TO_V2 + _V2_TO_V3 + _V3_TO_V4, "2": _V2_TO_V3 + _V3_TO_V4, "3": _V3_TO_V4}
+#: what upgrades a database of version 4: the decayed usage of ``fairness: {half_life}``
+#: (``save_decay``; an older database has none: every queue starts with no history)
+_V4_TO_V5 = """
+CREATE TABLE IF NOT EXISTS decayed_usage (
+    name TEXT PRIMARY KEY,           -- the ledger's entry: a job id, or a queue's history
+    usage TEXT NOT NULL,             -- JSON list: decayed usage at settled_at (resource-seconds)
+    allocation TEXT NOT NULL,        -- JSON list: what it held from settled_at on
+    settled_at REAL NOT NULL         -- wall clock, seconds since the epoch
+) WITHOUT ROWID;
+"""
+_UPGRADES = {"1": _V1_TO_V2 + _V2_TO_V3 + _V3_TO_V4 + _V4_TO_V5, "2": _V2_TO_V3 + _V3_TO_V4 + _V4_TO_V5,
+             "3": _V3_TO_V4 + _V4_TO_V5, "4": _V4_TO_V5}
 #: a new database: the tables of version 2, upgraded (one way to every version's tables)
-_SCHEMA_CURRENT = _SCHEMA + _V2_TO_V3 + _V3_TO_V4
+_SCHEMA_CURRENT = _SCHEMA + _V2_TO_V3 + _V3_TO_V4 + _V4_TO_V5
 
 
 class StoreError(RuntimeError):
@@ -647,6 +664,34 @@ class Store:
     def queue_changes(self) -> list[dict]:
         with self._reading() as db:
             return [json.loads(r[0]) for r in db.execute("SELECT change FROM queue_changes ORDER BY id")]
+
+    # --- decayed usage (``live.decay``) ---------------------------------------------------------
+    def save_decay(self, head: dict, upsert: Sequence[tuple[str, Sequence[float], Sequence[float], float]],
+                   drop: Iterable[str]) -> None:
+        """One save of the decay ledger, one transaction: ``head`` (JSON: half-life, origin,
+        resources, saved_at) and the entries ``(name, usage, allocation, settled_at)`` that
+        changed since the last save; the ``drop`` entries are gone from the ledger."""
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('decay', ?)", (json.dumps(head, sort_keys=True),))
+            db.executemany("DELETE FROM decayed_usage WHERE name=?", [(name,) for name in drop])
+            db.executemany("INSERT OR REPLACE INTO decayed_usage(name, usage, allocation, settled_at) VALUES(?,?,?,?)",
+                           [(name, json.dumps(list(u)), json.dumps(list(a)), t) for name, u, a, t in upsert])
+
+    def load_decay(self) -> tuple[dict, dict[str, tuple[list[float], list[float], float]]] | None:
+        """The last ``save_decay``: (head, name -> (usage, allocation, settled_at)); None
+        when nothing was saved (or it was cleared)."""
+        with self._reading() as db:
+            head = db.execute("SELECT value FROM meta WHERE key='decay'").fetchone()
+            if head is None:
+                return None
+            rows = db.execute("SELECT name, usage, allocation, settled_at FROM decayed_usage").fetchall()
+        return json.loads(head[0]), {r[0]: (json.loads(r[1]), json.loads(r[2]), r[3]) for r in rows}
+
+    def clear_decay(self) -> None:
+        """Forget the decayed usage (the service runs with half-life 0: no memory)."""
+        with self._tx() as db:
+            db.execute("DELETE FROM meta WHERE key='decay'")
+            db.execute("DELETE FROM decayed_usage")
 
     def events(self, limit: int = 1000) -> list[dict]:
         with self._reading() as db:

@@ -19,6 +19,7 @@ from dataclasses import replace
 from fairshare.engine.scheduler import Scheduler
 from fairshare.engine.snapshot import Snapshot
 from fairshare.engine.step import Engine
+from fairshare.live.decay import effective_share, half_life_json
 from fairshare.model.cluster import Cluster
 from fairshare.model.jobs import Job
 from fairshare.model.queues import ROOT
@@ -36,13 +37,19 @@ FAIR_SHARE_COST_FACTOR = 10
 
 def status_doc(snapshot: Snapshot, scheduler: Scheduler, fair: dict[str, float], *, policy: str,
                wall: float, decisions_total: int, fair_allocations: dict[str, tuple[float, ...]] | None = None,
-               time_below: dict[str, float] | None = None, preemptions_total: int | None = None) -> dict:
+               time_below: dict[str, float] | None = None, preemptions_total: int | None = None,
+               decayed: dict[str, tuple[float, ...]] | None = None) -> dict:
     """The ``/v1/status`` document. Per queue: its ``guarantee`` and ``limit`` (resource ->
     amount, {} when none), its ``allocated`` (what its running tasks hold, resource ->
     amount), its ``fair_share`` (the allocation behind
     ``fair_dominant_share``, resource -> amount) and ``time_below_fair_share`` (seconds,
     from the preemptor; None when preemption is off). ``preemptions_total``: attempts
-    preempted since the start (None when preemption is off)."""
+    preempted since the start (None when preemption is off). With decayed usage
+    (``decayed``: ``live.decay.queue_usage``), per queue ``decayed_usage`` (resource ->
+    the decayed average allocation ``U / W``, in the resource's unit) and
+    ``effective_dominant_share`` (the dominant share of ``allocated + decayed_usage``,
+    what the order is by); both null without (half-life 0). ``fairness.half_life``:
+    seconds, ``"inf"``, or 0."""
     resources = scheduler.resources
     capacity = snapshot.capacity
     tree = scheduler.queues
@@ -58,6 +65,10 @@ def status_doc(snapshot: Snapshot, scheduler: Scheduler, fair: dict[str, float],
                         "guarantee": dict(node.guarantee), "limit": dict(node.limit),
                         "fair_share": dict(zip(resources, fair_allocations.get(path, zero))),
                         "time_below_fair_share": None if time_below is None else time_below.get(path, 0.0)}
+        average = None if decayed is None else decayed.get(path, zero)
+        queues[path]["decayed_usage"] = None if average is None else dict(zip(resources, average))
+        queues[path]["effective_dominant_share"] = None if average is None else \
+            effective_share(q.usage, average, capacity)
     nodes = [{"name": n.name, "alive": n.alive, "capacity": dict(zip(resources, n.capacity)),
               "used": dict(zip(resources, n.used))} for n in snapshot.nodes]
     cluster = snapshot.cluster
@@ -72,6 +83,7 @@ def status_doc(snapshot: Snapshot, scheduler: Scheduler, fair: dict[str, float],
         "running_tasks": cluster.running,
         "decisions_total": decisions_total,
         "preemptions_total": preemptions_total,
+        "fairness": {"half_life": half_life_json(scheduler.half_life)},
         "nodes": nodes,
     }
 

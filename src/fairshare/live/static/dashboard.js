@@ -123,6 +123,10 @@ function renderQueues(status) {
   body.replaceChildren();
   $("queues-empty").hidden = paths.length > 0;
   $("queue-tree").hidden = paths.length === 0;
+  // with decayed usage (fairness.half_life > 0) one more column: the effective dominant
+  // share (allocation plus decayed usage), the decayed average allocation in its tooltip
+  const decayed = paths.some((path) => queues[path].effective_dominant_share != null);
+  for (const th of $("queue-tree").querySelectorAll("th.decayed")) th.hidden = !decayed;
   for (const path of paths) {
     const q = queues[path];
     const parts = path.split(".");
@@ -144,6 +148,7 @@ function renderQueues(status) {
     body.appendChild(el("tr", {
       class: "queue", "data-queue": path, "data-depth": String(depth),
       "data-current": String(current), "data-fair": String(fair),
+      ...(decayed ? { "data-effective": String(q.effective_dominant_share) } : {}),
     }, [
       nameCell,
       el("td", { class: "num weight", text: num(q.weight) }),
@@ -152,7 +157,11 @@ function renderQueues(status) {
       el("td", { class: "num fair", text: pct(fair) }),
       el("td", { class: "num running", text: num(q.running_tasks) }),
       el("td", { class: "num pending", text: num(q.pending_tasks) }),
-    ]));
+    ].concat(decayed ? [el("td", {
+      class: "num effective", text: pct(q.effective_dominant_share),
+      title: "decayed average allocation: " + Object.entries(q.decayed_usage || {})
+        .map(([r, v]) => r + " " + num(v)).join(", "),
+    })] : [])));
   }
 }
 
