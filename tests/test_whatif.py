@@ -176,7 +176,9 @@ def test_whatif_command_writes_the_report_and_its_numbers_match_the_runs(tmp_pat
     audit = {v["label"]: v["audit"] for v in doc["variants"] if v["setting"] is None}
     assert audit["hdrf"]["available"] and "hierarchical_share_guarantee" in audit["hdrf"]["holds"]
     html = (out / "report.html").read_text()
-    assert html.count("<svg") >= 4  # a plot per queue: a, b, b.b1, b.b2
+    assert html.count("<svg") >= 5  # the waits, and a plot per queue: a, b, b.b1, b.b2
+    assert sorted(p.name for p in (out / "plots").iterdir()) == ["queue_a.svg", "queue_b.b1.svg", "queue_b.b2.svg",
+                                                                 "queue_b.svg", "waits.svg"]
     assert "If you switch" in html
 
 

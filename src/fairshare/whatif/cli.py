@@ -58,7 +58,7 @@ def add_whatif_arguments(p: argparse.ArgumentParser) -> None:
                    help="skip the audit of each policy's static allocation at the busiest instant")
     p.add_argument("--format", choices=("table", "json"), default="table", help="what to print (default table)")
     p.add_argument("-o", "--out", required=True, metavar="DIR",
-                   help="directory for report.html, whatif.json and each variant's summary.json/timeline.csv")
+                   help="directory for report.html, whatif.json, plots/*.svg and each variant's summary.json/timeline.csv")
     p.set_defaults(func=cmd_whatif)
 
 
@@ -158,7 +158,7 @@ def _whatif(args: argparse.Namespace) -> int:
     from fairshare.policies import REGISTRY
     from fairshare.sim.output import summary_json, write_outputs
     from fairshare.whatif.analysis import queue_paths
-    from fairshare.whatif.report import html_report, terminal_text, whatif_document
+    from fairshare.whatif.report import figures, html_report, terminal_text, whatif_document
     from fairshare.whatif.run import attach_history, audit_at_snapshot, load_variant, run_variant, snapshot_scenario
     from fairshare.whatif.variants import VariantError, parse_policies, parse_vary, variants
 
@@ -226,7 +226,12 @@ def _whatif(args: argparse.Namespace) -> int:
     doc_out = whatif_document(runs, queues=queues, notes=notes, seed=args.seed, until=args.until, source=source,
                               snapshot_time=snapshot_time)
     (out / "whatif.json").write_text(summary_json(doc_out), encoding="utf-8")
-    html = html_report(runs, doc_out, queues=queues, title="fairshare what-if")
+    svgs = figures(runs, queues)
+    plots = out / "plots"
+    plots.mkdir(exist_ok=True)
+    for stem, svg in svgs.items():
+        (plots / f"{stem}.svg").write_text(svg, encoding="utf-8")
+    html = html_report(runs, doc_out, queues=queues, title="fairshare what-if", svgs=svgs)
     (out / "report.html").write_text(html, encoding="utf-8")
     if args.format == "json":
         sys.stdout.write(summary_json(doc_out))

@@ -69,9 +69,36 @@ def _seconds(x: float | None) -> str:
     return number_cell(x, " s")
 
 
-def html_report(runs: list[Run], doc: dict[str, Any], *, queues: list[str], title: str) -> str:
-    from fairshare.report.plots import lines_over_time
+def figures(runs: list[Run], queues: list[str]) -> dict[str, str]:
+    """The report's plots as SVG, by file stem: ``waits`` (p95 wait per leaf queue, one bar
+    per variant) and ``queue_<path>`` (the queue's share against its entitlement over time,
+    every variant on it) for the first ``MAX_QUEUE_PLOTS`` queues."""
+    from fairshare.report.plots import bars, lines_over_time
 
+    out = {}
+    leaves = [q for q in queues if not any(other.startswith(q + ".") for other in queues)]
+    if leaves:
+        out["waits"] = bars(leaves, {run.variant.label: [run.queues[q].wait_p95 if q in run.queues else None
+                                                          for q in leaves] for run in runs},
+                            title="p95 wait per leaf queue (jobs that started)", ylabel="seconds")
+    end = max(r.result.end_time for r in runs)
+    for q in queues[:MAX_QUEUE_PLOTS]:
+        series = {}
+        for run in runs:
+            n = run.queues.get(q)
+            if n is not None:
+                series[run.variant.label] = n.share_series
+        base = runs[0].queues.get(q)
+        if base is not None:
+            series["entitlement"] = base.entitlement_series
+        out[f"queue_{q}"] = lines_over_time(series, end, title=f"queue {q}: share against entitlement",
+                                            ylabel="dominant share", percent=True, dashed=True)
+    return out
+
+
+def html_report(runs: list[Run], doc: dict[str, Any], *, queues: list[str], title: str,
+                svgs: dict[str, str]) -> str:
+    """The page; ``svgs``: :func:`figures`."""
     parts = [f"<h1>{escape(title)}</h1>"]
     src = doc["source"]
     parts.append("<p>" + escape(", ".join(f"{k}: {v}" for k, v in src.items() if v)) +
@@ -82,6 +109,8 @@ def html_report(runs: list[Run], doc: dict[str, Any], *, queues: list[str], titl
             parts.append(f"<h3>{escape(label)}</h3><pre>{escape(chr(10).join(lines))}</pre>")
     else:
         parts.append("<p>One variant only: nothing to compare.</p>")
+    if "waits" in svgs:
+        parts.append(plot(svgs["waits"]))
     for note in doc["notes"]:
         parts.append(f'<p class="note">{escape(note)}</p>')
 
@@ -129,18 +158,8 @@ def html_report(runs: list[Run], doc: dict[str, Any], *, queues: list[str], titl
         parts.append(table(["policy", "verdict"], audit_rows, left=2))
 
     parts.append("<h2>Share against entitlement over time</h2>")
-    end = max(r.result.end_time for r in runs)
     for q in queues[:MAX_QUEUE_PLOTS]:
-        series = {}
-        for run in runs:
-            n = run.queues.get(q)
-            if n is not None:
-                series[run.variant.label] = n.share_series
-        base = runs[0].queues.get(q)
-        if base is not None:
-            series["entitlement"] = base.entitlement_series
-        parts.append(plot(lines_over_time(series, end, title=f"queue {q}", ylabel="dominant share", percent=True,
-                                          dashed=True)))
+        parts.append(plot(svgs[f"queue_{q}"]))
     if len(queues) > MAX_QUEUE_PLOTS:
         parts.append(f'<p class="note">{len(queues) - MAX_QUEUE_PLOTS} more queues: see whatif.json.</p>')
     return page(title, "\n".join(parts))
