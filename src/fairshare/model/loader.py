@@ -7,7 +7,7 @@ The core below assumes a valid :class:`Scenario` and only asserts invariants.
 This module reads the file (YAML or JSON, duplicate keys refused) and runs the sections
 in order, each in its own module: ``loader_cluster`` (``resources:``, ``cluster:``,
 devices), ``loader_queues``, ``loader_jobs`` (jobs, task classes, durations,
-constraints), ``loader_events``, ``loader_preemption``; ``loader_fields`` holds the error collector and value
+constraints), ``loader_events``, ``loader_preemption``, ``loader_usage``; ``loader_fields`` holds the error collector and value
 checks they share. The cross-field checks that need several sections (a resource not in
 ``resources:``, a demand no node can hold) run here once every section has been read.
 """
@@ -31,6 +31,7 @@ from fairshare.model.loader_fields import Collector, show
 from fairshare.model.loader_jobs import DURATION_KINDS, JOB_KEYS, TASK_KEYS, JobSpec, build_jobs, parse_jobs
 from fairshare.model.loader_queues import ORDERS, QUEUE_KEYS, build_tree, parse_queues
 from fairshare.model.loader_preemption import PREEMPTION_KEYS, parse_preemption
+from fairshare.model.loader_usage import parse_usage
 from fairshare.model.scenario import FairnessConfig, GangsConfig, Scenario
 from fairshare.model.schema import FAIRNESS, GANGS, PEERS, SCENARIO, keys
 
@@ -191,6 +192,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     events = check_events(col, event_specs, nodes, resources, devices)
     tree = build_tree(col, queue_entries, queue_bounds, resources, capacity)
     queue_events = check_queue_events(col, event_specs, tree, resources, capacity, job_specs)
+    usage = parse_usage(col, data.get("usage"), resources, jobs, tree, fairness)
     if queue_events:  # (node and queue events in the simulator's order: time, then kind)
         events = tuple(sorted(events + queue_events,
                               key=lambda ev: (ev.time_s, EVENT_KINDS.index(ev.kind))))
@@ -198,7 +200,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         raise ScenarioError(col.errors, source)
 
     return Scenario(resources, Cluster(capacity, nodes, pooled, resources, devices), tree, tuple(jobs), source,
-                    events, preemption, gangs, fairness, peers)
+                    events, preemption, gangs, fairness, peers, usage)
 
 
 def _small_section(col: Collector, raw: Any, name: str, doc, example: str) -> Mapping | None:

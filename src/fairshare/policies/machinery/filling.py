@@ -62,6 +62,15 @@ taken in the order of the descent of Alg. 1 (lowest level at every node, then
 ``L_g``, then tree order), each admitted if it fits. Simultaneous admissions go in
 order of their level, then tree order.
 
+History (``FillTree.history``, docs/policies.md "Fairness with memory"). A node with
+past usage ``p`` (an average allocation, ``model/usage.py``) has level
+``max_r (U_r + p_r) / ref_r``: it enters the filling as if it already held ``p``,
+which occupies no capacity. Its level is then piecewise linear in its flow with
+breakpoints where its dominant resource switches; a leaf's switches are events too
+(without history a leaf's usage is proportional to its demand and never switches).
+A leaf whose level is held by a resource it does not demand absorbs the flow until
+its demanded resources catch up (the epsilon process picks it every time meanwhile).
+
 Costs: each phase is O(nodes x resources); the number of phases is bounded by the
 number of leaves, resources and dominant-resource switches (see docs/performance.md).
 """
@@ -107,6 +116,9 @@ class FillTree:
     #: an indivisible leaf (a gang): it receives its ``cap_tasks`` at once or nothing
     #: (module docstring, "Gangs")
     gang: list[bool] = field(default_factory=list)
+    #: node index -> its past usage as an average allocation, counted in its level and
+    #: never in the capacity (module docstring, "History"); the root never has one
+    history: dict[int, Vector] = field(default_factory=dict)
 
     def add(self, key: str, parent: int, *, ref: Vector, leaf: bool = False, fifo: bool = False,
             demand: Vector | None = None, cap_tasks: float | None = None, gang: bool = False) -> int:
@@ -176,6 +188,8 @@ class _Filling:
         self.children = tree.children
         self.parent = tree.parent
         self.fifo = tree.fifo
+        assert 0 not in tree.history, "the root's usage is the capacity's: it has no history"
+        self.history = tree.history
         self.dominant = rule.kind == "dominant"
         self.override = rule.dff_override
         if self.override and not self.dominant:
@@ -310,8 +324,18 @@ class _Filling:
                 blocked[v] = self.live_count[v] == 0
         return blocked
 
+    def _level_usage(self, v: int) -> Sequence[float]:
+        """What node ``v``'s level is taken of: its usage plus its history (if any)."""
+        past = self.history.get(v) if self.history else None
+        if past is None:
+            return self.usage[v]
+        return [u + p for u, p in zip(self.usage[v], past)]
+
     def _level_of(self, usage: Sequence[float], v: int) -> float:
-        """Node ``v``'s level (the rule alone) if its usage were ``usage``."""
+        """Node ``v``'s level (the rule alone) if its usage were ``usage`` (its history added)."""
+        past = self.history.get(v) if self.history else None
+        if past is not None:
+            usage = [u + p for u, p in zip(usage, past)]
         if self.dominant:
             return max((usage[r] * k for r, k in self.inv_ref[v]), default=0.0)
         return sum(usage[r] * k for r, k in self.inv_ref[v])
@@ -320,7 +344,7 @@ class _Filling:
     def refresh(self, v: int) -> None:
         """Recompute v's level and response from its (already fresh) children."""
         dominant, override, level, kappa = self.dominant, self.override, self.level, self.kappa
-        u = self.usage[v]
+        u = self._level_usage(v)
         pairs = self.inv_ref[v]
         if dominant:
             lv = 0.0
@@ -456,10 +480,12 @@ class _Filling:
         best = math.inf
         for v in self.flowing:
             fv = flow[v]
-            if is_leaf[v]:
+            leaf = is_leaf[v]
+            if leaf:
                 if cap_s[v] < math.inf:
                     best = min(best, max(0.0, (cap_s[v] - s[v]) / fv))
-                continue
+                if not (dominant and v in self.history):
+                    continue  # (a leaf's dominant resource switches only with history)
             # waiting siblings reached by the receiving level
             lr = fv * vrate[v]
             if lr > _TINY:
@@ -474,7 +500,7 @@ class _Filling:
             if not dominant:
                 continue
             # dominant-resource switch (and, for DFF, the override thresholds)
-            u = self.usage[v]
+            u = self._level_usage(v)
             cur = self.raw[v]
             rk = fv * self.raw_kappa[v]
             rr_vec = self.resp_rho[v]
@@ -484,7 +510,7 @@ class _Filling:
                 gap = cur - u[r] * kr
                 if rr > rk + _TINY and gap > tol:
                     best = min(best, gap / (rr - rk))
-            if override:
+            if override and not leaf:
                 child_rate = fv * vrate[v]
                 above_one = cur > 1.0 or _close(cur, 1.0)
                 if not above_one and rk > _TINY:
