@@ -21,7 +21,7 @@ from fairshare.api import allocate
 from fairshare.cli import main
 from fairshare.model.errors import ScenarioError
 from fairshare.model.loader import parse_scenario
-from fairshare.model.loader_usage import with_usage_file
+from fairshare.model.loader import with_usage_file
 from fairshare.model.usage import PastUsage, decayed_time
 from fairshare.policies import REGISTRY, PolicyModeError, make_policy
 from fairshare.policies.machinery.decay import DecayLedger

@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     alloc.add_argument("--usage", metavar="FILE", default=None,
                        help="past usage to compute the entitlement with: a `simulate` summary.json, or a usage: "
                             "section (alone or in a scenario file); replaces the scenario's own usage: "
-                            "(docs/usage.md, \"Past usage\")")
+                            "(docs/usage.md, \"usage: past usage for allocate\")")
     alloc.defer(policy_options)
 
     expl = sub.add_parser("explain", help="why a job waits, what would start it, and when it will start",
@@ -864,7 +864,7 @@ def _with_usage(scenario, path: str):
     """``allocate --usage FILE``: the scenario with FILE's past usage; its problems exit 2
     as a scenario's do."""
     from fairshare.model import ScenarioError
-    from fairshare.model.loader_usage import with_usage_file
+    from fairshare.model.loader import with_usage_file
 
     try:
         return with_usage_file(scenario, path)

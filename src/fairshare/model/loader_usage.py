@@ -1,5 +1,5 @@
 """The scenario loader's ``usage:`` section, and ``allocate --usage FILE``: past usage
-for the static allocations (docs/usage.md, "Past usage"; ``model/usage.py``).
+for the static allocations (docs/usage.md, "usage: past usage for allocate"; ``model/usage.py``).
 
 The section is read once the jobs and the queue tree are built: its names must be
 theirs. Every problem goes to the collector with its field path (``usage.jobs.A.gpu:
@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from fairshare.model.errors import FieldError, ScenarioError
@@ -129,37 +127,10 @@ def _check_subtrees(col: Collector, queues: dict[str, Vector], jobs_given: dict[
                         f"({below[path][r]:g}): a queue's usage is its whole subtree's")
 
 
-# --- allocate --usage FILE ----------------------------------------------------------------------
-
-def with_usage_file(scenario: Scenario, path: str | Path) -> Scenario:
-    """``scenario`` with the past usage of ``path``: a ``simulate`` summary.json (converted
-    by :func:`usage_of_summary`), a document with a ``usage:`` section (a scenario file),
-    or the section alone. Replaces the scenario's own ``usage:``. Problems raise
-    :class:`ScenarioError` naming ``path`` and the field."""
-    from fairshare.model.loader import read_document
-
-    source = str(path)
-    doc = read_document(path, what="usage file", empty="the file is empty (expected a usage: section or a "
-                                                       "simulate summary.json)")
-    if not isinstance(doc, Mapping):
-        raise ScenarioError(FieldError("", f"must be a mapping (a usage: section or a summary.json), got {show(doc)}"),
-                            source)
-    if "makespan" in doc and isinstance(doc.get("jobs"), Mapping):
-        raw = usage_of_summary(doc, scenario, source)
-    elif "usage" in doc:
-        raw = doc["usage"]
-    else:
-        raw = doc
-    col = Collector()
-    usage = parse_usage(col, raw, scenario.resources, scenario.jobs, scenario.queues, scenario.fairness,
-                        source=source)
-    if col.errors:
-        raise ScenarioError(col.errors, source)
-    return replace(scenario, usage=usage)
-
+# --- allocate --usage FILE (read by ``loader.with_usage_file``) -----------------------------------
 
 def usage_of_summary(summary: Mapping, scenario: Scenario, source: str) -> dict:
-    """A ``usage:`` section from a ``simulate`` summary.json (docs/usage.md, "Past usage").
+    """A ``usage:`` section from a ``simulate`` summary.json (docs/usage.md, "usage: past usage for allocate").
 
     summary.json holds no decayed usage, only means over each job's active span, so the
     history is the run's plain resource-seconds (``half_life: inf``) over its makespan:

@@ -111,7 +111,7 @@ class Scenario:
     peers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: past usage for the static allocations (the ``usage:`` section, or ``allocate
     #: --usage``); None: none. The simulator and serve keep their own history and do not
-    #: read it (docs/usage.md, "Past usage")
+    #: read it (docs/usage.md, "usage: past usage for allocate")
     usage: PastUsage | None = None
 
     @property

@@ -277,7 +277,7 @@ FAIRNESS = Obj("Fairness", {
 
 USAGE = Obj("Usage", {
     "over": Number("seconds of history the amounts were accumulated over: the amounts are then decayed "
-                   "resource-seconds U, turned into average allocations U / W (docs/usage.md, \"Past usage\")",
+                   "resource-seconds U, turned into average allocations U / W (docs/usage.md, \"usage: past usage for allocate\")",
                    exclusive_minimum=0),
     "half_life": Number("the half-life the amounts were decayed with (default: fairness.half_life when above 0, "
                         "else .inf or \"inf\": plain resource-seconds)", exclusive_minimum=0),

@@ -1,5 +1,5 @@
 """Past usage for the static allocations: the scenario's ``usage:`` section
-(docs/usage.md, "Past usage"; docs/policies.md, "Fairness with memory").
+(docs/usage.md, "usage: past usage for allocate"; docs/policies.md, "Fairness with memory").
 
 The online policies with memory order by the dominant share of ``A + U / W``: the
 current allocation plus the decayed average past allocation (``policies/machinery/
