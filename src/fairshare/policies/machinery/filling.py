@@ -65,9 +65,11 @@ order of their level, then tree order.
 History (``FillTree.history``, docs/policies.md "Fairness with memory"). A node with
 past usage ``p`` (an average allocation, ``model/usage.py``) has level
 ``max_r (U_r + p_r) / ref_r``: it enters the filling as if it already held ``p``,
-which occupies no capacity. Its level is then piecewise linear in its flow with
-breakpoints where its dominant resource switches; a leaf's switches are events too
-(without history a leaf's usage is proportional to its demand and never switches).
+which occupies no capacity (the usage kept per node starts at ``p``; the root, whose
+usage is checked against the capacity, has none). Its level is then piecewise linear
+in its flow with breakpoints where its dominant resource switches; a leaf's switches
+are events too (without history a leaf's usage is proportional to its demand and
+never switches).
 A leaf whose level is held by a resource it does not demand absorbs the flow until
 its demanded resources catch up (the epsilon process picks it every time meanwhile).
 
@@ -201,6 +203,8 @@ class _Filling:
         self.order = self._post_order()
 
         self.s = [0.0] * n  # leaf dominant shares (flow units)
+        # per node, what its level is taken of: its usage plus its history
+        # (``FillTree.history``); the root has none, so its usage is the capacity's
         self.usage: list[list[float]] = [[0.0] * m for _ in range(n)]
         self.frozen = [False] * n
         self.live_count = [0] * n  # non-blocked children of internal nodes
@@ -208,6 +212,8 @@ class _Filling:
         self.sat = [False] * m
         if start:
             self._start_from(start)
+        for v, past in self.history.items():  # (from here on a node's usage includes its history)
+            self.usage[v] = [u + p for u, p in zip(self.usage[v], past)]
         self._set_groups(groups)
         # gangs waiting to be admitted (module docstring, "Gangs"), each with L_g
         self.pending_gangs: set[int] = set()
@@ -324,13 +330,6 @@ class _Filling:
                 blocked[v] = self.live_count[v] == 0
         return blocked
 
-    def _level_usage(self, v: int) -> Sequence[float]:
-        """What node ``v``'s level is taken of: its usage plus its history (if any)."""
-        past = self.history.get(v) if self.history else None
-        if past is None:
-            return self.usage[v]
-        return [u + p for u, p in zip(self.usage[v], past)]
-
     def _level_of(self, usage: Sequence[float], v: int) -> float:
         """Node ``v``'s level (the rule alone) if its usage were ``usage`` (its history added)."""
         past = self.history.get(v) if self.history else None
@@ -344,7 +343,7 @@ class _Filling:
     def refresh(self, v: int) -> None:
         """Recompute v's level and response from its (already fresh) children."""
         dominant, override, level, kappa = self.dominant, self.override, self.level, self.kappa
-        u = self._level_usage(v)
+        u = self.usage[v]
         pairs = self.inv_ref[v]
         if dominant:
             lv = 0.0
@@ -500,7 +499,7 @@ class _Filling:
             if not dominant:
                 continue
             # dominant-resource switch (and, for DFF, the override thresholds)
-            u = self._level_usage(v)
+            u = self.usage[v]
             cur = self.raw[v]
             rk = fv * self.raw_kappa[v]
             rr_vec = self.resp_rho[v]
