@@ -148,8 +148,6 @@ def test_discrete_greedy_starts_from_the_history():
 
 def test_resource_seconds_are_averaged_as_the_online_ledger_does():
     """``over`` T with half-life h: the average is U / W with W the ledger's weight."""
-    ledger = DecayLedger(3600.0, 1)
-    ledger.charge("a", 0.0, [1.0])
     for h, over in ((3600.0, 7200.0), (3600.0, 60.0), (math.inf, 500.0)):
         w = DecayLedger(h, 1)
         w.charge("a", 0.0, [1.0])
@@ -340,3 +338,61 @@ def test_exact_history_matches_epsilon_reference(policy, sc, data):
     for job in sc.jobs:
         per_task = max(d / c for d, c in zip(job.composite_demand(), sc.capacity))
         assert exact[job.name] * per_task == pytest.approx(approx[job.name] * per_task, abs=0.03)
+
+
+# --- the static entitlement is what the online sorter with memory fills to --------------------
+
+DAY = 86400.0
+
+
+def online_fill(doc: dict, policy: str, k: int, *, before: tuple[str, str, tuple], over: float,
+                half_life: float) -> dict[str, float]:
+    """The policy's online sorter with memory (half-life ``half_life``): ``before`` = (job,
+    queue, vector) held that vector over [0, over] and left (a job of the same name
+    continues its history; another name leaves it to the queue, H-DRF's hidden leaf);
+    then at ``over`` it fills the empty cluster with tasks 1/k of the jobs' size, lowest
+    key first, while they fit. Returns whole-size tasks per job."""
+    sc = parse_scenario(doc, "<t>")
+    sorter = make_policy(policy).online(sc.resources, sc.queues, sc.capacity)
+    sorter.set_half_life(half_life)
+    name, queue, vector = before
+    sorter.add_job(name, queue, 1.0, vector)
+    sorter.allocated(name, vector, 0.0)
+    sorter.released(name, vector, over)
+    if name not in {job.name for job in sc.jobs}:
+        sorter.remove_job(name)
+    demand = {job.name: tuple(d / k for d in job.composite_demand()) for job in sc.jobs}
+    for job in sc.jobs:
+        if job.name != name:
+            sorter.add_job(job.name, job.queue, job.weight, demand[job.name])
+    free = list(sc.capacity)
+    got = {job.name: 0 for job in sc.jobs}
+
+    def fits(job_name: str) -> bool:
+        return all(d <= f + 1e-9 for d, f in zip(demand[job_name], free))
+
+    while (picked := sorter.pick(fits, over)) is not None:
+        sorter.allocated(picked, demand[picked], over)
+        free = [f - d for f, d in zip(free, demand[picked])]
+        got[picked] += 1
+    return {n: c / k for n, c in got.items()}
+
+
+@pytest.mark.parametrize("half_life", [DAY, math.inf])
+@pytest.mark.parametrize("policy,doc,before,static_usage", [
+    # A held 6 CPU for 3 days, then nothing: its decayed average is 6 CPU (U = 6 W)
+    ("drf", DRF_41, ("A", "", (6.0, 0.0)), {"jobs": {"A": {"cpu": 6.0}}}),
+    # a job of queue ads that has left held 4 CPU: the queue remembers it (hidden leaf)
+    ("hdrf", TWO_QUEUES, ("old", "ads", (4.0, 0.0)), {"queues": {"ads": {"cpu": 4.0}}}),
+])
+def test_online_memory_fills_to_the_static_entitlement(policy, doc, before, static_usage, half_life):
+    """The static answer with history (given as resource-seconds U = 6 W over 3 days) is
+    the online policy's at that instant, to within a task of 1/k: the two agree."""
+    over, k = 3 * DAY, 40
+    w = decayed_time(half_life, over)
+    usage = {"over": over, "half_life": "inf" if math.isinf(half_life) else half_life,
+             **{section: {name: {res: x * w for res, x in amounts.items()} for name, amounts in entries.items()}
+                for section, entries in static_usage.items()}}
+    static = tasks(with_usage(doc, usage), policy)
+    online = online_fill(doc, policy, k, before=before, over=over, half_life=half_life)
+    assert online == pytest.approx(static, abs=2 / k)
