@@ -218,6 +218,7 @@ BAD = [
     ({"jobs": {"A": {"cpu": 1}}}, "usage"),
     ({"average": True, "over": 10}, "usage.average"),
     ({"average": "yes"}, "usage.average"),
+    ({"average": False, "over": 10}, "usage.average"),
     ({"average": True, "half_life": 10}, "usage.half_life"),
     ({"over": 0}, "usage.over"),
     ({"over": 10, "half_life": 0}, "usage.half_life"),
@@ -396,3 +397,29 @@ def test_online_memory_fills_to_the_static_entitlement(policy, doc, before, stat
     static = tasks(with_usage(doc, usage), policy)
     online = online_fill(doc, policy, k, before=before, over=over, half_life=half_life)
     assert online == pytest.approx(static, abs=2 / k)
+
+
+@pytest.mark.parametrize("usage,loader_accepts", [
+    ({"average": True, "jobs": {"A": {"cpu": 3}}}, True),
+    ({"over": 3600, "half_life": 600, "queues": None, "jobs": {"A": {"cpu": 3}}}, True),
+    ({"average": True, "jobs": {"A": {"cpu": -3}}}, False),
+    ({"average": True, "over": 3600}, False),
+    ({"jobs": {"A": {"cpu": 3}}}, False),
+    ({"over": 0}, False),
+])
+def test_the_schema_never_refuses_what_the_loader_accepts(usage, loader_accepts):
+    """``fairshare schema scenario`` describes the section (model/schema.py): a document
+    the loader accepts passes it; these bad ones fail both."""
+    import jsonschema
+
+    from fairshare.model.schema import SCENARIO, json_schema
+
+    doc = with_usage(DRF_41, usage)
+    try:
+        parse_scenario(doc, "<t>")
+        accepted = True
+    except ScenarioError:
+        accepted = False
+    assert accepted == loader_accepts
+    schema_ok = jsonschema.Draft202012Validator(json_schema(SCENARIO)).is_valid(doc)
+    assert schema_ok == loader_accepts

@@ -57,8 +57,9 @@ def _time_basis(col: Collector, raw: Mapping, fairness: FairnessConfig | None) \
         -> tuple[float, float | None, float | None] | None:
     """``(1 / W, half_life, over)`` for resource-seconds, ``(1, None, None)`` for averages."""
     average = raw.get("average")
-    if average is not None and not isinstance(average, bool):
-        col.add("usage.average", f"must be true or false, got {show(average)}")
+    if average is not None and average is not True:
+        col.add("usage.average", f"must be true (the amounts are average allocations; for resource-seconds give "
+                                 f"over instead), got {show(average)}")
         return None
     has_over = raw.get("over") is not None
     if average and has_over:

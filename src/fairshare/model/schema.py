@@ -281,7 +281,8 @@ USAGE = Obj("Usage", {
                    exclusive_minimum=0),
     "half_life": Number("the half-life the amounts were decayed with (default: fairness.half_life when above 0, "
                         "else .inf or \"inf\": plain resource-seconds)", exclusive_minimum=0),
-    "average": Boolean("true: the amounts are average allocations already (resource units), instead of over"),
+    "average": Boolean("true (only): the amounts are average allocations already (resource units), instead of "
+                       "over"),
     "jobs": MapOf(AMOUNTS, "job name -> its past usage, e.g. {A: {cpu: 3}}", nullable=True),
     "queues": MapOf(AMOUNTS, "queue dotted path -> its whole subtree's past usage (at least what its children "
                              "and jobs given here add up to)", nullable=True),
