@@ -423,3 +423,11 @@ def test_the_schema_never_refuses_what_the_loader_accepts(usage, loader_accepts)
     assert accepted == loader_accepts
     schema_ok = jsonschema.Draft202012Validator(json_schema(SCENARIO)).is_valid(doc)
     assert schema_ok == loader_accepts
+
+
+def test_the_refusal_names_exactly_the_policies_with_memory():
+    sc = parse_scenario(with_usage(DRF_41, {"average": True, "jobs": {"A": {"cpu": 1}}}), "<t>")
+    with pytest.raises(PolicyModeError) as err:
+        allocate(sc, "dff")
+    named = err.value.args[0].rpartition("use ")[2].replace(" or ", ", ").split(", ")
+    assert set(named) == {name for name, cls in REGISTRY.items() if cls.remembers_usage}
