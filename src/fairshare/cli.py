@@ -178,6 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
     alloc.add_argument("--explain", action="store_true",
                        help="also say, per job, what bounds it: a saturated resource, its queue's limit, its own "
                             "demand or the node fit (JSON: an \"explain\" key)")
+    alloc.add_argument("--usage", metavar="FILE", default=None,
+                       help="past usage to compute the entitlement with: a `simulate` summary.json, or a usage: "
+                            "section (alone or in a scenario file); replaces the scenario's own usage: "
+                            "(docs/usage.md, \"usage: past usage for allocate\")")
     alloc.defer(policy_options)
 
     expl = sub.add_parser("explain", help="why a job waits, what would start it, and when it will start",
@@ -388,6 +392,8 @@ def cmd_allocate(args: argparse.Namespace) -> int:
     options = _policy_options(args)
     policy = _make_policy(args.policy, options)
     scenario = _load(args.scenario)
+    if args.usage is not None:
+        scenario = _with_usage(scenario, args.usage)
     _check_resource_options(options, scenario)
     with _policy_errors(args):
         result = allocate(scenario, policy, discrete=args.discrete, respect_counts=args.respect_counts)
@@ -889,6 +895,19 @@ def _load(argument: str):
     except ScenarioError as exc:
         # One problem per line, each "file: field.path: reason"; no prefix, so the lines
         # stay easy to grep and to jump to.
+        print(str(exc), file=sys.stderr)
+        raise CLIError(f"{exc.summary()}; nothing was computed") from None
+
+
+def _with_usage(scenario, path: str):
+    """``allocate --usage FILE``: the scenario with FILE's past usage; its problems exit 2
+    as a scenario's do."""
+    from fairshare.model import ScenarioError
+    from fairshare.model.loader import with_usage_file
+
+    try:
+        return with_usage_file(scenario, path)
+    except ScenarioError as exc:
         print(str(exc), file=sys.stderr)
         raise CLIError(f"{exc.summary()}; nothing was computed") from None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fairshare.model.resources import Vector, dominant_share, to_mapping, vsum
+from fairshare.model.usage import PastUsage
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class Allocation:
     # discrete mode: node name -> job name -> class name -> whole tasks placed there
     placement: dict[str, dict[str, dict[str, int]]] | None = None
     notes: tuple[str, ...] = field(default=())
+    #: the past usage the entitlement was computed with (every job and queue, as average
+    #: allocations; ``PastUsage.for_report``); None: none given
+    past_usage: PastUsage | None = None
 
     def to_json(self) -> dict:
         names = self.resources
@@ -59,6 +63,13 @@ class Allocation:
             "queues": {path: _queue_json(qa, names) for path, qa in self.queues.items()},
             "utilization": to_mapping(self.utilization, names),
         }
+        if self.past_usage is not None:  # (extension keys; the contract's keys are as they were)
+            past = self.past_usage
+            out["usage"] = past.basis()
+            for name, entry in out["jobs"].items():
+                entry["past_usage"] = to_mapping(past.jobs[name], names)
+            for path, entry in out["queues"].items():
+                entry["past_usage"] = to_mapping(past.queues[path], names)
         if self.placement is not None:
             out["placement"] = self.placement
         if self.notes:

@@ -7,7 +7,7 @@ The core below assumes a valid :class:`Scenario` and only asserts invariants.
 This module reads the file (YAML or JSON, duplicate keys refused) and runs the sections
 in order, each in its own module: ``loader_cluster`` (``resources:``, ``cluster:``,
 devices), ``loader_queues``, ``loader_jobs`` (jobs, task classes, durations,
-constraints), ``loader_events``, ``loader_preemption``; ``loader_fields`` holds the error collector and value
+constraints), ``loader_events``, ``loader_preemption``, ``loader_usage``; ``loader_fields`` holds the error collector and value
 checks they share. The cross-field checks that need several sections (a resource not in
 ``resources:``, a demand no node can hold) run here once every section has been read.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from fairshare.model.loader_fields import Collector, show
 from fairshare.model.loader_jobs import DURATION_KINDS, JOB_KEYS, TASK_KEYS, JobSpec, build_jobs, parse_jobs
 from fairshare.model.loader_queues import ORDERS, QUEUE_KEYS, build_tree, parse_queues
 from fairshare.model.loader_preemption import PREEMPTION_KEYS, parse_preemption
+from fairshare.model.loader_usage import parse_usage, usage_of_summary
 from fairshare.model.scenario import FairnessConfig, GangsConfig, Scenario
 from fairshare.model.schema import FAIRNESS, GANGS, PEERS, SCENARIO, keys
 
@@ -39,7 +41,7 @@ TOP_KEYS = keys(SCENARIO)
 # look them up: ``traces.base.loader_accepts``)
 __all__ = ["ADDED_NODE_KEYS", "CLUSTER_KEYS", "DURATION_KINDS", "EVENT_KEYS", "EVENT_KINDS", "JOB_KEYS",
            "NODE_KEYS", "ORDERS", "PREEMPTION_KEYS", "QUEUE_KEYS", "TASK_KEYS", "TOP_KEYS", "load_scenario",
-           "parse_scenario", "parse_text", "read_document"]
+           "parse_scenario", "parse_text", "read_document", "with_usage_file"]
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -191,6 +193,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     events = check_events(col, event_specs, nodes, resources, devices)
     tree = build_tree(col, queue_entries, queue_bounds, resources, capacity)
     queue_events = check_queue_events(col, event_specs, tree, resources, capacity, job_specs)
+    usage = parse_usage(col, data.get("usage"), resources, jobs, tree, fairness)
     if queue_events:  # (node and queue events in the simulator's order: time, then kind)
         events = tuple(sorted(events + queue_events,
                               key=lambda ev: (ev.time_s, EVENT_KINDS.index(ev.kind))))
@@ -198,7 +201,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         raise ScenarioError(col.errors, source)
 
     return Scenario(resources, Cluster(capacity, nodes, pooled, resources, devices), tree, tuple(jobs), source,
-                    events, preemption, gangs, fairness, peers)
+                    events, preemption, gangs, fairness, peers, usage)
 
 
 def _small_section(col: Collector, raw: Any, name: str, doc, example: str) -> Mapping | None:
@@ -226,6 +229,31 @@ def parse_fairness(col: Collector, raw: Any) -> FairnessConfig | None:
         return FairnessConfig(math.inf)
     half_life = col.number(value, "fairness.half_life", minimum=0.0)
     return None if half_life is None else FairnessConfig(half_life)
+
+
+def with_usage_file(scenario: Scenario, path: str | Path) -> Scenario:
+    """``scenario`` with the past usage of ``path``: a ``simulate`` summary.json (converted
+    by :func:`usage_of_summary`), a document with a ``usage:`` section (a scenario file),
+    or the section alone. Replaces the scenario's own ``usage:``. Problems raise
+    :class:`ScenarioError` naming ``path`` and the field."""
+    source = str(path)
+    doc = read_document(path, what="usage file", empty="the file is empty (expected a usage: section or a "
+                                                       "simulate summary.json)")
+    if not isinstance(doc, Mapping):
+        raise ScenarioError(FieldError("", f"must be a mapping (a usage: section or a summary.json), got {show(doc)}"),
+                            source)
+    if "makespan" in doc and isinstance(doc.get("jobs"), Mapping):
+        raw = usage_of_summary(doc, scenario, source)
+    elif "usage" in doc:
+        raw = doc["usage"]
+    else:
+        raw = doc
+    col = Collector()
+    usage = parse_usage(col, raw, scenario.resources, scenario.jobs, scenario.queues, scenario.fairness,
+                        source=source)
+    if col.errors:
+        raise ScenarioError(col.errors, source)
+    return replace(scenario, usage=usage)
 
 
 def parse_peers(col: Collector, raw: Any) -> dict[str, dict[str, Any]]:

@@ -9,6 +9,7 @@ from typing import Any
 from fairshare.model.cluster import Cluster, Node
 from fairshare.model.jobs import Job
 from fairshare.model.queues import QueueChange, QueueTree
+from fairshare.model.usage import PastUsage
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,10 @@ class Scenario:
     #: the ``peers:`` section: per peer baseline policy, its own settings, as written (each
     #: baseline policy checks its own keys); empty: none
     peers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: past usage for the static allocations (the ``usage:`` section, or ``allocate
+    #: --usage``); None: none. The simulator and serve keep their own history and do not
+    #: read it (docs/usage.md, "usage: past usage for allocate")
+    usage: PastUsage | None = None
 
     @property
     def m(self) -> int:

@@ -275,6 +275,21 @@ FAIRNESS = Obj("Fairness", {
                         "policy; .inf or \"inf\": cumulative usage)", minimum=0, default=0),
 }, "fairness with memory: order by decayed usage (docs/policies.md, \"Fairness with memory\")", nullable=True)
 
+USAGE = Obj("Usage", {
+    "over": Number("seconds of history the amounts were accumulated over: the amounts are then decayed "
+                   "resource-seconds U, turned into average allocations U / W (docs/usage.md, \"usage: past usage for allocate\")",
+                   exclusive_minimum=0),
+    "half_life": Number("the half-life the amounts were decayed with (default: fairness.half_life when above 0, "
+                        "else .inf or \"inf\": plain resource-seconds)", exclusive_minimum=0),
+    "average": Boolean("true (only): the amounts are average allocations already (resource units), instead of "
+                       "over"),
+    "jobs": MapOf(AMOUNTS, "job name -> its past usage, e.g. {A: {cpu: 3}}", nullable=True),
+    "queues": MapOf(AMOUNTS, "queue dotted path -> its whole subtree's past usage (at least what its children "
+                             "and jobs given here add up to)", nullable=True),
+}, "past usage for the static allocation (`allocate`): each job and queue enters the progressive filling "
+   "with its average past allocation counted (docs/policies.md, \"Fairness with memory\")", nullable=True,
+   exactly_one_of=("over", "average"))
+
 #: the peer schedulers whose semantics a baseline policy reproduces (docs/whatif.md); each
 #: section's keys are the baseline policy's to check (``policies/<peer>.py``), because
 #: only it knows them; the loader checks the section names and that each is a mapping
@@ -294,6 +309,7 @@ SCENARIO = Obj("Scenario", {
     "preemption": PREEMPTION,
     "gangs": GANGS,
     "fairness": FAIRNESS,
+    "usage": USAGE,
     "peers": PEERS,
 }, "a fairshare scenario file (docs/usage.md)", required=("cluster", "jobs"))
 

@@ -25,6 +25,7 @@ def asset_share(usage: Sequence[float], capacity: Vector, weight: float) -> floa
 
 class AssetFairness(FillingPolicy):
     name = "asset"
+    remembers_usage = True  # history in the level (docs/policies.md, "Fairness with memory")
     share_is_usage_over_capacity = True
     citation = "Ghodsi et al. NSDI'11, Sec. 5.1 (Asset Fairness)"
     conformance_exemptions = {"queue weights": "flat over jobs (DRF Sec. 5.1): the queue tree is ignored"}

@@ -42,6 +42,16 @@ def refuse_gangs(scenario: Scenario, policy: str, why: str) -> None:
                                   f"(gang: true, all of its tasks or none), and {why}")
 
 
+def refuse_usage(scenario: Scenario, policy: "Policy") -> None:
+    """Raise :class:`PolicyModeError` when ``scenario`` has past usage (not all zero) and
+    ``policy``'s static allocation cannot take it (:attr:`Policy.remembers_usage`)."""
+    if scenario.usage is not None and not scenario.usage.is_zero() and not policy.remembers_usage:
+        raise PolicyModeError(
+            f"{scenario.usage.source}: policy {policy.name!r} has no static allocation with past usage (its order "
+            f"is not a dominant share that history can be added to: docs/policies.md, \"Fairness with memory\"); "
+            f"drop the usage or use drf, asset, cpu, collapsed, hdrf, hdrf-naive or capacity")
+
+
 @dataclass(frozen=True)
 class PolicyOption:
     """One constructor argument of a policy, as offered on the command line.
@@ -75,6 +85,11 @@ class Policy(ABC):
     #: (``policies/machinery/bounds.py``); otherwise a bounded scenario's allocation says
     #: it did not
     honours_queue_bounds: ClassVar[bool] = False
+    #: True when the static allocation takes past usage (``Scenario.usage``, the ``usage:``
+    #: section): each job (and queue) starts the filling with its average past allocation
+    #: in its level (``policies/machinery/filling.py``, "History"), as the online sorters
+    #: with memory add ``U / W``. The others refuse non-zero usage (:func:`refuse_usage`)
+    remembers_usage: ClassVar[bool] = False
     #: the scenarios (``"flat"``: no queues, ``"hierarchical"``: queues) for which this
     #: policy's static allocation is the fairness gap's reference when a run's own policy
     #: has none (``sim/metrics.py``; ``slots``, ``timefair``): one registered policy

@@ -108,6 +108,7 @@ class CollapsedSorter(FlatSorter):
 
 class Collapsed(FillingPolicy):
     name = "collapsed"
+    remembers_usage = True  # history in the level (docs/policies.md, "Fairness with memory")
     share_is_usage_over_capacity = True
     citation = "Bhattacharya et al. SoCC'13, Sec. 3.2 (collapsed hierarchies + weighted DRF)"
     # its leaf weights are the hierarchical entitlements, so audits judge it by those

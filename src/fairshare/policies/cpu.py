@@ -28,6 +28,7 @@ def single_resource_share(k: int) -> JobShare:
 
 class SingleResourceFair(FillingPolicy):
     name = "cpu"
+    remembers_usage = True  # history in the level (docs/policies.md, "Fairness with memory")
     share_is_usage_over_capacity = True
     citation = "Ghodsi et al. NSDI'11, Sec. 7.2 (CPU-only fair sharing baseline)"
     options = (PolicyOption("resource", "--resource", "the one resource to be fair on (default: the first listed)",

@@ -25,6 +25,7 @@ def drf_share(usage: Sequence[float], capacity: Vector, weight: float) -> float:
 
 class DRF(FillingPolicy):
     name = "drf"
+    remembers_usage = True  # history in the level (docs/policies.md, "Fairness with memory")
     share_is_usage_over_capacity = True
     fairness_reference = "flat"  # DRF is the flat scenarios' fairness (DRF Sec. 4)
     citation = "Ghodsi et al. NSDI'11, Sec. 4.2 Alg. 1, Sec. 4.3 (weighted), App. A.1 (progressive filling)"

@@ -82,6 +82,7 @@ class HDRFRule(ShareRule):
 
 class HDRF(FillingPolicy):
     name = "hdrf"
+    remembers_usage = True  # history in the level (docs/policies.md, "Fairness with memory")
     share_is_usage_over_capacity = True
     citation = "Bhattacharya et al. SoCC'13, Sec. 3.1 Alg. 1 (static); Sec. 3.4 Alg. 2-4 (dynamic)"
     hierarchical = True

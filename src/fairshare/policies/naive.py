@@ -21,6 +21,7 @@ from fairshare.policies.machinery.tree import hierarchical_tree
 
 class NaiveHDRF(FillingPolicy):
     name = "hdrf-naive"
+    remembers_usage = True  # history in the level (docs/policies.md, "Fairness with memory")
     share_is_usage_over_capacity = True
     citation = "Bhattacharya et al. SoCC'13, Sec. 3.3 (Naive H-DRF), Sec. 5.2 (Pareto-Efficient-C.S)"
     hierarchical = True

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from fairshare.model.allocation import Allocation
 from fairshare.model.queues import ROOT
+from fairshare.model.resources import dominant_share
 from fairshare.model.scenario import Scenario
 
 #: above this many nodes the placement table is summarised by node group
@@ -113,15 +114,34 @@ def _header(alloc: Allocation, scenario: Scenario, citation: str | None, source:
         f"mode:      {mode}",
         f"capacity:  {cap}  ({shape})",
     ]
+    if alloc.past_usage is not None:
+        lines.append(f"history:   {_history_basis(alloc.past_usage.basis())}")
     source = source or (scenario.source if scenario.source != "<scenario>" else None)
     if source:
         lines.insert(0, f"scenario:  {source}")
     return "\n".join(lines)
 
 
+def _history_basis(basis: dict) -> str:
+    """How the past usage was given, for the header (allocate with ``usage:``)."""
+    where = f"from {basis['source']}"
+    if basis["given_as"] == "average":
+        return f"average past allocations {where}; past share = their dominant share"
+    half = basis["half_life"]
+    decay = "no decay" if half == "inf" else f"half-life {fmt_number(half)} s"
+    return (f"resource-seconds over {fmt_number(basis['over'])} s ({decay}) {where}, as average allocations; "
+            f"past share = their dominant share")
+
+
 def _share_table(alloc: Allocation, scenario: Scenario) -> str:
     names = alloc.resources
     header = ["queue / job", "weight", "tasks", *names, "dominant share"]
+    past = alloc.past_usage
+    # past usage given (allocate with usage:): its dominant share, one more column
+    extra = (lambda vec: [fmt_percent(dominant_share(vec, alloc.capacity))]) if past is not None else \
+        (lambda _vec: [])
+    if past is not None:
+        header.append("past share")
     rows: list[list[str]] = []
     jobs_by_queue: dict[str, list] = {}
     for job in scenario.jobs:
@@ -130,15 +150,17 @@ def _share_table(alloc: Allocation, scenario: Scenario) -> str:
     def job_rows(job, depth: int) -> None:
         ja = alloc.jobs.get(job.name)
         if ja is None:  # a policy reported no entry: show the job as empty, not crash
-            rows.append([_INDENT * depth + job.name, fmt_number(job.weight), "-", *["-"] * len(names), "-"])
+            rows.append([_INDENT * depth + job.name, fmt_number(job.weight), "-", *["-"] * len(names), "-",
+                         *extra(past.jobs[job.name] if past else ())])
             return
         rows.append([_INDENT * depth + job.name, fmt_number(job.weight), fmt_tasks(ja.tasks),
-                     *(fmt_number(a) for a in ja.allocation), fmt_percent(ja.dominant_share)])
+                     *(fmt_number(a) for a in ja.allocation), fmt_percent(ja.dominant_share),
+                     *extra(past.jobs[job.name] if past else ())])
         if len(job.classes) > 1:
             for cls in job.classes:
                 n = ja.tasks_by_class.get(cls.name, 0.0)
                 rows.append([_INDENT * (depth + 1) + f"[{cls.name}]", "", fmt_tasks(n),
-                             *(fmt_number(n * d) for d in cls.demand), ""])
+                             *(fmt_number(n * d) for d in cls.demand), "", *([""] if past else [])])
 
     def visit(path: str, depth: int) -> None:
         if path != ROOT:
@@ -146,7 +168,8 @@ def _share_table(alloc: Allocation, scenario: Scenario) -> str:
             qa = alloc.queues.get(path)
             alloc_cells = [fmt_number(a) for a in qa.allocation] if qa else ["-"] * len(names)
             share = fmt_percent(qa.dominant_share) if qa else "-"
-            rows.append([_INDENT * depth + node.name, fmt_number(node.weight), "", *alloc_cells, share])
+            rows.append([_INDENT * depth + node.name, fmt_number(node.weight), "", *alloc_cells, share,
+                         *extra(past.queues[path] if past else ())])
             depth += 1
         for job in jobs_by_queue.get(path, []):
             job_rows(job, depth)
@@ -157,8 +180,9 @@ def _share_table(alloc: Allocation, scenario: Scenario) -> str:
     used = [sum(ja.allocation[r] for ja in alloc.jobs.values()) for r in range(len(names))]
     total_tasks = sum(ja.tasks for ja in alloc.jobs.values())
     footer_at = len(rows)
-    rows.append(["total", "", fmt_tasks(total_tasks), *(fmt_number(u) for u in used), ""])
-    rows.append(["utilization", "", "", *(fmt_percent(u) for u in alloc.utilization), ""])
+    blank = [""] if past else []
+    rows.append(["total", "", fmt_tasks(total_tasks), *(fmt_number(u) for u in used), "", *blank])
+    rows.append(["utilization", "", "", *(fmt_percent(u) for u in alloc.utilization), "", *blank])
     return render_table(header, rows, separators=[footer_at])
 
 

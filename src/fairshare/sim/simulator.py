@@ -42,6 +42,7 @@ import gc
 import math
 import random
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from fairshare.engine.events import Event, JobArrived, NodeLost, QueueChanged, TaskFinished, Wake
 from fairshare.engine.preemption import Preemptor
@@ -107,6 +108,8 @@ class Simulator:
         system (a finished job's name is forgotten with it)."""
         if (arrivals is None) != (sink is None):
             raise SimulationError("a streaming run needs both arrivals and a sink")
+        if scenario.usage is not None:  # (the static allocations' history: the run keeps its own, from its start)
+            scenario = replace(scenario, usage=None)
         if arrivals is not None and scenario.jobs:
             raise SimulationError(f"a streaming run takes its jobs from the arrivals; the scenario lists "
                                   f"{len(scenario.jobs)} job(s) too")

@@ -62,6 +62,17 @@ taken in the order of the descent of Alg. 1 (lowest level at every node, then
 ``L_g``, then tree order), each admitted if it fits. Simultaneous admissions go in
 order of their level, then tree order.
 
+History (``FillTree.history``, docs/policies.md "Fairness with memory"). A node with
+past usage ``p`` (an average allocation, ``model/usage.py``) has level
+``max_r (U_r + p_r) / ref_r``: it enters the filling as if it already held ``p``,
+which occupies no capacity (the usage kept per node starts at ``p``; the root, whose
+usage is checked against the capacity, has none). Its level is then piecewise linear
+in its flow with breakpoints where its dominant resource switches; a leaf's switches
+are events too (without history a leaf's usage is proportional to its demand and
+never switches).
+A leaf whose level is held by a resource it does not demand absorbs the flow until
+its demanded resources catch up (the epsilon process picks it every time meanwhile).
+
 Costs: each phase is O(nodes x resources); the number of phases is bounded by the
 number of leaves, resources and dominant-resource switches (see docs/performance.md).
 """
@@ -107,6 +118,9 @@ class FillTree:
     #: an indivisible leaf (a gang): it receives its ``cap_tasks`` at once or nothing
     #: (module docstring, "Gangs")
     gang: list[bool] = field(default_factory=list)
+    #: node index -> its past usage as an average allocation, counted in its level and
+    #: never in the capacity (module docstring, "History"); the root never has one
+    history: dict[int, Vector] = field(default_factory=dict)
 
     def add(self, key: str, parent: int, *, ref: Vector, leaf: bool = False, fifo: bool = False,
             demand: Vector | None = None, cap_tasks: float | None = None, gang: bool = False) -> int:
@@ -176,6 +190,8 @@ class _Filling:
         self.children = tree.children
         self.parent = tree.parent
         self.fifo = tree.fifo
+        assert 0 not in tree.history, "the root's usage is the capacity's: it has no history"
+        self.history = tree.history
         self.dominant = rule.kind == "dominant"
         self.override = rule.dff_override
         if self.override and not self.dominant:
@@ -187,6 +203,8 @@ class _Filling:
         self.order = self._post_order()
 
         self.s = [0.0] * n  # leaf dominant shares (flow units)
+        # per node, what its level is taken of: its usage plus its history
+        # (``FillTree.history``); the root has none, so its usage is the capacity's
         self.usage: list[list[float]] = [[0.0] * m for _ in range(n)]
         self.frozen = [False] * n
         self.live_count = [0] * n  # non-blocked children of internal nodes
@@ -194,6 +212,8 @@ class _Filling:
         self.sat = [False] * m
         if start:
             self._start_from(start)
+        for v, past in self.history.items():  # (from here on a node's usage includes its history)
+            self.usage[v] = [u + p for u, p in zip(self.usage[v], past)]
         self._set_groups(groups)
         # gangs waiting to be admitted (module docstring, "Gangs"), each with L_g
         self.pending_gangs: set[int] = set()
@@ -311,7 +331,10 @@ class _Filling:
         return blocked
 
     def _level_of(self, usage: Sequence[float], v: int) -> float:
-        """Node ``v``'s level (the rule alone) if its usage were ``usage``."""
+        """Node ``v``'s level (the rule alone) if its usage were ``usage`` (its history added)."""
+        past = self.history.get(v) if self.history else None
+        if past is not None:
+            usage = [u + p for u, p in zip(usage, past)]
         if self.dominant:
             return max((usage[r] * k for r, k in self.inv_ref[v]), default=0.0)
         return sum(usage[r] * k for r, k in self.inv_ref[v])
@@ -456,10 +479,12 @@ class _Filling:
         best = math.inf
         for v in self.flowing:
             fv = flow[v]
-            if is_leaf[v]:
+            leaf = is_leaf[v]
+            if leaf:
                 if cap_s[v] < math.inf:
                     best = min(best, max(0.0, (cap_s[v] - s[v]) / fv))
-                continue
+                if not (dominant and v in self.history):
+                    continue  # (a leaf's dominant resource switches only with history)
             # waiting siblings reached by the receiving level
             lr = fv * vrate[v]
             if lr > _TINY:
@@ -484,7 +509,7 @@ class _Filling:
                 gap = cur - u[r] * kr
                 if rr > rk + _TINY and gap > tol:
                     best = min(best, gap / (rr - rk))
-            if override:
+            if override and not leaf:
                 child_rate = fv * vrate[v]
                 above_one = cur > 1.0 or _close(cur, 1.0)
                 if not above_one and rk > _TINY:

@@ -31,11 +31,11 @@ from fairshare.model.cluster import satisfies
 from fairshare.model.jobs import PACK_NODE, Job
 from fairshare.model.resources import fits, within
 from fairshare.model.scenario import Scenario
-from fairshare.policies.base import Policy
+from fairshare.policies.base import Policy, refuse_usage
 from fairshare.policies.machinery.bounds import Phase, bounded_fill, phases
 from fairshare.policies.machinery.filling import FillTree, LevelRule, fill
 from fairshare.policies.machinery.ties import share_key, tie_key
-from fairshare.policies.machinery.tree import per_class
+from fairshare.policies.machinery.tree import add_history, per_class
 
 
 class FillingPolicy(Policy):
@@ -49,17 +49,25 @@ class FillingPolicy(Policy):
     def build_tree(self, scenario: Scenario, respect_counts: bool) -> FillTree:
         raise NotImplementedError
 
-    def allocate(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
+    def tree_with_history(self, scenario: Scenario, respect_counts: bool) -> FillTree:
+        """:meth:`build_tree` with the scenario's past usage in its nodes (``add_history``;
+        refused by the policies without memory)."""
         tree = self.build_tree(scenario, respect_counts)
+        refuse_usage(scenario, self)
+        add_history(tree, scenario)
+        return tree
+
+    def allocate(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
+        tree = self.tree_with_history(scenario, respect_counts)
         if scenario.queues.bounded:  # guarantees and limits: a chain of fills (policies/machinery/bounds.py)
             result = bounded_fill(tree, self.rule, scenario, stop_at_first_saturation=self.stop_at_first_saturation)
         else:
             result = fill(tree, self.rule, stop_at_first_saturation=self.stop_at_first_saturation)
-        notes = constraint_note(scenario)
+        notes = constraint_note(scenario) + history_note(scenario, tree, self.name)
         return build_allocation(scenario, self.name, "divisible", per_class(scenario, result.tasks), notes=notes)
 
     def allocate_discrete(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
-        tree = self.build_tree(scenario, respect_counts)
+        tree = self.tree_with_history(scenario, respect_counts)
         by_class, placement = place_whole_tasks(scenario, tree, self.rule, respect_counts=respect_counts,
                                                 stop_at_first_block=self.stop_at_first_saturation,
                                                 phases=phases(scenario, tree) if scenario.queues.bounded else None)
@@ -75,6 +83,16 @@ def constraint_note(scenario: Scenario) -> tuple[str, ...]:
     if any(cls.constraints for job in scenario.jobs for cls in job.classes):
         return ("placement constraints are ignored on the pooled capacity; use --discrete to honour them",)
     return ()
+
+
+def history_note(scenario: Scenario, tree: FillTree, policy: str) -> tuple[str, ...]:
+    """A flat tree has no queue nodes for ``usage.queues`` to go to: say it was not used."""
+    usage = scenario.usage
+    if usage is None or not any(any(v) for v in usage.queues.values()):
+        return ()
+    if any(not tree.is_leaf[v] for v in range(1, len(tree.keys))):
+        return ()
+    return (f"usage.queues is ignored: policy {policy!r} orders jobs, not queues (only usage.jobs counts)",)
 
 
 def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, respect_counts: bool,
@@ -107,7 +125,8 @@ def place_whole_tasks(scenario: Scenario, tree: FillTree, rule: LevelRule, *, re
         first_fit_ptr[key] = k
         return None
 
-    usage = [[0.0] * m for _ in range(n)]
+    # (usage only sets levels here, so a node's history starts in it: FillTree.history)
+    usage = [list(tree.history.get(v, (0.0,) * m)) for v in range(n)]
     subtree_tasks = [0] * n
     blocked = [False] * n
     live_children = [0] * n

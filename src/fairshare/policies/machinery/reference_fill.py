@@ -46,6 +46,9 @@ def reference_fill(tree: FillTree, rule: LevelRule = LevelRule(), *, epsilon: fl
 
     def raw_level(v: int) -> float:
         u, ref = usage(v), tree.ref[v]
+        past = tree.history.get(v)  # (past usage counts in the level: FillTree.history)
+        if past is not None:
+            u = [x + p for x, p in zip(u, past)]
         if rule.kind == "sum":
             return sum(u[r] / ref[r] for r in range(m) if ref[r] > 0)
         return max((u[r] / ref[r] for r in range(m) if ref[r] > 0), default=0.0)

@@ -74,6 +74,23 @@ def hierarchical_tree(scenario: Scenario, respect_counts: bool,
     return tree, index
 
 
+def add_history(tree: FillTree, scenario: Scenario) -> None:
+    """Give ``tree``'s nodes the scenario's past usage (``FillTree.history``): a leaf its
+    job's, a queue node its subtree's (``PastUsage.queue_totals``: a queue remembers the
+    jobs below it, as the online H-DRF sorter's hidden leaf does). Nodes without history
+    get none, so all-zero usage leaves the filling as it was. Flat trees have no queue
+    nodes: ``usage.queues`` has no node to go to there."""
+    usage = scenario.usage
+    if usage is None:
+        return
+    queues = usage.queue_totals(scenario.jobs, scenario.queues, scenario.m)
+    for v in range(1, len(tree.keys)):  # (node 0, the root, holds the capacity's usage)
+        key = tree.keys[v]
+        past = usage.jobs.get(key) if tree.is_leaf[v] else queues.get(key)
+        if past is not None and any(past):
+            tree.history[v] = past
+
+
 def per_class(scenario: Scenario, composite_tasks: dict[str, float]) -> dict[str, tuple[float, ...]]:
     """Split each job's composite tasks over its classes by its class mix."""
     out = {}
