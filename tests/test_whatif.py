@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -196,3 +197,33 @@ def test_whatif_errors_name_the_flag_and_write_nothing(tmp_path, capsys, argv, m
     assert status == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
+
+
+SWIM = Path(__file__).resolve().parents[2] / "shared" / "traces" / "swim-facebook" / "FB-2009_samples_24_times_1hr_0.tsv"
+HADOOP = Path(__file__).resolve().parent / "data" / "peers" / "hadoop"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "whatif"
+
+
+@pytest.mark.skipif(not SWIM.exists(), reason=f"{SWIM} is absent (../shared/traces holds the project's traces)")
+def test_whatif_on_a_real_trace_under_an_imported_capacity_scheduler_config(tmp_path, capsys):
+    """docs/whatif.md's example, on the trace's first hour: Facebook's 2009 jobs under the
+    queues of Hadoop's TestRMWebServicesCapacitySched, current (capacity) against drf."""
+    history = tmp_path / "fb2009-1h.yaml"
+    assert main(["trace", "convert", "swim", str(SWIM), "--window", ":3600", "--machines", "10",
+                 "-o", str(history), "--quiet"]) == 0
+    jobs = yaml.safe_load(history.read_text())["jobs"]
+    out = tmp_path / "out"
+    status = main(["whatif", "--config", str(HADOOP / "capacity-scheduler-webservices-test.xml"),
+                   "--kind", "yarn-capacity", "--nodes", str(EXAMPLES / "nodes-10.yaml"), "--history", str(history),
+                   "--queue-map", str(EXAMPLES / "swim-queue-map.yaml"), "--policies", "current,drf", "-o", str(out)])
+    printed = capsys.readouterr()
+    assert status == 0, printed.err
+    doc = json.loads((out / "whatif.json").read_text())
+    assert [v["label"] for v in doc["variants"]] == ["current (capacity)", "drf"]
+    mapping = yaml.safe_load((EXAMPLES / "swim-queue-map.yaml").read_text())
+    for variant in doc["variants"]:
+        for size, queue in mapping.items():  # every history job lands in its mapped leaf
+            assert variant["queues"][queue]["jobs"] == sum(1 for j in jobs if j["queue"] == size)
+    queues = list(doc["variants"][0]["queues"])
+    assert {p.name for p in (out / "plots").iterdir()} == {f"queue_{q}.svg" for q in queues} | {"waits.svg"}
+    assert any("unsupported setting root.a.a1.user-limit-factor" in n for n in doc["notes"])
