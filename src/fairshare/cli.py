@@ -619,6 +619,7 @@ def _out_dir(text: str):
 def _simulator(args: argparse.Namespace, scenario, policy, flag: str, *, arrivals=None, out=None):
     """A ready-to-run Simulator; its construction is where a policy refuses online mode.
     With ``arrivals``: a streaming one, writing into ``out`` (``simulate --stream``)."""
+    from fairshare.model import ScenarioError
     from fairshare.model.scenario import PreemptionConfig
     from fairshare.policies.base import PolicyModeError
     from fairshare.sim import SimOptions, SimulationError, Simulator
@@ -641,6 +642,9 @@ def _simulator(args: argparse.Namespace, scenario, policy, flag: str, *, arrival
         raise CLIError(f"{flag}: {exc}") from None
     except SimulationError as exc:
         raise CLIError(f"--until: {exc}") from None
+    except ScenarioError as exc:  # the scenario's settings for this policy (``peers:``, Policy.configured)
+        print(str(exc), file=sys.stderr)
+        raise CLIError(f"{flag}: {exc.summary()}; nothing was computed") from None
 
 
 def _simulate_streaming(args: argparse.Namespace, scenario, policy) -> int:
