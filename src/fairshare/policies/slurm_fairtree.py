@@ -253,8 +253,16 @@ class FairTreeSorter(OnlineSorter):
 class SlurmFairTree(Policy):
     name = "slurm-fairtree"
     hierarchical = True
-    citation = ("Slurm Fair Tree: doc/html/fair_tree.shtml; src/plugins/priority/multifactor/fair_tree.c "
+    citation = ("Slurm 14.11+ Fair Tree: doc/html/fair_tree.shtml; src/plugins/priority/multifactor/fair_tree.c "
                 "(docs/policies.md, Peer baselines)")
+    conformance_exemptions = {
+        "job weights": "Fair Tree ranks associations, not jobs (fair_tree.c): the jobs of one association go by "
+                       "submission (the age factor), whatever their weight",
+        "queue weights": "Fair Tree orders by LF = S / U of decayed past usage (fair_tree.shtml, Level Fairshare): "
+                         "the first-ranked association takes every free slot until its usage lowers its LF, so "
+                         "the split at an instant swings around the shares instead of holding 3 : 1",
+        "static limit": "Fair Tree has no static allocation to converge to: it ranks past usage "
+                        "(fair_tree.shtml); allocate refuses"}
 
     def __init__(self) -> None:
         self.settings = FairTreeSettings()

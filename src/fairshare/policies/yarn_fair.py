@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from fairshare.model.queues import QueueTree
 from fairshare.model.resources import Vector
 from fairshare.model.scenario import Scenario
-from fairshare.policies.machinery.peers import PeerSettings, RankedTreeSorter
+from fairshare.policies.machinery.peers import PeerSettings, RankedTreeSorter, with_fifo
 from fairshare.policies.machinery.progressive import FillingPolicy
 from fairshare.policies.machinery.tree import hierarchical_tree
 from fairshare.policies.online import OnlineJob
@@ -200,8 +200,11 @@ class YarnFair(FillingPolicy):
     name = "yarn-fair"
     hierarchical = True
     share_is_usage_over_capacity = True
-    citation = ("Apache Hadoop YARN FairScheduler: FSParentQueue/FSLeafQueue, FairSharePolicy, "
+    citation = ("Apache Hadoop 3 YARN FairScheduler: FSParentQueue/FSLeafQueue, FairSharePolicy, "
                 "DominantResourceFairnessPolicy, FifoPolicy (docs/policies.md, Peer baselines)")
+    conformance_exemptions = {
+        "allocation weights": "YARN's default policy, fair, compares memory alone (FairSharePolicy): two jobs "
+                              "using CPU and no memory are not told apart by their weights"}
 
     def __init__(self) -> None:
         self.settings = YarnSettings()
@@ -212,8 +215,23 @@ class YarnFair(FillingPolicy):
         return policy
 
     def build_tree(self, scenario, respect_counts):
-        # the static form and the preemption's fair shares (module docstring)
-        return hierarchical_tree(scenario, respect_counts)[0]
+        """The static form (and the preemption's fair shares): the bounded fill where each
+        node is measured as its parent's policy measures it, ``fair`` on memory alone
+        (its reference is ``weight x`` the memory capacity), ``drf`` on every resource,
+        ``fifo`` in submission order (module docstring)."""
+        settings = read_settings(scenario)  # (``allocate`` is given the scenario, not ``configured``)
+        memory = settings.memory if settings.memory is not None else memory_index(scenario.resources, None)
+        queue_of = {job.name: job.queue for job in scenario.jobs}
+        parent_of = {node.path: node.parent for node in scenario.queues}
+        fifo = [node.path for node in scenario.queues if settings.policy_of(scenario.queues, node.path) == "fifo"]
+
+        def ref_of(key: str, weight: float) -> Vector:
+            parent = queue_of[key] if key in queue_of else parent_of[key]
+            if settings.policy_of(scenario.queues, parent) == "drf":
+                return tuple(weight * c for c in scenario.capacity)
+            return tuple(weight * c if r == memory else 0.0 for r, c in enumerate(scenario.capacity))
+
+        return hierarchical_tree(with_fifo(scenario, fifo), respect_counts, ref_of=ref_of)[0]
 
     def online(self, resources, queues, capacity, *, slots_total=1, nodes=None):
         memory = self.settings.memory

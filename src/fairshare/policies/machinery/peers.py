@@ -25,6 +25,7 @@ from typing import Any
 
 from fairshare.model.errors import FieldError, ScenarioError
 from fairshare.model.queues import ROOT, QueueTree
+from fairshare.model.scenario import Scenario
 from fairshare.model.resources import Vector
 from fairshare.policies.online import OnlineJob, OnlineSorter, Runnable
 
@@ -115,6 +116,16 @@ class PeerSettings:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+
+
+def with_fifo(scenario: Scenario, fifo: Iterable[str]) -> Scenario:
+    """``scenario`` with the queues ``fifo`` ordering their jobs by submission (``order:
+    fifo``): a peer's FIFO queues, for the static fill (``machinery/tree.py``)."""
+    from dataclasses import replace
+
+    fifo = set(fifo)
+    nodes = {node.path: replace(node, order="fifo") if node.path in fifo else node for node in scenario.queues}
+    return replace(scenario, queues=QueueTree(nodes))
 
 
 def subtree_usage(queues: QueueTree, jobs: Iterable[OnlineJob], m: int) -> dict[str, list[float]]:
