@@ -227,7 +227,7 @@ class KueueSorter(OnlineSorter):
         super().set_capacity(capacity)
         self.quota = QuotaTree(self.queues, self.resources, self.capacity, self.settings)
 
-    def _own_usage(self) -> dict[str, list[float]]:
+    def own_usage(self) -> dict[str, list[float]]:
         own: dict[str, list[float]] = {}
         for job in self.jobs.values():
             row = own.setdefault(job.queue, [0.0] * self.m)
@@ -251,7 +251,7 @@ class KueueSorter(OnlineSorter):
                                        self.queues[path].weight)
 
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
-        usage = self.quota.usages(self._own_usage())
+        usage = self.quota.usages(self.own_usage())
         heads: dict[str, OnlineJob | None] = {}  # queue -> its candidate (None: blocked)
         for job in self.jobs.values():  # (creation order)
             if not job.demanding or job.queue in heads:
