@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
 from fairshare.model.scenario import Scenario
-from fairshare.policies.machinery.peers import PeerSettings, with_fifo
+from fairshare.policies.machinery.peers import PeerBaseline, PeerSettings, with_fifo
 from fairshare.policies.machinery.progressive import FillingPolicy
 from fairshare.policies.machinery.tree import hierarchical_tree
 from fairshare.policies.online import OnlineJob, OnlineSorter, Runnable
@@ -294,7 +294,7 @@ class KueueSorter(OnlineSorter):
         return dict(self._drs)
 
 
-class Kueue(FillingPolicy):
+class Kueue(PeerBaseline, FillingPolicy):
     name = "kueue"
     hierarchical = True
     share_is_usage_over_capacity = True
@@ -310,13 +310,8 @@ class Kueue(FillingPolicy):
                         "rescaling: the naive descent of H-DRF Sec. 3.3 (Fig. 4: n1,1 takes every CPU, 1.0 "
                         "against 0.5, as a ClusterQueue holding the GPUs has DRS 1.0)"}
 
-    def __init__(self) -> None:
-        self.settings = KueueSettings()
-
-    def configured(self, scenario):
-        policy = Kueue()
-        policy.settings = read_settings(scenario)
-        return policy
+    settings_type = KueueSettings
+    read_settings = staticmethod(read_settings)
 
     def build_tree(self, scenario, respect_counts):
         """The static form (and the preemption's fair shares): the bounded fill with every

@@ -51,7 +51,7 @@ from fairshare.model.resources import Vector
 from fairshare.model.scenario import Scenario
 from fairshare.policies.base import Policy, PolicyModeError
 from fairshare.policies.machinery.decay import DecayLedger
-from fairshare.policies.machinery.peers import PeerSettings
+from fairshare.policies.machinery.peers import PeerBaseline, PeerSettings
 from fairshare.policies.machinery.ties import share_key
 from fairshare.policies.online import OnlineSorter, Runnable
 
@@ -250,7 +250,7 @@ class FairTreeSorter(OnlineSorter):
         return dict(self.factor)
 
 
-class SlurmFairTree(Policy):
+class SlurmFairTree(PeerBaseline, Policy):
     name = "slurm-fairtree"
     hierarchical = True
     citation = ("Slurm 14.11+ Fair Tree: doc/html/fair_tree.shtml; src/plugins/priority/multifactor/fair_tree.c "
@@ -264,13 +264,8 @@ class SlurmFairTree(Policy):
         "static limit": "Fair Tree has no static allocation to converge to: it ranks past usage "
                         "(fair_tree.shtml); allocate refuses"}
 
-    def __init__(self) -> None:
-        self.settings = FairTreeSettings()
-
-    def configured(self, scenario):
-        policy = SlurmFairTree()
-        policy.settings = read_settings(scenario)
-        return policy
+    settings_type = FairTreeSettings
+    read_settings = staticmethod(read_settings)
 
     def allocate(self, scenario, *, respect_counts=False):
         raise PolicyModeError(f"policy {self.name!r} has no static allocation: Fair Tree ranks associations by "

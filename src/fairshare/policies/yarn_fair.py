@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from fairshare.model.queues import QueueTree
 from fairshare.model.resources import Vector
 from fairshare.model.scenario import Scenario
-from fairshare.policies.machinery.peers import PeerSettings, RankedTreeSorter, with_fifo
+from fairshare.policies.machinery.peers import PeerBaseline, PeerSettings, RankedTreeSorter, with_fifo
 from fairshare.policies.machinery.progressive import FillingPolicy
 from fairshare.policies.machinery.tree import hierarchical_tree
 from fairshare.policies.online import OnlineJob
@@ -196,7 +196,7 @@ class YarnFairSorter(RankedTreeSorter):
         return [key for *_, key in keyed]
 
 
-class YarnFair(FillingPolicy):
+class YarnFair(PeerBaseline, FillingPolicy):
     name = "yarn-fair"
     hierarchical = True
     share_is_usage_over_capacity = True
@@ -206,13 +206,8 @@ class YarnFair(FillingPolicy):
         "allocation weights": "YARN's default policy, fair, compares memory alone (FairSharePolicy): two jobs "
                               "using CPU and no memory are not told apart by their weights"}
 
-    def __init__(self) -> None:
-        self.settings = YarnSettings()
-
-    def configured(self, scenario):
-        policy = YarnFair()
-        policy.settings = read_settings(scenario)
-        return policy
+    settings_type = YarnSettings
+    read_settings = staticmethod(read_settings)
 
     def build_tree(self, scenario, respect_counts):
         """The static form (and the preemption's fair shares): the bounded fill where each

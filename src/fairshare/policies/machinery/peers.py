@@ -21,13 +21,31 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from fairshare.model.errors import FieldError, ScenarioError
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.scenario import Scenario
 from fairshare.model.resources import Vector
 from fairshare.policies.online import OnlineJob, OnlineSorter, Runnable
+
+
+class PeerBaseline:
+    """What a peer baseline policy adds to ``Policy``: its settings, read from the
+    scenario's ``peers:`` by :meth:`configured` (``Policy.configured``) with
+    ``read_settings``; the peer's defaults (``settings_type()``) until then."""
+
+    settings_type: ClassVar[type]
+    #: ``read_settings(scenario)``: the checked settings (raises ``ScenarioError``)
+    read_settings: ClassVar[Callable[[Scenario], Any]]
+
+    def __init__(self) -> None:
+        self.settings = self.settings_type()
+
+    def configured(self, scenario: Scenario):
+        policy = type(self)()
+        policy.settings = type(self).read_settings(scenario)
+        return policy
 
 
 class PeerSettings:
