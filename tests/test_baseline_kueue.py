@@ -199,3 +199,18 @@ def test_bad_settings_are_named_by_path(peers, path):
     with pytest.raises(ScenarioError) as info:
         make_policy("kueue").configured(two_teams(peers))
     assert path in info.value.paths
+
+
+def test_fair_sharing_splits_only_the_borrowable_quota():
+    # docs/policies.md "How the peers differ": A's nominal quota is 6 of 10 CPUs, B has
+    # none, equal weights, both want everything. DRS: A (u_A - 6) / 10, B u_B / 10; equal
+    # borrowing at u_A - 6 = u_B with u_A + u_B = 10: A 8, B 2. (hdrf: equal shares above
+    # the floor, A 6 and B 4)
+    doc = {"resources": ["cpu"], "cluster": {"nodes": [{"name": "n", "capacity": {"cpu": 10}}]},
+           "queues": [{"name": "a", "guarantee": {"cpu": 6}}, {"name": "b"}],
+           "jobs": [{"name": name, "queue": name, "submit": 0,
+                     "tasks": [{"count": 200, "demand": {"cpu": 1}, "duration": 10}]} for name in ("a", "b")]}
+    result = simulate(parse_scenario(doc), "kueue", SimOptions(until=50))
+    assert queue_running(result, "a", 45) == 8 and queue_running(result, "b", 45) == 2
+    hdrf = simulate(parse_scenario(doc), "hdrf", SimOptions(until=50))
+    assert queue_running(hdrf, "a", 45) == 6 and queue_running(hdrf, "b", 45) == 4
