@@ -199,7 +199,8 @@ class YarnFairSorter(RankedTreeSorter):
 class YarnFair(PeerBaseline, FillingPolicy):
     name = "yarn-fair"
     hierarchical = True
-    share_is_usage_over_capacity = True
+    # (amounts are compared with absolute min shares / quotas: a constrained job's usage is
+    # reported as it is, not normalised to its eligible capacity)
     citation = ("Apache Hadoop 3 YARN FairScheduler: FSParentQueue/FSLeafQueue, FairSharePolicy, "
                 "DominantResourceFairnessPolicy, FifoPolicy (docs/policies.md, Peer baselines)")
     conformance_exemptions = {
