@@ -56,10 +56,10 @@ from dataclasses import dataclass, field
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
 from fairshare.model.scenario import Scenario
-from fairshare.policies.machinery.peers import PeerBaseline, PeerSettings, with_fifo
+from fairshare.policies.machinery.peers import PeerBaseline, PeerSettings, RankedTreeSorter, with_fifo
 from fairshare.policies.machinery.progressive import FillingPolicy
 from fairshare.policies.machinery.tree import hierarchical_tree
-from fairshare.policies.online import OnlineJob, OnlineSorter, Runnable
+from fairshare.policies.online import OnlineJob, Runnable
 
 KEYS = ("cluster_queues", "lending_limit", "borrowing_limit", "preemption", "queueing_strategy", "fair_sharing")
 STRATEGIES = ("StrictFIFO", "BestEffortFIFO")
@@ -210,7 +210,7 @@ def dominant_resource_share(usage: Vector, request: Vector, subtree_quota: Vecto
     return best / weight
 
 
-class KueueSorter(OnlineSorter):
+class KueueSorter(RankedTreeSorter):
     """Kueue's admission per decision: each ClusterQueue's candidate (its first job by
     creation that fits its quota and can run; ``StrictFIFO``: its head only), then the
     cohort tournament by DRS after admission (or, without fair sharing, "not borrowing"
@@ -228,11 +228,14 @@ class KueueSorter(OnlineSorter):
         self.quota = QuotaTree(self.queues, self.resources, self.capacity, self.settings)
 
     def own_usage(self) -> dict[str, list[float]]:
-        own: dict[str, list[float]] = {}
-        for job in self.jobs.values():
-            row = own.setdefault(job.queue, [0.0] * self.m)
-            for r in range(self.m):
-                row[r] += job.usage[r]
+        """Each queue's own jobs' usage (its subtree's less its children's)."""
+        usage, own = self.usage, {}
+        for node in self.queues:
+            row = list(usage[node.path])
+            for child in node.children:
+                for r in range(self.m):
+                    row[r] -= usage[child][r]
+            own[node.path] = [max(0.0, x) for x in row]
         return own
 
     def fits_quota(self, job: OnlineJob, usage: dict[str, list[float]]) -> bool:
@@ -252,16 +255,14 @@ class KueueSorter(OnlineSorter):
 
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
         usage = self.quota.usages(self.own_usage())
-        heads: dict[str, OnlineJob | None] = {}  # queue -> its candidate (None: blocked)
-        for job in self.jobs.values():  # (creation order)
-            if not job.demanding or job.queue in heads:
-                continue
-            strict = job.queue in self.settings.strict_fifo
-            if self.fits_quota(job, usage) and runnable(job.name):
-                heads[job.queue] = job
-            elif strict:
-                heads[job.queue] = None  # the head blocks its ClusterQueue
-        heads = {q: job for q, job in heads.items() if job is not None}
+        heads: dict[str, OnlineJob] = {}  # queue -> its candidate
+        for queue, waiting in self.waiting.items():
+            for job in waiting.values():  # (creation order)
+                if self.fits_quota(job, usage) and runnable(job.name):
+                    heads[queue] = job
+                    break
+                if queue in self.settings.strict_fifo:
+                    break  # the head blocks its ClusterQueue
         if not heads:
             return None
         if not self.settings.fair_sharing:

@@ -8,13 +8,13 @@ once as a :class:`~fairshare.model.errors.ScenarioError` whose paths are
 documented default (each policy's docstring names it).
 
 :class:`RankedTreeSorter` is the online seam for a policy that, like its peer, compares
-queues with a comparator rather than a share that one incremental structure can keep:
-for every decision it sums each queue's usage from its jobs (O(jobs x depth)), lets the
-policy order each queue's demanding children (:meth:`RankedTreeSorter.order`), and
-descends depth-first to the first job that can run, as FairScheduler's
-``FSParentQueue.assignContainer`` and Kueue's cohort tournament do. The peers recompute
-their order per scheduling pass too; these baselines favour being read against the
-peer's code over speed (docs/policies.md, "Peer baselines").
+queues with a comparator rather than a share that one heap can keep: it keeps each
+queue's usage and demanding jobs as the events come, and for every decision lets the
+policy sort each queue's demanding children (:meth:`RankedTreeSorter.order`) on its way
+down, depth-first, to the first job that can run, as FairScheduler's
+``FSParentQueue.assignContainer`` does. The peers sort per scheduling pass too; these
+baselines favour being read against the peer's code over speed (docs/policies.md,
+"Peer baselines").
 """
 
 from __future__ import annotations
@@ -146,64 +146,83 @@ def with_fifo(scenario: Scenario, fifo: Iterable[str]) -> Scenario:
     return replace(scenario, queues=QueueTree(nodes))
 
 
-def subtree_usage(queues: QueueTree, jobs: Iterable[OnlineJob], m: int) -> dict[str, list[float]]:
-    """Every queue's usage: the sum of what the jobs in its subtree hold."""
-    usage = {node.path: [0.0] * m for node in queues}
-    for job in jobs:
-        path: str | None = job.queue
-        while path is not None:
-            row = usage[path]
-            for r in range(m):
-                row[r] += job.usage[r]
-            path = queues[path].parent
-    return usage
-
-
-def subtree_demanding(queues: QueueTree, jobs: Iterable[OnlineJob]) -> set[str]:
-    """The queues with a demanding job in their subtree."""
-    out: set[str] = set()
-    for job in jobs:
-        if job.demanding:
-            path: str | None = job.queue
-            while path is not None and path not in out:
-                out.add(path)
-                path = queues[path].parent
-    return out
-
-
 class RankedTreeSorter(OnlineSorter):
-    """Per decision: every queue's usage, then a depth-first descent in the order
-    :meth:`order` gives each queue's demanding children (queue paths and job names),
-    to the first job that can run (module docstring)."""
+    """Per decision a depth-first descent in the order :meth:`order` gives each queue's
+    demanding children (queue paths and job names), to the first job that can run
+    (module docstring). Each queue's usage and demanding jobs are kept as the events
+    come (O(depth x m) per task start or end), so a decision costs the sorting of the
+    queues it descends through."""
 
     def __init__(self, resources: int, queues: QueueTree, capacity: Vector):
         super().__init__(resources, queues, capacity)
-        self.usage: dict[str, list[float]] = {}
-        self._last: dict[str, float] = {}
+        #: every queue's usage: what the jobs of its subtree hold
+        self.usage: dict[str, list[float]] = {node.path: [0.0] * resources for node in queues}
+        #: every queue's demanding jobs in its subtree
+        self.demanding_below: dict[str, int] = {node.path: 0 for node in queues}
+        #: every queue's own demanding jobs, in arrival order
+        self.waiting: dict[str, dict[str, OnlineJob]] = {node.path: {} for node in queues}
+
+    def _path_up(self, queue: str):
+        path: str | None = queue
+        while path is not None:
+            yield path
+            path = self.queues[path].parent
+
+    def _demand(self, job: OnlineJob, sign: int) -> None:
+        for path in self._path_up(job.queue):
+            self.demanding_below[path] += sign
+        mine = self.waiting[job.queue]
+        if sign < 0:
+            del mine[job.name]
+            return
+        last = next(reversed(mine), None)
+        mine[job.name] = job
+        if last is not None and mine[last].order > job.order:  # (demands again: back to its place)
+            self.waiting[job.queue] = dict(sorted(mine.items(), key=lambda kv: kv[1].order))
+
+    def _use(self, job: OnlineJob, demand: Vector, sign: float) -> None:
+        for path in self._path_up(job.queue):
+            row = self.usage[path]
+            for r, d in enumerate(demand):
+                row[r] = max(0.0, row[r] + sign * d)
+
+    def add_job(self, name, queue, weight, demand):
+        super().add_job(name, queue, weight, demand)
+        self._demand(self.jobs[name], +1)
+
+    def remove_job(self, name):
+        job = self.jobs[name]
+        if job.demanding:
+            self._demand(job, -1)
+        self._use(job, job.usage, -1.0)
+        super().remove_job(name)
+
+    def allocated(self, name, demand, now=0.0):
+        super().allocated(name, demand, now)
+        self._use(self.jobs[name], demand, +1.0)
+
+    def released(self, name, demand, now=0.0):
+        super().released(name, demand, now)
+        self._use(self.jobs[name], demand, -1.0)
+
+    def set_demanding(self, name, demanding):
+        job = self.jobs[name]
+        if job.demanding != demanding:
+            super().set_demanding(name, demanding)
+            self._demand(job, +1 if demanding else -1)
 
     def order(self, parent: str, queues: list[str], jobs: list[OnlineJob]) -> list[str]:
         """``parent``'s demanding children, queues and jobs, best first."""
         raise NotImplementedError
 
-    def admissible(self, job: OnlineJob) -> bool:
-        """Whether the peer would start ``job``'s next task now, placement aside (Kueue's
-        quota check); the default: always."""
-        return True
-
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
-        self.usage = subtree_usage(self.queues, self.jobs.values(), self.m)
-        demanding = subtree_demanding(self.queues, self.jobs.values())
-        jobs_in: dict[str, list[OnlineJob]] = {}
-        for job in self.jobs.values():  # (arrival order)
-            if job.demanding:
-                jobs_in.setdefault(job.queue, []).append(job)
+        demanding, waiting = self.demanding_below, self.waiting
 
         def descend(path: str) -> str | None:
-            kids = [c for c in self.queues[path].children if c in demanding]
-            for key in self.order(path, kids, jobs_in.get(path, [])):
+            kids = [c for c in self.queues[path].children if demanding[c]]
+            for key in self.order(path, kids, list(waiting[path].values())):
                 if key in self.jobs:
-                    job = self.jobs[key]
-                    if self.admissible(job) and runnable(key):
+                    if runnable(key):
                         return key
                     continue
                 found = descend(key)
@@ -211,4 +230,4 @@ class RankedTreeSorter(OnlineSorter):
                     return found
             return None
 
-        return descend(ROOT) if ROOT in demanding else None
+        return descend(ROOT) if demanding[ROOT] else None
