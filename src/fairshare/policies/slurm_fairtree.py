@@ -188,6 +188,7 @@ class FairTreeSorter(OnlineSorter):
         self.factor: dict[str, float] = {}
         self.level: dict[str, float] = {}
         self._ranked_at: float | None = None
+        self._queue: list[str] | None = None  # demanding jobs, best first (``pick``)
 
     def association_of(self, queue: str) -> str:
         return queue if not self.queues[queue].children and queue != ROOT else queue + OWN_JOBS
@@ -214,6 +215,10 @@ class FairTreeSorter(OnlineSorter):
         super().add_job(name, queue, weight, demand)
         self._ranked_at = None  # (a job in an inner queue may add its association)
 
+    def set_demanding(self, name, demanding):
+        super().set_demanding(name, demanding)
+        self._queue = None
+
     def tree(self, now: float) -> Association:
         """The association tree with every usage decayed to ``now``."""
         with_jobs = {job.queue for job in self.jobs.values() if self.queues[job.queue].children or job.queue == ROOT}
@@ -235,14 +240,20 @@ class FairTreeSorter(OnlineSorter):
         if self._ranked_at != now:
             self._ranked_at = now
             self.factor, self.level = fair_tree_ranks(self.tree(now))
+            self._queue = None
 
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
         self.rank(now)
-        factor = self.factor
-        keyed = sorted((-factor.get(self.association_of(job.queue), 0.0), job.order, job.name)
-                       for job in self.jobs.values() if job.demanding)
-        for *_key, name in keyed:
-            if runnable(name):
+        if self._queue is None:
+            # the priority queue, sorted once per ranking or change of the demanding set
+            factor = self.factor
+            self._queue = [name for *_key, name in sorted(
+                (-factor.get(self.association_of(job.queue), 0.0), job.order, job.name)
+                for job in self.jobs.values() if job.demanding)]
+        jobs = self.jobs
+        for name in self._queue:
+            job = jobs.get(name)
+            if job is not None and job.demanding and runnable(name):
                 return name
         return None
 
