@@ -214,3 +214,26 @@ def test_fair_sharing_splits_only_the_borrowable_quota():
     assert queue_running(result, "a", 45) == 8 and queue_running(result, "b", 45) == 2
     hdrf = simulate(parse_scenario(doc), "hdrf", SimOptions(until=50))
     assert queue_running(hdrf, "a", 45) == 6 and queue_running(hdrf, "b", 45) == 4
+
+
+@pytest.mark.parametrize("c2_weight, first", [(1, "ja2"), (3, "jb")])
+def test_hierarchical_cohorts_compare_cohorts_by_their_drs(c2_weight, first):
+    # root -> c1 (a1, a2: nominal 2 CPUs each), c2 (b: nominal 2); 12 CPUs, the root owns
+    # the 6 unclaimed. Lendable (the parent's subtree quota, calculateLendable): c1 4,
+    # root 6 + 4 + 2 = 12. a1 holds 4, a2 0, b 3; every request 1 CPU.
+    # Within c1: a1 (4+1-2)/4 = 0.75, a2 borrows nothing: 0; a2 is c1's candidate.
+    # At the root: c1 (4+1-4)/12 = 0.083 against c2 (3+1-2)/12 = 0.167: a2 first;
+    # with c2's weight 3, 0.167 / 3 = 0.056: b first
+    doc = {"resources": ["cpu"], "cluster": {"nodes": [{"name": "n", "capacity": {"cpu": 12}}]},
+           "queues": [{"name": "c1", "children": [{"name": "a1", "guarantee": {"cpu": 2}},
+                                                  {"name": "a2", "guarantee": {"cpu": 2}}]},
+                      {"name": "c2", "weight": c2_weight, "children": [{"name": "b", "guarantee": {"cpu": 2}}]}],
+           "jobs": []}
+    sc = parse_scenario(doc)
+    sorter = make_policy("kueue").configured(sc).online(sc.resources, sc.queues, sc.capacity)
+    for name, queue, held in (("ja1", "c1.a1", 4), ("ja2", "c1.a2", 0), ("jb", "c2.b", 3)):
+        sorter.add_job(name, queue, 1.0, (1.0,))
+        for _ in range(held):
+            sorter.allocated(name, (1.0,))
+    assert sorter.pick(lambda name: True) == first
+    assert sorter.shares()["c1.a1"] == pytest.approx(0.75) and sorter.shares()["c1.a2"] == 0.0
