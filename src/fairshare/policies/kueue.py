@@ -298,8 +298,8 @@ class KueueSorter(RankedTreeSorter):
 class Kueue(PeerBaseline, FillingPolicy):
     name = "kueue"
     hierarchical = True
-    # (amounts are compared with absolute min shares / quotas: a constrained job's usage is
-    # reported as it is, not normalised to its eligible capacity)
+    # share_is_usage_over_capacity stays False: usage is compared with absolute amounts (min
+    # shares, quotas), so a constrained job's is reported as it is, not normalised
     citation = ("Kueue v1beta1 (kubernetes-sigs/kueue): pkg/cache resource_node.go (quota, borrowing, lending), "
                 "fair_sharing.go (DRS); docs concepts/fair_sharing.md (docs/policies.md, Peer baselines)")
     conformance_exemptions = {

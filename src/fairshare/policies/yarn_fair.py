@@ -199,8 +199,8 @@ class YarnFairSorter(RankedTreeSorter):
 class YarnFair(PeerBaseline, FillingPolicy):
     name = "yarn-fair"
     hierarchical = True
-    # (amounts are compared with absolute min shares / quotas: a constrained job's usage is
-    # reported as it is, not normalised to its eligible capacity)
+    # share_is_usage_over_capacity stays False: usage is compared with absolute amounts (min
+    # shares, quotas), so a constrained job's is reported as it is, not normalised
     citation = ("Apache Hadoop 3 YARN FairScheduler: FSParentQueue/FSLeafQueue, FairSharePolicy, "
                 "DominantResourceFairnessPolicy, FifoPolicy (docs/policies.md, Peer baselines)")
     conformance_exemptions = {
