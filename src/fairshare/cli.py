@@ -664,6 +664,7 @@ def _out_dir(text: str):
 def _simulator(args: argparse.Namespace, scenario, policy, flag: str, *, arrivals=None, out=None):
     """A ready-to-run Simulator; its construction is where a policy refuses online mode.
     With ``arrivals``: a streaming one, writing into ``out`` (``simulate --stream``)."""
+    from fairshare.model import ScenarioError
     from fairshare.model.scenario import PreemptionConfig
     from fairshare.policies.base import PolicyModeError
     from fairshare.sim import SimOptions, SimulationError, Simulator
@@ -686,6 +687,8 @@ def _simulator(args: argparse.Namespace, scenario, policy, flag: str, *, arrival
         raise CLIError(f"{flag}: {exc}") from None
     except SimulationError as exc:
         raise CLIError(f"--until: {exc}") from None
+    except ScenarioError as exc:
+        raise _settings_error(exc, args, flag) from None
 
 
 def _simulate_streaming(args: argparse.Namespace, scenario, policy) -> int:
@@ -844,15 +847,29 @@ def _policy_errors(args: argparse.Namespace) -> Iterator[None]:
     from fairshare.policies import UnknownPolicyError
     from fairshare.policies.base import PolicyModeError
 
+    from fairshare.model import ScenarioError
+
     flag = f"--policy {args.policy}" + (" --discrete" if args.discrete else "")
     try:
         yield
     except PolicyModeError as exc:
         raise CLIError(f"{flag}: {exc}") from None
+    except ScenarioError as exc:
+        raise _settings_error(exc, args, flag) from None
     except UnknownPolicyError as exc:
         raise CLIError(f"--policy: {exc}") from None
     except NotImplementedError:
         raise CLIError(f"--policy {args.policy}: not implemented in this build yet", EXIT_INTERNAL) from None
+
+
+def _settings_error(exc, args: argparse.Namespace, flag: str) -> CLIError:
+    """The scenario's settings for the policy were refused (``peers:``, read by
+    ``Policy.configured``): each problem on its own line, as the loader prints them."""
+    from fairshare.model import ScenarioError
+
+    named = ScenarioError(exc.errors, _display_name(args.scenario))
+    print(str(named), file=sys.stderr)
+    return CLIError(f"{flag}: {named.summary()}; nothing was computed")
 
 
 def load_scenario_argument(argument: str):

@@ -142,6 +142,7 @@ def engine_for(policy: Policy, sc: Scenario, nodes: tuple[Node, ...], heap: Even
     executor. Task durations are 1-5 s drawn from ``random.Random(seed)`` in launch
     order unless ``duration(launch, rng)`` says otherwise."""
     executor = AccountingExecutor(nodes, heap, duration or (lambda launch, rng: float(rng.randint(1, 5))), seed)
+    policy = policy.configured(sc)
     preemptor = None if sc.preemption is None else Preemptor(sc.preemption, policy, sc.resources)
     half_life = sc.fairness.half_life if sc.fairness else 0.0
     return Engine(Scheduler(sc.resources, nodes, sc.queues, policy, half_life=half_life), executor,

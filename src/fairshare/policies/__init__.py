@@ -15,15 +15,20 @@ from fairshare.policies.dff import DFF
 from fairshare.policies.drf import DRF
 from fairshare.policies.fifo import FIFO
 from fairshare.policies.hdrf import HDRF
+from fairshare.policies.kueue import Kueue
 from fairshare.policies.naive import CapacityScheduler, NaiveHDRF
 from fairshare.policies.slots import Slots
 from fairshare.policies.slowdown import Slowdown
+from fairshare.policies.slurm_fairtree import SlurmFairTree
 from fairshare.policies.timefair import TimeFair
+from fairshare.policies.yarn_fair import YarnFair
 
 REGISTRY: dict[str, type[Policy]] = {
     cls.name: cls
     for cls in (DRF, AssetFairness, CEEI, HDRF, NaiveHDRF, CapacityScheduler, Collapsed, DFF,
-                Slowdown, TimeFair, Slots, SingleResourceFair, FIFO)
+                Slowdown, TimeFair, Slots, SingleResourceFair, FIFO,
+                # the peer baselines (docs/policies.md, "Peer baselines")
+                YarnFair, Kueue, SlurmFairTree)
 }
 
 

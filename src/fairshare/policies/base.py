@@ -117,6 +117,14 @@ class Policy(ABC):
         """Constructor arguments, for reports (scikit-learn's ``get_params``)."""
         return {}
 
+    def configured(self, scenario: Scenario) -> Policy:
+        """This policy with the settings it reads from ``scenario`` beyond its queues and
+        jobs: the peer baselines read their section of ``peers:`` here (docs/policies.md,
+        "Peer baselines"), raising ``ScenarioError`` with every bad ``peers.<peer>.<key>``.
+        The runtimes call it where they build a scheduler from a scenario (the simulator,
+        the conformance driver); the default is the policy itself, unchanged."""
+        return self
+
     @abstractmethod
     def allocate(self, scenario: Scenario, *, respect_counts: bool = False) -> Allocation:
         """Exact divisible static allocation on the pooled capacity."""

@@ -117,6 +117,8 @@ class Simulator:
         if options.until is not None and not (options.until >= 0 and math.isfinite(options.until)):
             raise SimulationError(f"until must be a finite number >= 0, got {options.until}")
         self.scenario = scenario
+        # the policy with the scenario's own settings for it (``peers:``, Policy.configured)
+        policy = policy.configured(scenario)
         self.policy = policy
         self.options = options
         self.progress = progress
