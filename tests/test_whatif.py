@@ -227,3 +227,49 @@ def test_whatif_on_a_real_trace_under_an_imported_capacity_scheduler_config(tmp_
     queues = list(doc["variants"][0]["queues"])
     assert {p.name for p in (out / "plots").iterdir()} == {f"queue_{q}.svg" for q in queues} | {"waits.svg"}
     assert any("unsupported setting root.a.a1.user-limit-factor" in n for n in doc["notes"])
+
+
+PEERS = Path(__file__).resolve().parent / "data" / "peers"
+
+
+@pytest.mark.parametrize("kind, config, baseline, demand", [
+    # (the YARN docs example limits its queues to 0 vcores: memory-only tasks; the Kueue
+    # doc example gives quota on cpu only, so a memory request is never admitted)
+    ("yarn-fair", "hadoop/fair-scheduler-docs-example.xml", "yarn-fair", {"cpu": 0, "memory": 1}),
+    ("yarn-capacity", "hadoop/capacity-scheduler-webservices-test.xml", "capacity", {"cpu": 1, "memory": 1}),
+    ("kueue", "kueue/borrowing-limit.yaml", "kueue", {"cpu": 1, "memory": 0}),
+    ("slurm", "slurm/fair_tree_assoc.txt", "slurm-fairtree", {"cpu": 1, "memory": 1}),
+    ("yunikorn", "yunikorn/queue-config-namespaces.yaml", "hdrf", {"cpu": 1, "memory": 1}),
+])
+def test_whatif_runs_each_importers_baseline_as_current(tmp_path, capsys, kind, config, baseline, demand):
+    """Every config kind: the peers' own example imported, one small job per leaf queue,
+    replayed under the kind's baseline as `current` and under drf."""
+    from fairshare.importers import KINDS, ClusterSize
+
+    cluster = {"cpu": 100.0, "memory": 1000.0}
+    imported = KINDS[kind].read([str(PEERS / config)], ClusterSize(cluster))
+    assert imported.policy == baseline
+
+    def leaves(entries, prefix=""):
+        for e in entries:
+            path = prefix + e["name"]
+            if e.get("children"):
+                yield from leaves(e["children"], path + ".")
+            else:
+                yield path
+
+    paths = list(leaves(imported.queues))
+    jobs = [job(f"j{k}", path, submit=k, count=3, **demand) for k, path in enumerate(paths)]
+    history = tmp_path / "history.yaml"
+    history.write_text(yaml.safe_dump({"jobs": jobs}))
+    out = tmp_path / "out"
+    status = main(["whatif", "--config", str(PEERS / config), "--kind", kind, "--cluster", "cpu=100,memory=1000",
+                   "--history", str(history), "--policies", "current,drf", "-o", str(out)])
+    printed = capsys.readouterr()
+    assert status == 0, printed.err
+    doc = json.loads((out / "whatif.json").read_text())
+    assert doc["base"] == f"current ({baseline})" and doc["source"]["current"] == baseline
+    for variant in doc["variants"]:
+        assert [variant["queues"][p]["jobs"] for p in paths] == [1] * len(paths)
+        # one small job per leaf, far below the cluster and every quota: nothing waits
+        assert all(variant["queues"][p]["wait_p95"] == 0.0 for p in paths)

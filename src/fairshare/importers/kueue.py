@@ -116,7 +116,7 @@ def read(paths: list[str], cluster: ClusterSize) -> ImportedConfig:
     for top in tops:
         entry, _quota = _entry(top, "", None, cluster, imported, kueue_peer)
         imported.queues.append(entry)
-    check_guarantees_fit(imported, cluster, ", ".join(paths), "nominal quotas")
+    check_guarantees_fit(imported, cluster, ", ".join(map(str, paths)), "nominal quotas")
     _local_queues(objects["LocalQueue"], {q.base.split("/", 1)[1]: q for q in queues}, imported)
     _preemption_section(queues, kueue_peer, imported)
     if config is not None:

@@ -214,7 +214,7 @@ def queue_numbers(result: SimResult) -> dict[str, QueueNumbers]:
     waits: dict[str, list[float]] = defaultdict(list)
     for job in scenario.jobs:
         outcome = result.jobs.get(job.name)
-        if job.queue is None or outcome is None or not outcome.submitted:
+        if not job.queue or outcome is None or not outcome.submitted:  # (under the root: no queue)
             continue
         for p in _ancestors(job.queue):
             n = out[p]

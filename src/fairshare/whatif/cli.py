@@ -139,7 +139,7 @@ def _config(args: argparse.Namespace, history_doc: dict[str, Any] | None):
     module = KINDS[args.kind]
     cluster = _cluster(args, history_doc)
     try:
-        imported = module.read([Path(p) for p in args.config], cluster)
+        imported = module.read(list(args.config), cluster)
     except ImportError_ as exc:
         raise WhatIfError(f"--config: {exc}") from None
     notes = [f"unsupported setting {u}" for u in imported.unsupported]
