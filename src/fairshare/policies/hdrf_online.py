@@ -47,7 +47,8 @@ holds its effective vector (allocation plus decayed average past allocation,
 ``machinery/decay.py``) instead of its allocation, and everything above is Alg. 3 as
 is; a finished job's history moves to a hidden, never demanding leaf of its queue. Time
 moving changes every effective vector, so the leaves are re-charged once per new instant
-(``_advance``) and their ancestors recomputed in one batch.
+(``_advance``: one vectorized pass over the ledger's rows) and their ancestors recomputed
+in one batch (in practice a rebuild of the view in use: every leaf changed).
 
 The descent (Alg. 4) takes, at each node, the lowest child by the tie rule (share,
 running tasks in the subtree, position) that has a runnable job below it. Pick-heap
@@ -65,6 +66,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
@@ -187,6 +190,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         that ends leaves its history to a hidden, never demanding leaf of its queue (added
         unscaled, as Alg. 3 adds blocked children). ``ledger``: the history to continue."""
         self.decay = ledger if ledger is not None else DecayLedger(half_life, self.m)
+        for name in self.jobs:
+            self.decay.open(name)
         for name in list(self.decay.entries):
             if name.startswith(HISTORY) and name[len(HISTORY):] in self.index:
                 self._history_leaf(name[len(HISTORY):])
@@ -203,15 +208,24 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         return tuple(self.decay.effective(self.key[idx], usage, self._keyed_at))
 
     def _recharge(self) -> None:
-        """Time moved: every leaf with history has a new effective vector. O(jobs x m)
-        per new instant, and the changed leaves' ancestors once (``_propagate``'s batch):
-        one event for the views' ages (``ViewCache.tick``)."""
+        """Time moved: every leaf (jobs and history leaves) has a new effective vector,
+        computed in one vectorized pass (``DecayLedger.effective_rows``), and the changed
+        leaves' ancestors are recomputed once per view (``_propagate``'s batch, or the
+        view's rebuild): one event for the views' ages (``ViewCache.tick``)."""
         self.views.tick()
-        for name, job in self.jobs.items():
-            idx = self.index[name]
-            self._set_leaf(idx, self._effective(idx, job.usage))
-        for idx in self._history.values():
-            self._set_leaf(idx, self._effective(idx, self._zero))
+        leaves = [self.index[name] for name in self.jobs]
+        leaves.extend(self._history.values())
+        rows = self.decay.rows
+        key, leaf_usage = self.key, self.leaf_usage
+        effective = self.decay.effective_rows(np.array([rows[key[idx]] for idx in leaves], dtype=np.intp),
+                                              self._keyed_at).tolist()
+        changed: dict[int, None] = {}
+        for idx, usage in zip(leaves, map(tuple, effective)):
+            if usage != leaf_usage[idx]:
+                leaf_usage[idx] = usage
+                changed[idx] = None
+        for view in self.views.views:  # (``_touch`` of each, at once)
+            view.pending.update(changed)
 
     def _set_leaf(self, idx: int, usage: tuple[float, ...]) -> None:
         if usage != self.leaf_usage[idx]:
@@ -238,10 +252,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         ledger.charge(name, now, self._zero)
         past = ledger.usage(name, now)
         ledger.forget(name)
-        key = HISTORY + queue
-        ledger.charge(key, now, self._zero)
-        entry = ledger.entries[key]
-        entry[0] = [a + b for a, b in zip(entry[0], past)]
+        ledger.absorb(HISTORY + queue, past, now)
         idx = self._history_leaf(queue)
         self.views.tick()
         self._set_leaf(idx, self._effective(idx, self._zero))
@@ -285,6 +296,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     # --- events -------------------------------------------------------------------------------
     def add_job(self, name, queue, weight, demand):
         super().add_job(name, queue, weight, demand)
+        if self.decay is not None:
+            self.decay.open(name)
         idx = self._add_node(name, self.index[queue], weight, True)
         self.needs[idx] = sum(1 << r for r, d in enumerate(self.jobs[name].demand) if d > 0)
         if self.parent[idx] in self.fifo_jobs:
