@@ -107,7 +107,7 @@ class _View(SaturatedView):
         #: (:meth:`HDRFSorter._flush_picks`): most decisions on a full cluster compare the
         #: candidates' paths (``pick_among``) and never read the pick heaps
         self.repick: dict[int, None] = {}
-        #: the saturated set as a bit mask (``_leaf_blocked``)
+        #: the saturated set as a bit mask (a leaf needing one of them is blocked)
         self.saturated_mask = sum(1 << r for r in saturated)
 
     def grow(self, m: int) -> None:
@@ -138,7 +138,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.rescale = rescale
         self.ignore_blocked = ignore_blocked
         self.stop_when_saturated = stop_when_saturated
-        # _in_pool's rule as a number, for its inlined copy in _repost: 0 no pool (no
+        # Alg. 3's pool rule (its set A) as a number, for _repost and _rebuild: 0 no pool (no
         # rescaling), 1 children with an unblocked demanding job below, 2 with a demanding one
         self._pool_rule = 0 if not rescale else 1 if ignore_blocked else 2
         # node table (shared by all views); queues first, jobs appended as they arrive
@@ -390,33 +390,6 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.views.select(self.saturated if self.ignore_blocked else frozenset())
 
     # --- shares -----------------------------------------------------------------------------------
-    def _leaf_blocked(self, view: _View, idx: int) -> bool:
-        if not self.live[idx]:
-            return True
-        if not self.ignore_blocked:
-            return False
-        return bool(self.needs[idx] & view.saturated_mask)  # needs a saturated resource
-
-    def _in_pool(self, view: _View, idx: int) -> bool:
-        """Alg. 3's set A: demanding children, and with ignore_blocked non-blocked ones."""
-        if not self.rescale or not self.key[idx]:
-            return False
-        if self.ignore_blocked:
-            return view.unblocked[idx] > 0
-        return self.live[idx] > 0
-
-    def _contribution(self, view: _View, v: int) -> tuple[bool, tuple[float, ...]]:
-        in_pool = self._in_pool(view, v)
-        return in_pool, self._vector(view, v, in_pool)
-
-    def _vector(self, view: _View, v: int, in_pool: bool) -> tuple[float, ...]:
-        """What v adds to its parent's sums: U_v / s_v into S1 when in the pool, else
-        U_v into S2 (Alg. 3, module docstring)."""
-        if not in_pool:
-            return view.usage[v]
-        sv = view.share[v]
-        return tuple([x / sv for x in view.usage[v]]) if sv > 0 else self._zero
-
     def _propagate(self, view: _View, leaves) -> None:
         """Bring ``view`` up to date after the given leaves changed (the shared ``live``
         and ``running`` counters are already committed): each leaf's usage, share and
@@ -480,7 +453,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
             return False
         contrib = view.contrib
         in_old, vec_old = contrib[v]
-        # _in_pool and _vector, inlined (this runs per node per event)
+        # in the pool (the rule, _pool_rule) and the vector it adds: U_v / s_v into S1
+        # when in the pool, else U_v into S2 (Alg. 3, module docstring)
         pool_rule = self._pool_rule
         in_new = bool(self.key[v]) and (view.unblocked[v] > 0 if pool_rule == 1 else
                                         pool_rule == 2 and self.live[v] > 0)
@@ -584,29 +558,44 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
             v = stack.pop()
             order.append(v)
             stack.extend(children[v])
+        # (the leaf rule of _propagate and the pool rule of _repost, inlined as there: with
+        # decayed usage every leaf changes at each new instant, and the view in use is rebuilt)
+        usage, share, unblocked, contrib = view.usage, view.share, view.unblocked, view.contrib
+        version, pool_version = view.version, view.pool_version
+        is_job, key, live, needs, weight, running, position = (self.is_job, self.key, self.live, self.needs,
+                                                              self.weight, self.running, self.position)
+        leaf_usage, node_share, counted, zero = self.leaf_usage, self.node_share, view.counted, self._zero
+        blocking = view.saturated_mask if self.ignore_blocked else 0
+        pool_rule = self._pool_rule
+        resources = range(self.m)
         for v in reversed(order):
-            if self.is_job[v]:
-                view.usage[v] = self.leaf_usage[v]
-                view.share[v] = self.node_share(view.usage[v], cap, view.counted, self.weight[v])
-                view.unblocked[v] = 1 if (self.live[v] and not self._leaf_blocked(view, v)) else 0
+            if is_job[v]:
+                u = usage[v] = leaf_usage[v]
+                share[v] = node_share(u, cap, counted, weight[v])
+                unblocked[v] = 1 if live[v] and not needs[v] & blocking else 0
                 continue
-            view.unblocked[v] = sum(view.unblocked[c] for c in children[v])
+            unblocked[v] = sum(unblocked[c] for c in children[v])
             s1 = [0.0] * self.m
             s2 = [0.0] * self.m
             pool_heap, pick_heap = [], []
             for c in children[v]:
-                in_pool, vec = self._contribution(view, c)
-                view.contrib[c] = (in_pool, vec)
-                target = s1 if in_pool else s2
-                for r in range(self.m):
-                    target[r] += vec[r]
-                view.version[c] += 1
-                view.pool_version[c] += 1
+                in_pool = bool(key[c]) and (unblocked[c] > 0 if pool_rule == 1 else pool_rule == 2 and live[c] > 0)
                 if in_pool:
-                    pool_heap.append((view.share[c], view.pool_version[c], c))
-                if self.live[c] > 0:
-                    pick_heap.append((round(view.share[c], DIGITS), self.running[c], self.position[c],
-                                      view.version[c], c))
+                    sc = share[c]
+                    vec = tuple([x / sc for x in usage[c]]) if sc > 0 else zero
+                    target = s1
+                else:
+                    vec = usage[c]
+                    target = s2
+                contrib[c] = (in_pool, vec)
+                for r in resources:
+                    target[r] += vec[r]
+                version[c] += 1
+                pool_version[c] += 1
+                if in_pool:
+                    pool_heap.append((share[c], pool_version[c], c))
+                if live[c] > 0:
+                    pick_heap.append((round(share[c], DIGITS), running[c], position[c], version[c], c))
             heapq.heapify(pool_heap)
             heapq.heapify(pick_heap)
             view.s1[v], view.s2[v], view.pool_heap[v], view.pick_heap[v] = s1, s2, pool_heap, pick_heap
