@@ -188,14 +188,21 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         its allocation plus its decayed average past allocation (``machinery/decay.py``),
         so every queue's vector and share carry the history of the jobs below it. A job
         that ends leaves its history to a hidden, never demanding leaf of its queue (added
-        unscaled, as Alg. 3 adds blocked children). ``ledger``: the history to continue."""
+        unscaled, as Alg. 3 adds blocked children). A job's usage and its queue's history
+        decay with the queue's half-life (``QueueTree.half_life_of``; ``half_life`` where
+        no queue sets one). ``ledger``: the history to continue."""
         self.decay = ledger if ledger is not None else DecayLedger(half_life, self.m)
-        for name in self.jobs:
-            self.decay.open(name)
+        for name, job in self.jobs.items():
+            self.decay.enrol(name, self._half_life(job.queue))
         for name in list(self.decay.entries):
-            if name.startswith(HISTORY) and name[len(HISTORY):] in self.index:
-                self._history_leaf(name[len(HISTORY):])
+            queue = name[len(HISTORY):]
+            if name.startswith(HISTORY) and queue in self.index:
+                self.decay.assign(name, self._half_life(queue))
+                self._history_leaf(queue)
         self._recharge()
+
+    def _half_life(self, queue: str) -> float:
+        return self.queues.half_life_of(queue, self.decay.half_life)
 
     def _history_leaf(self, queue: str) -> int:
         q = self.index[queue]
@@ -252,6 +259,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         ledger.charge(name, now, self._zero)
         past = ledger.usage(name, now)
         ledger.forget(name)
+        ledger.assign(HISTORY + queue, self._half_life(queue))
         ledger.absorb(HISTORY + queue, past, now)
         idx = self._history_leaf(queue)
         self.views.tick()
@@ -297,7 +305,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     def add_job(self, name, queue, weight, demand):
         super().add_job(name, queue, weight, demand)
         if self.decay is not None:
-            self.decay.open(name)
+            self.decay.enrol(name, self._half_life(queue))
         idx = self._add_node(name, self.index[queue], weight, True)
         self.needs[idx] = sum(1 << r for r, d in enumerate(self.jobs[name].demand) if d > 0)
         if self.parent[idx] in self.fifo_jobs:

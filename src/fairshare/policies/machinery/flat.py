@@ -97,11 +97,12 @@ class FlatSorter(OnlineSorter):
     def set_half_life(self, half_life: float, ledger: DecayLedger | None = None) -> None:
         """Order by decayed usage (docs/policies.md, "Fairness with memory"): each job's
         key is the share of its allocation plus its decayed average past allocation
-        (``machinery/decay.py``). ``ledger``: the history to continue (a sorter built
-        again for a new queue tree)."""
+        (``machinery/decay.py``), each job's decaying with its queue's half-life
+        (``QueueTree.half_life_of``; ``half_life`` where no queue sets one). ``ledger``:
+        the history to continue (a sorter built again for a new queue tree)."""
         self.decay = ledger if ledger is not None else DecayLedger(half_life, self.m)
-        for name in self.jobs:
-            self.decay.open(name)
+        for name, job in self.jobs.items():
+            self.decay.enrol(name, self.queues.half_life_of(job.queue, self.decay.half_life))
         self._rekey_all()
 
     def _advance(self, now: float) -> None:
@@ -158,7 +159,7 @@ class FlatSorter(OnlineSorter):
         super().add_job(name, queue, weight, demand)
         self.version[name] = 0
         if self.decay is not None:
-            self.decay.open(name)
+            self.decay.enrol(name, self.queues.half_life_of(queue, self.decay.half_life))
         self._rekey(name)
 
     def remove_job(self, name):
