@@ -40,7 +40,7 @@ sys.path.insert(0, {bench!r})
 import bench_decisions as b
 from generate import hierarchy_scenario
 sc = hierarchy_scenario(jobs=300, levels=3, fanout=4, nodes=300, seed=0, shapes=None)
-s = b.build(sc, {policy!r}, False, half_life={half_life!r})
+s = b.build(sc, {policy!r}, False, half_life=float({half_life!r}))
 h = hashlib.sha256()
 for la in s.schedule(0.0):
     h.update(repr((la.task_id, la.job, la.node)).encode())
@@ -79,7 +79,7 @@ def simulate_digest(src: str, scenario: str, policy: str) -> str:
 
 def launch_digest(src: str, policy: str, half_life: float = 0.0) -> str:
     env = dict(os.environ, PYTHONPATH=str(pathlib.Path(src).resolve()))
-    code = LAUNCHES.format(bench=str(HERE), policy=policy, half_life=half_life)
+    code = LAUNCHES.format(bench=str(HERE), policy=policy, half_life=str(half_life))
     run = subprocess.run([sys.executable, "-c", code], env=env,
                          capture_output=True, text=True, timeout=900)
     return run.stdout.strip()[:16] if run.returncode == 0 else f"failed: {run.stderr.strip()[-200:]}"
