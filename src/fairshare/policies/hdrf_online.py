@@ -556,7 +556,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     def _rebuild(self, view: _View) -> None:
         """Recompute a view bottom-up: O(nodes x resources)."""
         view.pending.clear()
-        view.repick.clear()  # (every pick entry is made anew below)
+        view.repick.clear()  # (every live node is marked for a new pick entry below)
         cap = self.capacity
         view.counted = [r for r in range(self.m) if cap[r] > 0 and r not in view.saturated]
         children = self.children
@@ -569,7 +569,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         # (the leaf rule of _propagate and the pool rule of _repost, inlined as there: with
         # decayed usage every leaf changes at each new instant, and the view in use is rebuilt)
         usage, share, unblocked, contrib = view.usage, view.share, view.unblocked, view.contrib
-        version, pool_version = view.version, view.pool_version
+        pool_version, repick = view.pool_version, view.repick
         is_job, key, live, needs, weight, running, position = (self.is_job, self.key, self.live, self.needs,
                                                               self.weight, self.running, self.position)
         leaf_usage, node_share, counted, zero = self.leaf_usage, self.node_share, view.counted, self._zero
@@ -585,7 +585,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
             unblocked[v] = sum(unblocked[c] for c in children[v])
             s1 = [0.0] * self.m
             s2 = [0.0] * self.m
-            pool_heap, pick_heap = [], []
+            pool_heap = []
             for c in children[v]:
                 in_pool = bool(key[c]) and (unblocked[c] > 0 if pool_rule == 1 else pool_rule == 2 and live[c] > 0)
                 if in_pool:
@@ -598,15 +598,16 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
                 contrib[c] = (in_pool, vec)
                 for r in resources:
                     target[r] += vec[r]
-                version[c] += 1
                 pool_version[c] += 1
                 if in_pool:
                     pool_heap.append((share[c], pool_version[c], c))
                 if live[c] > 0:
-                    pick_heap.append((round(share[c], DIGITS), running[c], position[c], version[c], c))
+                    repick[c] = None
             heapq.heapify(pool_heap)
-            heapq.heapify(pick_heap)
-            view.s1[v], view.s2[v], view.pool_heap[v], view.pick_heap[v] = s1, s2, pool_heap, pick_heap
+            # the pick entries are made before the next descent (``_flush_picks``, which
+            # gives each a new version): with decay a view may be rebuilt at every instant,
+            # and most decisions compare candidates' paths without reading these heaps
+            view.s1[v], view.s2[v], view.pool_heap[v], view.pick_heap[v] = s1, s2, pool_heap, []
             self._recompute(view, v)
 
     # --- decisions ----------------------------------------------------------------------------------
