@@ -288,4 +288,5 @@ def test_loader_reads_a_queue_half_life(fairness, half_life):
                                               (5, "queues[0].fairness: must be a mapping")])
 def test_loader_names_the_field_of_a_bad_queue_half_life(fairness, message):
     with pytest.raises(ScenarioError, match=message.replace(".", r"\.").replace("[", r"\[").replace("]", r"\]")):
-        parse_scenario({"cluster": {"capacity": {"cpu": 4}}, "jobs": [], "queues": [{"name": "a", "fairness": fairness}]})
+        parse_scenario({"cluster": {"capacity": {"cpu": 4}}, "jobs": [],
+                        "queues": [{"name": "a", "fairness": fairness}]})
