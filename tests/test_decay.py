@@ -290,3 +290,18 @@ def test_loader_names_the_field_of_a_bad_queue_half_life(fairness, message):
     with pytest.raises(ScenarioError, match=message.replace(".", r"\.").replace("[", r"\[").replace("]", r"\]")):
         parse_scenario({"cluster": {"capacity": {"cpu": 4}}, "jobs": [],
                         "queues": [{"name": "a", "fairness": fairness}]})
+
+
+def test_a_queue_change_event_sets_a_half_life():
+    """``events: [{time, queue: {name, fairness: {half_life}}}]``: the queue has its own
+    half-life from then on (the simulator builds the sorter again for the new tree)."""
+    sc = parse_scenario({"cluster": {"capacity": {"cpu": 4}}, "jobs": [], "queues": [q("a")],
+                         "events": [{"time": 5, "queue": {"name": "a", "fairness": {"half_life": 60}}}]})
+    change = sc.events[0].queue_change
+    assert change.half_life == 60.0
+    after = sc.queues.changed(change)
+    assert (sc.queues["a"].half_life, after["a"].half_life) == (None, 60.0)
+    assert not sc.queues.remembers(0.0) and after.remembers(0.0)
+    with pytest.raises(ScenarioError, match=r"events\[0\]\.queue\.fairness\.half_life: must be >= 0"):
+        parse_scenario({"cluster": {"capacity": {"cpu": 4}}, "jobs": [], "queues": [q("a")],
+                        "events": [{"time": 5, "queue": {"name": "a", "fairness": {"half_life": -1}}}]})

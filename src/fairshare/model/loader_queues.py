@@ -73,7 +73,7 @@ def _queue_bound(col: Collector, raw, path: str) -> dict[str, float]:
     return amounts(col, raw, path, lambda _name: None) or {}
 
 
-def _queue_half_life(col: Collector, raw, path: str) -> float | None:
+def parse_queue_half_life(col: Collector, raw, path: str) -> float | None:
     """A queue's ``fairness:`` (``{half_life: S}``): its own half-life, None if it sets none."""
     if raw is None:
         return None
@@ -112,7 +112,7 @@ def _queues(col: Collector, entries: list, path: str, parent: str, out: list[Que
         limit = _queue_bound(col, q.get("limit"), f"{p}.limit")
         if guarantee or limit:
             bounds[full] = (guarantee, limit, p)
-        half_life = _queue_half_life(col, q.get("fairness"), f"{p}.fairness")
+        half_life = parse_queue_half_life(col, q.get("fairness"), f"{p}.fairness")
         if half_life is not None:
             half_lives[full] = half_life
         kids = q.get("children")

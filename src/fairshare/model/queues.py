@@ -186,6 +186,8 @@ class QueueTree:
             node = replace(node, guarantee=tuple(sorted(change.guarantee)))
         if change.limit is not None:
             node = replace(node, limit=tuple(sorted(change.limit)))
+        if change.half_life is not None:
+            node = replace(node, half_life=change.half_life)
         nodes[path] = node
         return QueueTree(nodes)
 
@@ -195,8 +197,8 @@ class QueueChange:
     """One queue's change at run time (a scenario's ``events: [{time, queue: {...}}]``, the
     live service's ``PUT /v1/queues``): fields left None keep the queue's value.
 
-    An existing ``path`` gets the given ``weight``, ``order``, ``guarantee`` and ``limit``
-    (a bound of ``()`` removes it); a new ``path`` is added under its dotted parent
+    An existing ``path`` gets the given ``weight``, ``order``, ``guarantee``, ``limit``
+    and ``half_life`` (a bound of ``()`` removes it; a half-life can be set, not removed); a new ``path`` is added under its dotted parent
     (weight 1, order fair unless given), after its siblings; ``remove`` removes a queue
     (and its subtree) that no job uses. :meth:`QueueTree.changed` applies it.
     """
@@ -207,6 +209,7 @@ class QueueChange:
     guarantee: Bounds | None = None
     limit: Bounds | None = None
     remove: bool = False
+    half_life: float | None = None  # its own decay half-life (docs/policies.md, "Fairness with memory")
 
 
 def bound_claims_problems(queues: QueueTree, resources: Sequence[str],
