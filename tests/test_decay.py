@@ -305,3 +305,14 @@ def test_a_queue_change_event_sets_a_half_life():
     with pytest.raises(ScenarioError, match=r"events\[0\]\.queue\.fairness\.half_life: must be >= 0"):
         parse_scenario({"cluster": {"capacity": {"cpu": 4}}, "jobs": [], "queues": [q("a")],
                         "events": [{"time": 5, "queue": {"name": "a", "fairness": {"half_life": -1}}}]})
+
+
+def test_serve_refuses_a_queue_half_life_it_would_ignore():
+    from live_helpers import config_doc
+
+    from fairshare.live.config import parse_config
+    doc = config_doc()
+    doc["queues"][0]["fairness"] = {"half_life": 60}
+    with pytest.raises(ScenarioError, match="the live service has no decayed usage yet") as info:
+        parse_config(doc, "cluster.yaml")
+    assert "queues" in info.value.paths
