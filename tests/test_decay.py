@@ -316,3 +316,18 @@ def test_serve_refuses_a_queue_half_life_it_would_ignore():
     with pytest.raises(ScenarioError, match="the live service has no decayed usage yet") as info:
         parse_config(doc, "cluster.yaml")
     assert "queues" in info.value.paths
+
+
+def test_a_ledger_restored_through_its_entries_reads_the_same_by_rows():
+    """A saved ledger written back into ``entries`` (serve's store): ``resync`` brings the
+    rows the sorters read in one pass into step with them."""
+    saved = DecayLedger(DAY, 2)
+    saved.charge("j", 0.0, [2.0, 1.0])
+    saved.charge("k", 50.0, [1.0, 0.0])
+    restored = DecayLedger(DAY, 2)
+    restored.origin = saved.origin
+    restored.entries.update({name: [list(u), list(a), t0] for name, (u, a, t0) in saved.entries.items()})
+    restored.resync()
+    rows = np.array([restored.rows["j"], restored.rows["k"]])
+    assert restored.effective_rows(rows, 100.0).tolist() == [saved.effective(n, saved.entries[n][1], 100.0)
+                                                            for n in ("j", "k")]

@@ -30,7 +30,8 @@ The entries are also kept as rows of arrays, so that a sorter re-keying every jo
 time moves reads them in one vectorized pass (:meth:`DecayLedger.effective_rows`, the
 same arithmetic as :meth:`DecayLedger.effective`): ``entries`` is for reading, and every
 write goes through :meth:`charge`, :meth:`open`, :meth:`absorb` or :meth:`forget`, which
-keep the two in step.
+keep the two in step (whoever writes ``entries`` directly, restoring a saved ledger,
+calls :meth:`resync` after).
 """
 
 from __future__ import annotations
@@ -140,8 +141,16 @@ class DecayLedger:
     def open(self, name: str) -> None:
         """Give ``name`` an entry with no usage and no allocation (if it has none), without
         starting the clock (``origin``): a sorter that reads rows gives every job one."""
-        if name not in self.entries:
+        entry = self.entries.get(name)
+        if entry is None:
             entry = self.entries[name] = [[0.0] * self.m, [0.0] * self.m, 0.0]
+            self._store(name, entry)
+        elif name not in self.rows:  # (an entry written directly)
+            self._store(name, entry)
+
+    def resync(self) -> None:
+        """Copy every entry into its row again, after ``entries`` was written directly."""
+        for name, entry in self.entries.items():
             self._store(name, entry)
 
     def enrol(self, name: str, half_life: float) -> None:
