@@ -24,7 +24,7 @@ sys.path.insert(0, {bench!r})
 import bench_decisions as b
 from generate import hierarchy_scenario
 sc = hierarchy_scenario(jobs={jobs}, levels=3, fanout=4, nodes={nodes}, seed=0, shapes={shapes})
-s = b.build(sc, {policy!r}, False)
+s = b.build(sc, {policy!r}, False, **({{"half_life": {half_life!r}}} if {half_life!r} else {{}}))
 t = time.process_time(); n, _ = b.fill(s, None); f = time.process_time() - t
 t = time.process_time(); d, _ = b.steady(s, {events}, 1); st = time.process_time() - t
 print(f"{{n / f:9.0f}} {{d / st:9.0f}} {{n}} {{d}}")
@@ -40,9 +40,11 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=2000)
     ap.add_argument("--shapes", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--half-life", type=float, default=0.0,
+                    help="decayed usage with this half-life in seconds (bench_decisions.py --half-life)")
     args = ap.parse_args()
     code = CHILD.format(bench=str(HERE), jobs=args.jobs, nodes=args.nodes, shapes=args.shapes,
-                        policy=args.policy, events=args.events)
+                        policy=args.policy, events=args.events, half_life=args.half_life)
     print(f"{args.policy}: {'':6} fill/s  steady/s  decisions (fill, steady)")
     for _ in range(args.rounds):
         for label, src in zip("AB", args.src):

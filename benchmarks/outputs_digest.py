@@ -13,7 +13,9 @@ the older commit, and this one) are compared in one command:
     .venv/bin/python benchmarks/outputs_digest.py /tmp/base/src src
 
 prints one line per case with both digests and ``same`` or ``DIFFERENT``, and exits 1 if
-any differs. With one SRC it prints that tree's digests.
+any differs. With one SRC it prints that tree's digests. ``--half-life S`` runs only the
+launch cases, each with decayed usage of half-life S (``--policies`` to choose them): for a
+change to the decayed sorters.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ sys.path.insert(0, {bench!r})
 import bench_decisions as b
 from generate import hierarchy_scenario
 sc = hierarchy_scenario(jobs=300, levels=3, fanout=4, nodes=300, seed=0, shapes=None)
-s = b.build(sc, {policy!r}, False)
+s = b.build(sc, {policy!r}, False, half_life=float({half_life!r}))
 h = hashlib.sha256()
 for la in s.schedule(0.0):
     h.update(repr((la.task_id, la.job, la.node)).encode())
@@ -75,9 +77,10 @@ def simulate_digest(src: str, scenario: str, policy: str) -> str:
         return h.hexdigest()[:16]
 
 
-def launch_digest(src: str, policy: str) -> str:
+def launch_digest(src: str, policy: str, half_life: float = 0.0) -> str:
     env = dict(os.environ, PYTHONPATH=str(pathlib.Path(src).resolve()))
-    run = subprocess.run([sys.executable, "-c", LAUNCHES.format(bench=str(HERE), policy=policy)], env=env,
+    code = LAUNCHES.format(bench=str(HERE), policy=policy, half_life=str(half_life))
+    run = subprocess.run([sys.executable, "-c", code], env=env,
                          capture_output=True, text=True, timeout=900)
     return run.stdout.strip()[:16] if run.returncode == 0 else f"failed: {run.stderr.strip()[-200:]}"
 
@@ -86,14 +89,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("src", nargs="+", help="one or two src directories")
     ap.add_argument("--jobs", type=int, default=2, help="processes at once (default 2)")
+    ap.add_argument("--half-life", type=float, default=0.0,
+                    help="only the launch cases, with decayed usage of this half-life (seconds)")
+    ap.add_argument("--policies", default=",".join(LAUNCH_POLICIES),
+                    help="with --half-life: the policies of the launch cases (comma-separated)")
     args = ap.parse_args()
     if len(args.src) > 2:
         ap.error("give one or two src directories")
-    cases = [("simulate", sc, p) for sc in scenarios() for p in POLICIES] + \
-            [("launches", "bench_decisions", p) for p in LAUNCH_POLICIES]
+    if args.half_life:
+        cases = [("launches", f"bench_decisions half-life {args.half_life:g}", p) for p in args.policies.split(",")]
+    else:
+        cases = [("simulate", sc, p) for sc in scenarios() for p in POLICIES] + \
+                [("launches", "bench_decisions", p) for p in LAUNCH_POLICIES]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futures = {(kind, sc, p, src): pool.submit(simulate_digest if kind == "simulate" else launch_digest,
-                                                   *((src, sc, p) if kind == "simulate" else (src, p)))
+                                                   *((src, sc, p) if kind == "simulate" else (src, p, args.half_life)))
                    for kind, sc, p in cases for src in args.src}
         differ = 0
         for kind, sc, p in cases:

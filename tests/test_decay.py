@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from builders import job, q, scenario
 
 from fairshare.conformance.driver import drive
-from fairshare.conformance.online import with_half_life
+from fairshare.conformance.online import with_half_life, with_queue_half_lives
 from fairshare.conformance.workloads import Workload, bounded_workload
 from fairshare.engine import Scheduler
 from fairshare.model import ScenarioError
@@ -148,6 +149,9 @@ def test_decay_changes_the_launches_the_limit_check_sees(policy):
     workload = bounded_workload(0)
     plain = drive(make_policy(policy), workload).log
     assert drive(make_policy(policy), with_half_life(workload, 2.0)).log != plain
+    first, second = workload.scenario.queues.paths[:2]
+    per_queue = with_queue_half_lives(workload, {first: 2.0, second: math.inf})
+    assert drive(make_policy(policy), per_queue).log != plain
 
 
 @pytest.mark.parametrize("policy", ["drf", "hdrf"])
@@ -167,3 +171,163 @@ def test_a_decayed_order_does_not_starve_a_guarantee(policy, guarantee, expected
     for launch in at_day_6.launches:
         started[launch.job] += 1
     assert started == {"G": expected_g, "N": 10 - expected_g}
+
+
+# --- per-queue half-life (queues[].fairness.half_life) ----------------------------------------
+
+def _queue(name: str, half_life: float | None, *children) -> dict:
+    entry = q(name, 1, *children)
+    if half_life is not None:
+        entry["fairness"] = {"half_life": half_life}
+    return entry
+
+
+def _split_by_queue_half_lives(policy: str, top: float, a: float | None, b: float | None, *,
+                               nested: bool = False) -> dict[str, int]:
+    """Job A (queue a, or a.x with ``nested``) holds all 10 CPUs from day 0 to day 3, job
+    B (queue b) from day 3 to day 6; at day 6 each wants 10 one-CPU tasks. ``top``: the
+    scenario's half-life; ``a``, ``b``: the queues' own (None: none)."""
+    queue_a = _queue("a", a, q("x")) if nested else _queue("a", a)
+    path_a = "a.x" if nested else "a"
+    sc = scenario(capacity={"cpu": 10}, queues=[queue_a, _queue("b", b)], jobs=[job("A", {"cpu": 1}, path_a)])
+    sorter = make_policy(policy).online(sc.resources, sc.queues, sc.capacity)
+    assert sc.queues.remembers(top)
+    sorter.set_half_life(top)
+    sorter.add_job("A", path_a, 1.0, (1.0,))
+    sorter.add_job("B", "b", 1.0, (1.0,))
+    for name, start, end in (("A", 0, 3), ("B", 3, 6)):
+        for _ in range(10):
+            sorter.allocated(name, (1.0,), start * DAY)
+        for _ in range(10):
+            sorter.released(name, (1.0,), end * DAY)
+    got = {"A": 0, "B": 0}
+    for _ in range(10):
+        name = sorter.pick(lambda name: True, 6 * DAY)
+        got[name] += 1
+        sorter.allocated(name, (1.0,), 6 * DAY)
+    return got
+
+
+# Each job's decayed average at day 6, with its queue's half-life h (W of that h):
+#  A (busy days 0-3): h = 1 day: 1.11 (the table above); h = 6 days: 4.14; h = 0: 0
+#  B (busy days 3-6): h = 1 day: 10 (1 - 2^-3) / (1 - 2^-6) = 10 x .875 / .984375 = 8.89;
+#                     h = inf: 30 CPU-days / 6 days = 5; h = 0: 0
+# A takes slots while A + avg_A < B + avg_B (ties: fewer running tasks), one at a time:
+#  1.11 vs 5:    a a a a b a b a b a -> A 7, B 3 (5.11 > 5, 6.11 > 6, 7.11 > 7)
+#  1.11 vs 8.89: A takes 8 first (8 + 1.11 = 9.11 > 8.89), then B 1, A 1 ... -> A 9, B 1
+#  0 vs 0:       today's instantaneous split, 5 and 5
+#  4.14 vs 0:    B takes 5 first (4 < 4.14), then they alternate -> A 3, B 7
+#  0 vs 8.89:    A 9 (9 > 8.89: then B), B 1
+QUEUE_CASES = [
+    # top,    a's,   b's,       expected
+    (DAY, None, math.inf, {"A": 7, "B": 3}),  # b remembers everything, a a day
+    (0.0, DAY, math.inf, {"A": 7, "B": 3}),  # the same with no top-level memory
+    (DAY, None, None, {"A": 9, "B": 1}),  # both the top level's day
+    (DAY, 0.0, 0.0, {"A": 5, "B": 5}),  # half-life 0 on a queue: no memory for its jobs
+    (6 * DAY, None, 0.0, {"A": 3, "B": 7}),  # b forgets, a remembers 6 days
+    (0.0, 0.0, DAY, {"A": 9, "B": 1}),  # a forgets, b remembers a day
+]
+
+
+@pytest.mark.parametrize("policy", ["drf", "collapsed", "hdrf", "hdrf-naive", "capacity"])
+@pytest.mark.parametrize("top,a,b,expected", QUEUE_CASES)
+def test_a_queue_half_life_overrides_the_scenario_one(policy, top, a, b, expected):
+    assert _split_by_queue_half_lives(policy, top, a, b) == expected
+
+
+@pytest.mark.parametrize("policy", ["drf", "hdrf"])
+def test_a_sub_queue_inherits_its_parent_half_life(policy):
+    """A sits in a.x, which sets none: a's day applies (the first case of the table)."""
+    assert _split_by_queue_half_lives(policy, 0.0, DAY, math.inf, nested=True) == {"A": 7, "B": 3}
+
+
+def test_each_half_life_has_its_own_weight():
+    """W per half-life from the one origin: a job held since the origin averages its
+    allocation under any half-life (A + U/W = 2A), and half-life 0 keeps no usage."""
+    ledger = DecayLedger(10.0, 1)
+    for name, half_life in (("day", DAY), ("inf", math.inf), ("none", 0.0), ("top", 10.0)):
+        ledger.enrol(name, half_life)
+        ledger.charge(name, 0.0, [3.0])
+    assert ledger.weight(100.0, math.inf) == 100.0
+    assert ledger.weight(100.0, 0.0) == 0.0
+    for name in ("day", "inf", "top"):
+        assert ledger.effective(name, [3.0], 100.0) == pytest.approx([6.0])
+    assert ledger.usage("none", 100.0) == [0.0]
+    assert ledger.effective("none", [3.0], 100.0) == [3.0]
+    # the vectorized read (one pass per half-life) agrees with the scalar one
+    names = ["day", "inf", "none", "top"]
+    rows = [ledger.rows[name] for name in names]
+    many = ledger.effective_rows(np.array(rows), 100.0).tolist()
+    assert many == [ledger.effective(name, [3.0], 100.0) for name in names]
+
+
+def test_scheduler_remembers_when_only_a_queue_sets_a_half_life():
+    sc = parse_scenario({"cluster": {"capacity": {"cpu": 4}}, "queues": [_queue("a", 60.0), _queue("b", None)],
+                         "jobs": []})
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("drf"))
+    assert sched.sorter.decay is not None and sched.sorter.decay.half_life == 0.0
+    plain = parse_scenario({"cluster": {"capacity": {"cpu": 4}}, "queues": [_queue("a", 0.0)], "jobs": []})
+    assert Scheduler(plain.resources, plain.cluster.nodes, plain.queues, make_policy("drf")).sorter.decay is None
+    with pytest.raises(PolicyModeError, match="fairness.half_life"):
+        Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff"))
+
+
+@pytest.mark.parametrize("fairness,half_life", [({"half_life": 60}, 60.0), ({"half_life": math.inf}, math.inf),
+                                                ({"half_life": "inf"}, math.inf), ({"half_life": 0}, 0.0),
+                                                ({}, None), (None, None)])
+def test_loader_reads_a_queue_half_life(fairness, half_life):
+    sc = parse_scenario({"cluster": {"capacity": {"cpu": 4}}, "jobs": [],
+                         "queues": [{"name": "a", "fairness": fairness, "children": [{"name": "x"}]}]})
+    assert sc.queues["a"].half_life == half_life
+    assert sc.queues.half_life_of("a.x", 7.0) == (7.0 if half_life is None else half_life)
+
+
+@pytest.mark.parametrize("fairness,message", [({"half_life": -1}, "queues[0].fairness.half_life: must be >= 0"),
+                                              ({"half_life": "soon"}, "queues[0].fairness.half_life: must be a number"),
+                                              ({"halflife": 3}, "halflife"),
+                                              (5, "queues[0].fairness: must be a mapping")])
+def test_loader_names_the_field_of_a_bad_queue_half_life(fairness, message):
+    with pytest.raises(ScenarioError, match=message.replace(".", r"\.").replace("[", r"\[").replace("]", r"\]")):
+        parse_scenario({"cluster": {"capacity": {"cpu": 4}}, "jobs": [],
+                        "queues": [{"name": "a", "fairness": fairness}]})
+
+
+def test_a_queue_change_event_sets_a_half_life():
+    """``events: [{time, queue: {name, fairness: {half_life}}}]``: the queue has its own
+    half-life from then on (the simulator builds the sorter again for the new tree)."""
+    sc = parse_scenario({"cluster": {"capacity": {"cpu": 4}}, "jobs": [], "queues": [q("a")],
+                         "events": [{"time": 5, "queue": {"name": "a", "fairness": {"half_life": 60}}}]})
+    change = sc.events[0].queue_change
+    assert change.half_life == 60.0
+    after = sc.queues.changed(change)
+    assert (sc.queues["a"].half_life, after["a"].half_life) == (None, 60.0)
+    assert not sc.queues.remembers(0.0) and after.remembers(0.0)
+    with pytest.raises(ScenarioError, match=r"events\[0\]\.queue\.fairness\.half_life: must be >= 0"):
+        parse_scenario({"cluster": {"capacity": {"cpu": 4}}, "jobs": [], "queues": [q("a")],
+                        "events": [{"time": 5, "queue": {"name": "a", "fairness": {"half_life": -1}}}]})
+
+
+def test_serve_refuses_a_queue_half_life_it_would_ignore():
+    from live_helpers import config_doc
+
+    from fairshare.live.config import parse_config
+    doc = config_doc()
+    doc["queues"][0]["fairness"] = {"half_life": 60}
+    with pytest.raises(ScenarioError, match="the live service has no decayed usage yet") as info:
+        parse_config(doc, "cluster.yaml")
+    assert "queues" in info.value.paths
+
+
+def test_a_ledger_restored_through_its_entries_reads_the_same_by_rows():
+    """A saved ledger written back into ``entries`` (serve's store): ``resync`` brings the
+    rows the sorters read in one pass into step with them."""
+    saved = DecayLedger(DAY, 2)
+    saved.charge("j", 0.0, [2.0, 1.0])
+    saved.charge("k", 50.0, [1.0, 0.0])
+    restored = DecayLedger(DAY, 2)
+    restored.origin = saved.origin
+    restored.entries.update({name: [list(u), list(a), t0] for name, (u, a, t0) in saved.entries.items()})
+    restored.resync()
+    rows = np.array([restored.rows["j"], restored.rows["k"]])
+    assert restored.effective_rows(rows, 100.0).tolist() == [saved.effective(n, saved.entries[n][1], 100.0)
+                                                            for n in ("j", "k")]

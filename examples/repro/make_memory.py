@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -31,7 +32,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from fairshare.model import load_scenario  # noqa: E402
 from fairshare.model.scenario import FairnessConfig, Scenario  # noqa: E402
 from fairshare.policies import make_policy  # noqa: E402
-from fairshare.policies.machinery.decay import DecayLedger  # noqa: E402
+from fairshare.policies.machinery.decay import LN2, DecayLedger  # noqa: E402
 from fairshare.sim import SimOptions  # noqa: E402
 from fairshare.sim.metrics import summarize  # noqa: E402
 from fairshare.sim.simulator import Simulator  # noqa: E402
@@ -70,7 +71,7 @@ class ChargeAtEndLedger(DecayLedger):
             self.origin = t
         entry = self.entries.get(name)
         before = self.held.get(name, [0.0] * self.m)
-        usage = [0.0] * self.m if entry is None else self._decayed(entry, t)
+        usage = [0.0] * self.m if entry is None else self._decayed(name, entry, t)
         starts = self.starts.setdefault(name, [])
         delta = [a - b for a, b in zip(alloc, before)]
         if any(d > 0 for d in delta):
@@ -79,6 +80,7 @@ class ChargeAtEndLedger(DecayLedger):
             usage = self._charge_ended(starts, [-d for d in delta], usage, t)
         # (accrues nothing while running: the entry's allocation for decay is zero)
         self.entries[name] = [usage, [0.0] * self.m, t]
+        self._store(name, self.entries[name])  # (the ledger's rows, which the sorters read)
         self.held[name] = list(alloc)
 
     def _charge_ended(self, starts: list[list], ended: list[float], usage: list[float], t: float) -> list[float]:
@@ -98,7 +100,16 @@ class ChargeAtEndLedger(DecayLedger):
 
     def _accrued(self, start: float, t: float) -> float:
         """Integral of 2^-((t - s)/h) over [start, t]: a unit held over it, decayed to t."""
-        return (t - start) if self.infinite else (1.0 - 2.0 ** (-(t - start) / self.half_life)) / self.k
+        h = self.half_life
+        return (t - start) if math.isinf(h) else (1.0 - 2.0 ** (-(t - start) / h)) / (LN2 / h)
+
+    def _effective_rows(self, rows, t: float, half_life: float):
+        """The sorters' keys: the rows hold no allocation (nothing accrues while a task
+        runs), so the held allocation is added here, as ``effective`` adds the sorter's."""
+        out = super()._effective_rows(rows, t, half_life)
+        name_of = {row: name for name, row in self.rows.items()}
+        zero = [0.0] * self.m
+        return out + np.array([self.held.get(name_of[r], zero) for r in rows.tolist()]).reshape(out.shape)
 
     def forget(self, name: str) -> None:
         super().forget(name)

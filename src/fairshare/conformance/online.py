@@ -98,6 +98,13 @@ def with_half_life(workload: Workload, half_life: float) -> Workload:
     return replace(workload, scenario=replace(workload.scenario, fairness=FairnessConfig(half_life)))
 
 
+def with_queue_half_lives(workload: Workload, half_lives: dict[str, float]) -> Workload:
+    """``workload`` with these queues' own ``fairness: {half_life}`` (queue path -> seconds)."""
+    tree = workload.scenario.queues
+    nodes = {node.path: replace(node, half_life=half_lives.get(node.path, node.half_life)) for node in tree}
+    return replace(workload, scenario=replace(workload.scenario, queues=type(tree)(nodes)))
+
+
 def has_decayed_usage(policy: Policy) -> bool:
     """Whether the policy's sorter accepts a half-life (docs/policies.md, "Fairness with
     memory"); the others refuse it with a ValueError."""
@@ -122,13 +129,17 @@ def check_half_life_zero_is_instantaneous(policy_factory: PolicyFactory) -> None
 
 
 def check_decayed_limits_hold(policy_factory: PolicyFactory) -> None:
-    """With decayed usage on (half-lives of 2 s and infinite, against 1-5 s tasks), the
-    engine's limits still hold after every round (:func:`check_queue_limits_hold`). Not
-    applicable to a policy without memory."""
+    """With decayed usage on (half-lives of 2 s and infinite, against 1-5 s tasks; and
+    per queue: the first two queues 2 s and infinite, the others none), the engine's
+    limits still hold after every round (:func:`check_queue_limits_hold`). Not applicable
+    to a policy without memory."""
     if not has_decayed_usage(policy_factory()):
         raise NotApplicable(f"{name_of(policy_factory())} has no decayed usage (fairness.half_life)")
+    per_queue = bounded_workload(2)
+    first, second = per_queue.scenario.queues.paths[:2]
     _assert_queue_limits_hold(policy_factory, [with_half_life(bounded_workload(seed), half_life)
-                                               for seed, half_life in ((0, 2.0), (1, math.inf))])
+                                               for seed, half_life in ((0, 2.0), (1, math.inf))] +
+                              [with_queue_half_lives(per_queue, {first: 2.0, second: math.inf})])
 
 
 def _assert_queue_limits_hold(policy_factory: PolicyFactory, workloads: list[Workload]) -> None:

@@ -184,7 +184,7 @@ class Scheduler:
         # ``sorter``: one built by the caller (tests compare sorters on one scheduler);
         # it must be fresh and built for this cluster and queue tree
         self.sorter = sorter if sorter is not None else self._new_sorter(queues)
-        if half_life:
+        if queues.remembers(half_life):  # (the scenario's half-life, or a queue's own)
             try:
                 self.sorter.set_half_life(half_life)
             except ValueError as exc:  # (a sorter without memory)
@@ -552,7 +552,7 @@ class Scheduler:
         sorter = self.policy.online(self.resources, queues, self.pool.total_capacity, slots_total=self._slots_total,
                                     nodes=tuple(st.node for st in self.pool.states))
         old = getattr(self, "sorter", None)
-        if self.half_life and old is not None:  # a new queue tree keeps the history
+        if queues.remembers(self.half_life) and old is not None:  # a new queue tree keeps the history
             sorter.set_half_life(self.half_life, getattr(old, "decay", None))
         return sorter
 

@@ -185,6 +185,10 @@ def parse_config(data: Any, source: str = "<config>") -> LiveConfig:
     if scenario.cluster.pooled:
         raise ScenarioError(FieldError("cluster", "the live service needs discrete `nodes`, not one pooled "
                                                   "`capacity` (tasks run on real nodes)"), source)
+    remembering = [n.path for n in scenario.queues if n.half_life is not None]
+    if remembering:  # (like the top-level fairness: section, not in CONFIG_KEYS)
+        raise ScenarioError(FieldError("queues", f"queue {remembering[0]!r}: the live service has no decayed usage "
+                                                 "yet: remove its fairness: key"), source)
     entries = tuple((n.path, n.weight, n.order) for n in scenario.queues if n.path != ROOT)
     return LiveConfig(scenario.resources, scenario.cluster.nodes, entries, auth, source,
                       tree_bounds(scenario.queues), scenario.preemption, scenario.gangs,

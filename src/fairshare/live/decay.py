@@ -68,6 +68,8 @@ def continued(ledger: DecayLedger, half_life: float, t: float) -> DecayLedger:
     scale = new.weight(t) / old_weight if old_weight > 0 else 1.0
     for name, entry in ledger.entries.items():
         new.entries[name] = [[u * scale for u in ledger.usage(name, t)], list(entry[1]), t]
+    new.half_lives = dict(ledger.half_lives)
+    new.resync()  # (the entries were written directly: their rows follow)
     return new
 
 
@@ -216,6 +218,4 @@ class DecayKeeper:
             if not keeps_history or queue is None or queue not in scheduler.queues:
                 continue
             key = HISTORY + queue
-            ledger.charge(key, t, [0.0] * ledger.m)
-            entry = ledger.entries[key]
-            entry[0] = [a + b for a, b in zip(entry[0], past)]
+            ledger.absorb(key, past, t)

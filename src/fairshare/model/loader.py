@@ -15,7 +15,6 @@ checks they share. The cross-field checks that need several sections (a resource
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +29,7 @@ from fairshare.model.loader_events import (ADDED_NODE_KEYS, EVENT_KEYS, EVENT_KI
 from fairshare.model.jobs import Job
 from fairshare.model.loader_fields import Collector, show
 from fairshare.model.loader_jobs import DURATION_KINDS, JOB_KEYS, TASK_KEYS, JobSpec, build_jobs, parse_jobs
-from fairshare.model.loader_queues import ORDERS, QUEUE_KEYS, build_tree, parse_queues
+from fairshare.model.loader_queues import ORDERS, QUEUE_KEYS, build_tree, parse_half_life, parse_queues
 from fairshare.model.loader_preemption import PREEMPTION_KEYS, parse_preemption
 from fairshare.model.loader_usage import parse_usage, usage_of_summary
 from fairshare.model.scenario import FairnessConfig, GangsConfig, Scenario
@@ -166,7 +165,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     # need a valid cluster, and only that: with one they run even when other fields have
     # problems, so a file's problems are all reported in one go.
     cluster_ok = len(col.errors) == errors_before_cluster and cluster.given
-    queue_entries, queue_bounds = parse_queues(col, data)
+    queue_entries, queue_bounds, queue_half_lives = parse_queues(col, data)
     # (events: structure now, against the nodes and the queue tree once they are built;
     # parsed before the jobs, since a job may name a queue an event adds (check_queue_events
     # checks when), but reported after them, in section order)
@@ -191,7 +190,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     nodes, capacity, pooled = build_nodes(cluster, resources)
     jobs = build_jobs(col, job_specs, resources, nodes, capacity, pooled, devices)
     events = check_events(col, event_specs, nodes, resources, devices)
-    tree = build_tree(col, queue_entries, queue_bounds, resources, capacity)
+    tree = build_tree(col, queue_entries, queue_bounds, resources, capacity, queue_half_lives)
     queue_events = check_queue_events(col, event_specs, tree, resources, capacity, job_specs)
     usage = parse_usage(col, data.get("usage"), resources, jobs, tree, fairness)
     if queue_events:  # (node and queue events in the simulator's order: time, then kind)
@@ -225,9 +224,7 @@ def parse_fairness(col: Collector, raw: Any) -> FairnessConfig | None:
     value = raw.get("half_life")
     if value is None:
         return FairnessConfig()
-    if value == "inf" or (isinstance(value, float) and value == math.inf):
-        return FairnessConfig(math.inf)
-    half_life = col.number(value, "fairness.half_life", minimum=0.0)
+    half_life = parse_half_life(col, value, "fairness.half_life")
     return None if half_life is None else FairnessConfig(half_life)
 
 

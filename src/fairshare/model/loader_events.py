@@ -17,6 +17,7 @@ from typing import Any
 
 from fairshare.model.cluster import Node
 from fairshare.model.loader_fields import Collector, amounts, show
+from fairshare.model.loader_queues import parse_queue_half_life
 from fairshare.model.queues import ROOT, QueueChange, QueueTree, bound_claims_problems
 from fairshare.model.scenario import ClusterEvent
 from fairshare.model.schema import ADDED_NODE, EVENT, QUEUE_CHANGE, keys
@@ -164,7 +165,7 @@ def check_events(col: Collector, specs: list[EventSpec], nodes: tuple[Node, ...]
 
 
 def _queue_change(col: Collector, body: Any, bp: str) -> QueueChange | None:
-    """``queue: {name, weight, order, guarantee, limit}`` or ``queue: {name, remove: true}``;
+    """``queue: {name, weight, order, guarantee, limit, fairness}`` or ``queue: {name, remove: true}``;
     None when it has problems (resource names are checked once the tree is known)."""
     if not isinstance(body, Mapping):
         col.add(bp, f"must be a mapping like {{name: ads.prod, weight: 3}}, got {show(body)}")
@@ -196,9 +197,10 @@ def _queue_change(col: Collector, body: Any, bp: str) -> QueueChange | None:
         else:
             got = amounts(col, body[key], f"{bp}.{key}", lambda _res: None)
             bounds[key] = None if got is None else tuple(sorted(got.items()))
+    half_life = parse_queue_half_life(col, body.get("fairness"), f"{bp}.fairness")
     if len(col.errors) > errors:
         return None
-    return QueueChange(name, weight, order, bounds["guarantee"], bounds["limit"], remove)
+    return QueueChange(name, weight, order, bounds["guarantee"], bounds["limit"], remove, half_life)
 
 
 def check_queue_events(col: Collector, specs: list[EventSpec], tree: QueueTree, resources: tuple[str, ...],

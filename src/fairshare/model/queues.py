@@ -10,6 +10,10 @@ resource while it has demand) and a *limit* (it never uses more, even on an idle
 cluster): resource name -> amount, in the scenario's units (docs/policies.md,
 "Guarantees and limits"). :func:`bound_claims_problems` checks that they can be honoured
 together.
+
+A queue may also set its own *half-life* (``fairness: {half_life: S}``), which its jobs
+and the queues below it use instead of the scenario's (docs/policies.md, "Fairness with
+memory"): :meth:`QueueTree.half_life_of`.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class QueueNode:
     children: tuple[str, ...] = ()  # child queue paths, in file order
     guarantee: Bounds = ()  # at least this much while demanding (listed resources only)
     limit: Bounds = ()  # never more than this (listed resources only)
+    half_life: float | None = None  # its own decay half-life in seconds (None: its parent's)
 
     def guarantee_vector(self, resources: Sequence[str]) -> tuple[float, ...]:
         """The guarantee per resource, 0 where none is listed."""
@@ -66,9 +71,11 @@ class QueueTree:
 
     @classmethod
     def build(cls, entries: Iterable[tuple[str, float, str]], root_order: str = "fair",
-              bounds: Mapping[str, tuple[Mapping[str, float], Mapping[str, float]]] | None = None) -> QueueTree:
+              bounds: Mapping[str, tuple[Mapping[str, float], Mapping[str, float]]] | None = None,
+              half_lives: Mapping[str, float] | None = None) -> QueueTree:
         """Build from ``(path, weight, order)`` triples, parents before children;
-        ``bounds`` maps a queue path to its ``(guarantee, limit)`` mappings."""
+        ``bounds`` maps a queue path to its ``(guarantee, limit)`` mappings, ``half_lives``
+        a queue path to its own half-life."""
         bounds = bounds or {}
         children: dict[str, list[str]] = {ROOT: []}
         spec: dict[str, tuple[float, str]] = {}
@@ -85,10 +92,11 @@ class QueueTree:
         for path, (weight, order) in spec.items():
             guarantee, limit = bounds.get(path, ({}, {}))
             nodes[path] = QueueNode(path, weight, order, tuple(children[path]),
-                                    tuple(sorted(guarantee.items())), tuple(sorted(limit.items())))
-        unknown = sorted(set(bounds) - set(spec))
+                                    tuple(sorted(guarantee.items())), tuple(sorted(limit.items())),
+                                    (half_lives or {}).get(path))
+        unknown = sorted((set(bounds) | set(half_lives or {})) - set(spec))
         if unknown:
-            raise ValueError(f"bounds for unknown queue(s) {', '.join(map(repr, unknown))}")
+            raise ValueError(f"bounds or half-lives for unknown queue(s) {', '.join(map(repr, unknown))}")
         return cls(nodes)
 
     def __contains__(self, path: object) -> bool:
@@ -124,6 +132,20 @@ class QueueTree:
 
     def depth(self, path: str) -> int:
         return 0 if path == ROOT else path.count(".") + 1
+
+    def half_life_of(self, path: str, default: float) -> float:
+        """The half-life ``path``'s jobs decay with: its own, else its nearest ancestor's
+        that sets one, else ``default`` (the scenario's ``fairness.half_life``)."""
+        for queue in self.ancestors(path):
+            own = self._nodes[queue].half_life
+            if own is not None:
+                return own
+        return default
+
+    def remembers(self, default: float) -> bool:
+        """Whether any queue decays usage (a half-life above 0, its own or ``default``):
+        whether the sorters need decayed usage at all."""
+        return default > 0 or any(node.half_life for node in self)
 
     @property
     def bounded(self) -> bool:
@@ -164,6 +186,8 @@ class QueueTree:
             node = replace(node, guarantee=tuple(sorted(change.guarantee)))
         if change.limit is not None:
             node = replace(node, limit=tuple(sorted(change.limit)))
+        if change.half_life is not None:
+            node = replace(node, half_life=change.half_life)
         nodes[path] = node
         return QueueTree(nodes)
 
@@ -173,8 +197,8 @@ class QueueChange:
     """One queue's change at run time (a scenario's ``events: [{time, queue: {...}}]``, the
     live service's ``PUT /v1/queues``): fields left None keep the queue's value.
 
-    An existing ``path`` gets the given ``weight``, ``order``, ``guarantee`` and ``limit``
-    (a bound of ``()`` removes it); a new ``path`` is added under its dotted parent
+    An existing ``path`` gets the given ``weight``, ``order``, ``guarantee``, ``limit``
+    and ``half_life`` (a bound of ``()`` removes it; a half-life can be set, not removed); a new ``path`` is added under its dotted parent
     (weight 1, order fair unless given), after its siblings; ``remove`` removes a queue
     (and its subtree) that no job uses. :meth:`QueueTree.changed` applies it.
     """
@@ -185,6 +209,7 @@ class QueueChange:
     guarantee: Bounds | None = None
     limit: Bounds | None = None
     remove: bool = False
+    half_life: float | None = None  # its own decay half-life (docs/policies.md, "Fairness with memory")
 
 
 def bound_claims_problems(queues: QueueTree, resources: Sequence[str],

@@ -171,6 +171,12 @@ CLUSTER = Obj("Cluster", {
     "devices": ListOf(Text("a resource name"), "resources counted in whole physical devices (a task takes a "
                                                "fraction of one device or whole devices)", unique=True, nullable=True),
 }, "one pooled capacity, or a list of nodes", required=(), exactly_one_of=("capacity", "nodes"))
+HALF_LIFE = Number("seconds for past usage to lose half its weight (0: no memory, today's instantaneous "
+                   "policy; .inf or \"inf\": cumulative usage)", minimum=0, default=0)
+QUEUE_FAIRNESS = Obj("QueueFairness", {
+    "half_life": replace(HALF_LIFE, default=None),
+}, "its own memory: its jobs' and its sub-queues' usage decays with this half-life instead of the scenario's "
+   "(docs/policies.md, \"Fairness with memory\")", nullable=True)
 QUEUE = Obj("Queue", {
     "name": Text("the queue's name (no dots: its path is its ancestors' names joined by dots)",
                  pattern=NAME_PATTERN),
@@ -179,6 +185,7 @@ QUEUE = Obj("Queue", {
     "children": ListOf(Ref("Queue"), "its child queues", nullable=True),
     "guarantee": replace(AMOUNTS, description="at least this much while it has demand", nullable=True),
     "limit": replace(AMOUNTS, description="never more than this", nullable=True),
+    "fairness": QUEUE_FAIRNESS,
 }, "a queue of the tree", required=("name",))
 
 POSITIVE_SECONDS = Number("seconds", exclusive_minimum=0)
@@ -234,6 +241,7 @@ QUEUE_CHANGE = Obj("QueueChange", {
     "order": replace(ORDER, default=None, nullable=True),
     "guarantee": replace(AMOUNTS, description="its new guarantee (null: none)", nullable=True),
     "limit": replace(AMOUNTS, description="its new limit (null: none)", nullable=True),
+    "fairness": replace(QUEUE_FAIRNESS, description="its new half-life (absent: unchanged)"),
     "remove": Boolean("remove the queue (it must have no jobs then; with name only)", default=False),
 }, "a change to the queue tree", required=("name",))
 ADDED_NODE = Obj("AddedNode", {
@@ -271,8 +279,7 @@ GANGS = Obj("Gangs", {
 }, "gang reservations (docs/policies.md, \"Reservations: no gang starves\")", nullable=True)
 
 FAIRNESS = Obj("Fairness", {
-    "half_life": Number("seconds for past usage to lose half its weight (0: no memory, today's instantaneous "
-                        "policy; .inf or \"inf\": cumulative usage)", minimum=0, default=0),
+    "half_life": HALF_LIFE,
 }, "fairness with memory: order by decayed usage (docs/policies.md, \"Fairness with memory\")", nullable=True)
 
 USAGE = Obj("Usage", {

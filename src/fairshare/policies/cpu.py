@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from fairshare.model.resources import Vector
 from fairshare.policies.base import PolicyOption
 from fairshare.policies.machinery.flat import FlatShareRule, FlatSorter, JobShare
@@ -23,6 +25,11 @@ def single_resource_share(k: int) -> JobShare:
     def share(usage: Sequence[float], capacity: Vector, weight: float) -> float:
         return usage[k] / capacity[k] / weight if capacity[k] > 0 else 0.0
 
+    def shares(usage: np.ndarray, capacity: Vector, weights: np.ndarray) -> np.ndarray:
+        # (each row's ``share``, in one pass: ``drf.drf_shares``)
+        return usage[:, k] / capacity[k] / weights if capacity[k] > 0 else np.zeros(len(usage))
+
+    share.many = shares  # (read by FlatSorter)
     return share
 
 

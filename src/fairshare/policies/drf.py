@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from fairshare.model.resources import Vector
 from fairshare.policies.machinery.flat import FlatShareRule, FlatSorter
 from fairshare.policies.machinery.progressive import FillingPolicy
@@ -21,6 +23,18 @@ def drf_share(usage: Sequence[float], capacity: Vector, weight: float) -> float:
     """Sec. 4.3's weighted dominant share ``max_r U_r / (w R_r)`` over the resources with
     ``R_r > 0`` (saturated ones count: DRF has no Y), the online sorters' measure."""
     return max((usage[r] / capacity[r] for r in range(len(capacity)) if capacity[r] > 0), default=0.0) / weight
+
+
+def drf_shares(usage: np.ndarray, capacity: Vector, weights: np.ndarray) -> np.ndarray:
+    """:func:`drf_share` of each row of ``usage`` (one weight per row), in one pass: the
+    decayed sorter re-keys every job when time moves (``machinery/flat.py``)."""
+    counted = [r for r in range(len(capacity)) if capacity[r] > 0]
+    if not counted:
+        return np.zeros(len(usage))
+    return (usage[:, counted] / np.array([capacity[r] for r in counted])).max(axis=1) / weights
+
+
+drf_share.many = drf_shares  # (read by FlatSorter)
 
 
 class DRF(FillingPolicy):

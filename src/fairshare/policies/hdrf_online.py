@@ -47,7 +47,8 @@ holds its effective vector (allocation plus decayed average past allocation,
 ``machinery/decay.py``) instead of its allocation, and everything above is Alg. 3 as
 is; a finished job's history moves to a hidden, never demanding leaf of its queue. Time
 moving changes every effective vector, so the leaves are re-charged once per new instant
-(``_advance``) and their ancestors recomputed in one batch.
+(``_advance``: one vectorized pass over the ledger's rows) and their ancestors recomputed
+in one batch (in practice a rebuild of the view in use: every leaf changed).
 
 The descent (Alg. 4) takes, at each node, the lowest child by the tie rule (share,
 running tasks in the subtree, position) that has a runnable job below it. Pick-heap
@@ -65,6 +66,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
@@ -104,7 +107,7 @@ class _View(SaturatedView):
         #: (:meth:`HDRFSorter._flush_picks`): most decisions on a full cluster compare the
         #: candidates' paths (``pick_among``) and never read the pick heaps
         self.repick: dict[int, None] = {}
-        #: the saturated set as a bit mask (``_leaf_blocked``)
+        #: the saturated set as a bit mask (a leaf needing one of them is blocked)
         self.saturated_mask = sum(1 << r for r in saturated)
 
     def grow(self, m: int) -> None:
@@ -135,7 +138,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.rescale = rescale
         self.ignore_blocked = ignore_blocked
         self.stop_when_saturated = stop_when_saturated
-        # _in_pool's rule as a number, for its inlined copy in _repost: 0 no pool (no
+        # Alg. 3's pool rule (its set A) as a number, for _repost and _rebuild: 0 no pool (no
         # rescaling), 1 children with an unblocked demanding job below, 2 with a demanding one
         self._pool_rule = 0 if not rescale else 1 if ignore_blocked else 2
         # node table (shared by all views); queues first, jobs appended as they arrive
@@ -185,12 +188,21 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         its allocation plus its decayed average past allocation (``machinery/decay.py``),
         so every queue's vector and share carry the history of the jobs below it. A job
         that ends leaves its history to a hidden, never demanding leaf of its queue (added
-        unscaled, as Alg. 3 adds blocked children). ``ledger``: the history to continue."""
+        unscaled, as Alg. 3 adds blocked children). A job's usage and its queue's history
+        decay with the queue's half-life (``QueueTree.half_life_of``; ``half_life`` where
+        no queue sets one). ``ledger``: the history to continue."""
         self.decay = ledger if ledger is not None else DecayLedger(half_life, self.m)
+        for name, job in self.jobs.items():
+            self.decay.enrol(name, self._half_life(job.queue))
         for name in list(self.decay.entries):
-            if name.startswith(HISTORY) and name[len(HISTORY):] in self.index:
-                self._history_leaf(name[len(HISTORY):])
+            queue = name[len(HISTORY):]
+            if name.startswith(HISTORY) and queue in self.index:
+                self.decay.assign(name, self._half_life(queue))
+                self._history_leaf(queue)
         self._recharge()
+
+    def _half_life(self, queue: str) -> float:
+        return self.queues.half_life_of(queue, self.decay.half_life)
 
     def _history_leaf(self, queue: str) -> int:
         q = self.index[queue]
@@ -203,15 +215,24 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         return tuple(self.decay.effective(self.key[idx], usage, self._keyed_at))
 
     def _recharge(self) -> None:
-        """Time moved: every leaf with history has a new effective vector. O(jobs x m)
-        per new instant, and the changed leaves' ancestors once (``_propagate``'s batch):
-        one event for the views' ages (``ViewCache.tick``)."""
+        """Time moved: every leaf (jobs and history leaves) has a new effective vector,
+        computed in one vectorized pass (``DecayLedger.effective_rows``), and the changed
+        leaves' ancestors are recomputed once per view (``_propagate``'s batch, or the
+        view's rebuild): one event for the views' ages (``ViewCache.tick``)."""
         self.views.tick()
-        for name, job in self.jobs.items():
-            idx = self.index[name]
-            self._set_leaf(idx, self._effective(idx, job.usage))
-        for idx in self._history.values():
-            self._set_leaf(idx, self._effective(idx, self._zero))
+        leaves = [self.index[name] for name in self.jobs]
+        leaves.extend(self._history.values())
+        rows = self.decay.rows
+        key, leaf_usage = self.key, self.leaf_usage
+        effective = self.decay.effective_rows(np.array([rows[key[idx]] for idx in leaves], dtype=np.intp),
+                                              self._keyed_at).tolist()
+        changed: dict[int, None] = {}
+        for idx, usage in zip(leaves, map(tuple, effective)):
+            if usage != leaf_usage[idx]:
+                leaf_usage[idx] = usage
+                changed[idx] = None
+        for view in self.views.views:  # (``_touch`` of each, at once)
+            view.pending.update(changed)
 
     def _set_leaf(self, idx: int, usage: tuple[float, ...]) -> None:
         if usage != self.leaf_usage[idx]:
@@ -238,10 +259,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         ledger.charge(name, now, self._zero)
         past = ledger.usage(name, now)
         ledger.forget(name)
-        key = HISTORY + queue
-        ledger.charge(key, now, self._zero)
-        entry = ledger.entries[key]
-        entry[0] = [a + b for a, b in zip(entry[0], past)]
+        ledger.assign(HISTORY + queue, self._half_life(queue))
+        ledger.absorb(HISTORY + queue, past, now)
         idx = self._history_leaf(queue)
         self.views.tick()
         self._set_leaf(idx, self._effective(idx, self._zero))
@@ -285,6 +304,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     # --- events -------------------------------------------------------------------------------
     def add_job(self, name, queue, weight, demand):
         super().add_job(name, queue, weight, demand)
+        if self.decay is not None:
+            self.decay.enrol(name, self._half_life(queue))
         idx = self._add_node(name, self.index[queue], weight, True)
         self.needs[idx] = sum(1 << r for r, d in enumerate(self.jobs[name].demand) if d > 0)
         if self.parent[idx] in self.fifo_jobs:
@@ -377,33 +398,6 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.views.select(self.saturated if self.ignore_blocked else frozenset())
 
     # --- shares -----------------------------------------------------------------------------------
-    def _leaf_blocked(self, view: _View, idx: int) -> bool:
-        if not self.live[idx]:
-            return True
-        if not self.ignore_blocked:
-            return False
-        return bool(self.needs[idx] & view.saturated_mask)  # needs a saturated resource
-
-    def _in_pool(self, view: _View, idx: int) -> bool:
-        """Alg. 3's set A: demanding children, and with ignore_blocked non-blocked ones."""
-        if not self.rescale or not self.key[idx]:
-            return False
-        if self.ignore_blocked:
-            return view.unblocked[idx] > 0
-        return self.live[idx] > 0
-
-    def _contribution(self, view: _View, v: int) -> tuple[bool, tuple[float, ...]]:
-        in_pool = self._in_pool(view, v)
-        return in_pool, self._vector(view, v, in_pool)
-
-    def _vector(self, view: _View, v: int, in_pool: bool) -> tuple[float, ...]:
-        """What v adds to its parent's sums: U_v / s_v into S1 when in the pool, else
-        U_v into S2 (Alg. 3, module docstring)."""
-        if not in_pool:
-            return view.usage[v]
-        sv = view.share[v]
-        return tuple([x / sv for x in view.usage[v]]) if sv > 0 else self._zero
-
     def _propagate(self, view: _View, leaves) -> None:
         """Bring ``view`` up to date after the given leaves changed (the shared ``live``
         and ``running`` counters are already committed): each leaf's usage, share and
@@ -467,7 +461,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
             return False
         contrib = view.contrib
         in_old, vec_old = contrib[v]
-        # _in_pool and _vector, inlined (this runs per node per event)
+        # in the pool (the rule, _pool_rule) and the vector it adds: U_v / s_v into S1
+        # when in the pool, else U_v into S2 (Alg. 3, module docstring)
         pool_rule = self._pool_rule
         in_new = bool(self.key[v]) and (view.unblocked[v] > 0 if pool_rule == 1 else
                                         pool_rule == 2 and self.live[v] > 0)
@@ -561,7 +556,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
     def _rebuild(self, view: _View) -> None:
         """Recompute a view bottom-up: O(nodes x resources)."""
         view.pending.clear()
-        view.repick.clear()  # (every pick entry is made anew below)
+        view.repick.clear()  # (every live node is marked for a new pick entry below)
         cap = self.capacity
         view.counted = [r for r in range(self.m) if cap[r] > 0 and r not in view.saturated]
         children = self.children
@@ -571,32 +566,48 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
             v = stack.pop()
             order.append(v)
             stack.extend(children[v])
+        # (the leaf rule of _propagate and the pool rule of _repost, inlined as there: with
+        # decayed usage every leaf changes at each new instant, and the view in use is rebuilt)
+        usage, share, unblocked, contrib = view.usage, view.share, view.unblocked, view.contrib
+        pool_version, repick = view.pool_version, view.repick
+        is_job, key, live, needs, weight, running, position = (self.is_job, self.key, self.live, self.needs,
+                                                              self.weight, self.running, self.position)
+        leaf_usage, node_share, counted, zero = self.leaf_usage, self.node_share, view.counted, self._zero
+        blocking = view.saturated_mask if self.ignore_blocked else 0
+        pool_rule = self._pool_rule
+        resources = range(self.m)
         for v in reversed(order):
-            if self.is_job[v]:
-                view.usage[v] = self.leaf_usage[v]
-                view.share[v] = self.node_share(view.usage[v], cap, view.counted, self.weight[v])
-                view.unblocked[v] = 1 if (self.live[v] and not self._leaf_blocked(view, v)) else 0
+            if is_job[v]:
+                u = usage[v] = leaf_usage[v]
+                share[v] = node_share(u, cap, counted, weight[v])
+                unblocked[v] = 1 if live[v] and not needs[v] & blocking else 0
                 continue
-            view.unblocked[v] = sum(view.unblocked[c] for c in children[v])
+            unblocked[v] = sum(unblocked[c] for c in children[v])
             s1 = [0.0] * self.m
             s2 = [0.0] * self.m
-            pool_heap, pick_heap = [], []
+            pool_heap = []
             for c in children[v]:
-                in_pool, vec = self._contribution(view, c)
-                view.contrib[c] = (in_pool, vec)
-                target = s1 if in_pool else s2
-                for r in range(self.m):
-                    target[r] += vec[r]
-                view.version[c] += 1
-                view.pool_version[c] += 1
+                in_pool = bool(key[c]) and (unblocked[c] > 0 if pool_rule == 1 else pool_rule == 2 and live[c] > 0)
                 if in_pool:
-                    pool_heap.append((view.share[c], view.pool_version[c], c))
-                if self.live[c] > 0:
-                    pick_heap.append((round(view.share[c], DIGITS), self.running[c], self.position[c],
-                                      view.version[c], c))
+                    sc = share[c]
+                    vec = tuple([x / sc for x in usage[c]]) if sc > 0 else zero
+                    target = s1
+                else:
+                    vec = usage[c]
+                    target = s2
+                contrib[c] = (in_pool, vec)
+                for r in resources:
+                    target[r] += vec[r]
+                pool_version[c] += 1
+                if in_pool:
+                    pool_heap.append((share[c], pool_version[c], c))
+                if live[c] > 0:
+                    repick[c] = None
             heapq.heapify(pool_heap)
-            heapq.heapify(pick_heap)
-            view.s1[v], view.s2[v], view.pool_heap[v], view.pick_heap[v] = s1, s2, pool_heap, pick_heap
+            # the pick entries are made before the next descent (``_flush_picks``, which
+            # gives each a new version): with decay a view may be rebuilt at every instant,
+            # and most decisions compare candidates' paths without reading these heaps
+            view.s1[v], view.s2[v], view.pool_heap[v], view.pick_heap[v] = s1, s2, pool_heap, []
             self._recompute(view, v)
 
     # --- decisions ----------------------------------------------------------------------------------

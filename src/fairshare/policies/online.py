@@ -92,7 +92,7 @@ class OnlineSorter:
         """Order by decayed usage with this half-life (docs/policies.md, "Fairness with
         memory"; ``machinery/decay.py``). Only the sorters that implement it accept it."""
         raise ValueError("fairness.half_life: this policy has no decayed usage yet (docs/policies.md, "
-                         "\"Fairness with memory\"); use half_life 0 with it")
+                         "\"Fairness with memory\"); use half_life 0 with it, at the top level and in every queue")
 
     def shares(self) -> dict[str, float]:
         """Each job's and queue's current share as this policy measures it (for reports)."""

@@ -16,7 +16,15 @@ compacted when stale entries pile up.
 With decayed usage (``set_half_life``, docs/policies.md "Fairness with memory") a job's
 key is the share of its allocation plus its decayed average past allocation
 (``machinery/decay.py``); keys move as time passes, so the demanding jobs are re-keyed
-once per new instant (``_advance``). Without it none of that runs.
+once per new instant (``_advance``), in one vectorized pass (the policy's share function
+carries its many-rows form as ``share.many``, ``drf.drf_shares``): their names sorted by
+the new keys become the *base*, and the heap holds only the jobs re-keyed since. The
+base is fed into the heap lazily, lowest first (``_feed``), so that the heap's head is
+always the lowest entry of the two: a pick reads only the head of the base, and the
+decisions are those of the heap with every job re-keyed (the tie rule's rounding is
+monotone, so the base in raw key order is in rounded key order, and every base entry
+whose rounded key ties the heap's head is fed before the head is read, where the heap
+orders the tie). Without decay none of that runs.
 
 ``collapsed`` (``policies/collapsed.py``) subclasses :class:`FlatSorter` with weights
 that change when the set of demanding jobs does (:meth:`FlatSorter._weight`).
@@ -26,6 +34,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from fairshare.model.queues import QueueTree
 from fairshare.model.resources import Vector
@@ -76,29 +86,80 @@ class FlatSorter(OnlineSorter):
         # instant the keys were computed at
         self.decay: DecayLedger | None = None
         self._keyed_at = 0.0
+        # with decay: the demanding jobs at the last new instant, by their keys then, fed
+        # into the heap from ``_cursor`` on (``_feed``); the jobs re-keyed since are in
+        # ``_fresh`` (their base entries are stale)
+        self._base: list[str] = []
+        self._base_share: list[float] = []
+        self._cursor = 0
+        self._fresh: set[str] = set()
 
     def set_half_life(self, half_life: float, ledger: DecayLedger | None = None) -> None:
         """Order by decayed usage (docs/policies.md, "Fairness with memory"): each job's
         key is the share of its allocation plus its decayed average past allocation
-        (``machinery/decay.py``). ``ledger``: the history to continue (a sorter built
-        again for a new queue tree)."""
+        (``machinery/decay.py``), each job's decaying with its queue's half-life
+        (``QueueTree.half_life_of``; ``half_life`` where no queue sets one). ``ledger``:
+        the history to continue (a sorter built again for a new queue tree)."""
         self.decay = ledger if ledger is not None else DecayLedger(half_life, self.m)
-        for name in self.jobs:
-            self._rekey(name)
+        for name, job in self.jobs.items():
+            self.decay.enrol(name, self.queues.half_life_of(job.queue, self.decay.half_life))
+        self._rekey_all()
 
     def _advance(self, now: float) -> None:
         """With decay, time moving changes every key: re-key the demanding jobs once per
-        new instant (O(demanding jobs x (m + log n)) per instant, not per task)."""
+        new instant, not per task (``_rekey_all``)."""
         if now > self._keyed_at:
             self._keyed_at = now
-            for name, job in self.jobs.items():
-                if job.demanding:
-                    self._rekey(name)
+            self._rekey_all()
+
+    def _rekey_all(self) -> None:
+        """Every demanding job's key at ``_keyed_at``, in one vectorized pass (the
+        ledger's rows, the share's ``many`` form), sorted into the base; the heap starts
+        empty (the parked entries too: the excluded jobs are parked again when the base
+        reaches them). Non-demanding jobs keep their keys, as a single re-key does."""
+        jobs, rows = self.jobs, self.decay.rows
+        names = [name for name, job in jobs.items() if job.demanding]
+        effective = self.decay.effective_rows(np.array([rows[name] for name in names], dtype=np.intp),
+                                              self._keyed_at)
+        weights = np.array([self._weight(jobs[name]) for name in names], dtype=float)
+        many = getattr(self.job_share, "many", None)
+        if many is not None:
+            keys = many(effective, self.capacity, weights)
+        else:  # (a share function without its many-rows form: one call per job)
+            keys = np.array([self.job_share(row, self.capacity, w) for row, w in zip(effective.tolist(), weights)])
+        order = np.argsort(keys, kind="stable").tolist()
+        shares = keys.tolist()
+        self._base = [names[i] for i in order]
+        self._base_share = [shares[i] for i in order]
+        self.share.update(zip(names, shares))
+        self._cursor = 0
+        self._fresh = set()
+        self.heap = []
+        self._parked.clear()
+
+    def _feed(self) -> None:
+        """Move base entries into the heap until the next one's rounded key is above the
+        heap's head (module docstring): from then on the heap's head is the lowest entry,
+        until it is popped."""
+        base, heap, jobs, fresh = self._base, self.heap, self.jobs, self._fresh
+        while self._cursor < len(base):
+            name = base[self._cursor]
+            job = jobs.get(name)
+            if job is None or not job.demanding or name in fresh:  # (stale: re-keyed since, or gone)
+                self._cursor += 1
+                continue
+            key = round(self._base_share[self._cursor], DIGITS)
+            if heap and heap[0][0] < key:
+                return
+            heapq.heappush(heap, (key, job.running, job.order, self.version[name], name))
+            self._cursor += 1
 
     # --- events -------------------------------------------------------------------------------
     def add_job(self, name, queue, weight, demand):
         super().add_job(name, queue, weight, demand)
         self.version[name] = 0
+        if self.decay is not None:
+            self.decay.enrol(name, self.queues.half_life_of(queue, self.decay.half_life))
         self._rekey(name)
 
     def remove_job(self, name):
@@ -130,6 +191,8 @@ class FlatSorter(OnlineSorter):
             super().set_capacity(capacity)
             for name in self.jobs:
                 self._rekey(name)
+            if self.decay is not None:
+                self._rekey_all()
 
     # --- shares ---------------------------------------------------------------------------------
     def _weight(self, job) -> float:
@@ -146,6 +209,8 @@ class FlatSorter(OnlineSorter):
         share = self.job_share(usage, self.capacity, self._weight(job))
         self.share[name] = share
         self.version[name] += 1
+        if self.decay is not None:
+            self._fresh.add(name)
         if job.demanding:
             heapq.heappush(self.heap, (round(share, DIGITS), job.running, job.order, self.version[name], name))
         if len(self.heap) > 4 * len(self.jobs) + 16:
@@ -175,13 +240,19 @@ class FlatSorter(OnlineSorter):
         until the call ends, instead of being popped and pushed back at every decision:
         on a filling cluster the jobs whose task fits nowhere gather at the head of the
         heap (their shares stop growing), and each decision walked past all of them."""
+        feed = None
         if self.decay is not None:
             self._advance(now)
+            feed = self._feed
         heap, excluded, parked = self.heap, self._excluded, self._parked
         heappop = heapq.heappop
         tried: list[tuple] = []
         found = None
-        while heap:
+        while True:
+            if feed is not None:
+                feed()
+            if not heap:
+                break
             entry = heap[0]
             if not self._valid(entry):
                 heappop(heap)
