@@ -44,6 +44,17 @@ import numpy as np
 LN2 = math.log(2.0)
 
 
+def _decay_terms(dt: float, half_life: float) -> tuple[float, float]:
+    """``(2^(-dt/h), integral of 2^(-(t - s)/h) over [t - dt, t])`` for a finite ``h > 0``.
+
+    The integral is ``(h / ln 2)(1 - 2^(-dt/h))``, computed with ``expm1``: ``1 - 2^(-dt/h)``
+    written as a subtraction loses about ``log10(h / dt)`` digits (a few seconds against a
+    day's half-life: 1e-12 relative), above the tie rule's 12-digit rounding, so jobs that
+    are tied would be ordered by rounding noise; ``expm1`` keeps full precision."""
+    x = -dt * LN2 / half_life
+    return math.exp(x), -math.expm1(x) * half_life / LN2
+
+
 class DecayLedger:
     """Per entity: ``[U, A, t0]`` (decayed usage settled at ``t0``, current allocation),
     decaying with ``half_life`` unless :meth:`assign` gave it its own."""
@@ -105,8 +116,7 @@ class DecayLedger:
             return [0.0] * len(usage)
         if math.isinf(half_life):
             return [u + a * dt for u, a in zip(usage, alloc)]
-        d = 2.0 ** (-dt / half_life)
-        grown = (1.0 - d) / (LN2 / half_life)  # integral of 2^(-(t - s)/h) over [t0, t]
+        d, grown = _decay_terms(dt, half_life)
         return [u * d + a * grown for u, a in zip(usage, alloc)]
 
     def _decayed(self, name: str, entry: list, t: float) -> list[float]:
@@ -122,7 +132,7 @@ class DecayLedger:
         elapsed = t - self.origin
         if math.isinf(half_life):
             return elapsed
-        return (1.0 - 2.0 ** (-elapsed / half_life)) / (LN2 / half_life)
+        return _decay_terms(elapsed, half_life)[1]
 
     def charge(self, name: str, t: float, alloc: Sequence[float]) -> None:
         """From ``t`` on, ``name`` holds ``alloc`` (a task started or ended): settle its
@@ -209,9 +219,10 @@ class DecayLedger:
         if math.isinf(half_life):
             decayed = usage + alloc * dt
         else:
-            # 2^x by Python's pow, as in ``_decayed_by``: numpy's may differ by an ulp, and
-            # 1 - d cancels (a few seconds against a day's half-life: 1e-12 relative), so
-            # the two paths would give keys that differ above the tie rule's rounding
-            d = np.array([2.0 ** x for x in (-dt / half_life).ravel().tolist()])[:, None]
-            decayed = usage * d + alloc * ((1.0 - d) / (LN2 / half_life))
+            # the scalar read's own terms, element by element (numpy's exp and expm1 may
+            # differ from the math module's by an ulp: the two paths must give the same keys)
+            terms = [_decay_terms(x, half_life) for x in dt.ravel().tolist()]
+            d = np.array([a for a, _ in terms])[:, None]
+            grown = np.array([b for _, b in terms])[:, None]
+            decayed = usage * d + alloc * grown
         return alloc + decayed / w
