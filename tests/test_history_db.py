@@ -136,3 +136,12 @@ def test_not_a_store_is_an_error(tmp_path):
     with pytest.raises(TraceError, match="not a fairshare serve database"):
         convert("fairshare-db", [other])
     assert main(["export", "--db", str(other), "-o", str(tmp_path / "x.yaml")]) == 2
+
+
+def test_the_reader_knows_the_stores_current_schema_version():
+    """A new store version must be read (or refused on purpose): the reader's list follows
+    live/store.py's SCHEMA_VERSION."""
+    from fairshare.live.store import SCHEMA_VERSION
+    from fairshare.traces.fairshare_db import READABLE_VERSIONS
+
+    assert str(SCHEMA_VERSION) in READABLE_VERSIONS

@@ -36,8 +36,9 @@ from fairshare.traces.history import (HistoryOptions, Run, add_history_arguments
 
 NAME = "fairshare-db"
 SUMMARY = "fairshare serve's SQLite store (--db): the jobs that ran, per task, read-only"
-#: the store schema versions this reader knows (live/store.py SCHEMA_VERSION and the one before)
-READABLE_VERSIONS = ("3", "4")
+#: the store schema versions this reader knows (live/store.py SCHEMA_VERSION and the ones
+#: before whose job tables are the same: 5 added only the decayed usage table)
+READABLE_VERSIONS = ("3", "4", "5")
 
 
 @dataclass
