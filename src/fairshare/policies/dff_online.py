@@ -60,6 +60,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
+from functools import reduce
+from operator import add
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
@@ -162,6 +164,9 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.total: list[list[float]] = []
         self.queue_kids: list[list[int]] = []  # sub-queues of each queue (FR's top-down pass)
         self.used: list[dict[int, None]] = []  # each queue's jobs with non-zero usage
+        # each queue's jobs with non-zero usage that are demanding: the only jobs whose
+        # fairness a decision reads and an FR change can change (``_catch_up``)
+        self.used_demanding: list[dict[int, None]] = []
         # True while every weight seen is exactly summable, so the totals kept by adding and
         # subtracting equal ``update_fr``'s sums in any order: arrivals and departures are
         # then incremental (module docstring). Once False, they rebuild from scratch.
@@ -220,6 +225,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.total.append([] if is_job else [0.0] * self.m)
         self.queue_kids.append([])
         self.used.append({})
+        self.used_demanding.append({})
         for view in self.views:
             view.grow()
         self._grow_excluded()
@@ -247,6 +253,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         del self.alive_nodes[idx]
         self.job_kids[self.parent[idx]].remove(idx)
         self.used[self.parent[idx]].pop(idx, None)
+        self.used_demanding[self.parent[idx]].pop(idx, None)
         if not self.exact:
             self._invalidate()  # ... or finishes (its usage leaves the sums at the rebuild)
             return
@@ -276,10 +283,14 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         job.demanding = demanding
         idx = self.index[name]
         self._walk_counts(idx, d_live=1 if demanding else -1)
+        self._sort_used(idx)
         self.views.tick()
         if self.stale:
             self.stale_leaves[idx] = None
         elif not self.dirty:
+            if demanding and self.exact:
+                # its fairness was not kept while it was not demanding (``_catch_up``)
+                self.raw[idx] = self.raw_fairness(self.usage[idx], self._job_fr(idx))
             self._touch(idx)
 
     def set_saturated(self, resources):
@@ -336,10 +347,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def _leaf_changed(self, idx: int, before: list[float], d_running: int) -> None:
         after = self.jobs[self.key[idx]].usage
         self.usage[idx] = list(after)
-        if any(after):
-            self.used[self.parent[idx]][idx] = None
-        else:
-            self.used[self.parent[idx]].pop(idx, None)
+        self._sort_used(idx)
         self._walk_counts(idx, d_running=d_running)
         self.views.tick()
         if self.dirty:  # shares are rebuilt from scratch before the next decision
@@ -355,6 +363,20 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self._add_usage(idx, [a - b for a, b in zip(after, before)])
         self._touch(idx)
 
+    def _sort_used(self, idx: int) -> None:
+        """Job ``idx``'s usage or demanding flag changed: file it under ``used`` and
+        ``used_demanding`` of its queue, or take it out."""
+        q = self.parent[idx]
+        if any(self.usage[idx]):
+            self.used[q][idx] = None
+            if self.live[idx] > 0:
+                self.used_demanding[q][idx] = None
+            else:
+                self.used_demanding[q].pop(idx, None)
+        else:
+            self.used[q].pop(idx, None)
+            self.used_demanding[q].pop(idx, None)
+
     def _job_fr(self, idx: int) -> Vector | None:
         """A job's Fair Resource. Kept exact, it is computed from its queue's FR and totals
         (an arrival changes every sibling's FR: only the ones whose fairness depends on it
@@ -363,6 +385,24 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             return self.fr[idx]
         p = self.parent[idx]
         return self.child_fr(self.fr[p], self.weight[idx], self.total[p], self.need_count[idx])
+
+    def _job_fr_cache(self) -> Callable[[int], Vector | None]:
+        """:meth:`_job_fr` for a pass over many jobs while no FR or total changes: a job's
+        FR is ``child_fr`` of its queue's FR and totals, its weight and its needs, so the
+        jobs of one queue with the same weight and needs share one (the same call with
+        the same arguments, so the same floats)."""
+        if not self.exact:
+            return self._job_fr
+        parent, weight, needs, known = self.parent, self.weight, self.needs, {}
+
+        def job_fr(idx: int) -> Vector | None:
+            group = (parent[idx], weight[idx], needs[idx])
+            fr = known.get(group)
+            if fr is None:
+                fr = known[group] = self._job_fr(idx)
+            return fr
+
+        return job_fr
 
     def _count_presence(self, idx: int, sign: int) -> int:
         """Job ``idx`` arrives (``sign`` 1) or leaves (-1): update the present and needing
@@ -431,10 +471,11 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                 if v == top:
                     break
                 v = parent[v]
-            v = parent[idx]
-            while v >= 0:  # its queues' children changed: re-summed below
-                self.drifted[v] = None
-                v = parent[v]
+            if any(usage[idx]):  # its queues' sums lose or gain it: re-summed below
+                v = parent[idx]
+                while v >= 0:
+                    self.drifted[v] = None
+                    v = parent[v]
             rekey.update(dict.fromkeys(on_path))
             stack = [top]
             while stack:
@@ -451,25 +492,20 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                     elif c in on_path:
                         stack.append(c)
         # the rebuild's sums: children in index order (sub-queues, then jobs by arrival),
-        # children before parents (a sub-queue's index is above its parent's)
+        # children before parents (a sub-queue's index is above its parent's); a job
+        # without usage adds +0.0 to a sum that is never -0.0, so it is left out
         for q in sorted(self.drifted, reverse=True):
-            sum_ = [0.0] * m
-            for c in self.queue_kids[q]:
-                uc = usage[c]
-                for r in range(m):
-                    sum_[r] += uc[r]
-            for c in self.job_kids[q]:
-                uc = usage[c]
-                for r in range(m):
-                    sum_[r] += uc[r]
-            usage[q] = sum_
+            rows = [usage[c] for c in self.queue_kids[q]]
+            rows += [usage[c] for c in sorted(self.used[q])]
+            usage[q] = [reduce(add, column, 0.0) for column in zip(*rows)] if rows else [0.0] * m
             queues[q] = None
         self.drifted.clear()
+        job_fr = self._job_fr_cache()
         touched = [idx for idx, _ in self.pending]
         for j in self.stale_leaves:
             touched.append(j)
             if self.alive[j]:
-                raw[j] = fairness(usage[j], self._job_fr(j))
+                raw[j] = fairness(usage[j], job_fr(j))
         self.pending.clear()
         self.stale_leaves.clear()
         self.stale = False
@@ -480,8 +516,8 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                 if q:
                     touched.append(q)
         for q in rekey:
-            for j in self.used[q]:
-                share = fairness(usage[j], self._job_fr(j))
+            for j in self.used_demanding[q]:
+                share = fairness(usage[j], job_fr(j))
                 if share != raw[j]:
                     raw[j] = share
                     touched.append(j)
@@ -713,4 +749,11 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def shares(self) -> dict[str, float]:
         self._decide_ready()
         view = self.views.current
-        return {self.key[v]: view.share[v] for v in self.alive_nodes if v}
+        shares = {self.key[v]: view.share[v] for v in self.alive_nodes if v}
+        # the jobs whose fairness is not kept while they are not demanding (``_catch_up``)
+        job_fr = self._job_fr_cache()
+        for q in range(self.queue_count):
+            for j in self.used[q]:
+                if not self.live[j]:
+                    shares[self.key[j]] = self.raw_fairness(self.usage[j], job_fr(j))
+        return shares
