@@ -59,8 +59,10 @@ candidates' paths of keys (``pick_among``) and never read the pick heaps.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from functools import reduce
+from itertools import accumulate
 from operator import add
 
 from fairshare.model.queues import ROOT, QueueTree
@@ -163,7 +165,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.need_count: list[list[int]] = []
         self.total: list[list[float]] = []
         self.queue_kids: list[list[int]] = []  # sub-queues of each queue (FR's top-down pass)
-        self.used: list[dict[int, None]] = []  # each queue's jobs with non-zero usage
+        self.used: list[list[int]] = []  # each queue's jobs with non-zero usage, in index order
         # each queue's jobs with non-zero usage that are demanding: the only jobs whose
         # fairness a decision reads and an FR change can change (``_catch_up``)
         self.used_demanding: list[dict[int, None]] = []
@@ -192,6 +194,10 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                 self.exact = self.exact and _exactly_summable(node.weight)
         # queues take indices 0 .. queue_count - 1; jobs come after, and are never parents
         self.queue_count = len(self.key)
+        # per queue and resource, the partial sums of its usage sum from scratch (``_resum``):
+        # entry 0 the sub-queues' sum, entry i + 1 that plus ``used[q][0..i]``; only a
+        # prefix is kept, cut where a row changed
+        self.used_sums: list[list[list[float]]] = [[[] for _ in range(self.m)] for _ in range(self.queue_count)]
 
     def _add_node(self, key: str, parent: int, weight: float, is_job: bool, fifo: bool) -> int:
         idx = len(self.key)
@@ -224,7 +230,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.need_count.append([0] * self.m)
         self.total.append([] if is_job else [0.0] * self.m)
         self.queue_kids.append([])
-        self.used.append({})
+        self.used.append([])
         self.used_demanding.append({})
         for view in self.views:
             view.grow()
@@ -252,8 +258,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.alive[idx] = False  # tombstone: never reused; its heap entries go stale
         del self.alive_nodes[idx]
         self.job_kids[self.parent[idx]].remove(idx)
-        self.used[self.parent[idx]].pop(idx, None)
-        self.used_demanding[self.parent[idx]].pop(idx, None)
+        self._file_usage(idx, usage_changed=True, leaving=True)
         if not self.exact:
             self._invalidate()  # ... or finishes (its usage leaves the sums at the rebuild)
             return
@@ -283,7 +288,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         job.demanding = demanding
         idx = self.index[name]
         self._walk_counts(idx, d_live=1 if demanding else -1)
-        self._sort_used(idx)
+        self._file_usage(idx, usage_changed=False)
         self.views.tick()
         if self.stale:
             self.stale_leaves[idx] = None
@@ -347,7 +352,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def _leaf_changed(self, idx: int, before: list[float], d_running: int) -> None:
         after = self.jobs[self.key[idx]].usage
         self.usage[idx] = list(after)
-        self._sort_used(idx)
+        self._file_usage(idx, usage_changed=True)
         self._walk_counts(idx, d_running=d_running)
         self.views.tick()
         if self.dirty:  # shares are rebuilt from scratch before the next decision
@@ -363,19 +368,43 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self._add_usage(idx, [a - b for a, b in zip(after, before)])
         self._touch(idx)
 
-    def _sort_used(self, idx: int) -> None:
-        """Job ``idx``'s usage or demanding flag changed: file it under ``used`` and
-        ``used_demanding`` of its queue, or take it out."""
+    def _file_usage(self, idx: int, *, usage_changed: bool, leaving: bool = False) -> None:
+        """Job ``idx``'s usage (``usage_changed``) or demanding flag changed, or it leaves:
+        file it under its queue's ``used`` and ``used_demanding``, or take it out, and cut
+        the queue's partial sums (``used_sums``) where its row is."""
         q = self.parent[idx]
-        if any(self.usage[idx]):
-            self.used[q][idx] = None
-            if self.live[idx] > 0:
-                self.used_demanding[q][idx] = None
-            else:
-                self.used_demanding[q].pop(idx, None)
+        has = not leaving and any(self.usage[idx])
+        used = self.used[q]
+        pos = bisect_left(used, idx)
+        listed = pos < len(used) and used[pos] == idx
+        if has and not listed:
+            used.insert(pos, idx)
+        elif listed and not has:
+            del used[pos]
+        if usage_changed and (has or listed):
+            for sums in self.used_sums[q]:
+                del sums[pos + 1:]
+        if has and self.live[idx] > 0:
+            self.used_demanding[q][idx] = None
         else:
-            self.used[q].pop(idx, None)
             self.used_demanding[q].pop(idx, None)
+
+    def _resum(self, q: int) -> list[float]:
+        """Queue ``q``'s usage summed from scratch in the rebuild's order (sub-queues, then
+        jobs by index; a job without usage adds +0.0 to a sum that is never -0.0, so it is
+        left out), resuming each resource's running fold where its kept partial sums end:
+        every entry kept is the fold of the same rows in the same order, so the same float."""
+        usage, sums = self.usage, self.used_sums[q]
+        kids = self.queue_kids[q]
+        start = [reduce(add, column, 0.0) for column in zip(*[usage[c] for c in kids])] if kids else [0.0] * self.m
+        if any(not partial or partial[0] != x for partial, x in zip(sums, start)):
+            for partial, x in zip(sums, start):  # the sub-queues' sum changed: from the first job
+                partial[:] = [x]
+        rows = [usage[c] for c in self.used[q][len(sums[0]) - 1:]]
+        if rows:
+            for partial, column in zip(sums, zip(*rows)):
+                partial.extend(accumulate(column, add, initial=partial.pop()))
+        return [partial[-1] for partial in sums]
 
     def _job_fr(self, idx: int) -> Vector | None:
         """A job's Fair Resource. Kept exact, it is computed from its queue's FR and totals
@@ -491,13 +520,10 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                         stack.append(c)
                     elif c in on_path:
                         stack.append(c)
-        # the rebuild's sums: children in index order (sub-queues, then jobs by arrival),
-        # children before parents (a sub-queue's index is above its parent's); a job
-        # without usage adds +0.0 to a sum that is never -0.0, so it is left out
+        # the rebuild's sums (``_resum``), children before parents (a sub-queue's index is
+        # above its parent's)
         for q in sorted(self.drifted, reverse=True):
-            rows = [usage[c] for c in self.queue_kids[q]]
-            rows += [usage[c] for c in sorted(self.used[q])]
-            usage[q] = [reduce(add, column, 0.0) for column in zip(*rows)] if rows else [0.0] * m
+            usage[q] = self._resum(q)
             queues[q] = None
         self.drifted.clear()
         job_fr = self._job_fr_cache()
