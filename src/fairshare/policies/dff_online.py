@@ -14,9 +14,14 @@ What each node keeps, and what changes it:
 * ``usage[v]`` (Alg. 2 line 7, ``U_i = sum U_k``): a leaf's usage is its job's; a queue's
   is the plain sum of its children's, kept as running sums updated along the changed path
   between arrivals and departures. At the first decision after an arrival or departure
-  the queues whose sums ran (``drifted``), or whose children changed, are summed again
-  from scratch in the reference's order, so every queue's sum is then bit-identical to a
-  rebuild's; the others already are (nothing below them changed since their last sum).
+  the queues whose sums ran (``drifted``), or that gained or lost a job with usage, are
+  summed again from scratch in the reference's order, so every queue's sum is then
+  bit-identical to a rebuild's; the others already are (nothing below them changed since
+  their last sum). A sum from scratch (``_resum``) leaves out the jobs without usage (each
+  adds +0.0 to a sum that starts at +0.0, so is never -0.0: no change) and resumes each
+  resource's fold from kept partial sums (``used_sums``) after the last row unchanged
+  since: a prefix of the same rows in the same order folds to the same float, so only the
+  rows from the first changed one on are added again, not every job of the queue.
 * ``fr[v]`` (Def. 1, Alg. 1 UpdateFR) and ``raw[v] = max_r U_r / FR_r`` (Def. 2, Eq. 6,
   over resources with ``FR_r > 0``). FR depends only on which jobs are present, their
   needs and weights, and the capacity (Alg. 3 lines 10-11). Alg. 1's inputs are kept as
@@ -26,8 +31,15 @@ What each node keeps, and what changes it:
   top-down only below the highest node whose total changed, with ``dff.child_fr``, the
   step ``dff.update_fr`` uses: the same floats, because with integer or dyadic weights the
   totals are exact in any order. A job's FR is not stored but computed from its queue's
-  when needed; an arrival changes every sibling's FR, but a job with no usage has fairness
-  0 whatever its FR, so only the siblings with usage (``used``) are re-evaluated. A weight
+  when needed, once per (queue, weight, needs) in a pass (``_job_fr_cache``: the same call
+  with the same arguments). An arrival changes every sibling's FR, but only a demanding
+  job's fairness is ever read by a decision (pick and pool entries exist only for
+  demanding children, and ``pick_among`` passes over candidates that do not demand), and
+  a job without usage has fairness 0 whatever its FR: only the demanding siblings with
+  usage (``used_demanding``) are re-evaluated, not every job, nor every running one. A job
+  that stops demanding keeps its last ``raw`` until it demands again (``set_demanding``
+  recomputes it first, or the catch-up does) or :meth:`~DFFSorter.shares` reports it
+  (computed there). A weight
   that does not sum exactly turns this off (``exact``): then every arrival or departure
   rebuilds everything from scratch (``_refresh``, O(nodes x resources)), as the capacity
   changing always does; rebuilds are lazy, so a burst of arrivals pays once.
@@ -43,7 +55,7 @@ current one: on a full cluster the set flips on almost every event. Events updat
 current view at once; the others record the changed nodes and, when their set comes
 back, replay them in one batch, each changed ancestor re-keyed once (``_replay``; a view
 holds no running sums, so the batch gives what one walk per node would). An arrival or departure re-keys the nodes whose fairness changed
-(the job, queues, siblings with usage) the same way; a view is dropped only on a rebuild,
+(the job, queues, demanding siblings with usage) the same way; a view is dropped only on a rebuild,
 or when more than a quarter of the nodes changed.
 
 The descent (Alg. 3 lines 1-5) takes, at each node, the lowest demanding child by the
@@ -475,13 +487,15 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         brought to what a rebuild from scratch (:meth:`_refresh`) would give, touching only
         what can differ from it: Alg. 1's FR top-down below each one's ``top`` (the same
         formula, and the totals being exact, the same floats as :func:`dff.update_fr`);
-        the usage of the queues whose running sums drifted, or whose children changed,
-        summed from scratch in the rebuild's order; the raw fairness of those queues, of
-        the jobs whose usage changed meanwhile and of every job with usage below a queue
-        whose FR or total changed (a job without usage has fairness 0 whatever its FR);
-        then the views re-keyed from the nodes whose fairness changed. Why this is exact:
-        docs/performance.md."""
-        m, parent, fr, raw, usage, fairness = self.m, self.parent, self.fr, self.raw, self.usage, self.raw_fairness
+        the usage of the queues whose running sums drifted, or that gained or lost a job
+        with usage, summed from scratch in the rebuild's order (``_resum``); the raw fairness of those
+        queues, of the jobs whose usage changed meanwhile and of every demanding job with
+        usage below a queue whose FR or total changed (a job without usage has fairness 0
+        whatever its FR; one that does not demand is read by no decision: module
+        docstring); then the views re-keyed from the nodes whose fairness changed. Why
+        this is exact: the module docstring and docs/performance.md ("DFF at trace speed",
+        "DFF Fair Resource catch-up")."""
+        parent, fr, raw, usage, fairness = self.parent, self.fr, self.raw, self.usage, self.raw_fairness
         rekey: dict[int, None] = {}  # queues whose jobs' FRs may have changed
         queues: dict[int, None] = {}  # queues whose raw fairness may have changed
 
