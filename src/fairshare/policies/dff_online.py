@@ -207,9 +207,10 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         # queues take indices 0 .. queue_count - 1; jobs come after, and are never parents
         self.queue_count = len(self.key)
         # per queue and resource, the partial sums of its usage sum from scratch (``_resum``):
-        # entry 0 the sub-queues' sum, entry i + 1 that plus ``used[q][0..i]``; only a
-        # prefix is kept, cut where a row changed
+        # entry 0 the sub-queues' sum, entry i + 1 that plus ``used[q][0..i]``; entries
+        # past ``used_sums_valid[q]`` are stale (a job's row at that position changed)
         self.used_sums: list[list[list[float]]] = [[[] for _ in range(self.m)] for _ in range(self.queue_count)]
+        self.used_sums_valid: list[int] = [0] * self.queue_count
 
     def _add_node(self, key: str, parent: int, weight: float, is_job: bool, fifo: bool) -> int:
         idx = len(self.key)
@@ -270,7 +271,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.alive[idx] = False  # tombstone: never reused; its heap entries go stale
         del self.alive_nodes[idx]
         self.job_kids[self.parent[idx]].remove(idx)
-        self._file_usage(idx, usage_changed=True, leaving=True)
+        self._file_usage(idx, leaving=True)
         if not self.exact:
             self._invalidate()  # ... or finishes (its usage leaves the sums at the rebuild)
             return
@@ -300,7 +301,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         job.demanding = demanding
         idx = self.index[name]
         self._walk_counts(idx, d_live=1 if demanding else -1)
-        self._file_usage(idx, usage_changed=False)
+        self._file_demanding(idx)
         self.views.tick()
         if self.stale:
             self.stale_leaves[idx] = None
@@ -364,7 +365,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def _leaf_changed(self, idx: int, before: list[float], d_running: int) -> None:
         after = self.jobs[self.key[idx]].usage
         self.usage[idx] = list(after)
-        self._file_usage(idx, usage_changed=True)
+        self._file_usage(idx)
         self._walk_counts(idx, d_running=d_running)
         self.views.tick()
         if self.dirty:  # shares are rebuilt from scratch before the next decision
@@ -380,10 +381,10 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self._add_usage(idx, [a - b for a, b in zip(after, before)])
         self._touch(idx)
 
-    def _file_usage(self, idx: int, *, usage_changed: bool, leaving: bool = False) -> None:
-        """Job ``idx``'s usage (``usage_changed``) or demanding flag changed, or it leaves:
-        file it under its queue's ``used`` and ``used_demanding``, or take it out, and cut
-        the queue's partial sums (``used_sums``) where its row is."""
+    def _file_usage(self, idx: int, *, leaving: bool = False) -> None:
+        """Job ``idx``'s usage changed, or it leaves: file it under its queue's ``used``
+        and ``used_demanding``, or take it out, and mark the queue's partial sums
+        (``used_sums``) stale from its row on."""
         q = self.parent[idx]
         has = not leaving and any(self.usage[idx])
         used = self.used[q]
@@ -393,20 +394,27 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             used.insert(pos, idx)
         elif listed and not has:
             del used[pos]
-        if usage_changed and (has or listed):
-            for sums in self.used_sums[q]:
-                del sums[pos + 1:]
-        if has and self.live[idx] > 0:
-            self.used_demanding[q][idx] = None
+        if (has or listed) and pos < self.used_sums_valid[q]:
+            self.used_sums_valid[q] = pos
+        self._file_demanding(idx, has)
+
+    def _file_demanding(self, idx: int, has_usage: bool | None = None) -> None:
+        """Job ``idx``'s usage or demanding flag changed: in ``used_demanding`` or not."""
+        if has_usage is None:
+            has_usage = any(self.usage[idx])
+        if has_usage and self.live[idx] > 0:
+            self.used_demanding[self.parent[idx]][idx] = None
         else:
-            self.used_demanding[q].pop(idx, None)
+            self.used_demanding[self.parent[idx]].pop(idx, None)
 
     def _resum(self, q: int) -> list[float]:
         """Queue ``q``'s usage summed from scratch in the rebuild's order (sub-queues, then
         jobs by index; a job without usage adds +0.0 to a sum that is never -0.0, so it is
         left out), resuming each resource's running fold where its kept partial sums end:
         every entry kept is the fold of the same rows in the same order, so the same float."""
-        usage, sums = self.usage, self.used_sums[q]
+        usage, sums, valid = self.usage, self.used_sums[q], self.used_sums_valid[q]
+        for partial in sums:
+            del partial[valid + 1:]
         kids = self.queue_kids[q]
         start = [reduce(add, column, 0.0) for column in zip(*[usage[c] for c in kids])] if kids else [0.0] * self.m
         if any(not partial or partial[0] != x for partial, x in zip(sums, start)):
@@ -416,6 +424,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         if rows:
             for partial, column in zip(sums, zip(*rows)):
                 partial.extend(accumulate(column, add, initial=partial.pop()))
+        self.used_sums_valid[q] = len(self.used[q])
         return [partial[-1] for partial in sums]
 
     def _job_fr(self, idx: int) -> Vector | None:
