@@ -211,6 +211,9 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         # past ``used_sums_valid[q]`` are stale (a job's row at that position changed)
         self.used_sums: list[list[list[float]]] = [[[] for _ in range(self.m)] for _ in range(self.queue_count)]
         self.used_sums_valid: list[int] = [0] * self.queue_count
+        # per queue and resource, the usage of the jobs in ``used[q]``, in that order (the
+        # rows ``_resum`` folds, kept by column)
+        self.used_columns: list[list[list[float]]] = [[[] for _ in range(self.m)] for _ in range(self.queue_count)]
 
     def _add_node(self, key: str, parent: int, weight: float, is_job: bool, fifo: bool) -> int:
         idx = len(self.key)
@@ -386,14 +389,22 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         and ``used_demanding``, or take it out, and mark the queue's partial sums
         (``used_sums``) stale from its row on."""
         q = self.parent[idx]
-        has = not leaving and any(self.usage[idx])
+        row = self.usage[idx]
+        has = not leaving and any(row)
         used = self.used[q]
         pos = bisect_left(used, idx)
         listed = pos < len(used) and used[pos] == idx
         if has and not listed:
             used.insert(pos, idx)
+            for column, x in zip(self.used_columns[q], row):
+                column.insert(pos, x)
         elif listed and not has:
             del used[pos]
+            for column in self.used_columns[q]:
+                del column[pos]
+        elif has:
+            for column, x in zip(self.used_columns[q], row):
+                column[pos] = x
         if (has or listed) and pos < self.used_sums_valid[q]:
             self.used_sums_valid[q] = pos
         self._file_demanding(idx, has)
@@ -420,10 +431,10 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         if any(not partial or partial[0] != x for partial, x in zip(sums, start)):
             for partial, x in zip(sums, start):  # the sub-queues' sum changed: from the first job
                 partial[:] = [x]
-        rows = [usage[c] for c in self.used[q][len(sums[0]) - 1:]]
-        if rows:
-            for partial, column in zip(sums, zip(*rows)):
-                partial.extend(accumulate(column, add, initial=partial.pop()))
+        done = len(sums[0]) - 1  # the jobs already folded
+        if done < len(self.used[q]):
+            for partial, column in zip(sums, self.used_columns[q]):
+                partial.extend(accumulate(column[done:], add, initial=partial.pop()))
         self.used_sums_valid[q] = len(self.used[q])
         return [partial[-1] for partial in sums]
 
