@@ -508,13 +508,13 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         what can differ from it: Alg. 1's FR top-down below each one's ``top`` (the same
         formula, and the totals being exact, the same floats as :func:`dff.update_fr`);
         the usage of the queues whose running sums drifted, or that gained or lost a job
-        with usage, summed from scratch in the rebuild's order (``_resum``); the raw fairness of those
-        queues, of the jobs whose usage changed meanwhile and of every demanding job with
-        usage below a queue whose FR or total changed (a job without usage has fairness 0
-        whatever its FR; one that does not demand is read by no decision: module
-        docstring); then the views re-keyed from the nodes whose fairness changed. Why
-        this is exact: the module docstring and docs/performance.md ("DFF at trace speed",
-        "DFF Fair Resource catch-up")."""
+        with usage, summed from scratch in the rebuild's order (``_resum``); the raw
+        fairness of those queues, of the jobs whose usage changed meanwhile and of every
+        demanding job with usage below a queue whose FR or total changed (a job without
+        usage has fairness 0 whatever its FR; one that does not demand is read by no
+        decision: module docstring); then the views re-keyed from the nodes whose fairness
+        changed. Why this is exact: the module docstring and docs/performance.md ("DFF at
+        trace speed", "DFF Fair Resource catch-up")."""
         parent, fr, raw, usage, fairness = self.parent, self.fr, self.raw, self.usage, self.raw_fairness
         rekey: dict[int, None] = {}  # queues whose jobs' FRs may have changed
         queues: dict[int, None] = {}  # queues whose raw fairness may have changed
