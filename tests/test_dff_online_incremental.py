@@ -7,8 +7,9 @@ from scratch, as it did on every arrival and departure before. Driven by the sam
 events (nested weighted queues, demands like 0.1 that do not sum exactly, tasks starting
 and finishing, jobs blocking, arriving and leaving, saturated sets changing), both modes
 must give the same pick and the same shares (compared as floats, so bit-identical) after
-every event. tests/test_online_parity.py holds the sorter equal to the per-decision
-reference on scheduler runs.
+every event. The Fair Resource work an arrival costs is counted too: it must not grow
+with the jobs already running (issue 24). tests/test_online_parity.py holds the sorter
+equal to the per-decision reference on scheduler runs.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import random
 import pytest
 
 from fairshare.model.queues import QueueTree
-from fairshare.policies import make_policy
+from fairshare.policies import dff, make_policy
+from fairshare.policies.dff_online import DFFSorter
 
 M = 3
 # weights: integers and dyadic fractions (exact sums) for the incremental mode
@@ -100,3 +102,72 @@ def test_a_weight_that_does_not_sum_exactly_selects_rebuilds():
     sorter.add_job("j2", "b", 0.1, (1.0, 0.0, 0.0))  # 0.1 + 1.0 rounds
     assert not sorter.exact
     assert sorter.pick(lambda name: True) == "j1"  # (a tie broken by position, as always)
+
+
+def counting_sorter(capacity, exact=True):
+    """A DFF sorter whose Fair Resource step (``dff.child_fr``) and fairness (Def. 2) count
+    their calls."""
+    calls = {"child_fr": 0, "fairness": 0}
+
+    def child_fr(*args):
+        calls["child_fr"] += 1
+        return dff.child_fr(*args)
+
+    def fairness(*args):
+        calls["fairness"] += 1
+        return dff.fairness(*args)
+
+    sorter = DFFSorter(3, QueueTree.build(TREE), capacity, update_fr=dff.update_fr, child_fr=child_fr,
+                       fairness=fairness)
+    sorter.exact = exact
+    return sorter, calls
+
+
+def fr_work_per_arrival(running: int, demanding_with_usage: int) -> tuple[list[int], list[int], dict, dict]:
+    """Fill queue ``b`` with ``running`` one-task jobs that run (usage, no longer demanding)
+    and ``demanding_with_usage`` jobs that run a task and want more (in four groups of
+    weight and needs), then let 20 jobs arrive one at a time, each followed by a decision:
+    the ``child_fr`` and ``fairness`` calls each arrival and decision cost, and the shares
+    at the end of this sorter and of one rebuilding from scratch."""
+    fast, calls = counting_sorter((1e6, 1e6, 1e6))
+    slow, _ = counting_sorter((1e6, 1e6, 1e6), exact=False)
+
+    def both(kind, *args):
+        for sorter in (fast, slow):
+            getattr(sorter, kind)(*args)
+
+    shapes = [(1.0, (0.5, 1.0, 0.0)), (2.0, (0.5, 1.0, 0.0)), (1.0, (1.0, 0.0, 1.0)), (2.0, (0.3, 0.0, 0.7))]
+    for k in range(running):
+        demand = (0.1 * (k % 7 + 1), 1.0 + k % 3, 0.0)
+        both("add_job", f"r{k}", "b", 1.0, demand)
+        both("allocated", f"r{k}", demand)
+        both("set_demanding", f"r{k}", False)
+    for k in range(demanding_with_usage):
+        weight, demand = shapes[k % len(shapes)]
+        both("add_job", f"d{k}", "b", weight, demand)
+        both("allocated", f"d{k}", demand)
+    assert fast.pick(lambda name: True) == slow.pick(lambda name: True)
+    child_fr_calls, fairness_calls = [], []
+    for k in range(20):
+        calls["child_fr"] = calls["fairness"] = 0
+        both("add_job", f"new{k}", "b", 1.0, (1.0, 1.0, 0.0))
+        assert fast.pick(lambda name: True) == slow.pick(lambda name: True)
+        child_fr_calls.append(calls["child_fr"])
+        fairness_calls.append(calls["fairness"])
+    return child_fr_calls, fairness_calls, fast.shares(), slow.shares()
+
+
+def test_fair_resource_catch_up_work_does_not_grow_with_the_jobs():
+    """An arrival changes the FR of every sibling (DFF Alg. 1), but only the demanding
+    siblings with usage have a fairness a decision reads, and jobs of one queue with the
+    same weight and needs share one FR: the Fair Resource work per arrival and decision
+    is the same for 40 running jobs as for 800 (it was one ``child_fr`` and one fairness
+    per running sibling), and the shares stay those of the rebuild."""
+    small_fr, small_fairness, small_fast, small_slow = fr_work_per_arrival(running=40, demanding_with_usage=8)
+    large_fr, large_fairness, large_fast, large_slow = fr_work_per_arrival(running=800, demanding_with_usage=8)
+    assert small_fast == small_slow and large_fast == large_slow
+    assert large_fr == small_fr and large_fairness == small_fairness
+    # per arrival: the FRs below the root (queues a, b, c; a's sub-queues are empty) and one
+    # per (weight, needs) group of b's demanding jobs with usage (4)
+    assert max(large_fr) <= 3 + len({(1.0, 0b011), (2.0, 0b011), (1.0, 0b101), (2.0, 0b101)})
+    assert max(large_fairness) < 40

@@ -14,9 +14,14 @@ What each node keeps, and what changes it:
 * ``usage[v]`` (Alg. 2 line 7, ``U_i = sum U_k``): a leaf's usage is its job's; a queue's
   is the plain sum of its children's, kept as running sums updated along the changed path
   between arrivals and departures. At the first decision after an arrival or departure
-  the queues whose sums ran (``drifted``), or whose children changed, are summed again
-  from scratch in the reference's order, so every queue's sum is then bit-identical to a
-  rebuild's; the others already are (nothing below them changed since their last sum).
+  the queues whose sums ran (``drifted``), or that gained or lost a job with usage, are
+  summed again from scratch in the reference's order, so every queue's sum is then
+  bit-identical to a rebuild's; the others already are (nothing below them changed since
+  their last sum). A sum from scratch (``_resum``) leaves out the jobs without usage (each
+  adds +0.0 to a sum that starts at +0.0, so is never -0.0: no change) and resumes each
+  resource's fold from kept partial sums (``used_sums``) after the last row unchanged
+  since: a prefix of the same rows in the same order folds to the same float, so only the
+  rows from the first changed one on are added again, not every job of the queue.
 * ``fr[v]`` (Def. 1, Alg. 1 UpdateFR) and ``raw[v] = max_r U_r / FR_r`` (Def. 2, Eq. 6,
   over resources with ``FR_r > 0``). FR depends only on which jobs are present, their
   needs and weights, and the capacity (Alg. 3 lines 10-11). Alg. 1's inputs are kept as
@@ -26,8 +31,15 @@ What each node keeps, and what changes it:
   top-down only below the highest node whose total changed, with ``dff.child_fr``, the
   step ``dff.update_fr`` uses: the same floats, because with integer or dyadic weights the
   totals are exact in any order. A job's FR is not stored but computed from its queue's
-  when needed; an arrival changes every sibling's FR, but a job with no usage has fairness
-  0 whatever its FR, so only the siblings with usage (``used``) are re-evaluated. A weight
+  when needed, once per (queue, weight, needs) in a pass (``_job_fr_cache``: the same call
+  with the same arguments). An arrival changes every sibling's FR, but only a demanding
+  job's fairness is ever read by a decision (pick and pool entries exist only for
+  demanding children, and ``pick_among`` passes over candidates that do not demand), and
+  a job without usage has fairness 0 whatever its FR: only the demanding siblings with
+  usage (``used_demanding``) are re-evaluated, not every job, nor every running one. A job
+  that stops demanding keeps its last ``raw`` until it demands again (``set_demanding``
+  recomputes it first, or the catch-up does) or :meth:`~DFFSorter.shares` reports it
+  (computed there). A weight
   that does not sum exactly turns this off (``exact``): then every arrival or departure
   rebuilds everything from scratch (``_refresh``, O(nodes x resources)), as the capacity
   changing always does; rebuilds are lazy, so a burst of arrivals pays once.
@@ -43,7 +55,7 @@ current one: on a full cluster the set flips on almost every event. Events updat
 current view at once; the others record the changed nodes and, when their set comes
 back, replay them in one batch, each changed ancestor re-keyed once (``_replay``; a view
 holds no running sums, so the batch gives what one walk per node would). An arrival or departure re-keys the nodes whose fairness changed
-(the job, queues, siblings with usage) the same way; a view is dropped only on a rebuild,
+(the job, queues, demanding siblings with usage) the same way; a view is dropped only on a rebuild,
 or when more than a quarter of the nodes changed.
 
 The descent (Alg. 3 lines 1-5) takes, at each node, the lowest demanding child by the
@@ -59,7 +71,11 @@ candidates' paths of keys (``pick_among``) and never read the pick heaps.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
+from functools import reduce
+from itertools import accumulate
+from operator import add
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
@@ -161,7 +177,10 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.need_count: list[list[int]] = []
         self.total: list[list[float]] = []
         self.queue_kids: list[list[int]] = []  # sub-queues of each queue (FR's top-down pass)
-        self.used: list[dict[int, None]] = []  # each queue's jobs with non-zero usage
+        self.used: list[list[int]] = []  # each queue's jobs with non-zero usage, in index order
+        # each queue's jobs with non-zero usage that are demanding: the only jobs whose
+        # fairness a decision reads and an FR change can change (``_catch_up``)
+        self.used_demanding: list[dict[int, None]] = []
         # True while every weight seen is exactly summable, so the totals kept by adding and
         # subtracting equal ``update_fr``'s sums in any order: arrivals and departures are
         # then incremental (module docstring). Once False, they rebuild from scratch.
@@ -187,6 +206,14 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                 self.exact = self.exact and _exactly_summable(node.weight)
         # queues take indices 0 .. queue_count - 1; jobs come after, and are never parents
         self.queue_count = len(self.key)
+        # per queue and resource, the partial sums of its usage sum from scratch (``_resum``):
+        # entry 0 the sub-queues' sum, entry i + 1 that plus ``used[q][0..i]``; entries
+        # past ``used_sums_valid[q]`` are stale (a job's row at that position changed)
+        self.used_sums: list[list[list[float]]] = [[[] for _ in range(self.m)] for _ in range(self.queue_count)]
+        self.used_sums_valid: list[int] = [0] * self.queue_count
+        # per queue and resource, the usage of the jobs in ``used[q]``, in that order (the
+        # rows ``_resum`` folds, kept by column)
+        self.used_columns: list[list[list[float]]] = [[[] for _ in range(self.m)] for _ in range(self.queue_count)]
 
     def _add_node(self, key: str, parent: int, weight: float, is_job: bool, fifo: bool) -> int:
         idx = len(self.key)
@@ -219,7 +246,8 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.need_count.append([0] * self.m)
         self.total.append([] if is_job else [0.0] * self.m)
         self.queue_kids.append([])
-        self.used.append({})
+        self.used.append([])
+        self.used_demanding.append({})
         for view in self.views:
             view.grow()
         self._grow_excluded()
@@ -246,7 +274,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self.alive[idx] = False  # tombstone: never reused; its heap entries go stale
         del self.alive_nodes[idx]
         self.job_kids[self.parent[idx]].remove(idx)
-        self.used[self.parent[idx]].pop(idx, None)
+        self._file_usage(idx, leaving=True)
         if not self.exact:
             self._invalidate()  # ... or finishes (its usage leaves the sums at the rebuild)
             return
@@ -276,10 +304,14 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         job.demanding = demanding
         idx = self.index[name]
         self._walk_counts(idx, d_live=1 if demanding else -1)
+        self._file_demanding(idx)
         self.views.tick()
         if self.stale:
             self.stale_leaves[idx] = None
         elif not self.dirty:
+            if demanding and self.exact:
+                # its fairness was not kept while it was not demanding (``_catch_up``)
+                self.raw[idx] = self.raw_fairness(self.usage[idx], self._job_fr(idx))
             self._touch(idx)
 
     def set_saturated(self, resources):
@@ -336,10 +368,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def _leaf_changed(self, idx: int, before: list[float], d_running: int) -> None:
         after = self.jobs[self.key[idx]].usage
         self.usage[idx] = list(after)
-        if any(after):
-            self.used[self.parent[idx]][idx] = None
-        else:
-            self.used[self.parent[idx]].pop(idx, None)
+        self._file_usage(idx)
         self._walk_counts(idx, d_running=d_running)
         self.views.tick()
         if self.dirty:  # shares are rebuilt from scratch before the next decision
@@ -355,6 +384,60 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self._add_usage(idx, [a - b for a, b in zip(after, before)])
         self._touch(idx)
 
+    def _file_usage(self, idx: int, *, leaving: bool = False) -> None:
+        """Job ``idx``'s usage changed, or it leaves: file it under its queue's ``used``
+        and ``used_demanding``, or take it out, and mark the queue's partial sums
+        (``used_sums``) stale from its row on."""
+        q = self.parent[idx]
+        row = self.usage[idx]
+        has = not leaving and any(row)
+        used = self.used[q]
+        pos = bisect_left(used, idx)
+        listed = pos < len(used) and used[pos] == idx
+        if has and not listed:
+            used.insert(pos, idx)
+            for column, x in zip(self.used_columns[q], row):
+                column.insert(pos, x)
+        elif listed and not has:
+            del used[pos]
+            for column in self.used_columns[q]:
+                del column[pos]
+        elif has:
+            for column, x in zip(self.used_columns[q], row):
+                column[pos] = x
+        if (has or listed) and pos < self.used_sums_valid[q]:
+            self.used_sums_valid[q] = pos
+        self._file_demanding(idx, has)
+
+    def _file_demanding(self, idx: int, has_usage: bool | None = None) -> None:
+        """Job ``idx``'s usage or demanding flag changed: in ``used_demanding`` or not."""
+        if has_usage is None:
+            has_usage = any(self.usage[idx])
+        if has_usage and self.live[idx] > 0:
+            self.used_demanding[self.parent[idx]][idx] = None
+        else:
+            self.used_demanding[self.parent[idx]].pop(idx, None)
+
+    def _resum(self, q: int) -> list[float]:
+        """Queue ``q``'s usage summed from scratch in the rebuild's order (sub-queues, then
+        jobs by index; a job without usage adds +0.0 to a sum that is never -0.0, so it is
+        left out), resuming each resource's running fold where its kept partial sums end:
+        every entry kept is the fold of the same rows in the same order, so the same float."""
+        usage, sums, valid = self.usage, self.used_sums[q], self.used_sums_valid[q]
+        for partial in sums:
+            del partial[valid + 1:]
+        kids = self.queue_kids[q]
+        start = [reduce(add, column, 0.0) for column in zip(*[usage[c] for c in kids])] if kids else [0.0] * self.m
+        if any(not partial or partial[0] != x for partial, x in zip(sums, start)):
+            for partial, x in zip(sums, start):  # the sub-queues' sum changed: from the first job
+                partial[:] = [x]
+        done = len(sums[0]) - 1  # the jobs already folded
+        if done < len(self.used[q]):
+            for partial, column in zip(sums, self.used_columns[q]):
+                partial.extend(accumulate(column[done:], add, initial=partial.pop()))
+        self.used_sums_valid[q] = len(self.used[q])
+        return [partial[-1] for partial in sums]
+
     def _job_fr(self, idx: int) -> Vector | None:
         """A job's Fair Resource. Kept exact, it is computed from its queue's FR and totals
         (an arrival changes every sibling's FR: only the ones whose fairness depends on it
@@ -363,6 +446,24 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             return self.fr[idx]
         p = self.parent[idx]
         return self.child_fr(self.fr[p], self.weight[idx], self.total[p], self.need_count[idx])
+
+    def _job_fr_cache(self) -> Callable[[int], Vector | None]:
+        """:meth:`_job_fr` for a pass over many jobs while no FR or total changes: a job's
+        FR is ``child_fr`` of its queue's FR and totals, its weight and its needs, so the
+        jobs of one queue with the same weight and needs share one (the same call with
+        the same arguments, so the same floats)."""
+        if not self.exact:
+            return self._job_fr
+        parent, weight, needs, known = self.parent, self.weight, self.needs, {}
+
+        def job_fr(idx: int) -> Vector | None:
+            group = (parent[idx], weight[idx], needs[idx])
+            fr = known.get(group)
+            if fr is None:
+                fr = known[group] = self._job_fr(idx)
+            return fr
+
+        return job_fr
 
     def _count_presence(self, idx: int, sign: int) -> int:
         """Job ``idx`` arrives (``sign`` 1) or leaves (-1): update the present and needing
@@ -406,13 +507,15 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         brought to what a rebuild from scratch (:meth:`_refresh`) would give, touching only
         what can differ from it: Alg. 1's FR top-down below each one's ``top`` (the same
         formula, and the totals being exact, the same floats as :func:`dff.update_fr`);
-        the usage of the queues whose running sums drifted, or whose children changed,
-        summed from scratch in the rebuild's order; the raw fairness of those queues, of
-        the jobs whose usage changed meanwhile and of every job with usage below a queue
-        whose FR or total changed (a job without usage has fairness 0 whatever its FR);
-        then the views re-keyed from the nodes whose fairness changed. Why this is exact:
-        docs/performance.md."""
-        m, parent, fr, raw, usage, fairness = self.m, self.parent, self.fr, self.raw, self.usage, self.raw_fairness
+        the usage of the queues whose running sums drifted, or that gained or lost a job
+        with usage, summed from scratch in the rebuild's order (``_resum``); the raw
+        fairness of those queues, of the jobs whose usage changed meanwhile and of every
+        demanding job with usage below a queue whose FR or total changed (a job without
+        usage has fairness 0 whatever its FR; one that does not demand is read by no
+        decision: module docstring); then the views re-keyed from the nodes whose fairness
+        changed. Why this is exact: the module docstring and docs/performance.md ("DFF at
+        trace speed", "DFF Fair Resource catch-up")."""
+        parent, fr, raw, usage, fairness = self.parent, self.fr, self.raw, self.usage, self.raw_fairness
         rekey: dict[int, None] = {}  # queues whose jobs' FRs may have changed
         queues: dict[int, None] = {}  # queues whose raw fairness may have changed
 
@@ -431,10 +534,11 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                 if v == top:
                     break
                 v = parent[v]
-            v = parent[idx]
-            while v >= 0:  # its queues' children changed: re-summed below
-                self.drifted[v] = None
-                v = parent[v]
+            if any(usage[idx]):  # its queues' sums lose or gain it: re-summed below
+                v = parent[idx]
+                while v >= 0:
+                    self.drifted[v] = None
+                    v = parent[v]
             rekey.update(dict.fromkeys(on_path))
             stack = [top]
             while stack:
@@ -450,26 +554,18 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                         stack.append(c)
                     elif c in on_path:
                         stack.append(c)
-        # the rebuild's sums: children in index order (sub-queues, then jobs by arrival),
-        # children before parents (a sub-queue's index is above its parent's)
+        # the rebuild's sums (``_resum``), children before parents (a sub-queue's index is
+        # above its parent's)
         for q in sorted(self.drifted, reverse=True):
-            sum_ = [0.0] * m
-            for c in self.queue_kids[q]:
-                uc = usage[c]
-                for r in range(m):
-                    sum_[r] += uc[r]
-            for c in self.job_kids[q]:
-                uc = usage[c]
-                for r in range(m):
-                    sum_[r] += uc[r]
-            usage[q] = sum_
+            usage[q] = self._resum(q)
             queues[q] = None
         self.drifted.clear()
+        job_fr = self._job_fr_cache()
         touched = [idx for idx, _ in self.pending]
         for j in self.stale_leaves:
             touched.append(j)
             if self.alive[j]:
-                raw[j] = fairness(usage[j], self._job_fr(j))
+                raw[j] = fairness(usage[j], job_fr(j))
         self.pending.clear()
         self.stale_leaves.clear()
         self.stale = False
@@ -480,8 +576,8 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                 if q:
                     touched.append(q)
         for q in rekey:
-            for j in self.used[q]:
-                share = fairness(usage[j], self._job_fr(j))
+            for j in self.used_demanding[q]:
+                share = fairness(usage[j], job_fr(j))
                 if share != raw[j]:
                     raw[j] = share
                     touched.append(j)
@@ -713,4 +809,11 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def shares(self) -> dict[str, float]:
         self._decide_ready()
         view = self.views.current
-        return {self.key[v]: view.share[v] for v in self.alive_nodes if v}
+        shares = {self.key[v]: view.share[v] for v in self.alive_nodes if v}
+        # the jobs whose fairness is not kept while they are not demanding (``_catch_up``)
+        job_fr = self._job_fr_cache()
+        for q in range(self.queue_count):
+            for j in self.used[q]:
+                if not self.live[j]:
+                    shares[self.key[j]] = self.raw_fairness(self.usage[j], job_fr(j))
+        return shares
