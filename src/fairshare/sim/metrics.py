@@ -335,8 +335,9 @@ def summarize(result: SimResult, *, fairness_gap: bool = True, scenario_name: st
                                    decayed=decayed_at_end(result, path))
 
     ct = completion_times(result)
-    starved_job = max(rep.longest_starvation, key=lambda n: (rep.longest_starvation[n], -_index(sc, n)),
-                      default=None)
+    position = {job.name: i for i, job in enumerate(sc.jobs)}  # (ties: the first in the scenario)
+    starved_job = max(rep.longest_starvation,
+                      key=lambda n: (rep.longest_starvation[n], -position.get(n, len(sc.jobs))), default=None)
     starvation = {
         "max_s": rep.longest_starvation[starved_job] if starved_job is not None else 0.0,
         "job": starved_job if starved_job is not None and rep.longest_starvation[starved_job] > 0 else None,
@@ -452,11 +453,3 @@ def document(result: SimResult, cluster: Integral, cap_int: list[float], jobs: d
     if result.reserved_idle is not None:  # (gang reservations were on: engine/reserve.py)
         summary["reserved_idle"] = dict(zip(sc.resources, result.reserved_idle))
     return summary
-
-
-def _index(scenario: Scenario, name: str) -> int:
-    for i, job in enumerate(scenario.jobs):
-        if job.name == name:
-            return i
-    return len(scenario.jobs)
-
