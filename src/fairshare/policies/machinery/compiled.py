@@ -19,6 +19,9 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shlex
+import shutil
+import sysconfig
 from collections.abc import Callable, Iterable
 
 try:
@@ -44,6 +47,15 @@ def forced_pure_python() -> bool:
 def available() -> bool:
     """Whether the compiled core is built and importable (whatever the environment says)."""
     return _hdrf_kernel is not None
+
+
+def compiler_present() -> bool:
+    """Whether ``pip install`` could build the core here: the C compiler setuptools would
+    call (``$CC``, else the one Python was built with) and the Python headers. ``make
+    test`` requires the core built where this holds (tests/test_compiled_core.py)."""
+    cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+    headers = os.path.join(sysconfig.get_paths()["include"], "Python.h")
+    return bool(cc) and shutil.which(cc[0]) is not None and os.path.exists(headers)
 
 
 def describe() -> str:
