@@ -20,21 +20,22 @@ DEMO_OUT      := out/demo
 
 CHROMIUM      := /usr/bin/chromium
 CHROMIUM_LOG  := $(VENV)/chromium-install.log
+COMPILER_LOG  := $(VENV)/compiler-install.log
 
-.PHONY: demo test bench clean distclean chromium core wheel
+.PHONY: demo test bench clean distclean chromium compiler core wheel
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # Not --quiet: a first install downloads for minutes, and pip's own lines (each package,
 # its download's progress bar) show that it is working and on what.
-$(STAMP): $(BUILD_INPUTS) | $(PY)
+$(STAMP): $(BUILD_INPUTS) | $(PY) compiler
 	@echo "installing fairshare and its dependencies into $(VENV) (numpy, scipy, matplotlib, PyYAML):"
 	@echo "a few minutes the first time, seconds after that"
 	$(PIP) install -e .
 	touch $@
 
-$(STAMP_TEST): $(BUILD_INPUTS) | $(PY)
+$(STAMP_TEST): $(BUILD_INPUTS) | $(PY) compiler
 	@echo "installing fairshare with the live and test extras into $(VENV) (Ray, FastAPI, pytest, Playwright, ...):"
 	@echo "several minutes the first time, seconds after that"
 	$(PIP) install -e '.[test]'
@@ -63,6 +64,18 @@ demo: $(STAMP)
 test: $(STAMP_TEST) core chromium
 	FAIRSHARE_REQUIRE_COMPILED=$$($(PY) -c "from fairshare.policies.machinery import compiled; print(int(compiled.compiler_present()))") \
 	  $(PY) -m pytest --durations=20
+
+# The compiled sorter core needs a C compiler and the Python headers (setup.py); before the
+# install, Debian's gcc and python3-dev are installed with apt-get when missing (as root,
+# as for chromium). When that is impossible nothing fails: the sorters run their
+# pure-Python methods and the core step below says so, once.
+compiler: | $(PY)
+	@if $(PY) -P src/fairshare/policies/machinery/compiled.py; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing gcc and the Python headers for the compiled sorter core (log: $(COMPILER_LOG))"; \
+	  { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y gcc python3-dev; } >$(COMPILER_LOG) 2>&1 \
+	    || { tail -n 5 $(COMPILER_LOG); echo "warning: could not install a C compiler; the sorters will run pure-Python"; }; \
+	fi
 
 # The compiled sorter core (setup.py, policies/machinery/compiled.py): the install builds
 # it where a C compiler and the Python headers are present; when it is missing though they

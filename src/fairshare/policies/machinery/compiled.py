@@ -83,3 +83,7 @@ def hdrf_replay(sorter, rebuild_every: int) -> Callable[[object, Iterable[int]],
     if not active():
         return None
     return functools.partial(_hdrf_kernel.propagate, sorter, rebuild_every=rebuild_every)
+
+
+if __name__ == "__main__":  # the Makefile's check before the first install: `python -P compiled.py`
+    raise SystemExit(0 if compiler_present() else 1)
