@@ -12,6 +12,8 @@ and the pure-Python ones still run.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import os
 import random
 
@@ -23,6 +25,7 @@ from test_online_parity import CASES, run, steady_run, steady_scenario
 
 from fairshare.engine import Scheduler
 from fairshare.policies import make_policy
+from fairshare.policies import hdrf_online
 from fairshare.policies.machinery import compiled
 
 #: the policies whose sorter is ``HDRFSorter``, the one the compiled core serves
@@ -49,6 +52,17 @@ def test_the_core_is_built_where_a_compiler_is():
     if os.environ.get("FAIRSHARE_REQUIRE_COMPILED") != "1":
         pytest.skip("FAIRSHARE_REQUIRE_COMPILED is not 1 (make test sets it where a compiler is)")
     assert compiled.available(), compiled.describe()
+
+
+@pytest.mark.parametrize("method", sorted(compiled.PORTED_FROM))
+def test_the_kernel_ports_the_methods_as_they_are(method):
+    # the compiled core repeats these methods statement for statement: one changed (a
+    # merge, a fix) must be changed in _hdrf_kernel.pyx too before the digest is renewed
+    cls, name = method.split(".")
+    source = inspect.getsource(getattr(getattr(hdrf_online, cls), name))
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    assert digest == compiled.PORTED_FROM[method], \
+        f"{method} changed since _hdrf_kernel.pyx ported it: mirror the change there, then set its digest to {digest}"
 
 
 def test_the_sorter_uses_the_core_the_environment_asks_for(monkeypatch):

@@ -36,6 +36,15 @@ else:
 #: compiled core is built
 PURE_PYTHON_ENV = "FAIRSHARE_PURE_PYTHON"
 
+#: the pure-Python methods ``_hdrf_kernel.pyx`` ports, with the sha256 (first 16 hex digits)
+#: of their source as ported: a change to one must be mirrored in the kernel, and then its
+#: digest here updated (tests/test_compiled_core.py compares them, compiler or not)
+PORTED_FROM = {
+    "HDRFSorter._propagate": "ae066a8f03671c52",
+    "HDRFSorter._repost": "693a9960007e0f07",
+    "HDRFSorter._recompute": "cb9a5323fccde326",
+}
+
 log = logging.getLogger(__name__)
 _announced = False
 
