@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import pathlib
 import shlex
 import shutil
 import sysconfig
@@ -28,7 +29,10 @@ try:
     from fairshare.policies.machinery import _hdrf_kernel
 except ImportError as exc:  # not built: no compiler at install time, or a source tree run as is
     _hdrf_kernel = None
-    _MISSING = f"not built ({exc})"
+    # (built but not loadable, e.g. for another Python: say why)
+    _built = [f for f in pathlib.Path(__file__).parent.glob("_hdrf_kernel.*") if f.suffix in (".so", ".pyd")]
+    _MISSING = (f"not importable ({exc})" if _built else
+                "not built (no C compiler or Python headers when fairshare was installed)")
 else:
     _MISSING = ""
 
