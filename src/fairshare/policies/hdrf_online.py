@@ -71,6 +71,7 @@ import numpy as np
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
+from fairshare.policies.machinery import compiled
 from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, TreeExclusion, descend_tree,
                                                     pick_among_tree, renew_pick_entries)
 from fairshare.policies.machinery.decay import DecayLedger
@@ -165,8 +166,11 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.max_depth = 0
         self._zero = (0.0,) * resources
         # Without ignore_blocked the saturated set changes nothing: one view serves all.
+        # Views catch up with the compiled _propagate where it is built, else with the
+        # method below (the reference; the same floats: machinery/compiled.py)
+        replay = compiled.hdrf_replay(self, REBUILD_EVERY) or self._propagate
         self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.m),
-                                                 self._rebuild, self._propagate, lambda: len(self.key))
+                                                 self._rebuild, replay, lambda: len(self.key))
         self._add_node(ROOT, -1, 1.0, False)
         for node in queues:
             if node.path != ROOT:

@@ -9,6 +9,8 @@
   parameterized by each policy's rule.
 * ``descent.py``: the tree sorters' heap walk, descent, candidates' shortcut, exclusion.
 * ``views.py``: one incremental view per recently seen saturated set (H-DRF, DFF sorters).
+* ``compiled.py``: the compiled sorter core (``_hdrf_kernel.pyx``, Cython) when built, else the
+  pure-Python methods it ports (the reference, and the fallback without a C compiler).
 * ``flat.py``: the flat sorters (one heap over the jobs; FIFO's arrival-order scan).
 
 The seam is ``policies/base.py`` (``Policy``) and ``policies/online.py`` (``OnlineSorter``);

@@ -1,0 +1,202 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=False
+"""The compiled H-DRF view maintenance: ``HDRFSorter._propagate``, ``_repost`` and
+``_recompute`` (``policies/hdrf_online.py``), statement for statement.
+
+The pure-Python methods are the reference and the fallback (``machinery/compiled.py``
+chooses); this port runs the same operations in the same order on the same Python
+objects (the view's lists, tuples and heaps), so every float is the one the reference
+computes: each ``/``, ``*``, ``+`` and ``-`` is one IEEE double operation as in CPython,
+never reassociated or fused (setup.py compiles with ``-ffp-contract=off``: a fused
+multiply-add in ``low * a + b`` would round once where Python rounds twice), and tuple
+comparisons stay Python's (``vec_new != vec_old``). What it saves is the interpreter:
+local lists read with C indexing, integers and flags as C values, no frames for the
+per-node helpers. The rare paths (a pool heap's compaction, the periodic exact re-sum)
+call back into the sorter's Python methods.
+
+Its parity with the reference is tested decision by decision
+(``tests/test_compiled_core.py``).
+"""
+
+from heapq import heappop, heappush
+
+
+cdef class _Batch:
+    """One ``propagate`` call's state: the sorter's and the view's tables, read once."""
+    cdef object sorter, view, node_share, capacity, blocking, zero
+    cdef list key, parent, depth, usage, share, unblocked, leaf_usage, live, needs, weight
+    cdef list contrib, s1, s2, pool_version, pool_heap, updates, low, kids, counted
+    cdef dict repick
+    cdef int pool_rule, m
+    cdef long rebuild_every
+
+    def __init__(self, sorter, view, long rebuild_every):
+        self.sorter = sorter
+        self.view = view
+        self.rebuild_every = rebuild_every
+        self.key = sorter.key
+        self.parent = sorter.parent
+        self.depth = sorter.depth
+        self.leaf_usage = sorter.leaf_usage
+        self.live = sorter.live
+        self.needs = sorter.needs
+        self.weight = sorter.weight
+        self.kids = sorter.kids
+        self.node_share = sorter.node_share
+        self.capacity = sorter.capacity
+        self.zero = sorter._zero
+        self.pool_rule = sorter._pool_rule
+        self.m = sorter.m
+        self.usage = view.usage
+        self.share = view.share
+        self.unblocked = view.unblocked
+        self.counted = view.counted
+        self.contrib = view.contrib
+        self.s1 = view.s1
+        self.s2 = view.s2
+        self.pool_version = view.pool_version
+        self.pool_heap = view.pool_heap
+        self.updates = view.updates
+        self.low = view.low
+        self.repick = view.repick
+        # _leaf_blocked, inlined: not demanding, or (with ignore_blocked) needs a saturated resource
+        self.blocking = view.saturated_mask if sorter.ignore_blocked else 0
+
+    cdef bint repost(self, Py_ssize_t v, Py_ssize_t p, bint same=False) except -1:
+        """``HDRFSorter._repost``: child ``v`` of ``p`` changed; whether p's sums moved."""
+        cdef bint in_old, in_new, moved
+        cdef tuple entry, vec_old, vec_new
+        cdef list s_old, s_new, heap
+        cdef double sv
+        cdef Py_ssize_t r
+        cdef long pool_ver, updates
+        self.repick[v] = None
+        if not p:
+            return False
+        entry = <tuple>self.contrib[v]
+        in_old = entry[0]
+        vec_old = <tuple>entry[1]
+        if not self.key[v]:
+            in_new = False
+        elif self.pool_rule == 1:
+            in_new = <long>self.unblocked[v] > 0
+        else:
+            in_new = self.pool_rule == 2 and <long>self.live[v] > 0
+        if same and in_new == in_old:
+            return False
+        if in_new:
+            sv = self.share[v]
+            if sv > 0:
+                vec_new = tuple([<double>x / sv for x in <tuple>self.usage[v]])
+            else:
+                vec_new = <tuple>self.zero
+        else:
+            vec_new = <tuple>self.usage[v]
+        moved = in_new != in_old or vec_new != vec_old
+        if moved:
+            s_old = <list>(self.s1[p] if in_old else self.s2[p])
+            s_new = <list>(self.s1[p] if in_new else self.s2[p])
+            for r in range(self.m):
+                s_old[r] = <double>s_old[r] - <double>vec_old[r]
+                s_new[r] = <double>s_new[r] + <double>vec_new[r]
+            self.contrib[v] = (in_new, vec_new)
+        pool_ver = <long>self.pool_version[v] + 1
+        self.pool_version[v] = pool_ver
+        if in_new:
+            heap = <list>self.pool_heap[p]
+            heappush(heap, (self.share[v], pool_ver, v))
+            if len(heap) > 4 * <long>self.kids[p] + 16:
+                self.sorter._compact_pool(self.view, p)
+        updates = <long>self.updates[p] + 1
+        self.updates[p] = updates
+        if updates % self.rebuild_every == 0:
+            self.sorter._resum(self.view, p)
+            return True
+        return moved
+
+    cdef bint recompute(self, Py_ssize_t p, bint sums_moved=True) except -1:
+        """``HDRFSorter._recompute``: p's usage (its pool rescaled to its lowest share) and
+        share; False when unchanged and so not recomputed."""
+        cdef list heap = <list>self.pool_heap[p]
+        cdef list version = self.pool_version, contrib = self.contrib
+        cdef list s1, s2
+        cdef tuple entry, u
+        cdef object low = None
+        cdef double best, x, lo
+        cdef Py_ssize_t c, r
+        while heap:  # the pool's minimum share: its lowest current entry
+            entry = <tuple>heap[0]
+            c = entry[2]
+            if entry[1] == version[c] and (<tuple>contrib[c])[0]:
+                low = entry[0]
+                break
+            heappop(heap)
+        if not sums_moved and low == self.low[p]:
+            return False
+        self.low[p] = low
+        s1 = <list>self.s1[p]
+        s2 = <list>self.s2[p]
+        if low is None or low <= 0:
+            u = tuple(s2)
+        else:
+            lo = low
+            u = tuple([lo * <double>s1[r] + <double>s2[r] for r in range(len(s1))])
+        self.usage[p] = u
+        if p:
+            cap = self.capacity
+            best = 0.0
+            for r in self.counted:  # (hdrf.hdrf_share, inlined as in the reference)
+                x = <double>u[r] / <double>cap[r]
+                if x > best:
+                    best = x
+            self.share[p] = best / <double>self.weight[p]
+        return True
+
+
+def propagate(sorter, view, leaves, long rebuild_every):
+    """``HDRFSorter._propagate``: bring ``view`` up to date after the given leaves
+    changed, each ancestor recomputed once, deepest first."""
+    cdef _Batch b = _Batch(sorter, view, rebuild_every)
+    cdef list key = b.key, parent = b.parent, depth = b.depth, usage = b.usage, share = b.share
+    cdef list unblocked = b.unblocked, leaf_usage = b.leaf_usage, live = b.live, needs = b.needs
+    cdef list weight = b.weight
+    node_share, capacity, counted, blocking = b.node_share, b.capacity, b.counted, b.blocking
+    cdef bint batch = len(leaves) != 1
+    cdef bint same, moved
+    cdef list levels = [{} for _ in range(<long>sorter.max_depth + 1)] if batch else []
+    cdef dict level
+    cdef Py_ssize_t idx, p, a, v, d
+    cdef long now, d_unblocked
+    for leaf in leaves:
+        idx = leaf
+        u = usage[idx] = leaf_usage[idx]
+        now = 0
+        if key[idx]:
+            share[idx] = node_share(u, capacity, counted, weight[idx])
+            now = 1 if live[idx] and not needs[idx] & blocking else 0
+        d_unblocked = now - <long>unblocked[idx]
+        unblocked[idx] = now
+        p = parent[idx]
+        if d_unblocked:
+            a = p
+            while a >= 0:
+                unblocked[a] = <long>unblocked[a] + d_unblocked
+                a = parent[a]
+        if not batch:  # one leaf: its path, bottom up (the root is not recomputed: repost)
+            v, same = idx, False
+            while p > 0:
+                same = not b.recompute(p, b.repost(v, p, same))
+                v, p = p, parent[p]
+            if p == 0:
+                b.repost(v, 0)
+            return
+        if p >= 0:
+            level = <dict>levels[<long>depth[p]]
+            level[p] = b.repost(idx, p) or level.get(p, False)
+    for d in range(<long>sorter.max_depth, 0, -1):
+        for node, moved in (<dict>levels[d]).items():
+            p = node
+            same = not b.recompute(p, moved)
+            a = parent[p]
+            if a >= 0:
+                level = <dict>levels[d - 1]
+                level[a] = b.repost(p, a, same) or level.get(a, False)

@@ -1,0 +1,102 @@
+"""The compiled sorter core, when it is built, and the pure-Python fallback otherwise.
+
+``_hdrf_kernel.pyx`` is a Cython port of the H-DRF sorter's view maintenance
+(``HDRFSorter._propagate``, ``_repost``, ``_recompute``: 30% of the CPU time of the
+1,000-job, 1,000-node benchmark, docs/performance.md "A compiled kernel"). ``pip install``
+compiles it where a C compiler and the Python headers are present (setup.py; an optional
+extension, so a failed compile never fails the install); the pure-Python methods stay the
+reference and are what runs where it is not built, with the same decisions (the port
+repeats every float operation in the same order; ``tests/test_compiled_core.py`` holds
+the two equal decision by decision).
+
+A sorter asks :func:`hdrf_replay` once, when it is built: setting the environment
+variable ``FAIRSHARE_PURE_PYTHON=1`` forces the fallback for the sorters built after it
+(the benchmarks and the parity tests run both ways in one process).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import pathlib
+import shlex
+import shutil
+import sysconfig
+from collections.abc import Callable, Iterable
+
+try:
+    from fairshare.policies.machinery import _hdrf_kernel
+except ImportError as exc:  # not built: no compiler at install time, or a source tree run as is
+    _hdrf_kernel = None
+    # (built but not loadable, e.g. for another Python: say why)
+    _built = [f for f in pathlib.Path(__file__).parent.glob("_hdrf_kernel.*") if f.suffix in (".so", ".pyd")]
+    _MISSING = (f"not importable ({exc})" if _built else
+                "not built (no C compiler or Python headers when fairshare was installed)")
+else:
+    _MISSING = ""
+
+#: set to a non-empty value other than "0" to run the pure-Python sorters even where the
+#: compiled core is built
+PURE_PYTHON_ENV = "FAIRSHARE_PURE_PYTHON"
+
+#: the pure-Python methods ``_hdrf_kernel.pyx`` ports, with the sha256 (first 16 hex digits)
+#: of their source as ported: a change to one must be mirrored in the kernel, and then its
+#: digest here updated (tests/test_compiled_core.py compares them, compiler or not)
+PORTED_FROM = {
+    "HDRFSorter._propagate": "ae066a8f03671c52",
+    "HDRFSorter._repost": "693a9960007e0f07",
+    "HDRFSorter._recompute": "cb9a5323fccde326",
+}
+
+log = logging.getLogger(__name__)
+_announced = False
+
+
+def forced_pure_python() -> bool:
+    return os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0")
+
+
+def available() -> bool:
+    """Whether the compiled core is built and importable (whatever the environment says)."""
+    return _hdrf_kernel is not None
+
+
+def compiler_present() -> bool:
+    """Whether ``pip install`` could build the core here: the C compiler setuptools would
+    call (``$CC``, else the one Python was built with) and the Python headers. ``make
+    test`` requires the core built where this holds (tests/test_compiled_core.py)."""
+    cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+    headers = os.path.join(sysconfig.get_paths()["include"], "Python.h")
+    return bool(cc) and shutil.which(cc[0]) is not None and os.path.exists(headers)
+
+
+def describe() -> str:
+    """One line: which sorter core runs here, and why (``make test`` prints it)."""
+    if forced_pure_python():
+        return f"sorter core: pure-Python ({PURE_PYTHON_ENV} is set)"
+    if _hdrf_kernel is None:
+        return f"sorter core: pure-Python fallback, the compiled core is {_MISSING}"
+    return f"sorter core: compiled ({_hdrf_kernel.__file__})"
+
+
+def active() -> bool:
+    """Whether a sorter built now uses the compiled core. Logs which one runs, once per
+    process (at INFO: the library never prints)."""
+    global _announced
+    if not _announced:
+        _announced = True
+        log.info(describe())
+    return _hdrf_kernel is not None and not forced_pure_python()
+
+
+def hdrf_replay(sorter, rebuild_every: int) -> Callable[[object, Iterable[int]], None] | None:
+    """The compiled ``HDRFSorter._propagate`` bound to ``sorter``, or None when the
+    pure-Python method must run (not built, or forced)."""
+    if not active():
+        return None
+    return functools.partial(_hdrf_kernel.propagate, sorter, rebuild_every=rebuild_every)
+
+
+if __name__ == "__main__":  # the Makefile's check before the first install: `python -P compiled.py`
+    raise SystemExit(0 if compiler_present() else 1)
