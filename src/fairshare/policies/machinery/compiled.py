@@ -45,7 +45,7 @@ PURE_PYTHON_ENV = "FAIRSHARE_PURE_PYTHON"
 #: digest here updated (tests/test_compiled_core.py compares them, compiler or not)
 PORTED_FROM = {
     "HDRFSorter._propagate": "ae066a8f03671c52",
-    "HDRFSorter._repost": "693a9960007e0f07",
+    "HDRFSorter._repost": "db08bdcbc5367439",
     "HDRFSorter._recompute": "cb9a5323fccde326",
 }
 
