@@ -56,7 +56,9 @@ cluster most decisions compare the candidates' paths of keys, computed from the 
 directly, and never read the heaps. In a
 queue with ``order: fifo`` only its earliest runnable job competes with its sub-queues
 (a scan of that queue's jobs, as the reference does). Children whose demanding jobs the
-scheduler has all excluded in this call are passed over (``TreeExclusion``), and
+scheduler has all excluded in this call are passed over (``TreeExclusion``), and so are
+children with no job whose next task's shape may fit in this call (``ShapeIndex``: per
+node, the shapes of the jobs below; exact, see its docstring), and
 ``pick_among`` gives the descent's answer among a few candidates by comparing their
 paths of keys (``machinery.descent.pick_among_tree``).
 """
@@ -68,8 +70,8 @@ from collections.abc import Callable, Sequence
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, TreeExclusion, descend_tree,
-                                                    pick_among_tree, renew_pick_entries)
+from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, ShapeIndex, TreeExclusion,
+                                                    descend_tree, pick_among_tree, renew_pick_entries)
 from fairshare.policies.machinery.decay import DecayLedger
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.machinery.views import SaturatedView, ViewCache
@@ -122,7 +124,7 @@ class _View(SaturatedView):
         self.updates.append(0)
 
 
-class HDRFSorter(TreeExclusion, OnlineSorter):
+class HDRFSorter(ShapeIndex, TreeExclusion, OnlineSorter):
     # when the candidate list is used instead of the descent (machinery/descent.py)
     among_max = TREE_AMONG_MAX
     among_cost = TREE_AMONG_COST
@@ -159,6 +161,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.depth: list[int] = []  # the root is at 0
         self.needs: list[int] = []  # a job's resources with demand > 0, as a bit mask
         self._init_excluded()
+        self._init_shapes()
         self.max_depth = 0
         self._zero = (0.0,) * resources
         # Without ignore_blocked the saturated set changes nothing: one view serves all.
@@ -268,6 +271,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         self.position.append(pos)
         self.depth.append(0 if parent < 0 else self.depth[parent] + 1)
         self._grow_excluded()
+        self._grow_shapes()
         self.max_depth = max(self.max_depth, self.depth[idx])
         self.index[key] = idx
         self.leaf_usage.append(self._zero)
@@ -297,6 +301,7 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
         if self.decay is not None:
             self._retire(name)
         idx = self.index.pop(name)
+        self._unfile_shape(idx)
         if self.parent[idx] in self.fifo_jobs:
             self.fifo_jobs[self.parent[idx]].remove(idx)
         d_live = -self.live[idx]
@@ -610,8 +615,8 @@ class HDRFSorter(TreeExclusion, OnlineSorter):
             self._flush_picks(view)
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
                             fifo_jobs=self.fifo_jobs.get, version=view.version, present=self.key,
-                            runnable=runnable,
-                            excluded=self._excluded_counts())
+                            runnable=runnable, excluded=self._excluded_counts(), shape_mask=self.shape_mask,
+                            alive=self.alive_shapes)
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.stop_when_saturated and self.saturated:
