@@ -152,18 +152,15 @@ def test_candidate_path_and_exclusion_are_taken_on_a_full_cluster():
 
 # --- pick_among_tree: the descent's answer restricted to candidates ---------------------------
 
-@pytest.mark.parametrize("seed", range(40))
-def test_pick_among_tree_equals_the_descent(seed):
-    rng = random.Random(seed)
-    # a random tree: node 0 the root, parents before children, some FIFO queues
-    n = rng.randint(3, 30)
+def random_tree(rng: random.Random, n: int):
+    """A random tree for the descent: node 0 the root, parents before children, the leaves
+    jobs, about 80% of them demanding. Returns (parent, kids, is_job, key, live)."""
     parent = [-1] + [rng.randrange(0, k) for k in range(1, n)]
     kids: list[list[int]] = [[] for _ in range(n)]
     for v in range(1, n):
         kids[parent[v]].append(v)
     is_job = [v > 0 and not kids[v] for v in range(n)]
     key = [f"v{v}" for v in range(n)]
-    index = {key[v]: v for v in range(n)}
     live = [0] * n
     for v in range(n):
         if is_job[v] and rng.random() < 0.8:
@@ -171,6 +168,16 @@ def test_pick_among_tree_equals_the_descent(seed):
             while a >= 0:
                 live[a] += 1
                 a = parent[a]
+    return parent, kids, is_job, key, live
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_pick_among_tree_equals_the_descent(seed):
+    rng = random.Random(seed)
+    # a random tree, some FIFO queues
+    n = rng.randint(3, 30)
+    parent, kids, is_job, key, live = random_tree(rng, n)
+    index = {key[v]: v for v in range(n)}
     share = [round(rng.choice([0.0, 0.1, 0.25, 0.5, 0.75]), 12) for _ in range(n)]
     running = [rng.randint(0, 3) for _ in range(n)]
     position = [kids[parent[v]].index(v) if v else 0 for v in range(n)]
@@ -213,20 +220,8 @@ class _Index(ShapeIndex):
 def test_shape_indexed_descent_equals_the_plain_descent(seed):
     rng = random.Random(seed)
     n = rng.randint(3, 40)
-    parent = [-1] + [rng.randrange(0, k) for k in range(1, n)]
-    kids: list[list[int]] = [[] for _ in range(n)]
-    for v in range(1, n):
-        kids[parent[v]].append(v)
-    is_job = [v > 0 and not kids[v] for v in range(n)]
+    parent, kids, is_job, key, live = random_tree(rng, n)
     jobs = [v for v in range(n) if is_job[v]]
-    key = [f"v{v}" for v in range(n)]
-    live = [0] * n
-    for v in jobs:
-        if rng.random() < 0.8:
-            a = v
-            while a >= 0:
-                live[a] += 1
-                a = parent[a]
     index = _Index(parent, key)
     # file, refile and unfile jobs at random (the engine's _refile); the last filing counts
     shape_of: dict[int, int] = {}
