@@ -205,24 +205,24 @@ def test_pick_among_tree_equals_the_descent(seed):
 class _Index(ShapeIndex):
     """A bare ShapeIndex over a given tree (the sorters add it to their node table)."""
 
-    def __init__(self, parent: list[int], key: list[str]):
+    def __init__(self, parent: list[int], key: list[str], is_job: list[bool]):
         self.parent = parent
         self.index = {k: v for v, k in enumerate(key)}
         self._init_shapes()
-        for _ in parent:
-            self._grow_shapes()
+        for p, job in zip(parent, is_job):
+            self._grow_shapes(p, job)
 
     def reset_excluded(self) -> None:  # (no TreeExclusion under it here)
         self.alive_shapes[0] = -1
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(100))
 def test_shape_indexed_descent_equals_the_plain_descent(seed):
     rng = random.Random(seed)
     n = rng.randint(3, 40)
     parent, kids, is_job, key, live = random_tree(rng, n)
     jobs = [v for v in range(n) if is_job[v]]
-    index = _Index(parent, key)
+    index = _Index(parent, key, is_job)
     # file, refile and unfile jobs at random (the engine's _refile); the last filing counts
     shape_of: dict[int, int] = {}
     for _ in range(3 * len(jobs)):
@@ -273,7 +273,7 @@ def test_shape_indexed_descent_equals_the_plain_descent(seed):
                 return False
             return name in lucky
 
-        kwargs = {"shape_mask": index.shape_mask, "alive": index.alive_shapes} if masks else {}
+        kwargs = {"shapes": index, "node_key": lambda c: (share[c], 0, position[c])} if masks else {}
         got = descend_tree(0, [list(h) for h in heaps], is_job=is_job, key=key, live=live, fifo_jobs=fifo_jobs,
                            version=[0] * n, present=[True] * n, runnable=runnable, **kwargs)
         return got, asked

@@ -276,7 +276,7 @@ class HDRFSorter(ShapeIndex, TreeExclusion, OnlineSorter):
         self.position.append(pos)
         self.depth.append(0 if parent < 0 else self.depth[parent] + 1)
         self._grow_excluded()
-        self._grow_shapes()
+        self._grow_shapes(parent, is_job)
         self.max_depth = max(self.max_depth, self.depth[idx])
         self.index[key] = idx
         self.leaf_usage.append(self._zero)
@@ -618,10 +618,11 @@ class HDRFSorter(ShapeIndex, TreeExclusion, OnlineSorter):
         view = self.view
         if view.repick:
             self._flush_picks(view)
+        share, running, position = view.share, self.running, self.position
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
                             fifo_jobs=self.fifo_jobs.get, version=view.version, present=self.key,
-                            runnable=runnable, excluded=self._excluded_counts(), shape_mask=self.shape_mask,
-                            alive=self.alive_shapes)
+                            runnable=runnable, excluded=self._excluded_counts(), shapes=self,
+                            node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]))
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.stop_when_saturated and self.saturated:
