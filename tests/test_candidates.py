@@ -5,8 +5,10 @@ few shapes that can run (the shapes that fit on the nodes freed since the last c
 ended with nothing fitting, plus shapes new since; or, within a call, all shapes but those
 found to fit nowhere) and lets the sorter choose among the jobs that want them
 (``pick_among``) instead of descending past the others. Within a call, jobs found unable to run are
-excluded from the sorter's descent. These are shortcuts, not new rules: with them disabled
-(``pick_among_max = freed_scan_max = -1``, ``exclude`` a no-op) every launch must be the
+excluded from the sorter's descent, and the descent enters only subtrees holding a job whose
+shape may fit (``only_shapes``, ``exclude_shape``: ``machinery.descent.ShapeIndex``). These
+are shortcuts, not new rules: with them disabled (``pick_among_max = freed_scan_max = -1``,
+``exclude``, ``exclude_shape`` and ``only_shapes`` no-ops) every launch must be the
 same. The workloads below are random and meant to cover what can break it: hierarchies
 with FIFO queues, multiclass jobs, placement constraints, per-node limits, node failures
 and additions, headroom, the three placement strategies, finite and unbounded counts.
@@ -22,7 +24,7 @@ from replay import replay
 from fairshare.engine import Scheduler
 from fairshare.model import parse_scenario
 from fairshare.policies import make_policy
-from fairshare.policies.machinery.descent import descend_tree, pick_among_tree
+from fairshare.policies.machinery.descent import ShapeIndex, descend_tree, pick_among_tree
 
 MODELS = ["T4", "V100", "A10"]
 
@@ -79,8 +81,10 @@ def run(sc, policy: str, *, candidates: bool, placement: str, headroom: bool, se
                       placement=placement, headroom=headroom)
     rng = random.Random(seed)
     lengths = {j.name: rng.choice([1.0, 1.5, 2.0, 3.0]) for j in sc.jobs}
-    calls = {"among": 0, "excluded": 0}
-    pick_among, exclude = sched.sorter.pick_among, sched.sorter.exclude
+    calls = {"among": 0, "excluded": 0, "shapes": 0}
+    sorter = sched.sorter
+    pick_among, exclude, exclude_shape, only_shapes = (sorter.pick_among, sorter.exclude, sorter.exclude_shape,
+                                                       sorter.only_shapes)
 
     def counted(names, runnable, now=0.0):
         calls["among"] += 1
@@ -90,12 +94,24 @@ def run(sc, policy: str, *, candidates: bool, placement: str, headroom: bool, se
         calls["excluded"] += 1
         exclude(name)
 
-    sched.sorter.pick_among = counted
-    sched.sorter.exclude = counted_exclude
-    if not candidates:  # the plain path: no candidate lists, no exclusion
+    def counted_exclude_shape(shape, names):
+        calls["excluded"] += 1
+        exclude_shape(shape, names)
+
+    def counted_only_shapes(shapes):
+        calls["shapes"] += 1
+        only_shapes(shapes)
+
+    sorter.pick_among = counted
+    sorter.exclude = counted_exclude
+    sorter.exclude_shape = counted_exclude_shape
+    sorter.only_shapes = counted_only_shapes
+    if not candidates:  # the plain path: no candidate lists, no exclusion, no shape filter
         sched.pick_among_max = -1
         sched.freed_scan_max = -1
-        sched.sorter.exclude = lambda name: None
+        sorter.exclude = lambda name: None
+        sorter.exclude_shape = lambda shape, names: None
+        sorter.only_shapes = lambda shapes: None
     events = [(2.0, "lose", "n1"), (4.0, "add", sc.cluster.nodes[1]), (3.0, "lose", "n4"), (7.0, "add", sc.cluster.nodes[4])]
     log = replay(sched, sc.jobs, lambda launch: lengths[launch.job], node_events=events, until=60.0)
     return log, calls
@@ -116,36 +132,35 @@ def test_candidate_path_launches_as_the_plain_path(policy, seed):
     fast, _ = run(sc, policy, candidates=True, placement=placement, headroom=headroom, seed=seed)
     plain, plain_calls = run(sc, policy, candidates=False, placement=placement, headroom=headroom, seed=seed)
     assert fast == plain
-    assert plain_calls == {"among": 0, "excluded": 0}  # disabled really means disabled
+    assert plain_calls == {"among": 0, "excluded": 0, "shapes": 0}  # disabled really means disabled
     assert len(fast) > 50  # the run did work
 
 
 def test_candidate_path_and_exclusion_are_taken_on_a_full_cluster():
     # without this the equivalence above could hold because the shortcuts never ran
-    among = excluded = 0
+    among = excluded = shapes = 0
     for seed in range(6):
         sc = random_scenario(seed)
         _, calls = run(sc, "hdrf", candidates=True, placement="first-fit", headroom=False, seed=seed)
         among += calls["among"]
         excluded += calls["excluded"]
+        shapes += calls["shapes"]
     assert among > 100
     assert excluded > 100
+    assert shapes > 20  # descents told the candidates' shapes (too many for pick_among)
 
 
 # --- pick_among_tree: the descent's answer restricted to candidates ---------------------------
 
-@pytest.mark.parametrize("seed", range(40))
-def test_pick_among_tree_equals_the_descent(seed):
-    rng = random.Random(seed)
-    # a random tree: node 0 the root, parents before children, some FIFO queues
-    n = rng.randint(3, 30)
+def random_tree(rng: random.Random, n: int):
+    """A random tree for the descent: node 0 the root, parents before children, the leaves
+    jobs, about 80% of them demanding. Returns (parent, kids, is_job, key, live)."""
     parent = [-1] + [rng.randrange(0, k) for k in range(1, n)]
     kids: list[list[int]] = [[] for _ in range(n)]
     for v in range(1, n):
         kids[parent[v]].append(v)
     is_job = [v > 0 and not kids[v] for v in range(n)]
     key = [f"v{v}" for v in range(n)]
-    index = {key[v]: v for v in range(n)}
     live = [0] * n
     for v in range(n):
         if is_job[v] and rng.random() < 0.8:
@@ -153,6 +168,16 @@ def test_pick_among_tree_equals_the_descent(seed):
             while a >= 0:
                 live[a] += 1
                 a = parent[a]
+    return parent, kids, is_job, key, live
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_pick_among_tree_equals_the_descent(seed):
+    rng = random.Random(seed)
+    # a random tree, some FIFO queues
+    n = rng.randint(3, 30)
+    parent, kids, is_job, key, live = random_tree(rng, n)
+    index = {key[v]: v for v in range(n)}
     share = [round(rng.choice([0.0, 0.1, 0.25, 0.5, 0.75]), 12) for _ in range(n)]
     running = [rng.randint(0, 3) for _ in range(n)]
     position = [kids[parent[v]].index(v) if v else 0 for v in range(n)]
@@ -173,3 +198,90 @@ def test_pick_among_tree_equals_the_descent(seed):
                           node_key=lambda v: (share[v], running[v], position[v]), fifo_jobs=fifo_jobs,
                           runnable=lambda name: name in runnable_set)
     assert got == want
+
+
+# --- ShapeIndex: the descent enters only subtrees with a shape that may fit ---------------------
+
+class _Index(ShapeIndex):
+    """A bare ShapeIndex over a given tree (the sorters add it to their node table)."""
+
+    def __init__(self, parent: list[int], key: list[str], is_job: list[bool]):
+        self.parent = parent
+        self.index = {k: v for v, k in enumerate(key)}
+        self._init_shapes()
+        for p, job in zip(parent, is_job):
+            self._grow_shapes(p, job)
+
+    def reset_excluded(self) -> None:  # (no TreeExclusion under it here)
+        self.alive_shapes[0] = -1
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_shape_indexed_descent_equals_the_plain_descent(seed):
+    rng = random.Random(seed)
+    n = rng.randint(3, 40)
+    parent, kids, is_job, key, live = random_tree(rng, n)
+    jobs = [v for v in range(n) if is_job[v]]
+    index = _Index(parent, key, is_job)
+    # file, refile and unfile jobs at random (the engine's _refile); the last filing counts
+    shape_of: dict[int, int] = {}
+    for _ in range(3 * len(jobs)):
+        v = rng.choice(jobs)
+        if rng.random() < 0.2:
+            index._unfile_shape(v)
+            shape_of.pop(v, None)
+        else:
+            shape_of[v] = rng.randrange(6)
+            index.file_shape(key[v], shape_of[v])
+    for v in range(n):  # each node's mask: the shapes filed below it, recounted
+        below = set()
+        for u, shape in shape_of.items():
+            a = u
+            while a >= 0 and a != v:
+                a = parent[a]
+            if a == v:
+                below.add(shape)
+        assert index.shape_mask[v] == sum(1 << s for s in below)
+    position = [kids[parent[v]].index(v) if v else 0 for v in range(n)]
+    share = [rng.choice([0.0, 0.25, 0.5]) for _ in range(n)]
+    fifo = {v for v in range(1, n) if kids[v] and rng.random() < 0.3}
+    heaps = [sorted((share[c], 0, position[c], 0, c) for c in kids[v] if live[c] > 0) for v in range(n)]
+    alive = {s for s in range(6) if rng.random() < 0.5}
+    # runnable: filed under a shape that may fit, and (node constraints, limits, gangs) a coin
+    lucky = {key[v] for v in jobs if rng.random() < 0.6}
+    dead_on_check = rng.randrange(6)  # a shape found to fit nowhere by the first check of it
+
+    def fifo_jobs(v: int):
+        return [c for c in kids[v] if is_job[c]] if v in fifo else None
+
+    def descend(masks: bool) -> tuple[str | None, list[str]]:
+        asked: list[str] = []
+        index.reset_excluded()
+        if masks:
+            index.only_shapes(alive)
+        found_dead: set[int] = set()
+
+        def runnable(name: str) -> bool:
+            asked.append(name)
+            shape = shape_of.get(index.index[name])
+            if shape is None or shape not in alive or shape in found_dead:
+                return False
+            if shape == dead_on_check:
+                found_dead.add(shape)
+                if masks:
+                    index.exclude_shape(shape, ())
+                return False
+            return name in lucky
+
+        kwargs = {"shapes": index, "node_key": lambda c: (share[c], 0, position[c])} if masks else {}
+        got = descend_tree(0, [list(h) for h in heaps], is_job=is_job, key=key, live=live, fifo_jobs=fifo_jobs,
+                           version=[0] * n, present=[True] * n, runnable=runnable, **kwargs)
+        return got, asked
+
+    want, asked_plain = descend(False)
+    got, asked_indexed = descend(True)
+    assert got == want
+    # the index only skips: every job it asked about, the plain descent asked too, and none
+    # of a shape that cannot fit
+    assert set(asked_indexed) <= set(asked_plain)
+    assert all(shape_of.get(index.index[name]) in alive for name in asked_indexed)

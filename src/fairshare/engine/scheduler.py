@@ -46,6 +46,7 @@ lifecycle and the decision loop.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
@@ -213,6 +214,11 @@ class Scheduler:
         self.fits = FitMemo(self.pool, self.shapes)
         # demanding jobs by the shape key of their next task (Scheduler._refile)
         self._shape_jobs: dict[tuple, dict[str, None]] = {}
+        # each of those shape keys' number, as filed with the sorter (``file_shape``): the
+        # lowest free number is reused when a key's last job leaves, so the sorter's bit
+        # masks stay as wide as the shapes present at once
+        self._shape_ids: dict[tuple, int] = {}
+        self._free_shape_ids: list[int] = []
         # quiet point: the freed-nodes mark when a schedule() call ended because no
         # pending task fitted anywhere (None: unknown); ``shapes.new``: shapes since
         self._quiet_mark: int | None = None
@@ -537,6 +543,8 @@ class Scheduler:
                                 rt.job.gang_demand() if rt.job.gang else rt.job.composite_demand())
             if not rt.demanding or rt.held:
                 self.sorter.set_demanding(name, False)
+            if rt.shape_key is not None:
+                self.sorter.file_shape(name, self._shape_ids[rt.shape_key])
         for task in self.tasks.values():  # (launch order: each task as it was allocated)
             self.sorter.allocated(task.job, self.jobs[task.job].reported[task.class_index], now)
         # a new usage table for the new tree: nothing settled yet (the usage ledger settles
@@ -584,8 +592,12 @@ class Scheduler:
 
         Exclusion. Within a call free capacity only shrinks and per-node counts only grow,
         so a job found unable to run stays so, and so does every job whose next task has a
-        shape that fits nowhere: the sorter is told (``exclude``) and may skip them. Once
-        the jobs left are few, the call switches to the candidate list.
+        shape that fits nowhere: the sorter is told (``exclude``; for a shape, once:
+        ``exclude_shape``) and may skip them. Once the jobs left are few, the call switches
+        to the candidate list. When the candidates are too many for ``pick_among``, the
+        sorter is told their shapes instead (``only_shapes``): a shape-indexed sorter
+        (``machinery.descent.ShapeIndex``) then descends only into subtrees holding one.
+        Every job's shape is filed with the sorter by number (``file_shape``, :meth:`_refile`).
 
         Neither changes a decision (``tests/test_candidates.py``)."""
         # best-fit / packing: which shapes fit nowhere, for this call only (within one call
@@ -606,7 +618,7 @@ class Scheduler:
         self._quiet_mark = None
         self.shapes.new.clear()
         jobs, locate, chosen = self.jobs, fits.locate, {}
-        exclude = self.sorter.exclude
+        exclude, exclude_shape = self.sorter.exclude, self.sorter.exclude_shape
         self.sorter.reset_excluded()
         last_node, last_key = -1, None
         # without a quiet point: shapes found to fit nowhere in this call, and how many
@@ -645,10 +657,10 @@ class Scheduler:
                 if allowed is None and key not in dead:
                     nonlocal dead_jobs
                     dead.add(key)
-                    group = self._shape_jobs.get(key, ())
-                    dead_jobs += len(group)
-                    for other in group:
-                        exclude(other)
+                    group = self._shape_jobs.get(key)
+                    if group:  # (one shape for the sorter, not each of its jobs: ``exclude_shape``)
+                        dead_jobs += len(group)
+                        exclude_shape(self._shape_ids[key], group)
                 else:
                     exclude(name)
                 return False
@@ -703,6 +715,9 @@ class Scheduler:
                 # meets one that can (OnlineSorter.among_cost)
                 if n <= self.pick_among_max and n * n * self._among_cost <= self._filed:
                     among = [name for key in shapes for name in self._shape_jobs.get(key, ())]
+                else:  # the descent: only jobs of these shapes can run (``only_shapes``)
+                    ids = self._shape_ids
+                    self.sorter.only_shapes([ids[key] for key in shapes if key in ids])
             name = None
             if bounds is not None and bounds.has_guarantees:
                 # a queue owed its guarantee goes first, by the policy's own order
@@ -807,10 +822,19 @@ class Scheduler:
             self._filed -= 1
             if not group:
                 del self._shape_jobs[rt.shape_key]
+                heapq.heappush(self._free_shape_ids, self._shape_ids.pop(rt.shape_key))
         rt.shape_key = key
+        shape = None
         if key is not None:
-            self._shape_jobs.setdefault(key, {})[name] = None
+            group = self._shape_jobs.get(key)
+            if group is None:
+                group = self._shape_jobs[key] = {}
+                ids = self._free_shape_ids
+                self._shape_ids[key] = heapq.heappop(ids) if ids else len(self._shape_ids)
+            group[name] = None
             self._filed += 1
+            shape = self._shape_ids[key]
+        self.sorter.file_shape(name, shape)
 
     def _launch(self, name: str, j: int, node: int, now: float, task_id: int | None = None) -> Launch:
         rt = self.jobs[name]

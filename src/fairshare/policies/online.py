@@ -109,6 +109,24 @@ class OnlineSorter:
     def reset_excluded(self) -> None:
         """Forget :meth:`exclude` (a new ``schedule`` call)."""
 
+    def file_shape(self, name: str, shape: int | None) -> None:
+        """``name``'s next task has shape number ``shape`` (the engine numbers the distinct
+        demand vectors and constraints of the jobs' next tasks; None: no next task). Told
+        at arrival and whenever it changes; a sorter may index its jobs by it
+        (``machinery.descent.ShapeIndex``); the default ignores it."""
+
+    def only_shapes(self, shapes) -> None:
+        """Until :meth:`reset_excluded`, only jobs whose next task has one of ``shapes``
+        (numbers, as filed) can be runnable. A sorter may pass over the others without
+        asking; the default ignores it."""
+
+    def exclude_shape(self, shape: int, names) -> None:
+        """Until :meth:`reset_excluded`, no job whose next task has shape ``shape`` can run
+        (it fits nowhere, and within a ``schedule`` call free capacity only shrinks);
+        ``names`` are those jobs. The default excludes each (:meth:`exclude`)."""
+        for name in names:
+            self.exclude(name)
+
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         """:meth:`pick`, told that only the jobs in ``names`` can be runnable (the
         scheduler knows when few jobs' next tasks fit anywhere). Must return what ``pick``

@@ -11,7 +11,12 @@ Decisions are identical to :class:`~fairshare.policies.machinery.reference.Refer
 (tests/test_online_parity.py): the demanding jobs by the tie rule (``machinery/ties.py``:
 share rounded to ``DIGITS`` digits, running tasks, arrival), the first runnable one. The
 heap is lazy (an entry is valid while its version is the job's current one) and
-compacted when stale entries pile up.
+compacted when stale entries pile up. Within a ``schedule`` call, jobs the engine found
+unable to run, and jobs whose next task's shape is not among those that may fit
+(``only_shapes``, ``exclude_shape``; the shapes filed by ``file_shape``), are parked
+outside the heap without a runnable check until the call ends; one heap per shape, so
+that the walk does not pop them at all, is left to do (docs/performance.md,
+"Shape-indexed descents").
 
 With decayed usage (``set_half_life``, docs/policies.md "Fairness with memory") a job's
 key is the share of its allocation plus its decayed average past allocation
@@ -82,6 +87,13 @@ class FlatSorter(OnlineSorter):
         # their heap entries, taken out until the call ends (``reset_excluded``)
         self._excluded: set[str] = set()
         self._parked: list[tuple] = []
+        # each job's shape number as the engine filed it (``file_shape``) and, within a
+        # ``schedule`` call, the shapes that may fit (None: every shape) less those found
+        # to fit nowhere; a job of another shape cannot run, so ``pick`` parks its entry
+        # without asking (exact for the reason ``machinery.descent.ShapeIndex`` gives)
+        self._shape_of: dict[str, int] = {}
+        self._alive: set[int] | None = None
+        self._dead: set[int] = set()
         # decayed usage (``set_half_life``; None: the instantaneous policy) and the latest
         # instant the keys were computed at
         self.decay: DecayLedger | None = None
@@ -164,6 +176,7 @@ class FlatSorter(OnlineSorter):
 
     def remove_job(self, name):
         super().remove_job(name)
+        self._shape_of.pop(name, None)
         del self.version[name]  # its heap entries go stale
         self.share.pop(name, None)
         if self.decay is not None:
@@ -225,13 +238,34 @@ class FlatSorter(OnlineSorter):
     def exclude(self, name: str) -> None:
         self._excluded.add(name)
 
+    def file_shape(self, name: str, shape: int | None) -> None:
+        if shape is None:
+            self._shape_of.pop(name, None)
+        else:
+            self._shape_of[name] = shape
+
+    def only_shapes(self, shapes) -> None:
+        self._alive = set(shapes)
+
+    def exclude_shape(self, shape: int, names) -> None:
+        self._dead.add(shape)
+
     def reset_excluded(self) -> None:
         self._excluded.clear()
+        self._alive = None
+        self._dead.clear()
         if self._parked:
             heap = self.heap
             for entry in self._parked:
                 heapq.heappush(heap, entry)
             self._parked.clear()
+
+    def _may_fit(self, shape: int | None) -> bool:
+        """Whether a job of this shape may run in this call (``only_shapes``,
+        ``exclude_shape``; always, until the engine restricts the shapes)."""
+        if shape in self._dead:
+            return False
+        return self._alive is None or shape in self._alive
 
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
         """The lowest current entry whose job can run: a walk of the lazy heap, lowest
@@ -245,6 +279,7 @@ class FlatSorter(OnlineSorter):
             self._advance(now)
             feed = self._feed
         heap, excluded, parked = self.heap, self._excluded, self._parked
+        shape_of, dead = self._shape_of, self._dead
         heappop = heapq.heappop
         tried: list[tuple] = []
         found = None
@@ -258,7 +293,7 @@ class FlatSorter(OnlineSorter):
                 heappop(heap)
                 continue
             name = entry[4]
-            if name in excluded:
+            if name in excluded or ((self._alive is not None or dead) and not self._may_fit(shape_of.get(name))):
                 parked.append(heappop(heap))
                 continue
             if runnable(name):
@@ -266,7 +301,8 @@ class FlatSorter(OnlineSorter):
                 break
             tried.append(heappop(heap))
         for entry in tried:
-            if entry[4] in excluded:  # (``runnable`` excluded it on the way)
+            if entry[4] in excluded or not self._may_fit(shape_of.get(entry[4])):
+                # (``runnable`` excluded it, or its shape, on the way)
                 parked.append(entry)
             else:
                 heapq.heappush(heap, entry)
