@@ -61,8 +61,12 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
+from fairshare.policies.hdrf_online import HISTORY
+from fairshare.policies.machinery.decay import DecayLedger
 from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, TreeExclusion, descend_tree,
                                                     pick_among_tree, renew_pick_entries)
 from fairshare.policies.machinery.ties import DIGITS
@@ -187,6 +191,12 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                 self.exact = self.exact and _exactly_summable(node.weight)
         # queues take indices 0 .. queue_count - 1; jobs come after, and are never parents
         self.queue_count = len(self.key)
+        # decayed usage (``set_half_life``; None: the instantaneous policy), the latest
+        # instant the leaves were charged at, and per queue the hidden leaf that keeps the
+        # history of its finished jobs (its key ``HISTORY + path``, as H-DRF's)
+        self.decay: DecayLedger | None = None
+        self._keyed_at = 0.0
+        self._history: dict[int, int] = {}
 
     def _add_node(self, key: str, parent: int, weight: float, is_job: bool, fifo: bool) -> int:
         idx = len(self.key)
@@ -225,9 +235,113 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self._grow_excluded()
         return idx
 
+    # --- decayed usage (docs/policies.md, "Fairness with memory") ----------------------------
+    def set_half_life(self, half_life: float, ledger: DecayLedger | None = None) -> None:
+        """Order by decayed usage: Alg. 2-3 run unchanged with each leaf's usage ``U`` (Def. 2,
+        Eq. 6) replaced by its effective vector, its allocation plus its decayed average
+        past allocation (``machinery/decay.py``), so a queue's summed usage and fairness
+        carry the history of the jobs below it. A job that ends leaves its history to a
+        hidden, never demanding leaf of its queue, which adds to the queue's usage and
+        takes no Fair Resource (Alg. 1 runs over the present jobs, as before). A job's
+        usage and its queue's history decay with the queue's half-life
+        (``QueueTree.half_life_of``; ``half_life`` where no queue sets one). ``ledger``:
+        the history to continue."""
+        self.decay = ledger if ledger is not None else DecayLedger(half_life, self.m)
+        for name, job in self.jobs.items():
+            self.decay.enrol(name, self._half_life(job.queue))
+        for name in list(self.decay.entries):
+            queue = name[len(HISTORY):]
+            if name.startswith(HISTORY) and queue in self.index:
+                self.decay.assign(name, self._half_life(queue))
+                self._history_leaf(queue)
+        self._recharge()
+
+    def _half_life(self, queue: str) -> float:
+        return self.queues.half_life_of(queue, self.decay.half_life)
+
+    def _history_leaf(self, queue: str) -> int:
+        q = self.index[queue]
+        idx = self._history.get(q)
+        if idx is None:  # (never live: the descent and the FIFO scan pass it over)
+            idx = self._history[q] = self._add_node(HISTORY + queue, q, 1.0, True, False)
+        return idx
+
+    def _recharge(self) -> None:
+        """Time moved: every leaf (jobs and history leaves) has a new effective vector,
+        computed in one vectorized pass (``DecayLedger.effective_rows``); the changed ones
+        are restated (:meth:`_restate`), so the next decision sums their queues once and
+        re-keys the views in one batch (in practice a rebuild of the view in use)."""
+        self.views.tick()
+        leaves = [self.index[name] for name in self.jobs]
+        leaves.extend(self._history.values())
+        if not leaves:
+            return
+        rows, key, usage = self.decay.rows, self.key, self.usage
+        effective = self.decay.effective_rows(np.array([rows[key[idx]] for idx in leaves], dtype=np.intp),
+                                              self._keyed_at).tolist()
+        for idx, vector in zip(leaves, effective):
+            if vector != usage[idx]:
+                self._restate(idx, vector)
+
+    def _restate(self, idx: int, vector: list[float]) -> None:
+        """Leaf ``idx`` holds ``vector`` with no task starting or ending (time moved, or a
+        finished job's history joined a history leaf): as a leaf changed between an
+        arrival and the next decision (``_leaf_changed``), its queues are summed from
+        scratch and a job's fairness recomputed at the next decision (``_catch_up``). A
+        history leaf has no Fair Resource (fairness 0, never demanding): only its queues'
+        sums change."""
+        self.usage[idx] = vector
+        is_job = self.key[idx] in self.jobs
+        if is_job:
+            if any(vector):
+                self.used[self.parent[idx]][idx] = None
+            else:
+                self.used[self.parent[idx]].pop(idx, None)
+        if self.dirty:  # (every sum and fairness is rebuilt before the next decision)
+            return
+        if is_job:
+            self.stale_leaves[idx] = None
+        self.stale = True
+        parent, drifted = self.parent, self.drifted
+        p = parent[idx]
+        while p >= 0 and p not in drifted:  # (a drifted queue's ancestors are drifted too)
+            drifted[p] = None
+            p = parent[p]
+
+    def _advance(self, now: float) -> None:
+        if now > self._keyed_at:
+            self._keyed_at = now
+            self._recharge()
+
+    def _charged(self, name: str, now: float) -> list[float]:
+        """With decay, the vector a job's leaf holds once its allocation changed at ``now``:
+        charged, then effective."""
+        usage = self.jobs[name].usage
+        self._advance(now)
+        self.decay.charge(name, now, usage)
+        return self.decay.effective(name, usage, self._keyed_at)
+
+    def _retire(self, name: str) -> None:
+        """A job ends: its decayed usage joins its queue's history leaf."""
+        ledger, now = self.decay, self._keyed_at
+        queue = self.jobs[name].queue
+        zero = [0.0] * self.m
+        ledger.charge(name, now, zero)
+        past = ledger.usage(name, now)
+        ledger.forget(name)
+        ledger.assign(HISTORY + queue, self._half_life(queue))
+        ledger.absorb(HISTORY + queue, past, now)
+        idx = self._history_leaf(queue)
+        self.views.tick()
+        vector = ledger.effective(HISTORY + queue, zero, now)
+        if vector != self.usage[idx]:
+            self._restate(idx, vector)
+
     # --- events -------------------------------------------------------------------------------
     def add_job(self, name, queue, weight, demand):
         super().add_job(name, queue, weight, demand)
+        if self.decay is not None:
+            self.decay.enrol(name, self._half_life(queue))
         idx = self._add_node(name, self.index[queue], weight, True, False)
         self.needs[idx] = sum(1 << r for r, d in enumerate(self.jobs[name].demand) if d > 0)
         self._walk_counts(idx, d_live=1)
@@ -239,6 +353,8 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self._defer(idx, self._count_presence(idx, 1))
 
     def remove_job(self, name):
+        if self.decay is not None:
+            self._retire(name)
         idx = self.index.pop(name)
         self._walk_counts(idx, d_live=-self.live[idx], d_running=-self.running[idx])
         top = self._count_presence(idx, -1) if self.exact else 0
@@ -261,13 +377,13 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         job = self.jobs[name]
         before = list(job.usage)
         super().allocated(name, demand, now)
-        self._leaf_changed(self.index[name], before, d_running=1)
+        self._leaf_changed(self.index[name], before, d_running=1, now=now)
 
     def released(self, name, demand, now=0.0):
         job = self.jobs[name]
         before = list(job.usage)
         super().released(name, demand, now)
-        self._leaf_changed(self.index[name], before, d_running=-1)
+        self._leaf_changed(self.index[name], before, d_running=-1, now=now)
 
     def set_demanding(self, name, demanding):
         job = self.jobs[name]
@@ -333,8 +449,11 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             raw[p] = fairness(u, fr[p])
             p = parent[p]
 
-    def _leaf_changed(self, idx: int, before: list[float], d_running: int) -> None:
+    def _leaf_changed(self, idx: int, before: list[float], d_running: int, now: float = 0.0) -> None:
         after = self.jobs[self.key[idx]].usage
+        if self.decay is not None:  # the leaf holds its effective vector, charged now
+            after = self._charged(self.key[idx], now)
+            before = self.usage[idx]  # (after _charged: time moving may have re-charged it)
         self.usage[idx] = list(after)
         if any(after):
             self.used[self.parent[idx]][idx] = None
@@ -517,15 +636,18 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                 p = parent[p]
 
         present = list(self.alive_nodes)  # parents precede children in index order
+        # (a history leaf is no job: it needs nothing and takes no Fair Resource)
         fr = self.compute_fr(self.capacity, 0, children, self.weight,
-                             ((v, jobs[key[v]].demand) for v in present if self.is_job[v]), ancestors)
+                             ((v, jobs[key[v]].demand) for v in present if self.is_job[v] and key[v] in jobs),
+                             ancestors)
         self.fr = [None] * n
         for v, f in fr.items():
             self.fr[v] = f
         fairness = self.raw_fairness
         for v in reversed(present):  # children have larger indices than their parent
             if self.is_job[v]:
-                self.usage[v] = list(self.jobs[self.key[v]].usage)
+                if self.decay is None:  # (with decay the leaf holds its effective vector already)
+                    self.usage[v] = list(self.jobs[self.key[v]].usage)
             else:
                 total = [0.0] * m
                 for c in children[v]:
@@ -615,10 +737,28 @@ class DFFSorter(TreeExclusion, OnlineSorter):
 
     def _fairness(self, view: _View, p: int) -> float:
         raw = self.raw[p]
+        if p in self._history:  # (only with decayed usage)
+            return self._fairness_with_history(view, p)
         if raw > 1.0:  # Alg. 2 line 9 (strict, as the pseudo-code)
             low = self._pool_min(view, p)
             if low is not None and low < raw:
                 return low
+        return raw
+
+    def _fairness_with_history(self, view: _View, p: int) -> float:
+        """Alg. 2 line 9 for a queue with a history leaf (docs/policies.md, "Fairness with
+        memory"): the override is about what the queue's children hold *now* beyond their
+        Fair Resource, so it is tested on the queue's usage without its history, and the
+        history, the queue's own past, is added to the child's fairness that replaces
+        it: ``min(raw, low + fairness(H, FR))``. Without history this is the override."""
+        raw, fr, history = self.raw[p], self.fr[p], self.usage[self._history[p]]
+        now = [u - h for u, h in zip(self.usage[p], history)]
+        if self.raw_fairness(now, fr) > 1.0:
+            low = self._pool_min(view, p)
+            if low is not None:
+                low += self.raw_fairness(history, fr)
+                if low < raw:
+                    return low
         return raw
 
     def _push(self, view: _View, p: int, c: int) -> None:
@@ -683,6 +823,8 @@ class DFFSorter(TreeExclusion, OnlineSorter):
 
     # --- decisions ------------------------------------------------------------------------------
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
+        if self.decay is not None:
+            self._advance(now)
         self._decide_ready()
         view = self.views.current
         if view.repick:
@@ -692,6 +834,8 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                             runnable=runnable, excluded=self._excluded_counts())
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
+        if self.decay is not None:
+            self._advance(now)
         if self.dirty or self.stale:
             self._decide_ready()  # (the shared state is brought up to date at every decision)
         # the current view is caught up only if a key is read: one candidate, or one below
@@ -713,4 +857,4 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def shares(self) -> dict[str, float]:
         self._decide_ready()
         view = self.views.current
-        return {self.key[v]: view.share[v] for v in self.alive_nodes if v}
+        return {self.key[v]: view.share[v] for v in self.alive_nodes if v and not self.key[v].startswith(HISTORY)}
