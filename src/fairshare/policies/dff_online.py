@@ -46,6 +46,17 @@ holds no running sums, so the batch gives what one walk per node would). An arri
 (the job, queues, siblings with usage) the same way; a view is dropped only on a rebuild,
 or when more than a quarter of the nodes changed.
 
+Decayed usage (``set_half_life``, docs/policies.md "Fairness with memory"): each job leaf
+holds its effective vector (allocation plus decayed average past allocation,
+``machinery/decay.py``) as its usage, and a finished job's history moves to a hidden,
+never demanding leaf of its queue (``hdrf_online.HISTORY``), which adds to the queue's
+sum and takes no Fair Resource (it is no job for Alg. 1). Time moving changes every
+effective vector, so the leaves are re-charged once per new instant (``_advance``: one
+vectorized pass over the ledger's rows) and restated as leaves changed between an
+arrival and the next decision (``_restate``): the catch-up sums their queues from
+scratch and recomputes their fairness. For a queue with a history leaf Alg. 2 line 9's
+override is tested without the history and adds it back (``_fairness_with_history``).
+
 The descent (Alg. 3 lines 1-5) takes, at each node, the lowest demanding child by the
 tie rule (``machinery/ties.py``: fairness, running tasks in the subtree, position) that
 has a runnable job below it; in a queue with ``order: fifo`` only its earliest runnable job
