@@ -49,7 +49,7 @@ or when more than a quarter of the nodes changed.
 Decayed usage (``set_half_life``, docs/policies.md "Fairness with memory"): each job leaf
 holds its effective vector (allocation plus decayed average past allocation,
 ``machinery/decay.py``) as its usage, and a finished job's history moves to a hidden,
-never demanding leaf of its queue (``hdrf_online.HISTORY``), which adds to the queue's
+never demanding leaf of its queue (``machinery/history.py``), which adds to the queue's
 sum and takes no Fair Resource (it is no job for Alg. 1). Time moving changes every
 effective vector, so the leaves are re-charged once per new instant (``_advance``: one
 vectorized pass over the ledger's rows) and restated as leaves changed between an
@@ -72,14 +72,11 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.hdrf_online import HISTORY
-from fairshare.policies.machinery.decay import DecayLedger
 from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, TreeExclusion, descend_tree,
                                                     pick_among_tree, renew_pick_entries)
+from fairshare.policies.machinery.history import HISTORY, QueueHistory
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.machinery.views import SaturatedView, ViewCache
 from fairshare.policies.online import OnlineSorter, Runnable
@@ -131,7 +128,7 @@ class _View(SaturatedView):
         self.pick_version.append(0)
 
 
-class DFFSorter(TreeExclusion, OnlineSorter):
+class DFFSorter(QueueHistory, TreeExclusion, OnlineSorter):
     # when the candidate list is used instead of the descent (machinery/descent.py)
     among_max = TREE_AMONG_MAX
     among_cost = TREE_AMONG_COST
@@ -202,14 +199,9 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                 self.exact = self.exact and _exactly_summable(node.weight)
         # queues take indices 0 .. queue_count - 1; jobs come after, and are never parents
         self.queue_count = len(self.key)
-        # decayed usage (``set_half_life``; None: the instantaneous policy), the latest
-        # instant the leaves were charged at, and per queue the hidden leaf that keeps the
-        # history of its finished jobs (its key ``HISTORY + path``, as H-DRF's)
-        self.decay: DecayLedger | None = None
-        self._keyed_at = 0.0
-        self._history: dict[int, int] = {}
+        self._init_history()  # decayed usage (``machinery/history.py``)
 
-    def _add_node(self, key: str, parent: int, weight: float, is_job: bool, fifo: bool) -> int:
+    def _add_node(self, key: str, parent: int, weight: float, is_job: bool, fifo: bool = False) -> int:
         idx = len(self.key)
         self.key.append(key)
         self.alive.append(True)
@@ -247,50 +239,14 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         return idx
 
     # --- decayed usage (docs/policies.md, "Fairness with memory") ----------------------------
-    def set_half_life(self, half_life: float, ledger: DecayLedger | None = None) -> None:
-        """Order by decayed usage: Alg. 2-3 run unchanged with each leaf's usage ``U`` (Def. 2,
-        Eq. 6) replaced by its effective vector, its allocation plus its decayed average
-        past allocation (``machinery/decay.py``), so a queue's summed usage and fairness
-        carry the history of the jobs below it. A job that ends leaves its history to a
-        hidden, never demanding leaf of its queue, which adds to the queue's usage and
-        takes no Fair Resource (Alg. 1 runs over the present jobs, as before). A job's
-        usage and its queue's history decay with the queue's half-life
-        (``QueueTree.half_life_of``; ``half_life`` where no queue sets one). ``ledger``:
-        the history to continue."""
-        self.decay = ledger if ledger is not None else DecayLedger(half_life, self.m)
-        for name, job in self.jobs.items():
-            self.decay.enrol(name, self._half_life(job.queue))
-        for name in list(self.decay.entries):
-            queue = name[len(HISTORY):]
-            if name.startswith(HISTORY) and queue in self.index:
-                self.decay.assign(name, self._half_life(queue))
-                self._history_leaf(queue)
-        self._recharge()
-
-    def _half_life(self, queue: str) -> float:
-        return self.queues.half_life_of(queue, self.decay.half_life)
-
-    def _history_leaf(self, queue: str) -> int:
-        q = self.index[queue]
-        idx = self._history.get(q)
-        if idx is None:  # (never live: the descent and the FIFO scan pass it over)
-            idx = self._history[q] = self._add_node(HISTORY + queue, q, 1.0, True, False)
-        return idx
-
     def _recharge(self) -> None:
         """Time moved: every leaf (jobs and history leaves) has a new effective vector,
-        computed in one vectorized pass (``DecayLedger.effective_rows``); the changed ones
+        computed in one vectorized pass (``QueueHistory._effective_leaves``); the changed ones
         are restated (:meth:`_restate`), so the next decision sums their queues once and
         re-keys the views in one batch (in practice a rebuild of the view in use)."""
         self.views.tick()
-        leaves = [self.index[name] for name in self.jobs]
-        leaves.extend(self._history.values())
-        if not leaves:
-            return
-        rows, key, usage = self.decay.rows, self.key, self.usage
-        effective = self.decay.effective_rows(np.array([rows[key[idx]] for idx in leaves], dtype=np.intp),
-                                              self._keyed_at).tolist()
-        for idx, vector in zip(leaves, effective):
+        usage = self.usage
+        for idx, vector in zip(*self._effective_leaves()):
             if vector != usage[idx]:
                 self._restate(idx, vector)
 
@@ -319,32 +275,7 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             drifted[p] = None
             p = parent[p]
 
-    def _advance(self, now: float) -> None:
-        if now > self._keyed_at:
-            self._keyed_at = now
-            self._recharge()
-
-    def _charged(self, name: str, now: float) -> list[float]:
-        """With decay, the vector a job's leaf holds once its allocation changed at ``now``:
-        charged, then effective."""
-        usage = self.jobs[name].usage
-        self._advance(now)
-        self.decay.charge(name, now, usage)
-        return self.decay.effective(name, usage, self._keyed_at)
-
-    def _retire(self, name: str) -> None:
-        """A job ends: its decayed usage joins its queue's history leaf."""
-        ledger, now = self.decay, self._keyed_at
-        queue = self.jobs[name].queue
-        zero = [0.0] * self.m
-        ledger.charge(name, now, zero)
-        past = ledger.usage(name, now)
-        ledger.forget(name)
-        ledger.assign(HISTORY + queue, self._half_life(queue))
-        ledger.absorb(HISTORY + queue, past, now)
-        idx = self._history_leaf(queue)
-        self.views.tick()
-        vector = ledger.effective(HISTORY + queue, zero, now)
+    def _set_history(self, idx: int, vector: list[float]) -> None:
         if vector != self.usage[idx]:
             self._restate(idx, vector)
 
