@@ -59,6 +59,9 @@ def _split_at_day_6(policy: str, half_life: float, busy_days: float) -> dict[str
 # b takes slots while b < a + avg: avg 10 -> all 10 (b = 9 < 10); 1.11 -> b 6, a 4
 # (6 < 5.11 + 1); 4.14 -> b 7, a 3; 5 -> b 7, a 3 (ties at 5-5, 6-6, 7-7 go to a, which
 # runs fewer tasks, so a ends at 3). Without memory: 5 and 5.
+# dff: both queues (and jobs) need cpu, so each Fair Resource is 10 x 1/2 = 5 CPUs and a
+# fairness is its usage / 5 (Def. 2), twice the dominant share usage / 10: the same order,
+# the same splits (neither queue's fairness passes 1 before its last task: no override).
 CASES = [
     (0, 6, {"A": 5, "B": 5}),
     (DAY, 6, {"A": 0, "B": 10}),
@@ -68,24 +71,23 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("policy", ["drf", "hdrf", "hdrf-naive"])
+@pytest.mark.parametrize("policy", ["drf", "hdrf", "hdrf-naive", "dff"])
 @pytest.mark.parametrize("half_life,busy_days,expected", CASES)
 def test_the_idle_queue_gets_more_than_half_at_first(policy, half_life, busy_days, expected):
     assert _split_at_day_6(policy, half_life, busy_days) == expected
 
 
-@pytest.mark.parametrize("policy", ["hdrf", "capacity"])
-def test_a_queue_keeps_the_history_of_its_finished_jobs(policy):
-    """H-DRF: the job that used queue a ends (removed); the queue's hidden history leaf
-    keeps its decayed usage, so the split is the table's (h = 1 day, busy 3 days: 4/6)."""
+def _split_after_a_finished_job(policy: str, busy_cpus: int, busy_days: float) -> tuple[dict[str, int], object]:
+    """Job ``old`` of queue a holds ``busy_cpus`` CPUs from day 0 to ``busy_days`` and ends
+    (removed); at day 6 a new job of a and one of b each want 10 one-CPU tasks (h = 1 day)."""
     sc = scenario(capacity={"cpu": 10}, queues=[q("a"), q("b")], jobs=[job("A", {"cpu": 1}, "a")])
     sorter = make_policy(policy).online(sc.resources, sc.queues, sc.capacity)
     sorter.set_half_life(DAY)
     sorter.add_job("old", "a", 1.0, (1.0,))
-    for _ in range(10):
+    for _ in range(busy_cpus):
         sorter.allocated("old", (1.0,), 0.0)
-    for _ in range(10):
-        sorter.released("old", (1.0,), 3 * DAY)
+    for _ in range(busy_cpus):
+        sorter.released("old", (1.0,), busy_days * DAY)
     sorter.remove_job("old")
     sorter.add_job("A", "a", 1.0, (1.0,))
     sorter.add_job("B", "b", 1.0, (1.0,))
@@ -94,10 +96,47 @@ def test_a_queue_keeps_the_history_of_its_finished_jobs(policy):
         name = sorter.pick(lambda name: True, 6 * DAY)
         got[name] += 1
         sorter.allocated(name, (1.0,), 6 * DAY)
+    return got, sorter
+
+
+# the denominator of a queue's share: H-DRF's dominant share divides by the capacity (10
+# CPUs), DFF's fairness by the queue's Fair Resource (5 CPUs: both queues need cpu)
+@pytest.mark.parametrize("policy,denominator", [("hdrf", 10), ("capacity", 10), ("dff", 5)])
+def test_a_queue_keeps_the_history_of_its_finished_jobs(policy, denominator):
+    """The job that used queue a ends (removed); the queue's hidden history leaf keeps its
+    decayed usage, so the split is the table's (h = 1 day, busy 3 days: 4/6)."""
+    got, sorter = _split_after_a_finished_job(policy, 10, 3)
     assert got == {"A": 4, "B": 6}
     assert set(sorter.shares()) == {"a", "b", "A", "B"}  # (the history leaf is not reported)
-    # queue a's share: (4 running + 1.11 average) / 10
-    assert sorter.shares()["a"] == pytest.approx((4 + 10 * .875 * .125 / .984375) / 10)
+    # queue a's share: (4 running + 1.11 average) / denominator
+    assert sorter.shares()["a"] == pytest.approx((4 + 10 * .875 * .125 / .984375) / denominator)
+
+
+def test_dff_history_takes_no_fair_resource():
+    """DFF Alg. 1 runs over the present jobs: queue a's history leaf needs nothing, so a
+    and b still get 5 CPUs each, and A and B their queue's 5 (docs/policies.md, "Fairness
+    with memory")."""
+    _, sorter = _split_after_a_finished_job("dff", 10, 3)
+    index = sorter.index
+    assert [sorter.fr[index[v]] for v in ("a", "b")] == [(5.0,), (5.0,)]
+    assert [sorter._job_fr(index[v]) for v in ("A", "B")] == [(5.0,), (5.0,)]
+
+
+# DFF's override (Alg. 2 line 9) with a history above the Fair Resource: old held 10 CPUs
+# for 6 days, so at day 6 a's history averages 10 CPUs (the first table's row), fairness
+# 10 / 5 = 2 before a runs anything. The override is tested on what a's children hold now
+# (k / 5, not above 1 until A's sixth task) and adds the history to the child's fairness
+# it takes (k / 5 + 2), so a's key is k / 5 + 2 >= 2 > 1 >= B's: B takes all 10. Were the
+# history a blocked child's holding, a's fairness 2 > 1 would give way to A's 0 at once,
+# and the history would count for nothing (5 and 5).
+# old held 2 CPUs for 3 days: average 2 x .875 x .125 / .984375 = .222, fairness .044:
+# a's key (k + .222) / 5 against B's k / 5 (no override: k / 5 <= 1 up to A's fifth), so
+# at equal counts a is .044 above B: B goes first and they alternate, A 5, B 5 (a history
+# of a fifth of a task decides only who goes first)
+@pytest.mark.parametrize("busy_cpus,busy_days,expected", [(10, 6, {"A": 0, "B": 10}), (2, 3, {"A": 5, "B": 5})])
+def test_dff_override_keeps_the_queue_history(busy_cpus, busy_days, expected):
+    got, sorter = _split_after_a_finished_job("dff", busy_cpus, busy_days)
+    assert got == expected
 
 
 def test_ledger_decays_lazily_and_charges_as_usage_accrues():
@@ -139,11 +178,11 @@ def test_loader_names_the_field_of_a_bad_half_life(fairness, message):
 
 def test_a_policy_without_memory_refuses_a_half_life():
     sc = scenario(capacity={"cpu": 4})
-    with pytest.raises(PolicyModeError, match="policy .dff.: fairness.half_life: this policy has no decayed usage"):
-        Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff"), half_life=60.0)
+    with pytest.raises(PolicyModeError, match="policy .fifo.: fairness.half_life: this policy has no decayed usage"):
+        Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("fifo"), half_life=60.0)
 
 
-@pytest.mark.parametrize("policy", ["drf", "hdrf"])
+@pytest.mark.parametrize("policy", ["drf", "hdrf", "dff"])
 def test_decay_changes_the_launches_the_limit_check_sees(policy):
     """The conformance check ``decayed limits`` is not vacuous: decay changes the order."""
     workload = bounded_workload(0)
@@ -154,7 +193,7 @@ def test_decay_changes_the_launches_the_limit_check_sees(policy):
     assert drive(make_policy(policy), per_queue).log != plain
 
 
-@pytest.mark.parametrize("policy", ["drf", "hdrf"])
+@pytest.mark.parametrize("policy", ["drf", "hdrf", "dff"])
 @pytest.mark.parametrize("guarantee,expected_g", [(None, 0), ({"cpu": 4}, 4)])
 def test_a_decayed_order_does_not_starve_a_guarantee(policy, guarantee, expected_g):
     """g ran 10 CPUs for 6 days (h = 1 day: its average is 10), n arrives at day 6 when
@@ -229,13 +268,13 @@ QUEUE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("policy", ["drf", "collapsed", "hdrf", "hdrf-naive", "capacity"])
+@pytest.mark.parametrize("policy", ["drf", "collapsed", "hdrf", "hdrf-naive", "capacity", "dff"])
 @pytest.mark.parametrize("top,a,b,expected", QUEUE_CASES)
 def test_a_queue_half_life_overrides_the_scenario_one(policy, top, a, b, expected):
     assert _split_by_queue_half_lives(policy, top, a, b) == expected
 
 
-@pytest.mark.parametrize("policy", ["drf", "hdrf"])
+@pytest.mark.parametrize("policy", ["drf", "hdrf", "dff"])
 def test_a_sub_queue_inherits_its_parent_half_life(policy):
     """A sits in a.x, which sets none: a's day applies (the first case of the table)."""
     assert _split_by_queue_half_lives(policy, 0.0, DAY, math.inf, nested=True) == {"A": 7, "B": 3}
@@ -269,7 +308,7 @@ def test_scheduler_remembers_when_only_a_queue_sets_a_half_life():
     plain = parse_scenario({"cluster": {"capacity": {"cpu": 4}}, "queues": [_queue("a", 0.0)], "jobs": []})
     assert Scheduler(plain.resources, plain.cluster.nodes, plain.queues, make_policy("drf")).sorter.decay is None
     with pytest.raises(PolicyModeError, match="fairness.half_life"):
-        Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff"))
+        Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("fifo"))
 
 
 @pytest.mark.parametrize("fairness,half_life", [({"half_life": 60}, 60.0), ({"half_life": math.inf}, math.inf),

@@ -49,7 +49,7 @@ def simulate(policy: str):
     return launches, queue_usage(seen["sim"].scheduler, seen["sim"].now + 10.0)
 
 
-@pytest.mark.parametrize("policy", ["drf", "hdrf", "capacity"])
+@pytest.mark.parametrize("policy", ["drf", "hdrf", "capacity", "dff"])
 def test_simulator_and_serve_give_the_same_decayed_usage(tmp_path, policy):
     sim_launches, sim_after = simulate(policy)
     dur = {n: float(t) for n, *_rest, t in WORKLOAD}

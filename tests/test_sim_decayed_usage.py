@@ -71,7 +71,7 @@ def replayed(result, half_life: float) -> dict[tuple[float, str], list[float]]:
     return out
 
 
-@pytest.mark.parametrize("policy", ["hdrf", "hdrf-naive", "capacity"])
+@pytest.mark.parametrize("policy", ["hdrf", "hdrf-naive", "capacity", "dff"])
 @pytest.mark.parametrize("nested", [False, True])
 def test_a_tree_policys_queue_usage_is_its_allocation_decayed(policy, nested):
     h = 4 * HOUR

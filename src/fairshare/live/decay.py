@@ -40,6 +40,7 @@ from typing import Any
 from fairshare.engine.scheduler import Scheduler
 from fairshare.live.store import Store
 from fairshare.model.queues import ROOT
+from fairshare.policies.dff_online import DFFSorter
 from fairshare.policies.hdrf_online import HISTORY, HDRFSorter
 from fairshare.policies.machinery.decay import DecayLedger
 from fairshare.policies.online import OnlineSorter
@@ -130,7 +131,7 @@ def effective_share(allocated: Sequence[float], average: Sequence[float], capaci
 
 def has_memory(sorter: OnlineSorter) -> bool:
     """Whether the sorter orders by decayed usage when given a half-life (the base class's
-    ``set_half_life`` refuses: dff, fifo, timefair)."""
+    ``set_half_life`` refuses: fifo, timefair)."""
     return type(sorter).set_half_life is not OnlineSorter.set_half_life
 
 
@@ -207,10 +208,10 @@ class DecayKeeper:
         """At a restart: the saved entries of jobs that do not come back (cancelled or not
         resumable, or finished just before the save) leave the ledger; with a tree policy
         their usage joins their queue's history leaf, as a finished job's does
-        (``HDRFSorter._retire``). ``resumed``: job name -> queue of the jobs that resume;
-        ``queue_of``: job name -> its queue (None: unknown)."""
+        (``HDRFSorter._retire``, ``DFFSorter._retire``). ``resumed``: job name -> queue of
+        the jobs that resume; ``queue_of``: job name -> its queue (None: unknown)."""
         self.resumed = dict(resumed)
-        keeps_history = isinstance(scheduler.sorter, HDRFSorter)
+        keeps_history = isinstance(scheduler.sorter, (HDRFSorter, DFFSorter))
         for name in [n for n in ledger.entries if not n.startswith(HISTORY) and n not in resumed]:
             past = ledger.usage(name, t)
             ledger.forget(name)

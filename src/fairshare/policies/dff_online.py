@@ -58,6 +58,17 @@ holds no running sums, so the batch gives what one walk per node would). An arri
 (the job, queues, demanding siblings with usage) the same way; a view is dropped only on a rebuild,
 or when more than a quarter of the nodes changed.
 
+Decayed usage (``set_half_life``, docs/policies.md "Fairness with memory"): each job leaf
+holds its effective vector (allocation plus decayed average past allocation,
+``machinery/decay.py``) as its usage, and a finished job's history moves to a hidden,
+never demanding leaf of its queue (``machinery/history.py``), which adds to the queue's
+sum and takes no Fair Resource (it is no job for Alg. 1). Time moving changes every
+effective vector, so the leaves are re-charged once per new instant (``_advance``: one
+vectorized pass over the ledger's rows) and restated as leaves changed between an
+arrival and the next decision (``_restate``): the catch-up sums their queues from
+scratch and recomputes their fairness. For a queue with a history leaf Alg. 2 line 9's
+override is tested without the history and adds it back (``_fairness_with_history``).
+
 The descent (Alg. 3 lines 1-5) takes, at each node, the lowest demanding child by the
 tie rule (``machinery/ties.py``: fairness, running tasks in the subtree, position) that
 has a runnable job below it; in a queue with ``order: fifo`` only its earliest runnable job
@@ -81,6 +92,7 @@ from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, TreeExclusion, descend_tree,
                                                     pick_among_tree, renew_pick_entries)
+from fairshare.policies.machinery.history import HISTORY, QueueHistory
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.machinery.views import SaturatedView, ViewCache
 from fairshare.policies.online import OnlineSorter, Runnable
@@ -132,7 +144,7 @@ class _View(SaturatedView):
         self.pick_version.append(0)
 
 
-class DFFSorter(TreeExclusion, OnlineSorter):
+class DFFSorter(QueueHistory, TreeExclusion, OnlineSorter):
     # when the candidate list is used instead of the descent (machinery/descent.py)
     among_max = TREE_AMONG_MAX
     among_cost = TREE_AMONG_COST
@@ -214,8 +226,9 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         # per queue and resource, the usage of the jobs in ``used[q]``, in that order (the
         # rows ``_resum`` folds, kept by column)
         self.used_columns: list[list[list[float]]] = [[[] for _ in range(self.m)] for _ in range(self.queue_count)]
+        self._init_history()  # decayed usage (``machinery/history.py``)
 
-    def _add_node(self, key: str, parent: int, weight: float, is_job: bool, fifo: bool) -> int:
+    def _add_node(self, key: str, parent: int, weight: float, is_job: bool, fifo: bool = False) -> int:
         idx = len(self.key)
         self.key.append(key)
         self.alive.append(True)
@@ -253,9 +266,50 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self._grow_excluded()
         return idx
 
+    # --- decayed usage (docs/policies.md, "Fairness with memory") ----------------------------
+    def _recharge(self) -> None:
+        """Time moved: every leaf (jobs and history leaves) has a new effective vector,
+        computed in one vectorized pass (``QueueHistory._effective_leaves``); the changed ones
+        are restated (:meth:`_restate`), so the next decision sums their queues once and
+        re-keys the views in one batch (in practice a rebuild of the view in use)."""
+        self.views.tick()
+        usage = self.usage
+        for idx, vector in zip(*self._effective_leaves()):
+            if vector != usage[idx]:
+                self._restate(idx, vector)
+
+    def _restate(self, idx: int, vector: list[float]) -> None:
+        """Leaf ``idx`` holds ``vector`` with no task starting or ending (time moved, or a
+        finished job's history joined a history leaf): as a leaf changed between an
+        arrival and the next decision (``_leaf_changed``), its queues are summed from
+        scratch and a job's fairness recomputed at the next decision (``_catch_up``). A
+        history leaf has no Fair Resource (fairness 0, never demanding): only its queues'
+        sums change."""
+        self.usage[idx] = vector
+        is_job = self.key[idx] in self.jobs
+        # (a history leaf is filed too: its queue's sum from scratch folds it in index order
+        # among the jobs, as the rebuild's does; it is never live, so never re-evaluated)
+        self._file_usage(idx)
+        if self.dirty:  # (every sum and fairness is rebuilt before the next decision)
+            return
+        if is_job:
+            self.stale_leaves[idx] = None
+        self.stale = True
+        parent, drifted = self.parent, self.drifted
+        p = parent[idx]
+        while p >= 0 and p not in drifted:  # (a drifted queue's ancestors are drifted too)
+            drifted[p] = None
+            p = parent[p]
+
+    def _set_history(self, idx: int, vector: list[float]) -> None:
+        if vector != self.usage[idx]:
+            self._restate(idx, vector)
+
     # --- events -------------------------------------------------------------------------------
     def add_job(self, name, queue, weight, demand):
         super().add_job(name, queue, weight, demand)
+        if self.decay is not None:
+            self.decay.enrol(name, self._half_life(queue))
         idx = self._add_node(name, self.index[queue], weight, True, False)
         self.needs[idx] = sum(1 << r for r, d in enumerate(self.jobs[name].demand) if d > 0)
         self._walk_counts(idx, d_live=1)
@@ -267,6 +321,8 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         self._defer(idx, self._count_presence(idx, 1))
 
     def remove_job(self, name):
+        if self.decay is not None:
+            self._retire(name)
         idx = self.index.pop(name)
         self._walk_counts(idx, d_live=-self.live[idx], d_running=-self.running[idx])
         top = self._count_presence(idx, -1) if self.exact else 0
@@ -289,13 +345,13 @@ class DFFSorter(TreeExclusion, OnlineSorter):
         job = self.jobs[name]
         before = list(job.usage)
         super().allocated(name, demand, now)
-        self._leaf_changed(self.index[name], before, d_running=1)
+        self._leaf_changed(self.index[name], before, d_running=1, now=now)
 
     def released(self, name, demand, now=0.0):
         job = self.jobs[name]
         before = list(job.usage)
         super().released(name, demand, now)
-        self._leaf_changed(self.index[name], before, d_running=-1)
+        self._leaf_changed(self.index[name], before, d_running=-1, now=now)
 
     def set_demanding(self, name, demanding):
         job = self.jobs[name]
@@ -365,8 +421,11 @@ class DFFSorter(TreeExclusion, OnlineSorter):
             raw[p] = fairness(u, fr[p])
             p = parent[p]
 
-    def _leaf_changed(self, idx: int, before: list[float], d_running: int) -> None:
+    def _leaf_changed(self, idx: int, before: list[float], d_running: int, now: float = 0.0) -> None:
         after = self.jobs[self.key[idx]].usage
+        if self.decay is not None:  # the leaf holds its effective vector, charged now
+            after = self._charged(self.key[idx], now)
+            before = self.usage[idx]  # (after _charged: time moving may have re-charged it)
         self.usage[idx] = list(after)
         self._file_usage(idx)
         self._walk_counts(idx, d_running=d_running)
@@ -613,15 +672,18 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                 p = parent[p]
 
         present = list(self.alive_nodes)  # parents precede children in index order
+        # (a history leaf is no job: it needs nothing and takes no Fair Resource)
         fr = self.compute_fr(self.capacity, 0, children, self.weight,
-                             ((v, jobs[key[v]].demand) for v in present if self.is_job[v]), ancestors)
+                             ((v, jobs[key[v]].demand) for v in present if self.is_job[v] and key[v] in jobs),
+                             ancestors)
         self.fr = [None] * n
         for v, f in fr.items():
             self.fr[v] = f
         fairness = self.raw_fairness
         for v in reversed(present):  # children have larger indices than their parent
             if self.is_job[v]:
-                self.usage[v] = list(self.jobs[self.key[v]].usage)
+                if self.decay is None:  # (with decay the leaf holds its effective vector already)
+                    self.usage[v] = list(self.jobs[self.key[v]].usage)
             else:
                 total = [0.0] * m
                 for c in children[v]:
@@ -711,10 +773,28 @@ class DFFSorter(TreeExclusion, OnlineSorter):
 
     def _fairness(self, view: _View, p: int) -> float:
         raw = self.raw[p]
+        if p in self._history:  # (only with decayed usage)
+            return self._fairness_with_history(view, p)
         if raw > 1.0:  # Alg. 2 line 9 (strict, as the pseudo-code)
             low = self._pool_min(view, p)
             if low is not None and low < raw:
                 return low
+        return raw
+
+    def _fairness_with_history(self, view: _View, p: int) -> float:
+        """Alg. 2 line 9 for a queue with a history leaf (docs/policies.md, "Fairness with
+        memory"): the override is about what the queue's children hold *now* beyond their
+        Fair Resource, so it is tested on the queue's usage without its history, and the
+        history, the queue's own past, is added to the child's fairness that replaces
+        it: ``min(raw, low + fairness(H, FR))``. Without history this is the override."""
+        raw, fr, history = self.raw[p], self.fr[p], self.usage[self._history[p]]
+        now = [u - h for u, h in zip(self.usage[p], history)]
+        if self.raw_fairness(now, fr) > 1.0:
+            low = self._pool_min(view, p)
+            if low is not None:
+                low += self.raw_fairness(history, fr)
+                if low < raw:
+                    return low
         return raw
 
     def _push(self, view: _View, p: int, c: int) -> None:
@@ -779,6 +859,8 @@ class DFFSorter(TreeExclusion, OnlineSorter):
 
     # --- decisions ------------------------------------------------------------------------------
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
+        if self.decay is not None:
+            self._advance(now)
         self._decide_ready()
         view = self.views.current
         if view.repick:
@@ -788,6 +870,8 @@ class DFFSorter(TreeExclusion, OnlineSorter):
                             runnable=runnable, excluded=self._excluded_counts())
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
+        if self.decay is not None:
+            self._advance(now)
         if self.dirty or self.stale:
             self._decide_ready()  # (the shared state is brought up to date at every decision)
         # the current view is caught up only if a key is read: one candidate, or one below
@@ -809,11 +893,11 @@ class DFFSorter(TreeExclusion, OnlineSorter):
     def shares(self) -> dict[str, float]:
         self._decide_ready()
         view = self.views.current
-        shares = {self.key[v]: view.share[v] for v in self.alive_nodes if v}
+        shares = {self.key[v]: view.share[v] for v in self.alive_nodes if v and not self.key[v].startswith(HISTORY)}
         # the jobs whose fairness is not kept while they are not demanding (``_catch_up``)
         job_fr = self._job_fr_cache()
         for q in range(self.queue_count):
             for j in self.used[q]:
-                if not self.live[j]:
+                if not self.live[j] and not self.key[j].startswith(HISTORY):
                     shares[self.key[j]] = self.raw_fairness(self.usage[j], job_fr(j))
         return shares

@@ -69,21 +69,17 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.machinery import compiled
 from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, ShapeIndex, TreeExclusion,
                                                     descend_tree, pick_among_tree, renew_pick_entries)
-from fairshare.policies.machinery.decay import DecayLedger
+from fairshare.policies.machinery.history import HISTORY, QueueHistory
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.machinery.views import SaturatedView, ViewCache
 from fairshare.policies.online import OnlineSorter, Runnable
 
 REBUILD_EVERY = 4096
-#: the key prefix of a queue's hidden history leaf (decayed usage of its finished jobs)
-HISTORY = "\0history:"
 #: a node's share from its usage (``hdrf.hdrf_share``): (usage, capacity, counted, weight)
 NodeShare = Callable[[Sequence[float], Vector, Sequence[int], float], float]
 
@@ -133,7 +129,7 @@ class _View(SaturatedView):
         self.updates.append(0)
 
 
-class HDRFSorter(ShapeIndex, TreeExclusion, OnlineSorter):
+class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
     # when the candidate list is used instead of the descent (machinery/descent.py)
     among_max = TREE_AMONG_MAX
     among_cost = TREE_AMONG_COST
@@ -187,57 +183,18 @@ class HDRFSorter(ShapeIndex, TreeExclusion, OnlineSorter):
         self.fifo_jobs: dict[int, list[int]] = {self.index[node.path]: [] for node in queues
                                                 if node.path != ROOT and node.order == "fifo"}
         self.views.select(frozenset())
-        # decayed usage (``set_half_life``; None: the instantaneous policy), the latest
-        # instant the leaves were charged at, and per queue the hidden leaf that keeps the
-        # history of its finished jobs
-        self.decay: DecayLedger | None = None
-        self._keyed_at = 0.0
-        self._history: dict[int, int] = {}
+        self._init_history()  # decayed usage (``machinery/history.py``)
 
-    # --- decayed usage (docs/policies.md, "Fairness with memory") ----------------------------
-    def set_half_life(self, half_life: float, ledger: DecayLedger | None = None) -> None:
-        """Order by decayed usage: Alg. 3 runs unchanged on each leaf's effective vector,
-        its allocation plus its decayed average past allocation (``machinery/decay.py``),
-        so every queue's vector and share carry the history of the jobs below it. A job
-        that ends leaves its history to a hidden, never demanding leaf of its queue (added
-        unscaled, as Alg. 3 adds blocked children). A job's usage and its queue's history
-        decay with the queue's half-life (``QueueTree.half_life_of``; ``half_life`` where
-        no queue sets one). ``ledger``: the history to continue."""
-        self.decay = ledger if ledger is not None else DecayLedger(half_life, self.m)
-        for name, job in self.jobs.items():
-            self.decay.enrol(name, self._half_life(job.queue))
-        for name in list(self.decay.entries):
-            queue = name[len(HISTORY):]
-            if name.startswith(HISTORY) and queue in self.index:
-                self.decay.assign(name, self._half_life(queue))
-                self._history_leaf(queue)
-        self._recharge()
-
-    def _half_life(self, queue: str) -> float:
-        return self.queues.half_life_of(queue, self.decay.half_life)
-
-    def _history_leaf(self, queue: str) -> int:
-        q = self.index[queue]
-        idx = self._history.get(q)
-        if idx is None:
-            idx = self._history[q] = self._add_node(HISTORY + queue, q, 1.0, True)
-        return idx
-
-    def _effective(self, idx: int, usage) -> tuple[float, ...]:
-        return tuple(self.decay.effective(self.key[idx], usage, self._keyed_at))
-
+    # --- decayed usage (docs/policies.md, "Fairness with memory"; ``machinery/history.py``) ----
     def _recharge(self) -> None:
         """Time moved: every leaf (jobs and history leaves) has a new effective vector,
-        computed in one vectorized pass (``DecayLedger.effective_rows``), and the changed
-        leaves' ancestors are recomputed once per view (``_propagate``'s batch, or the
-        view's rebuild): one event for the views' ages (``ViewCache.tick``)."""
+        computed in one vectorized pass, and the changed leaves' ancestors are recomputed
+        once per view (``_propagate``'s batch, or the view's rebuild): one event for the
+        views' ages (``ViewCache.tick``). Alg. 3 runs unchanged on these vectors (module
+        docstring)."""
         self.views.tick()
-        leaves = [self.index[name] for name in self.jobs]
-        leaves.extend(self._history.values())
-        rows = self.decay.rows
-        key, leaf_usage = self.key, self.leaf_usage
-        effective = self.decay.effective_rows(np.array([rows[key[idx]] for idx in leaves], dtype=np.intp),
-                                              self._keyed_at).tolist()
+        leaves, effective = self._effective_leaves()
+        leaf_usage = self.leaf_usage
         changed: dict[int, None] = {}
         for idx, usage in zip(leaves, map(tuple, effective)):
             if usage != leaf_usage[idx]:
@@ -246,36 +203,11 @@ class HDRFSorter(ShapeIndex, TreeExclusion, OnlineSorter):
         for view in self.views.views:  # (``_touch`` of each, at once)
             view.pending.update(changed)
 
-    def _set_leaf(self, idx: int, usage: tuple[float, ...]) -> None:
+    def _set_history(self, idx: int, vector: list[float]) -> None:
+        usage = tuple(vector)
         if usage != self.leaf_usage[idx]:
             self.leaf_usage[idx] = usage
             self._touch(idx)
-
-    def _advance(self, now: float) -> None:
-        if now > self._keyed_at:
-            self._keyed_at = now
-            self._recharge()
-
-    def _charged(self, name: str, now: float) -> tuple[float, ...]:
-        """With decay, the vector a job's leaf holds once its allocation changed at ``now``:
-        charged, then effective."""
-        usage = self.jobs[name].usage
-        self._advance(now)
-        self.decay.charge(name, now, usage)
-        return self._effective(self.index[name], usage)
-
-    def _retire(self, name: str) -> None:
-        """A job ends: its decayed usage joins its queue's history leaf."""
-        ledger, now = self.decay, self._keyed_at
-        queue = self.jobs[name].queue
-        ledger.charge(name, now, self._zero)
-        past = ledger.usage(name, now)
-        ledger.forget(name)
-        ledger.assign(HISTORY + queue, self._half_life(queue))
-        ledger.absorb(HISTORY + queue, past, now)
-        idx = self._history_leaf(queue)
-        self.views.tick()
-        self._set_leaf(idx, self._effective(idx, self._zero))
 
     @property
     def view(self) -> _View:
@@ -349,7 +281,7 @@ class HDRFSorter(ShapeIndex, TreeExclusion, OnlineSorter):
         super().allocated(name, demand, now)
         idx = self.index[name]
         usage = self.jobs[name].usage  # (with decay: the effective vector, charged now)
-        self.leaf_usage[idx] = tuple(usage) if self.decay is None else self._charged(name, now)
+        self.leaf_usage[idx] = tuple(usage) if self.decay is None else tuple(self._charged(name, now))
         self.running[idx] += 1
         self._commit(idx, d_running=1)
         self._touch(idx)
@@ -358,7 +290,7 @@ class HDRFSorter(ShapeIndex, TreeExclusion, OnlineSorter):
         super().released(name, demand, now)
         idx = self.index[name]
         usage = self.jobs[name].usage  # (with decay: the effective vector, charged now)
-        self.leaf_usage[idx] = tuple(usage) if self.decay is None else self._charged(name, now)
+        self.leaf_usage[idx] = tuple(usage) if self.decay is None else tuple(self._charged(name, now))
         self.running[idx] -= 1
         self._commit(idx, d_running=-1)
         self._touch(idx)

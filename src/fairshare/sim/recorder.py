@@ -77,10 +77,11 @@ class DecayedUsageRecorder:
 
     Read from the sorter's own ``DecayLedger`` (``policies/machinery/decay.py``), never
     recomputed: a queue's decayed usage ``U`` is the sum of the ledger's entries below it
-    (its jobs', and with a tree policy its hidden history leaf's: the finished jobs' usage
-    it keeps), and its current allocation ``A`` the sum of their allocations. A flat
-    policy (drf, asset, ...) orders jobs and forgets a finished job's history, so there a
-    queue's ``U`` is its unfinished jobs' (what the policy still remembers). Each sample
+    (its jobs', and with a tree policy, H-DRF's or DFF's, its hidden history leaf's: the
+    finished jobs' usage it keeps), and its current allocation ``A`` the sum of their
+    allocations. A flat policy (drf, asset, ...) orders jobs and forgets a finished job's
+    history, so there a queue's ``U`` is its unfinished jobs' (what the policy still
+    remembers). Each sample
     is ``(time, queue, decayed_share, effective_share, U)``: the dominant shares of
     ``U / W`` (the decayed average past allocation) and of ``A + U / W`` (the key, before
     H-DRF's rescaling), over the sorter's capacity. Only queues with something to show
