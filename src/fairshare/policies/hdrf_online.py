@@ -489,10 +489,17 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         return True
 
     def _resum(self, view: _View, p: int) -> None:
-        """Rebuild p's running sums exactly from its children's stored contributions."""
+        """Rebuild p's running sums exactly from its children's stored contributions.
+
+        A job removed since ``view`` last caught up is a tombstone, no longer in
+        ``children``, whose contribution is still in p's sums: it is taken out when its own
+        repost comes in this batch (``_propagate``), maybe after this re-sum, so the re-sum
+        counts it too (leaving it out, that repost took it out twice: a negative usage)."""
         s1 = [0.0] * self.m
         s2 = [0.0] * self.m
-        for c in self.children[p]:
+        key, parent = self.key, self.parent
+        unposted = [c for c in view.pending if parent[c] == p and not key[c]]
+        for c in (*self.children[p], *unposted):
             in_pool, vec = view.contrib[c]
             target = s1 if in_pool else s2
             for r in range(self.m):
