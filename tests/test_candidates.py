@@ -136,18 +136,46 @@ def test_candidate_path_launches_as_the_plain_path(policy, seed):
     assert len(fast) > 50  # the run did work
 
 
-def test_candidate_path_and_exclusion_are_taken_on_a_full_cluster():
+@pytest.mark.parametrize("policy", ["hdrf", "dff"])
+def test_candidate_path_and_exclusion_are_taken_on_a_full_cluster(policy):
     # without this the equivalence above could hold because the shortcuts never ran
     among = excluded = shapes = 0
     for seed in range(6):
         sc = random_scenario(seed)
-        _, calls = run(sc, "hdrf", candidates=True, placement="first-fit", headroom=False, seed=seed)
+        _, calls = run(sc, policy, candidates=True, placement="first-fit", headroom=False, seed=seed)
         among += calls["among"]
         excluded += calls["excluded"]
         shapes += calls["shapes"]
     assert among > 100
     assert excluded > 100
     assert shapes > 20  # descents told the candidates' shapes (too many for pick_among)
+
+
+def test_dff_files_its_jobs_shapes_and_never_a_history_leaf():
+    # DFF's sorter indexes shapes as H-DRF's does (ShapeIndex); with decayed usage a queue's
+    # hidden history leaf is added as a job node, but it is no job: no mask may count it
+    sc = random_scenario(3)
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff"), half_life=5.0)
+    sorter = sched.sorter
+    pick, seen = sorter.pick, {"restricted": 0}
+
+    def checked_pick(runnable, now=0.0):
+        filed = sorter._job_shape
+        assert all(sorter.key[v] in sorter.jobs for v in filed)  # jobs only, never a history leaf
+        root_mask = 0
+        for shape in filed.values():
+            root_mask |= 1 << shape
+        assert sorter.shape_mask[0] == root_mask
+        seen["restricted"] += sorter.alive_shapes[0] != -1
+        return pick(runnable, now)
+
+    sorter.pick = checked_pick
+    rng = random.Random(3)
+    lengths = {j.name: rng.choice([1.0, 1.5, 2.0, 3.0]) for j in sc.jobs}
+    replay(sched, sc.jobs, lambda launch: lengths[launch.job], until=60.0)
+    assert sorter._history  # some job finished: its queue has a history leaf
+    assert not any(sorter.key[v] not in sorter.jobs for v in sorter._job_shape)
+    assert seen["restricted"] > 0  # descents ran with the shapes restricted
 
 
 # --- pick_among_tree: the descent's answer restricted to candidates ---------------------------

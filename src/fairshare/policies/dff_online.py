@@ -77,6 +77,22 @@ Heaps are lazy: an entry is valid while its version is the child's current one; 
 holding many stale entries is compacted. Pick entries are renewed only before a descent
 (``_View.repick``, ``_flush_picks``): on a full cluster most decisions compare the
 candidates' paths of keys (``pick_among``) and never read the pick heaps.
+
+Shape-indexed descents (issue 24, item 1; ``machinery.descent.ShapeIndex``, as in the
+H-DRF sorter): each node keeps, as a bit mask, the shapes of the next tasks of the jobs
+below it (the engine files each job's shape number, ``file_shape``), and within a
+``schedule`` call the engine says which shapes may still fit (``only_shapes``,
+``exclude_shape``). The descent passes over a child whose mask meets none of them, and
+in a queue whose children are all jobs it tries only the jobs of those shapes, by their
+pick keys. Why the pick is the same: a job is runnable only if its next task's shape fits
+on some node, so a skipped child has no runnable job below it, and the descent would have
+passed it anyway after asking; the children it does enter are tried in the same order
+(lowest pick key first, the keys being those of the caught-up view after
+``_flush_picks``), and ``runnable`` still has the last word on the job reached. A FIFO
+queue keeps its scan (its earliest runnable job, the shapes only filtering jobs that
+cannot run). A queue's hidden history leaf (``machinery/history.py``) is added as a job
+but is never filed with a shape (the engine files only its jobs, by name), so no mask
+counts it; it never demands, so the descent never enters it either way.
 """
 
 from __future__ import annotations
@@ -90,8 +106,8 @@ from operator import add
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
-from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, TreeExclusion, descend_tree,
-                                                    pick_among_tree, renew_pick_entries)
+from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, ShapeIndex, TreeExclusion,
+                                                    descend_tree, pick_among_tree, renew_pick_entries)
 from fairshare.policies.machinery.history import HISTORY, QueueHistory
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.machinery.views import SaturatedView, ViewCache
@@ -144,7 +160,7 @@ class _View(SaturatedView):
         self.pick_version.append(0)
 
 
-class DFFSorter(QueueHistory, TreeExclusion, OnlineSorter):
+class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
     # when the candidate list is used instead of the descent (machinery/descent.py)
     among_max = TREE_AMONG_MAX
     among_cost = TREE_AMONG_COST
@@ -210,6 +226,7 @@ class DFFSorter(QueueHistory, TreeExclusion, OnlineSorter):
                                                  self._rebuild, self._replay, lambda: len(self.key))
         self.dirty = True  # FR (and so every fairness) must be recomputed before deciding
         self._init_excluded()
+        self._init_shapes()
         self._add_node(ROOT, -1, 1.0, False, False)
         for node in queues:
             if node.path != ROOT:
@@ -264,6 +281,9 @@ class DFFSorter(QueueHistory, TreeExclusion, OnlineSorter):
         for view in self.views:
             view.grow()
         self._grow_excluded()
+        # (a history leaf is added as a job but is never filed with a shape: the engine
+        # files only the jobs it runs, by name)
+        self._grow_shapes(parent, is_job)
         return idx
 
     # --- decayed usage (docs/policies.md, "Fairness with memory") ----------------------------
@@ -324,6 +344,7 @@ class DFFSorter(QueueHistory, TreeExclusion, OnlineSorter):
         if self.decay is not None:
             self._retire(name)
         idx = self.index.pop(name)
+        self._unfile_shape(idx)
         self._walk_counts(idx, d_live=-self.live[idx], d_running=-self.running[idx])
         top = self._count_presence(idx, -1) if self.exact else 0
         super().remove_job(name)
@@ -865,9 +886,11 @@ class DFFSorter(QueueHistory, TreeExclusion, OnlineSorter):
         view = self.views.current
         if view.repick:
             self._flush_picks(view)
+        share, running, position = view.share, self.running, self.position
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
                             fifo_jobs=self._fifo_jobs, version=view.pick_version, present=self.alive,
-                            runnable=runnable, excluded=self._excluded_counts())
+                            runnable=runnable, excluded=self._excluded_counts(), shapes=self,
+                            node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]))
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.decay is not None:
