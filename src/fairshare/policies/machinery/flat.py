@@ -107,6 +107,10 @@ class FlatSorter(OnlineSorter):
         self.heap: list[tuple] = []
         self._heaps: dict[int, list[tuple]] = {}
         self._pushed = 0
+        # (head entry, shape) for every shape's head (and stale items, dropped when met),
+        # and those of shapes found to fit nowhere, set aside until the call ends
+        self._heads: list[tuple] = []
+        self._parked_heads: list[tuple] = []
         # jobs the engine found unable to run in this ``schedule`` call (``exclude``), and
         # their heap entries, taken out until the call ends (``reset_excluded``)
         self._excluded: set[str] = set()
@@ -172,6 +176,8 @@ class FlatSorter(OnlineSorter):
         self._fresh = set()
         self.heap = []
         self._heaps = {}
+        self._heads = []
+        self._parked_heads.clear()
         self._parked.clear()
 
     def _feed(self) -> None:
@@ -266,6 +272,8 @@ class FlatSorter(OnlineSorter):
         if heap is None:
             heap = self._heaps[shape] = []
         heapq.heappush(heap, entry)
+        if heap[0] is entry:  # (a new head for its shape)
+            heapq.heappush(self._heads, (entry, shape))
         self._pushed += 1
         if self._pushed > 4 * len(self.jobs) + 16:
             self._pushed = 0
@@ -276,6 +284,8 @@ class FlatSorter(OnlineSorter):
                     heapq.heapify(kept)
                     compacted[shape] = kept
             self._heaps = compacted
+            self._heads = [(heap[0], shape) for shape, heap in compacted.items()]
+            heapq.heapify(self._heads)
 
     def _valid(self, entry: tuple) -> bool:
         name = entry[4]
@@ -319,6 +329,10 @@ class FlatSorter(OnlineSorter):
                     if self._valid(entry):
                         self._push(entry)
             self._parked.clear()
+        if self._parked_heads:
+            for item in self._parked_heads:
+                heapq.heappush(self._heads, item)
+            self._parked_heads.clear()
 
     def _may_fit(self, shape: int | None) -> bool:
         """Whether a job of this shape may run in this call (``only_shapes``,
@@ -371,34 +385,49 @@ class FlatSorter(OnlineSorter):
     def _pick_by_shape(self, runnable: Runnable) -> str | None:
         """``pick`` without decay: the merge of the heads of the heaps of the shapes that
         may fit, lowest first (module docstring: the same jobs asked in the same order
-        as one heap's walk)."""
+        as one heap's walk). With every shape possible the merge is the kept heap of
+        heads (``_heads``: an item is current while its entry is its shape's head);
+        with ``only_shapes`` it is built for the few shapes named."""
         heaps, excluded, parked, dead = self._heaps, self._excluded, self._parked, self._dead
-        heappop, heappush = heapq.heappop, heapq.heappush
-        shapes = heaps.keys() if self._alive is None else self._alive
-        heads = [(heap[0], shape) for shape in shapes if shape not in dead and (heap := heaps.get(shape))]
-        heapq.heapify(heads)
+        heappop, heappush, heapreplace = heapq.heappop, heapq.heappush, heapq.heapreplace
+        kept = self._alive is None
+        if kept:
+            heads = self._heads
+        else:
+            heads = [(heap[0], shape) for shape in self._alive if shape not in dead and (heap := heaps.get(shape))]
+            heapq.heapify(heads)
+        all_heads = self._heads
         valid = self._valid
         tried: list[tuple] = []
         found = None
         while heads:
-            shape = heads[0][1]
-            if shape in dead:  # (excluded during this walk: its jobs cannot run)
+            head, shape = heads[0]
+            heap = heaps.get(shape)
+            if kept and (not heap or heap[0] is not head):  # (stale: its shape's head moved)
                 heappop(heads)
                 continue
-            heap = heaps[shape]
-            popped = heappop(heap)
-            name = popped[4]
-            if valid(popped):
-                if name in excluded:
-                    parked.append(popped)
-                elif runnable(name):
-                    heappush(heap, popped)
+            if shape in dead:  # (found to fit nowhere in this call: its jobs cannot run)
+                if kept:
+                    self._parked_heads.append(heappop(heads))
+                else:
+                    heappop(heads)
+                continue
+            name = head[4]
+            if valid(head):
+                if name not in excluded and runnable(name):
                     found = name
                     break
+                if name in excluded:
+                    parked.append(heappop(heap))
                 else:
-                    tried.append(popped)
+                    tried.append(heappop(heap))
+            else:
+                heappop(heap)
             if heap:
-                heapq.heapreplace(heads, (heap[0], shape))
+                new_head = (heap[0], shape)
+                heapreplace(heads, new_head)
+                if not kept:
+                    heappush(all_heads, new_head)
             else:
                 heappop(heads)
         for entry in tried:
