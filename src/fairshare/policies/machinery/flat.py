@@ -342,7 +342,8 @@ class FlatSorter(OnlineSorter):
         return self._alive is None or shape in self._alive
 
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
-        """The lowest current entry whose job can run: a walk of the lazy heap, lowest
+        """The lowest current entry whose job can run. Without decay, the merge of the
+        per-shape heaps (``_pick_by_shape``). With decay, a walk of the one lazy heap, lowest
         first, dropping stale entries and putting back the ones tried. The
         entries of jobs the engine excluded in this call are parked outside the heap
         until the call ends, instead of being popped and pushed back at every decision:
