@@ -12,11 +12,30 @@ Decisions are identical to :class:`~fairshare.policies.machinery.reference.Refer
 share rounded to ``DIGITS`` digits, running tasks, arrival), the first runnable one. The
 heap is lazy (an entry is valid while its version is the job's current one) and
 compacted when stale entries pile up. Within a ``schedule`` call, jobs the engine found
-unable to run, and jobs whose next task's shape is not among those that may fit
-(``only_shapes``, ``exclude_shape``; the shapes filed by ``file_shape``), are parked
-outside the heap without a runnable check until the call ends; one heap per shape, so
-that the walk does not pop them at all, is left to do (docs/performance.md,
-"Shape-indexed descents").
+unable to run are parked outside the heap without a runnable check until the call ends.
+
+**One heap per shape** (docs/performance.md, "Shape-indexed descents"). Without decay
+each job's entry lives in the heap of the shape the engine filed it under
+(``file_shape``; unfiled jobs under -1), and a pick merges the heads of the heaps
+of the shapes that may fit (``only_shapes`` less ``exclude_shape``; every shape until
+the engine restricts them): a small heap of (head entry, shape), lowest first, a shape's
+next head put in when its head is popped. A shape that cannot fit is never looked at,
+where one heap for all jobs walked past (popped and parked) every job of it. Why it is
+the same pick: the single heap's walk asks ``runnable``, in entry order, every current
+entry whose job is not excluded and whose shape may fit, and takes the first that can
+run. Each job has exactly one current entry (its latest version; moving a job to
+another shape re-pushes it at a new version, so the old entry goes stale), in the heap
+of its current shape, with the same key tuple as before (share rounded to ``DIGITS``,
+running tasks, arrival: ``machinery/ties.py``, then version and name). The merge of
+sorted sequences is the sorted union, so the merge over the live shapes' heaps yields
+exactly the single heap's entries restricted to those shapes, in the same order; the
+entries of other shapes are the ones the walk parked without asking. So the same jobs
+are asked, in the same order, and the same one is taken. A shape excluded during the
+walk (``exclude_shape`` from inside ``runnable``) is dropped from the merge when its
+head next comes up, as the walk parked it then.
+
+With decay the keys move with time and the base is fed lazily (below); that path keeps
+one heap for all jobs and parks the jobs of shapes that cannot fit, as before.
 
 With decayed usage (``set_half_life``, docs/policies.md "Fairness with memory") a job's
 key is the share of its allocation plus its decayed average past allocation
@@ -82,7 +101,16 @@ class FlatSorter(OnlineSorter):
         self.job_share = share
         self.share: dict[str, float] = {}
         self.version: dict[str, int] = {}
-        self.heap: list[tuple] = []  # (round(share, DIGITS), running, arrival, version, name)
+        # with decay, every entry: (round(share, DIGITS), running, arrival, version, name);
+        # without, the entries by the job's filed shape (module docstring), and how many
+        # were pushed since the heaps were last compacted
+        self.heap: list[tuple] = []
+        self._heaps: dict[int, list[tuple]] = {}
+        self._pushed = 0
+        # (head entry, shape) for every shape's head (and stale items, dropped when met),
+        # and those of shapes found to fit nowhere, set aside until the call ends
+        self._heads: list[tuple] = []
+        self._parked_heads: list[tuple] = []
         # jobs the engine found unable to run in this ``schedule`` call (``exclude``), and
         # their heap entries, taken out until the call ends (``reset_excluded``)
         self._excluded: set[str] = set()
@@ -147,6 +175,9 @@ class FlatSorter(OnlineSorter):
         self._cursor = 0
         self._fresh = set()
         self.heap = []
+        self._heaps = {}
+        self._heads = []
+        self._parked_heads.clear()
         self._parked.clear()
 
     def _feed(self) -> None:
@@ -225,10 +256,36 @@ class FlatSorter(OnlineSorter):
         if self.decay is not None:
             self._fresh.add(name)
         if job.demanding:
-            heapq.heappush(self.heap, (round(share, DIGITS), job.running, job.order, self.version[name], name))
-        if len(self.heap) > 4 * len(self.jobs) + 16:
-            self.heap = [e for e in self.heap if self._valid(e)]
-            heapq.heapify(self.heap)
+            self._push((round(share, DIGITS), job.running, job.order, self.version[name], name))
+
+    def _push(self, entry: tuple) -> None:
+        """Put a job's current entry into its heap: the one heap with decay, else its
+        shape's; compact the heaps once stale entries pile up."""
+        if self.decay is not None:
+            heapq.heappush(self.heap, entry)
+            if len(self.heap) > 4 * len(self.jobs) + 16:
+                self.heap = [e for e in self.heap if self._valid(e)]
+                heapq.heapify(self.heap)
+            return
+        shape = self._shape_of.get(entry[4], -1)  # (-1: unfiled, a number no shape has)
+        heap = self._heaps.get(shape)
+        if heap is None:
+            heap = self._heaps[shape] = []
+        heapq.heappush(heap, entry)
+        if heap[0] is entry:  # (a new head for its shape)
+            heapq.heappush(self._heads, (entry, shape))
+        self._pushed += 1
+        if self._pushed > 4 * len(self.jobs) + 16:
+            self._pushed = 0
+            compacted = {}
+            for shape, heap in self._heaps.items():
+                kept = [e for e in heap if self._valid(e)]
+                if kept:
+                    heapq.heapify(kept)
+                    compacted[shape] = kept
+            self._heaps = compacted
+            self._heads = [(heap[0], shape) for shape, heap in compacted.items()]
+            heapq.heapify(self._heads)
 
     def _valid(self, entry: tuple) -> bool:
         name = entry[4]
@@ -239,10 +296,18 @@ class FlatSorter(OnlineSorter):
         self._excluded.add(name)
 
     def file_shape(self, name: str, shape: int | None) -> None:
+        if self._shape_of.get(name) == shape:
+            return
         if shape is None:
             self._shape_of.pop(name, None)
         else:
             self._shape_of[name] = shape
+        if self.decay is None and name in self.version:
+            # (its entry moves to the new shape's heap: a new version, the same key)
+            self.version[name] += 1
+            job = self.jobs[name]
+            if job.demanding:
+                self._push((round(self.share[name], DIGITS), job.running, job.order, self.version[name], name))
 
     def only_shapes(self, shapes) -> None:
         self._alive = set(shapes)
@@ -255,10 +320,19 @@ class FlatSorter(OnlineSorter):
         self._alive = None
         self._dead.clear()
         if self._parked:
-            heap = self.heap
-            for entry in self._parked:
-                heapq.heappush(heap, entry)
+            if self.decay is not None:
+                heap = self.heap
+                for entry in self._parked:
+                    heapq.heappush(heap, entry)
+            else:  # (a current entry goes back to its shape's heap: its shape is unchanged)
+                for entry in self._parked:
+                    if self._valid(entry):
+                        self._push(entry)
             self._parked.clear()
+        if self._parked_heads:
+            for item in self._parked_heads:
+                heapq.heappush(self._heads, item)
+            self._parked_heads.clear()
 
     def _may_fit(self, shape: int | None) -> bool:
         """Whether a job of this shape may run in this call (``only_shapes``,
@@ -268,16 +342,17 @@ class FlatSorter(OnlineSorter):
         return self._alive is None or shape in self._alive
 
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
-        """The lowest current entry whose job can run: a walk of the lazy heap, lowest
+        """The lowest current entry whose job can run. Without decay, the merge of the
+        per-shape heaps (``_pick_by_shape``). With decay, a walk of the one lazy heap, lowest
         first, dropping stale entries and putting back the ones tried. The
         entries of jobs the engine excluded in this call are parked outside the heap
         until the call ends, instead of being popped and pushed back at every decision:
         on a filling cluster the jobs whose task fits nowhere gather at the head of the
         heap (their shares stop growing), and each decision walked past all of them."""
-        feed = None
-        if self.decay is not None:
-            self._advance(now)
-            feed = self._feed
+        if self.decay is None:
+            return self._pick_by_shape(runnable)
+        self._advance(now)
+        feed = self._feed
         heap, excluded, parked = self.heap, self._excluded, self._parked
         shape_of, dead = self._shape_of, self._dead
         heappop = heapq.heappop
@@ -306,6 +381,61 @@ class FlatSorter(OnlineSorter):
                 parked.append(entry)
             else:
                 heapq.heappush(heap, entry)
+        return found
+
+    def _pick_by_shape(self, runnable: Runnable) -> str | None:
+        """``pick`` without decay: the merge of the heads of the heaps of the shapes that
+        may fit, lowest first (module docstring: the same jobs asked in the same order
+        as one heap's walk). With every shape possible the merge is the kept heap of
+        heads (``_heads``: an item is current while its entry is its shape's head);
+        with ``only_shapes`` it is built for the few shapes named."""
+        heaps, excluded, parked, dead = self._heaps, self._excluded, self._parked, self._dead
+        heappop, heappush, heapreplace = heapq.heappop, heapq.heappush, heapq.heapreplace
+        kept = self._alive is None
+        if kept:
+            heads = self._heads
+        else:
+            heads = [(heap[0], shape) for shape in self._alive if shape not in dead and (heap := heaps.get(shape))]
+            heapq.heapify(heads)
+        all_heads = self._heads
+        valid = self._valid
+        tried: list[tuple] = []
+        found = None
+        while heads:
+            head, shape = heads[0]
+            heap = heaps.get(shape)
+            if kept and (not heap or heap[0] is not head):  # (stale: its shape's head moved)
+                heappop(heads)
+                continue
+            if shape in dead:  # (found to fit nowhere in this call: its jobs cannot run)
+                if kept:
+                    self._parked_heads.append(heappop(heads))
+                else:
+                    heappop(heads)
+                continue
+            name = head[4]
+            if valid(head):
+                if name not in excluded and runnable(name):
+                    found = name
+                    break
+                if name in excluded:
+                    parked.append(heappop(heap))
+                else:
+                    tried.append(heappop(heap))
+            else:
+                heappop(heap)
+            if heap:
+                new_head = (heap[0], shape)
+                heapreplace(heads, new_head)
+                if not kept:
+                    heappush(all_heads, new_head)
+            else:
+                heappop(heads)
+        for entry in tried:
+            if entry[4] in excluded:  # (``runnable`` excluded it on the way)
+                parked.append(entry)
+            else:
+                self._push(entry)
         return found
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
