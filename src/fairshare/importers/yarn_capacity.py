@@ -39,7 +39,6 @@ the SLS converter counts a container (traces/sls.py). Give the cluster's memory 
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
