@@ -244,21 +244,13 @@ PEERS = Path(__file__).resolve().parent / "data" / "peers"
 def test_whatif_runs_each_importers_baseline_as_current(tmp_path, capsys, kind, config, baseline, demand):
     """Every config kind: the peers' own example imported, one small job per leaf queue,
     replayed under the kind's baseline as `current` and under drf."""
-    from fairshare.importers import KINDS, ClusterSize
+    from fairshare.importers import KINDS, ClusterSize, queue_entries
 
     cluster = {"cpu": 100.0, "memory": 1000.0}
     imported = KINDS[kind].read([str(PEERS / config)], ClusterSize(cluster))
     assert imported.policy == baseline
 
-    def leaves(entries, prefix=""):
-        for e in entries:
-            path = prefix + e["name"]
-            if e.get("children"):
-                yield from leaves(e["children"], path + ".")
-            else:
-                yield path
-
-    paths = list(leaves(imported.queues))
+    paths = [path for path, entry in queue_entries(imported.queues) if not entry.get("children")]
     jobs = [job(f"j{k}", path, submit=k, count=3, **demand) for k, path in enumerate(paths)]
     history = tmp_path / "history.yaml"
     history.write_text(yaml.safe_dump({"jobs": jobs}))

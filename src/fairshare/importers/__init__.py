@@ -11,8 +11,10 @@ from __future__ import annotations
 from types import ModuleType
 
 from fairshare.importers import kueue, slurm, yarn_capacity, yarn_fair, yunikorn
-from fairshare.importers.base import ClusterSize, ImportedConfig, ImportError_, Unsupported, build_scenario
+from fairshare.importers.base import (ClusterSize, ImportedConfig, ImportError_, Unsupported, build_scenario,
+                                      queue_entries)
 
 KINDS: dict[str, ModuleType] = {module.NAME: module for module in (yarn_fair, yarn_capacity, kueue, slurm, yunikorn)}
 
-__all__ = ["KINDS", "ClusterSize", "ImportError_", "ImportedConfig", "Unsupported", "build_scenario"]
+__all__ = ["KINDS", "ClusterSize", "ImportError_", "ImportedConfig", "Unsupported", "build_scenario",
+           "queue_entries"]

@@ -19,6 +19,7 @@ Layering: imports ``model`` only; ``cli`` and ``whatif`` import it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +80,15 @@ class ImportedConfig:
 
     def warn(self, path: str, message: str) -> None:
         self.unsupported.append(Unsupported(path, message))
+
+
+def queue_entries(queues: list[dict[str, Any]], prefix: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every entry of a scenario's ``queues:`` list with its dotted path, parents first
+    (nested by ``children``; a dotted ``name`` is its own path below the prefix)."""
+    for entry in queues or []:
+        path = f"{prefix}{entry.get('name')}"
+        yield path, entry
+        yield from queue_entries(entry.get("children") or [], f"{path}.")
 
 
 def build_scenario(imported: ImportedConfig, cluster: ClusterSize,

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fairshare.importers import KINDS, ClusterSize, ImportedConfig, ImportError_, build_scenario
+from fairshare.importers import KINDS, ClusterSize, ImportedConfig, ImportError_, build_scenario, queue_entries
 
 EXIT_OK, EXIT_USAGE = 0, 2
 #: ``--jobs`` value for a scenario without jobs (the default)
@@ -86,7 +86,7 @@ def print_summary(imported: ImportedConfig, doc: dict[str, Any], output: str, co
     print(f"imported {imported.kind} -> {output}", file=stream)
     shown = ", ".join(p for p, _ in paths[:SHOWN_QUEUES]) + (", ..." if len(paths) > SHOWN_QUEUES else "")
     print(f"  queues: {len(paths)} ({leaves} leaves): {shown or 'none'}", file=stream)
-    bounded = [p for p, q in _queue_entries(imported.queues) if q.get("guarantee") or q.get("limit")]
+    bounded = [p for p, q in queue_entries(imported.queues) if q.get("guarantee") or q.get("limit")]
     print(f"  with a guarantee or limit: {len(bounded)}", file=stream)
     if imported.preemption is not None:
         print(f"  preemption: after {imported.preemption.get('after', 'default')} s", file=stream)
@@ -102,15 +102,8 @@ def print_summary(imported: ImportedConfig, doc: dict[str, Any], output: str, co
           (" (warnings on stderr; --strict makes them errors)" if imported.unsupported else ""), file=stream)
 
 
-def _queue_entries(queues: list[dict[str, Any]], prefix: str = ""):
-    for q in queues:
-        path = f"{prefix}{q['name']}"
-        yield path, q
-        yield from _queue_entries(q.get("children") or [], f"{path}.")
-
-
 def _queue_paths(queues: list[dict[str, Any]]):
-    for path, q in _queue_entries(queues):
+    for path, q in queue_entries(queues):
         yield path, not q.get("children")
 
 

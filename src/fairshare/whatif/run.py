@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from fairshare.importers.base import queue_entries
 from fairshare.model.errors import ScenarioError
 from fairshare.model.loader import parse_scenario
 from fairshare.model.scenario import Scenario
@@ -39,15 +40,6 @@ class WhatIfError(ValueError):
     """The what-if cannot run as asked; the message names the flag or file and the reason."""
 
 
-def _queue_entries_paths(entries: list[dict[str, Any]], prefix: str = "") -> list[str]:
-    out = []
-    for entry in entries or []:
-        path = f"{prefix}{entry.get('name')}"
-        out.append(path)
-        out.extend(_queue_entries_paths(entry.get("children") or [], path + "."))
-    return out
-
-
 def attach_history(config_doc: dict[str, Any], jobs: list[dict[str, Any]], *,
                    queue_map: dict[str, str] | None = None, importer_paths: dict[str, str] | None = None,
                    unmapped: str = "error") -> tuple[dict[str, Any], list[str]]:
@@ -55,7 +47,7 @@ def attach_history(config_doc: dict[str, Any], jobs: list[dict[str, Any]], *,
     docstring); returns (document, notes)."""
     if unmapped not in UNMAPPED:
         raise WhatIfError(f"--unmapped: one of {', '.join(UNMAPPED)}, got {unmapped!r}")
-    paths = _queue_entries_paths(config_doc.get("queues") or [])
+    paths = [path for path, _ in queue_entries(config_doc.get("queues") or [])]
     known = set(paths)
     by_last: dict[str, list[str]] = {}
     for p in paths:

@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from fairshare.importers.base import queue_entries
+
 CURRENT = "current"
 
 _QUEUE_KEY = re.compile(r"^queue\[(?P<path>[^\]]+)\]\.(?P<rest>.+)$")
@@ -141,7 +143,8 @@ def apply_setting(doc: dict[str, Any], setting: Setting) -> dict[str, Any]:
     key = setting.key
     match = _QUEUE_KEY.match(key)
     if match:
-        target = _find_queue(doc.get("queues") or [], match.group("path").split("."))
+        target = next((entry for path, entry in queue_entries(doc.get("queues") or [])
+                       if path == match.group("path")), None)
         if target is None:
             raise VariantError(f"--vary {key}: no queue {match.group('path')!r} in the scenario")
         parts = match.group("rest").split(".")
@@ -163,18 +166,3 @@ def apply_setting(doc: dict[str, Any], setting: Setting) -> dict[str, Any]:
     else:
         target[parts[-1]] = setting.value
     return doc
-
-
-def _find_queue(entries: list[dict[str, Any]], path: list[str]) -> dict[str, Any] | None:
-    """The queue entry at a dotted path; entries may be nested (``children``) or dotted names."""
-    for entry in entries:
-        name = str(entry.get("name", ""))
-        parts = name.split(".")
-        if path[:len(parts)] == parts:
-            rest = path[len(parts):]
-            if not rest:
-                return entry
-            found = _find_queue(entry.get("children") or [], rest)
-            if found is not None:
-                return found
-    return None
