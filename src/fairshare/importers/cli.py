@@ -122,27 +122,32 @@ def cluster_from_text(text: str) -> ClusterSize:
 
 def cluster_from_nodes(path_text: str) -> ClusterSize:
     """``--nodes FILE``: a node list, or a scenario file whose ``cluster:`` is taken."""
-    data = _read_document(Path(path_text), "--nodes")
+    return cluster_from_document(_read_document(Path(path_text), "--nodes"), f"--nodes: {path_text}")
+
+
+def cluster_from_document(data: Any, source: str) -> ClusterSize:
+    """The cluster of a parsed node list or scenario document (its ``cluster:``: nodes or a
+    pooled capacity), checked; ``source`` starts each message (``--nodes: FILE``)."""
     if isinstance(data, dict):
         cluster = data.get("cluster")
         if not isinstance(cluster, dict):
-            raise ImportError_(f"--nodes: {path_text}: cluster: a scenario file needs a cluster: mapping "
+            raise ImportError_(f"{source}: cluster: a scenario file needs a cluster: mapping "
                                "(or give a node list)")
         if "capacity" in cluster:
             capacity = cluster["capacity"]
             if not isinstance(capacity, dict):
-                raise ImportError_(f"--nodes: {path_text}: cluster.capacity: must be a mapping RES: AMOUNT")
-            return ClusterSize(total={str(r): _amount(a, f"--nodes: {path_text}: cluster.capacity.{r}")
+                raise ImportError_(f"{source}: cluster.capacity: must be a mapping RES: AMOUNT")
+            return ClusterSize(total={str(r): _amount(a, f"{source}: cluster.capacity.{r}")
                                       for r, a in capacity.items()})
         data, where = cluster.get("nodes"), "cluster.nodes"
     else:
         where = ""
     if not isinstance(data, list) or not data:
-        raise ImportError_(f"--nodes: {path_text}: {where or '(top level)'}: must be a non-empty list of nodes "
+        raise ImportError_(f"{source}: {where or '(top level)'}: must be a non-empty list of nodes "
                            "{name, count, capacity}")
     total: dict[str, float] = {}
     for i, node in enumerate(data):
-        at = f"--nodes: {path_text}: {where}[{i}]"
+        at = f"{source}: {where}[{i}]"
         if not isinstance(node, dict) or not isinstance(node.get("capacity"), dict):
             raise ImportError_(f"{at}.capacity: each node needs a capacity mapping RES: AMOUNT")
         count = node.get("count", 1)

@@ -73,28 +73,21 @@ def _read_mapping(path: str, flag: str) -> Any:
 
 
 def _cluster(args: argparse.Namespace, history_doc: dict[str, Any] | None):
-    from fairshare.importers import ClusterSize, ImportError_
-    from fairshare.importers.cli import cluster_from_nodes, cluster_from_text
+    from fairshare.importers import ImportError_
+    from fairshare.importers.cli import cluster_from_document, cluster_from_nodes, cluster_from_text
 
     if args.nodes and args.cluster:
         raise WhatIfError("--nodes and --cluster: give one")
+    has_own = isinstance((history_doc or {}).get("cluster"), dict)
     try:
         if args.nodes:
             return cluster_from_nodes(args.nodes)
         if args.cluster:
             return cluster_from_text(args.cluster)
+        if has_own:
+            return cluster_from_document(history_doc, "--history")
     except ImportError_ as exc:
         raise WhatIfError(str(exc)) from None
-    section = (history_doc or {}).get("cluster")
-    if isinstance(section, dict) and section.get("nodes"):
-        nodes = section["nodes"]
-        total: dict[str, float] = {}
-        for node in nodes:
-            for res, amount in node["capacity"].items():
-                total[res] = total.get(res, 0.0) + float(amount) * node.get("count", 1)
-        return ClusterSize(total, nodes)
-    if isinstance(section, dict) and section.get("capacity"):
-        return ClusterSize({r: float(a) for r, a in section["capacity"].items()})
     raise WhatIfError("the cluster: give --nodes FILE or --cluster RES=AMT,... (the history has no cluster)")
 
 
