@@ -12,7 +12,6 @@ loader before it is written (atomically), so a bad input leaves nothing behind.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -170,16 +169,15 @@ def jobs_from(argument: str) -> list[dict[str, Any]]:
 
 
 def _read_document(path: Path, flag: str) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ImportError_(f"{flag}: {path}: cannot read: {exc.strerror or exc}") from None
-    import yaml
+    """The YAML or JSON file, parsed by the scenario loader's reader (its strict YAML:
+    duplicate keys refused); every failure an error naming ``flag`` and the file."""
+    from fairshare.model.errors import ScenarioError
+    from fairshare.model.loader import read_document
 
     try:
-        return json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise ImportError_(f"{flag}: {path}: does not parse: {exc}") from None
+        return read_document(path, what=f"{flag} file")
+    except ScenarioError as exc:
+        raise ImportError_(f"{flag}: {exc}") from None
 
 
 def _amount(value: Any, where: str) -> float:
