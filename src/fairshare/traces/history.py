@@ -93,16 +93,15 @@ def history_options(ns: argparse.Namespace) -> dict[str, Any]:
 
 
 def read_yaml_option(path: str, flag: str) -> Any:
-    """The YAML (or JSON) document of an option's file; errors name the flag and the file."""
-    import yaml
+    """The YAML (or JSON) document of an option's file, read by the scenario loader's
+    ``read_document``; errors name the flag and the file."""
+    from fairshare.model.errors import ScenarioError
+    from fairshare.model.loader import read_document
 
     try:
-        with open(path, encoding="utf-8") as f:
-            return yaml.safe_load(f)
-    except OSError as exc:
-        raise TraceError(f"{flag}: {path}: cannot read: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise TraceError(f"{flag}: {path}: not YAML or JSON: {exc}") from None
+        return read_document(path, what=f"{flag} file")
+    except ScenarioError as exc:
+        raise TraceError(f"{flag}: {exc}") from None
 
 
 def load_queue_map(path: str | None) -> dict[str, str]:
