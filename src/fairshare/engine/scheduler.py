@@ -141,7 +141,13 @@ class JobRuntime:
 
     @property
     def demanding(self) -> bool:
-        return any(p > 0 for p in self.pending) and not self.cancelled
+        # (a loop, not ``any`` over a generator: read for every completion and changed job)
+        if self.cancelled:
+            return False
+        for p in self.pending:
+            if p > 0:
+                return True
+        return False
 
     @property
     def complete(self) -> bool:

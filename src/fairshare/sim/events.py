@@ -61,6 +61,19 @@ class EventQueue:
         time, priority, _seq, payload = heapq.heappop(self._heap)
         return time, priority, payload
 
+    def pop_at(self, time: float, into: list, below: int | None = None) -> None:
+        """Append to ``into`` the payload of every event at ``time`` (all at the top: the
+        heap holds nothing earlier), in ``(priority, sequence)`` order, stopping before
+        the first whose priority is ``below`` or above (None: no bound). ``pop`` and
+        ``peek`` in a loop, without their tuples: the simulator takes every instant so."""
+        heap = self._heap
+        heappop = heapq.heappop
+        while heap:
+            top = heap[0]
+            if top[0] != time or (below is not None and top[1] >= below):
+                return
+            into.append(heappop(heap)[3])
+
     def peek_time(self) -> float | None:
         return self._heap[0][0] if self._heap else None
 

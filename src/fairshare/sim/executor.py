@@ -71,7 +71,8 @@ class SimulatedExecutor(ExecutorDefaults):
             self.events.push(self._gang_end, TASK_END, TaskFinished(launch.task_id))
             return
         duration = self.durations.sample(job, launch.class_index)
-        kept = self.credits.get((launch.job, launch.class_index))
+        # (no tuple built and looked up when no checkpoint kept anything: the usual case)
+        kept = self.credits.get((launch.job, launch.class_index)) if self.credits else None
         if kept:  # a preempted task's checkpointed work: this attempt resumes from there
             duration = max(MIN_DURATION_S, duration - kept.pop(0))
         if self.oversubscription is not None:

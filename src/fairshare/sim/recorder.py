@@ -10,11 +10,15 @@ running, allocation, dominant share) differs from its last row; a job's demand c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from operator import itemgetter
 
 from fairshare.engine.snapshot import Changes
 from fairshare.model.resources import Vector, dominant_share
 from fairshare.policies.hdrf_online import HISTORY
 from fairshare.sim.result import CLUSTER, DecayRow, DemandChange, Row
+
+#: a row's (kind, entity): the order of an instant's rows
+_KIND_ENTITY = itemgetter(1, 2)
 
 
 class TimelineRecorder:
@@ -32,17 +36,21 @@ class TimelineRecorder:
         out: list[Row] = list(extra)
         demand_changes: list[DemandChange] = []
         finished_jobs: list[str] = []
-        row_if_changed = self._row_if_changed
+        # (``_row_if_changed`` inlined: this runs for every changed job at every instant)
+        last = self._last
         demanding_was = self._demanding
         for name, _queue, running, usage, ds, demanding, finished in changes.jobs:
-            row = row_if_changed("job", name, t, running, usage, ds)
-            if row is not None:
-                out.append(row)
+            key = ("job", name)
+            state = (running, usage, ds)
+            if last.get(key) != state:
+                last[key] = state
+                out.append((t, "job", name, running, ds, usage))
             if demanding_was.get(name, False) != demanding:
                 demanding_was[name] = demanding
                 demand_changes.append((t, name, demanding))
             if finished:
                 finished_jobs.append(name)
+        row_if_changed = self._row_if_changed
         for path, (running, usage, ds) in changes.queues.items():
             row = row_if_changed("queue", path, t, running, usage, ds)
             if row is not None:
@@ -52,7 +60,8 @@ class TimelineRecorder:
             row = row_if_changed("cluster", CLUSTER, t, running, usage, ds)
             if row is not None:
                 out.append(row)
-        out.sort(key=lambda r: (r[1], r[2]))
+        if len(out) > 1:
+            out.sort(key=_KIND_ENTITY)
         return out, demand_changes, finished_jobs
 
     def forget(self, job: str) -> None:

@@ -217,7 +217,7 @@ class Simulator:
                 break
             if until is not None and t > until:
                 break
-            batch, arrival = self._take_instant(t, top, arrival)
+            batch, arrival = self._take_instant(t, arrival)
             self.now = t
             try:
                 instant = step(t, batch)
@@ -242,8 +242,7 @@ class Simulator:
                 break
         return self._close(end_of_run, arrival)
 
-    def _take_instant(self, t: float, top: tuple[float, int] | None,
-                      arrival: Job | None) -> tuple[list[Event], Job | None]:
+    def _take_instant(self, t: float, arrival: Job | None) -> tuple[list[Event], Job | None]:
         """Every event at ``t`` in ``(priority, sequence)`` order, and the next pending
         arrival. The pending arrival is a ``JOB_ARRIVAL`` event not on the heap (one at a
         time, in submit order): it goes before the heap's next event at ``t`` exactly when
@@ -252,15 +251,12 @@ class Simulator:
         batch: list[Event] = []
         while True:
             arriving = arrival is not None and arrival.submit_s == t
-            if top is not None and top[0] == t and not (arriving and top[1] >= JOB_ARRIVAL):
-                batch.append(events.pop()[2])
-                top = events.peek()
-            elif arriving:
-                self._in_system[arrival.name] = self.arrivals.admit(arrival)
-                batch.append(JobArrived(arrival))
-                arrival = self.arrivals.next()
-            else:
+            events.pop_at(t, batch, JOB_ARRIVAL if arriving else None)
+            if not arriving:
                 return batch, arrival
+            self._in_system[arrival.name] = self.arrivals.admit(arrival)
+            batch.append(JobArrived(arrival))
+            arrival = self.arrivals.next()
 
     def _wake_when_due(self, t: float) -> None:
         """A ``Wake`` when a starved queue's wait for preemption ends after ``t``, or (with

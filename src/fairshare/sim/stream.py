@@ -102,6 +102,8 @@ class StreamingOutput:
             touched.add(name)
         entities = self._entities
         writer = self._timeline
+        running = self._running
+        m = self.m
         self.rows_written += len(rows)
         for row in rows:
             if writer is not None:
@@ -113,12 +115,21 @@ class StreamingOutput:
             key = (kind, row[2])
             got = entities.get(key)
             if got is None:
-                entities[key] = [row, Integral(0.0, [0.0] * self.m, 0.0)]
+                entities[key] = [row, Integral(0.0, [0.0] * m, 0.0)]
             else:
-                self._close(got, row[0])
+                # (``_close(got, row[0])`` inlined: this runs for every row)
+                last, acc = got
+                dt = row[0] - last[0]
+                if dt > 0:
+                    acc.running += last[3] * dt
+                    acc.dominant_share += last[4] * dt
+                    alloc = last[5]
+                    allocation = acc.allocation
+                    for r in range(m):
+                        allocation[r] += alloc[r] * dt
                 got[0] = row
             if kind == "job":
-                self._running[row[2]] = row[3]
+                running[row[2]] = row[3]
                 touched.add(row[2])
         # (sim.metrics.replay: a job starves while demanding and running nothing)
         for name in touched:
