@@ -10,6 +10,7 @@ arrivals, jobs that fit nowhere.
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -27,7 +28,7 @@ from fairshare.sim.durations import DurationSampler
 from fairshare.sim.metrics import summarize
 from fairshare.sim.output import write_outputs
 from fairshare.sim.sink import ResultCollector
-from fairshare.sim.stream import StreamingOutput
+from fairshare.sim.stream import StreamingOutput, entry_text
 
 
 def random_scenario(seed: int, *, jobs: int = 30, events: str | None = "churn", hierarchical: bool = True):
@@ -99,6 +100,27 @@ def test_streaming_writes_the_upfront_files(tmp_path, policy, seed):
     left = {name for name, o in up.jobs.items() if o.submitted and o.finish is None}
     assert left and set(sim.scheduler.jobs) == set(sim.arrivals.jobs) == left
     assert set(sim.engine.ledger._jobs) <= left and {name for name, _ in sim.durations._streams} == left
+
+
+@pytest.mark.parametrize("entry", [
+    {"submit": 0.1, "start": None, "finish": 12, "tasks_completed": 3, "mean_allocation": {"cpu": 1e-17, "gpu": 2.5},
+     "queue": "a.\u00e9\"q\n", "gang_wait": True, "huge": 10 ** 30, "off": False},
+    {"mean_allocation": {}, "x": -0.0},  # (an empty mapping: json writes "{}")
+    {"nested": {"deeper": {"a": 1}}},  # (beyond the layout: json's own)
+    {"list": [1, 2]},
+    {},
+])
+def test_a_job_entry_is_the_text_json_writes(entry):
+    """The streaming sink lays a job's entry out itself (json's indented encoder is slow):
+    json's own text, for what it lays out and for what it hands to json."""
+    for name in ("j1", "\u00e9\"x"):
+        expected = "    " + json.dumps(name) + ": " + json.dumps(entry, indent=2, allow_nan=False).replace("\n", "\n    ")
+        assert entry_text(name, entry) == expected
+
+
+def test_a_job_entry_with_a_float_json_refuses_raises_as_json():
+    with pytest.raises(ValueError, match="JSON compliant"):
+        entry_text("j", {"mean_allocation": {"cpu": float("nan")}})
 
 
 def test_a_streamed_result_is_not_summarized_from_rows(tmp_path):
