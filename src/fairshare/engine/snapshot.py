@@ -179,14 +179,19 @@ class UsageLedger:
             if moves:
                 table.settled(queue)  # (its tasks' starts and ends are in what settles now)
             # its running tasks and what they hold, from its running counts per class
-            running = 0
-            usage = [0.0] * m
-            for n, cls in zip(rt.running_per_class, rt.job.classes):
-                if n:
-                    running += n
-                    for r, d in enumerate(cls.demand):
-                        usage[r] += n * d
-            usage_t = tuple(usage)
+            per_class = rt.running_per_class
+            if len(per_class) == 1:  # (one class, most jobs: the loop below's sums, in one pass)
+                running = per_class[0]
+                usage_t = tuple([0.0 + running * d for d in rt.job.classes[0].demand]) if running else zero[1]
+            else:
+                running = 0
+                usage = [0.0] * m
+                for n, cls in zip(per_class, rt.job.classes):
+                    if n:
+                        running += n
+                        for r, d in enumerate(cls.demand):
+                            usage[r] += n * d
+                usage_t = tuple(usage)
             prev_running, prev_usage = last.get(name, zero)
             if running != prev_running or usage_t != prev_usage:
                 last[name] = (running, usage_t)
@@ -227,11 +232,15 @@ class UsageLedger:
             rt = jobs.get(name)
             if rt is None:  # (forgotten since it changed)
                 continue
-            # (``_job_view`` inlined: this runs for every changed job at every instant)
+            # (``_job_view`` and ``dominant_share`` inlined: this runs for every changed job
+            # at every instant)
             running, usage = last.get(name, zero)
+            ds = 0.0
+            for a, c in zip(usage, capacity):
+                if c > 0 and a / c > ds:
+                    ds = a / c
             finished = rt.finished_at is not None
-            jobs_out.append(JobUsage(name, rt.job.queue, running, usage, dominant_share(usage, capacity),
-                                     rt.demanding and not finished, finished))
+            jobs_out.append(JobUsage(name, rt.job.queue, running, usage, ds, rt.demanding and not finished, finished))
         usage_of = self._usage
         tracked = table.usage
         moved = tracked if everything else reader.queues
