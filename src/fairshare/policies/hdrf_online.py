@@ -73,7 +73,7 @@ from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.machinery import compiled
 from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, ShapeIndex, TreeExclusion,
-                                                    descend_tree, pick_among_tree, renew_pick_entries)
+                                                    descend_tree)
 from fairshare.policies.machinery.history import HISTORY, QueueHistory
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.machinery.views import SaturatedView, ViewCache
@@ -173,6 +173,9 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # Views catch up with the compiled _propagate where it is built, else with the
         # method below (the reference; the same floats: machinery/compiled.py)
         replay = compiled.hdrf_replay(self, REBUILD_EVERY) or self._propagate
+        # the candidates' comparison and the pick-heap renewal, compiled or the reference
+        self._pick_among_tree = compiled.tree_pick_among()
+        self._renew_pick_entries = compiled.tree_renew_pick_entries()
         self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.m),
                                                  self._rebuild, replay, lambda: len(self.key))
         self._add_node(ROOT, -1, 1.0, False)
@@ -447,7 +450,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         """Renew the pick entries of the nodes changed since the last descent in ``view``
         (``machinery.descent.renew_pick_entries``; a removed job is not ``present``: its
         key is the empty tombstone)."""
-        renew_pick_entries(view.repick, view.pick_heap, version=view.version, share=view.share,
+        self._renew_pick_entries(view.repick, view.pick_heap, version=view.version, share=view.share,
                            running=self.running, position=self.position, live=self.live, present=self.key,
                            parent=self.parent, kids=self.kids)
 
@@ -588,13 +591,18 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         view, catch_up = self.views.current, self.views.catch_up
         share, running, position = view.share, self.running, self.position
 
+        def ready() -> None:
+            if view.pending:
+                catch_up(view)
+
         def node_key(v: int) -> tuple:  # as in the pick heaps (_repost)
             if view.pending:
                 catch_up(view)
             return (round(share[v], DIGITS), running[v], position[v])
 
-        return pick_among_tree(names, index=self.index, parent=self.parent, live=self.live, node_key=node_key,
-                               fifo_jobs=self.fifo_jobs.get, runnable=runnable)
+        return self._pick_among_tree(names, index=self.index, parent=self.parent, live=self.live,
+                                     node_key=node_key, fifo_jobs=self.fifo_jobs.get, runnable=runnable,
+                                     tables=(share, running, position, ready))
 
     def shares(self) -> dict[str, float]:
         view = self.view

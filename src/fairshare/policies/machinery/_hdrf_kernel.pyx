@@ -17,7 +17,9 @@ Its parity with the reference is tested decision by decision
 (``tests/test_compiled_core.py``).
 """
 
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
+
+from fairshare.policies.machinery.ties import DIGITS
 
 
 cdef class _Batch:
@@ -200,3 +202,142 @@ def propagate(sorter, view, leaves, long rebuild_every):
             if a >= 0:
                 level = <dict>levels[d - 1]
                 level[a] = b.repost(p, a, same) or level.get(a, False)
+
+
+# --- the candidates' comparison and the pick-heap renewal (``machinery/descent.py``) ----------
+
+cdef inline bint _key_less(double share_a, long long running_a, long long position_a,
+                           double share_b, long long running_b, long long position_b):
+    """``(share_a, running_a, position_a) < (share_b, running_b, position_b)`` as Python
+    compares the tuples: the first element that differs (``==``) decides (``<``)."""
+    if share_a != share_b:
+        return share_a < share_b
+    if running_a != running_b:
+        return running_a < running_b
+    return position_a < position_b
+
+
+def pick_among_tree(names, *, dict index, list parent, list live, node_key, fifo_jobs, runnable,
+                    tables=None):
+    """``descent.pick_among_tree``, statement for statement, with the keys of the greedy
+    walk computed here from ``tables`` (``(share, running, position, ready)``: the key of
+    v is ``(round(share[v], DIGITS), running[v], position[v])``, what ``node_key(v)``
+    returns, read after ``ready()``, called once before the first key as ``node_key``'s
+    own catch-up would run). The rounding is Python's ``round`` itself; the comparison is
+    the tuples' (``_key_less``) and the scan ``min``'s (the first lowest key wins). The
+    rare path (the lowest candidate not runnable) is the reference's code, on
+    ``node_key``."""
+    cdef dict candidates = {}
+    cdef dict fifo_first = {}
+    cdef dict below = {}
+    cdef list competing = []
+    cdef list kids
+    cdef Py_ssize_t v, u, p, k, n, best
+    cdef double share_best, share_c
+    cdef long long running_best, running_c, position_best, position_c
+    cdef bint readied = False
+    cdef list share, running, position
+    for name in names:
+        candidates[index[name]] = name
+    for cand, name in candidates.items():
+        v = cand
+        if not live[v]:
+            continue
+        q = parent[v]
+        waiting = fifo_jobs(q)
+        if waiting is not None:
+            if q not in fifo_first:
+                first = None
+                for c in waiting:
+                    if c in candidates and live[c] > 0 and runnable(candidates[c]):
+                        first = c
+                        break
+                fifo_first[q] = first
+            if fifo_first[q] != cand:
+                continue
+        competing.append(cand)
+        u = v
+        while u:  # up to the first node already on another candidate's path
+            p = parent[u]
+            kids = below.get(p)
+            if kids is None:
+                below[p] = [u]
+                u = p
+            else:
+                kids.append(u)
+                break
+    if not below:
+        return None
+    if tables is not None:
+        share, running, position, ready = tables
+    v = 0
+    while True:
+        kids = below.get(v)
+        if kids is None:
+            break  # a candidate job
+        n = len(kids)
+        if n == 1:
+            v = kids[0]
+        elif tables is None:
+            v = min(kids, key=node_key)
+        else:
+            if not readied:
+                ready()
+                readied = True
+            best = kids[0]
+            share_best = round(share[best], DIGITS)
+            running_best = running[best]
+            position_best = position[best]
+            for k in range(1, n):
+                c = kids[k]
+                share_c = round(share[c], DIGITS)
+                running_c = running[c]
+                position_c = position[c]
+                if _key_less(share_c, running_c, position_c, share_best, running_best, position_best):
+                    best = c
+                    share_best, running_best, position_best = share_c, running_c, position_c
+            v = best
+    best_name = candidates[v]
+    if runnable(best_name):
+        return best_name
+    # the lowest is not runnable: build every competing candidate's path of keys, try in order
+    memo = {0: ()}
+
+    def path_of(w):
+        chain = []
+        while w not in memo:
+            chain.append(w)
+            w = parent[w]
+        path = memo[w]
+        for x in reversed(chain):
+            path = memo[x] = path + (node_key(x),)
+        return path
+
+    for _path, name in sorted([(path_of(c), candidates[c]) for c in competing if c != v]):
+        if runnable(name):
+            return name
+    return None
+
+
+def renew_pick_entries(dict repick, list heaps, *, list version, list share, list running, list position,
+                       list live, present, list parent, list kids):
+    """``descent.renew_pick_entries``, statement for statement: each node in ``repick``
+    gets a new version and, while demanding and present, the entry ``(round(share,
+    DIGITS), running, position, version, node)`` in its parent's heap; a heap grown past
+    ``4 x children + 16`` entries drops its stale ones."""
+    cdef Py_ssize_t v, p
+    cdef long ver
+    cdef list heap
+    for node in repick:
+        v = node
+        ver = <long>version[v] + 1
+        version[v] = ver
+        if <long>live[v] > 0 and present[v]:
+            p = parent[v]
+            heap = <list>heaps[p]
+            heappush(heap, (round(share[v], DIGITS), running[v], position[v], ver, node))
+            if len(heap) > 4 * <long>kids[p] + 16:
+                heap = [e for e in heap if e[3] == version[e[4]] and live[e[4]] > 0 and present[e[4]]]
+                heapify(heap)
+                heaps[p] = heap
+    repick.clear()
