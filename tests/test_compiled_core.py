@@ -75,12 +75,14 @@ def test_the_sorter_uses_the_core_the_environment_asks_for(monkeypatch):
     monkeypatch.setenv(compiled.PURE_PYTHON_ENV, "1")
     sorter, replay_view = replay_of_a_new_sorter()
     assert replay_view == sorter._propagate
+    assert sorter.views._rebuild == sorter._rebuild
     assert sorter._pick_among_tree is descent.pick_among_tree
     assert sorter._renew_pick_entries is descent.renew_pick_entries
     assert "FAIRSHARE_PURE_PYTHON is set" in compiled.describe()
     monkeypatch.setenv(compiled.PURE_PYTHON_ENV, "0")  # ("0" does not force it)
     sorter, replay_view = replay_of_a_new_sorter()
     assert (replay_view != sorter._propagate) == compiled.available()
+    assert (sorter.views._rebuild != sorter._rebuild) == compiled.available()
     assert (sorter._pick_among_tree is not descent.pick_among_tree) == compiled.available()
     assert (sorter._renew_pick_entries is not descent.renew_pick_entries) == compiled.available()
     assert ("sorter core: compiled" in compiled.describe()) == compiled.available()
@@ -126,6 +128,8 @@ def test_compiled_and_pure_python_hold_the_same_floats_event_by_event(monkeypatc
     fast, pure = scheds["compiled"], scheds["pure-python"]
     assert fast.sorter.views._replay != fast.sorter._propagate  # (each runs the core meant)
     assert pure.sorter.views._replay == pure.sorter._propagate
+    assert fast.sorter.views._rebuild != fast.sorter._rebuild
+    assert pure.sorter.views._rebuild == pure.sorter._rebuild
     rng = random.Random(4)
     launches = 0
     for k in range(300):

@@ -170,14 +170,15 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self.max_depth = 0
         self._zero = (0.0,) * resources
         # Without ignore_blocked the saturated set changes nothing: one view serves all.
-        # Views catch up with the compiled _propagate where it is built, else with the
-        # method below (the reference; the same floats: machinery/compiled.py)
+        # Views catch up with the compiled _propagate and _rebuild where it is built, else
+        # with the methods below (the reference; the same floats: machinery/compiled.py)
         replay = compiled.hdrf_replay(self, REBUILD_EVERY) or self._propagate
+        self._rebuild_view = compiled.hdrf_rebuild(self, REBUILD_EVERY) or self._rebuild
         # the candidates' comparison and the pick-heap renewal, compiled or the reference
         self._pick_among_tree = compiled.tree_pick_among()
         self._renew_pick_entries = compiled.tree_renew_pick_entries()
         self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.m),
-                                                 self._rebuild, replay, lambda: len(self.key))
+                                                 self._rebuild_view, replay, lambda: len(self.key))
         self._add_node(ROOT, -1, 1.0, False)
         for node in queues:
             if node.path != ROOT:
@@ -323,7 +324,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         if tuple(capacity) != self.capacity:
             super().set_capacity(capacity)
             for view in self.views:
-                self._rebuild(view)
+                self._rebuild_view(view)
 
     def _touch(self, idx: int) -> None:
         """Leaf ``idx`` changed: every view records it, the current one included, and each

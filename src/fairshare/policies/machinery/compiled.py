@@ -2,7 +2,8 @@
 
 ``_hdrf_kernel.pyx`` is a Cython port of the H-DRF sorter's view maintenance
 (``HDRFSorter._propagate``, ``_repost``, ``_recompute``: 30% of the CPU time of the
-1,000-job, 1,000-node benchmark, docs/performance.md "A compiled kernel") and of the tree
+1,000-job, 1,000-node benchmark, docs/performance.md "A compiled kernel"; and ``_rebuild``,
+a new view's build) and of the tree
 sorters' candidate comparison and pick-heap renewal (``descent.pick_among_tree``,
 ``renew_pick_entries``: :func:`tree_pick_among`, :func:`tree_renew_pick_entries`). ``pip install``
 compiles it where a C compiler and the Python headers are present (setup.py; an optional
@@ -52,6 +53,7 @@ PORTED_FROM = {
     "HDRFSorter._propagate": "ae066a8f03671c52",
     "HDRFSorter._repost": "db08bdcbc5367439",
     "HDRFSorter._recompute": "cb9a5323fccde326",
+    "HDRFSorter._rebuild": "a75176986a8754f7",
     "descent.pick_among_tree": "296b2a30f18b6548",
     "descent.renew_pick_entries": "d5ea5592da44ccdf",
 }
@@ -103,6 +105,14 @@ def hdrf_replay(sorter, rebuild_every: int) -> Callable[[object, Iterable[int]],
     if not active():
         return None
     return functools.partial(_hdrf_kernel.propagate, sorter, rebuild_every=rebuild_every)
+
+
+def hdrf_rebuild(sorter, rebuild_every: int) -> Callable[[object], None] | None:
+    """The compiled ``HDRFSorter._rebuild`` bound to ``sorter``, or None when the
+    pure-Python method must run."""
+    if not active():
+        return None
+    return functools.partial(_hdrf_kernel.rebuild, sorter, rebuild_every=rebuild_every)
 
 
 def tree_pick_among() -> Callable[..., str | None]:
