@@ -236,15 +236,34 @@ def test_the_compiled_pick_entry_renewal_is_the_reference(seed):
         heaps: list[list] = [[] for _ in range(n)]
         version = [0] * n
         compacted = 0
-        for _ in range(80):  # enough rounds that some heaps outgrow 4 x children + 16: compaction
+        for k in range(100):  # enough rounds that some heaps outgrow 4 x children + 16: compaction
+            if k in (10, 20):  # (as a view's rebuild does: empty heaps, every live node renewed)
+                heaps = [[] for _ in range(n)]
             before = list(map(id, heaps))
             share = [r.choice(SHARES) for _ in range(n)]
             running = [r.randint(0, 2) for _ in range(n)]
-            repick = {v: None for v in r.sample(range(1, n), r.randint(1, n - 1))}
+            renewed = range(1, n) if k in (10, 20) else r.sample(range(1, n), r.randint(1, n - 1))
+            repick = {v: None for v in renewed}
             renew(repick, heaps, version=version, share=share, running=running, position=list(range(n)),
                   live=live, present=present, parent=parent, kids=n_kids)
             assert not repick
             compacted += sum(a != b for a, b in zip(before, map(id, heaps)))  # (a compacted heap is a new list)
         assert compacted > 0
-        states.append((heaps, version))
+        # the current entries, lowest first (the compiled renewal may lay a heap out
+        # differently and keep other stale entries: the descent pops the same current ones)
+        current = [sorted(e for e in heap if e[3] == version[e[4]] and live[e[4]] > 0 and present[e[4]])
+                   for heap in heaps]
+        assert all(heap[0] == min(heap) for heap in heaps if heap)  # (still heaps)
+        states.append((current, version))
     assert states[0] == states[1]
+    assert any(states[0][0])
+
+
+@needs_compiled
+def test_the_kernels_rounding_memo_is_round():
+    from fairshare.policies.machinery import _hdrf_kernel
+    rng = random.Random(0)
+    # more shares than the memo's slots, each asked twice (a hit or a slot another took)
+    shares = [rng.random() * 10 ** rng.randint(-6, 2) for _ in range(20_000)] + SHARES + [0.0, -0.0]
+    for x in shares + shares[::-1]:
+        assert _hdrf_kernel.share_key(x) == round(x, 12), x
