@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import scenarios
+from test_candidates import random_tree
 from test_online_parity import CASES, run, steady_run, steady_scenario
 
 from fairshare.engine import Scheduler
@@ -32,6 +33,7 @@ from fairshare.policies.machinery import compiled, descent
 HDRF_CASES = [(policy, options) for policy, options in CASES if policy in ("hdrf", "hdrf-naive", "capacity")]
 CORES = ["compiled", "pure-python"]
 needs_compiled = pytest.mark.skipif(not compiled.available(), reason=f"{compiled.describe()}")
+_hdrf_kernel = compiled._hdrf_kernel  # (None where it is not built: those cases skip)
 
 
 @pytest.fixture(params=CORES)
@@ -148,25 +150,6 @@ def test_compiled_and_pure_python_hold_the_same_floats_event_by_event(monkeypatc
 
 # --- the candidates' comparison and the pick-heap renewal (``machinery/descent.py``) -----------
 
-def random_tree(rng: random.Random, n: int):
-    """A random tree: node 0 the root, parents before children, the childless nodes jobs,
-    about 80% of them demanding. Returns (parent, kids, is_job, key, live)."""
-    parent = [-1] + [rng.randrange(0, k) for k in range(1, n)]
-    kids: list[list[int]] = [[] for _ in range(n)]
-    for v in range(1, n):
-        kids[parent[v]].append(v)
-    is_job = [v > 0 and not kids[v] for v in range(n)]
-    key = [f"v{v}" for v in range(n)]
-    live = [0] * n
-    for v in range(n):
-        if is_job[v] and rng.random() < 0.8:
-            a = v
-            while a >= 0:
-                live[a] += 1
-                a = parent[a]
-    return parent, kids, is_job, key, live
-
-
 #: shares that tie after rounding to DIGITS (0.1 and 0.1 + 1e-14) and some that do not
 SHARES = [0.0, 0.1, 0.1 + 1e-14, 0.25, 0.5, 0.5 - 3e-13, 1 / 3]
 
@@ -174,7 +157,6 @@ SHARES = [0.0, 0.1, 0.1 + 1e-14, 0.25, 0.5, 0.5 - 3e-13, 1 / 3]
 @needs_compiled
 @pytest.mark.parametrize("seed", range(60))
 def test_the_compiled_candidate_walk_is_the_reference(seed):
-    from fairshare.policies.machinery import _hdrf_kernel
     rng = random.Random(seed)
     n = rng.randint(3, 40)
     parent, kids, is_job, key, live = random_tree(rng, n)
@@ -224,7 +206,6 @@ def test_the_compiled_candidate_walk_is_the_reference(seed):
 @needs_compiled
 @pytest.mark.parametrize("seed", range(20))
 def test_the_compiled_pick_entry_renewal_is_the_reference(seed):
-    from fairshare.policies.machinery import _hdrf_kernel
     rng = random.Random(seed)
     n = rng.randint(3, 30)
     parent, kids, is_job, key, live = random_tree(rng, n)
@@ -261,7 +242,6 @@ def test_the_compiled_pick_entry_renewal_is_the_reference(seed):
 
 @needs_compiled
 def test_the_kernels_rounding_memo_is_round():
-    from fairshare.policies.machinery import _hdrf_kernel
     rng = random.Random(0)
     # more shares than the memo's slots, each asked twice (a hit or a slot another took)
     shares = [rng.random() * 10 ** rng.randint(-6, 2) for _ in range(20_000)] + SHARES + [0.0, -0.0]

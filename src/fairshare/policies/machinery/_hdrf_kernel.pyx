@@ -21,6 +21,7 @@ from heapq import heapify, heappop, heappush
 
 from libc.string cimport memcpy
 
+from fairshare.policies.machinery.descent import try_by_paths
 from fairshare.policies.machinery.ties import DIGITS
 
 
@@ -378,8 +379,8 @@ def pick_among_tree(names, *, dict index, list parent, list live, node_key, fifo
     own catch-up would run). The rounding is Python's ``round`` itself (memoized:
     ``rounded_share``); the comparison is
     the tuples' (``_key_less``) and the scan ``min``'s (the first lowest key wins). The
-    rare path (the lowest candidate not runnable) is the reference's code, on
-    ``node_key``."""
+    rare path (the lowest candidate not runnable) is the reference's own
+    (``descent.try_by_paths``, on ``node_key``)."""
     cdef dict candidates = {}
     cdef dict fifo_first = {}
     cdef dict below = {}
@@ -453,23 +454,7 @@ def pick_among_tree(names, *, dict index, list parent, list live, node_key, fifo
     best_name = candidates[v]
     if runnable(best_name):
         return best_name
-    # the lowest is not runnable: build every competing candidate's path of keys, try in order
-    memo = {0: ()}
-
-    def path_of(w):
-        chain = []
-        while w not in memo:
-            chain.append(w)
-            w = parent[w]
-        path = memo[w]
-        for x in reversed(chain):
-            path = memo[x] = path + (node_key(x),)
-        return path
-
-    for _path, name in sorted([(path_of(c), candidates[c]) for c in competing if c != v]):
-        if runnable(name):
-            return name
-    return None
+    return try_by_paths(competing, candidates, v, parent=parent, node_key=node_key, runnable=runnable)
 
 
 def renew_pick_entries(dict repick, list heaps, *, list version, list share, list running, list position,

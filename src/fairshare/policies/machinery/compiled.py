@@ -54,7 +54,7 @@ PORTED_FROM = {
     "HDRFSorter._repost": "db08bdcbc5367439",
     "HDRFSorter._recompute": "cb9a5323fccde326",
     "HDRFSorter._rebuild": "a75176986a8754f7",
-    "descent.pick_among_tree": "296b2a30f18b6548",
+    "descent.pick_among_tree": "8bf57239bdf6a3d9",
     "descent.renew_pick_entries": "d5ea5592da44ccdf",
 }
 

@@ -194,7 +194,14 @@ def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: li
     best = candidates[v]
     if runnable(best):
         return best
-    # the lowest is not runnable: build every competing candidate's path of keys, try in order
+    return try_by_paths(competing, candidates, v, parent=parent, node_key=node_key, runnable=runnable)
+
+
+def try_by_paths(competing: list[int], candidates: dict[int, str], lowest: int, *, parent: list[int],
+                 node_key: Callable[[int], tuple], runnable: Runnable) -> str | None:
+    """:func:`pick_among_tree`'s rare path (also the compiled walk's), when the
+    candidate ``lowest`` it found is not runnable: build every other competing
+    candidate's path of keys from the root and try them in that order."""
     memo: dict[int, tuple] = {0: ()}
 
     def path_of(v: int) -> tuple:
@@ -207,7 +214,7 @@ def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: li
             path = memo[u] = path + (node_key(u),)
         return path
 
-    for _path, name in sorted((path_of(c), candidates[c]) for c in competing if c != v):
+    for _path, name in sorted((path_of(c), candidates[c]) for c in competing if c != lowest):
         if runnable(name):
             return name
     return None
