@@ -1,6 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=False
-"""The compiled H-DRF view maintenance: ``HDRFSorter._propagate``, ``_repost`` and
-``_recompute`` (``policies/hdrf_online.py``), statement for statement.
+"""The compiled H-DRF view maintenance: ``HDRFSorter._propagate``, ``_repost``,
+``_recompute`` and ``_rebuild`` (``policies/hdrf_online.py``), statement for statement;
+and the tree sorters' candidate comparison and pick-entry renewal
+(``descent.pick_among_tree``, ``renew_pick_entries``).
 
 The pure-Python methods are the reference and the fallback (``machinery/compiled.py``
 chooses); this port runs the same operations in the same order on the same Python
@@ -12,6 +14,12 @@ comparisons stay Python's (``vec_new != vec_old``). What it saves is the interpr
 local lists read with C indexing, integers and flags as C values, no frames for the
 per-node helpers. The rare paths (a pool heap's compaction, the periodic exact re-sum)
 call back into the sorter's Python methods.
+
+Three shortcuts, each exact (the same picks; see the functions): ``hdrf.hdrf_share``
+computed here rather than called (its operations in its order, ``_Batch.leaf_share``);
+``round(share, DIGITS)`` memoized by the share's bits (``rounded_share``: Python's own
+``round`` fills the memo); and a pick heap given many entries at once filled by one
+``heapify`` (``renew_pick_entries``: the same set of current entries, so the same pops).
 
 Its parity with the reference is tested decision by decision
 (``tests/test_compiled_core.py``).
