@@ -21,17 +21,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import scenarios
+from test_candidates import random_tree
 from test_online_parity import CASES, run, steady_run, steady_scenario
 
 from fairshare.engine import Scheduler
 from fairshare.policies import make_policy
 from fairshare.policies import hdrf_online
-from fairshare.policies.machinery import compiled
+from fairshare.policies.machinery import compiled, descent
 
 #: the policies whose sorter is ``HDRFSorter``, the one the compiled core serves
 HDRF_CASES = [(policy, options) for policy, options in CASES if policy in ("hdrf", "hdrf-naive", "capacity")]
 CORES = ["compiled", "pure-python"]
 needs_compiled = pytest.mark.skipif(not compiled.available(), reason=f"{compiled.describe()}")
+_hdrf_kernel = compiled._hdrf_kernel  # (None where it is not built: those cases skip)
 
 
 @pytest.fixture(params=CORES)
@@ -58,8 +60,8 @@ def test_the_core_is_built_where_a_compiler_is():
 def test_the_kernel_ports_the_methods_as_they_are(method):
     # the compiled core repeats these methods statement for statement: one changed (a
     # merge, a fix) must be changed in _hdrf_kernel.pyx too before the digest is renewed
-    cls, name = method.split(".")
-    source = inspect.getsource(getattr(getattr(hdrf_online, cls), name))
+    owner, name = method.split(".")
+    source = inspect.getsource(getattr(descent if owner == "descent" else getattr(hdrf_online, owner), name))
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     assert digest == compiled.PORTED_FROM[method], \
         f"{method} changed since _hdrf_kernel.pyx ported it: mirror the change there, then set its digest to {digest}"
@@ -75,10 +77,16 @@ def test_the_sorter_uses_the_core_the_environment_asks_for(monkeypatch):
     monkeypatch.setenv(compiled.PURE_PYTHON_ENV, "1")
     sorter, replay_view = replay_of_a_new_sorter()
     assert replay_view == sorter._propagate
+    assert sorter.views._rebuild == sorter._rebuild
+    assert sorter._pick_among_tree is descent.pick_among_tree
+    assert sorter._renew_pick_entries is descent.renew_pick_entries
     assert "FAIRSHARE_PURE_PYTHON is set" in compiled.describe()
     monkeypatch.setenv(compiled.PURE_PYTHON_ENV, "0")  # ("0" does not force it)
     sorter, replay_view = replay_of_a_new_sorter()
     assert (replay_view != sorter._propagate) == compiled.available()
+    assert (sorter.views._rebuild != sorter._rebuild) == compiled.available()
+    assert (sorter._pick_among_tree is not descent.pick_among_tree) == compiled.available()
+    assert (sorter._renew_pick_entries is not descent.renew_pick_entries) == compiled.available()
     assert ("sorter core: compiled" in compiled.describe()) == compiled.available()
 
 
@@ -122,6 +130,8 @@ def test_compiled_and_pure_python_hold_the_same_floats_event_by_event(monkeypatc
     fast, pure = scheds["compiled"], scheds["pure-python"]
     assert fast.sorter.views._replay != fast.sorter._propagate  # (each runs the core meant)
     assert pure.sorter.views._replay == pure.sorter._propagate
+    assert fast.sorter.views._rebuild != fast.sorter._rebuild
+    assert pure.sorter.views._rebuild == pure.sorter._rebuild
     rng = random.Random(4)
     launches = 0
     for k in range(300):
@@ -136,3 +146,104 @@ def test_compiled_and_pure_python_hold_the_same_floats_event_by_event(monkeypatc
         assert view_floats(fast.sorter) == view_floats(pure.sorter), k
         launches += len(got)
     assert launches > 300
+
+
+# --- the candidates' comparison and the pick-heap renewal (``machinery/descent.py``) -----------
+
+#: shares that tie after rounding to DIGITS (0.1 and 0.1 + 1e-14) and some that do not
+SHARES = [0.0, 0.1, 0.1 + 1e-14, 0.25, 0.5, 0.5 - 3e-13, 1 / 3]
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(60))
+def test_the_compiled_candidate_walk_is_the_reference(seed):
+    rng = random.Random(seed)
+    n = rng.randint(3, 40)
+    parent, kids, is_job, key, live = random_tree(rng, n)
+    index = {key[v]: v for v in range(n)}
+    share = [rng.choice(SHARES) for _ in range(n)]
+    running = [rng.randint(0, 2) for _ in range(n)]
+    position = [kids[parent[v]].index(v) if v else 0 for v in range(n)]
+    fifo = {v for v in range(1, n) if kids[v] and rng.random() < 0.3}
+    runnable_set = {key[v] for v in range(n) if is_job[v] and rng.random() < 0.5}
+    # candidates: the runnable jobs and others (a lowest one not runnable takes the slow path)
+    names = sorted(runnable_set | {key[v] for v in range(n) if is_job[v] and rng.random() < 0.5})
+    rng.shuffle(names)
+
+    def fifo_jobs(v: int):
+        return [c for c in kids[v] if is_job[c]] if v in fifo else None
+
+    def answer(pick, with_tables: bool):
+        calls = {"keys": 0, "ready": 0, "runnable": []}
+
+        def node_key(v: int) -> tuple:
+            calls["keys"] += 1
+            return (round(share[v], 12), running[v], position[v])
+
+        def ready() -> None:
+            calls["ready"] += 1
+
+        def runnable(name: str) -> bool:
+            calls["runnable"].append(name)
+            return name in runnable_set
+
+        got = pick(names, index=index, parent=parent, live=live, node_key=node_key, fifo_jobs=fifo_jobs,
+                   runnable=runnable, tables=(share, running, position, ready) if with_tables else None)
+        return got, calls
+
+    want, ref_calls = answer(descent.pick_among_tree, True)
+    for with_tables in (True, False):
+        got, calls = answer(_hdrf_kernel.pick_among_tree, with_tables)
+        assert got == want
+        assert calls["runnable"] == ref_calls["runnable"]  # the same checks, in the same order
+        if with_tables:
+            # the catch-up runs once, and only where the reference read a key first
+            assert calls["ready"] == (1 if ref_calls["keys"] else 0)
+        else:
+            assert calls["keys"] == ref_calls["keys"]
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(20))
+def test_the_compiled_pick_entry_renewal_is_the_reference(seed):
+    rng = random.Random(seed)
+    n = rng.randint(3, 30)
+    parent, kids, is_job, key, live = random_tree(rng, n)
+    n_kids = [len(k) for k in kids]
+    present = [k if rng.random() < 0.9 else "" for k in key]  # (some removed: tombstones)
+    states = []
+    for renew in (descent.renew_pick_entries, _hdrf_kernel.renew_pick_entries):
+        r = random.Random(seed)
+        heaps: list[list] = [[] for _ in range(n)]
+        version = [0] * n
+        compacted = 0
+        for k in range(100):  # enough rounds that some heaps outgrow 4 x children + 16: compaction
+            if k in (10, 20):  # (as a view's rebuild does: empty heaps, every live node renewed)
+                heaps = [[] for _ in range(n)]
+            before = list(map(id, heaps))
+            share = [r.choice(SHARES) for _ in range(n)]
+            running = [r.randint(0, 2) for _ in range(n)]
+            renewed = range(1, n) if k in (10, 20) else r.sample(range(1, n), r.randint(1, n - 1))
+            repick = {v: None for v in renewed}
+            renew(repick, heaps, version=version, share=share, running=running, position=list(range(n)),
+                  live=live, present=present, parent=parent, kids=n_kids)
+            assert not repick
+            compacted += sum(a != b for a, b in zip(before, map(id, heaps)))  # (a compacted heap is a new list)
+        assert compacted > 0
+        # the current entries, lowest first (the compiled renewal may lay a heap out
+        # differently and keep other stale entries: the descent pops the same current ones)
+        current = [sorted(e for e in heap if e[3] == version[e[4]] and live[e[4]] > 0 and present[e[4]])
+                   for heap in heaps]
+        assert all(heap[0] == min(heap) for heap in heaps if heap)  # (still heaps)
+        states.append((current, version))
+    assert states[0] == states[1]
+    assert any(states[0][0])
+
+
+@needs_compiled
+def test_the_kernels_rounding_memo_is_round():
+    rng = random.Random(0)
+    # more shares than the memo's slots, each asked twice (a hit or a slot another took)
+    shares = [rng.random() * 10 ** rng.randint(-6, 2) for _ in range(20_000)] + SHARES + [0.0, -0.0]
+    for x in shares + shares[::-1]:
+        assert _hdrf_kernel.share_key(x) == round(x, 12), x

@@ -73,7 +73,7 @@ from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.machinery import compiled
 from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, ShapeIndex, TreeExclusion,
-                                                    descend_tree, pick_among_tree, renew_pick_entries)
+                                                    descend_tree)
 from fairshare.policies.machinery.history import HISTORY, QueueHistory
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.machinery.views import SaturatedView, ViewCache
@@ -170,11 +170,15 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self.max_depth = 0
         self._zero = (0.0,) * resources
         # Without ignore_blocked the saturated set changes nothing: one view serves all.
-        # Views catch up with the compiled _propagate where it is built, else with the
-        # method below (the reference; the same floats: machinery/compiled.py)
+        # Views catch up with the compiled _propagate and _rebuild where it is built, else
+        # with the methods below (the reference; the same floats: machinery/compiled.py)
         replay = compiled.hdrf_replay(self, REBUILD_EVERY) or self._propagate
+        self._rebuild_view = compiled.hdrf_rebuild(self, REBUILD_EVERY) or self._rebuild
+        # the candidates' comparison and the pick-heap renewal, compiled or the reference
+        self._pick_among_tree = compiled.tree_pick_among()
+        self._renew_pick_entries = compiled.tree_renew_pick_entries()
         self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.m),
-                                                 self._rebuild, replay, lambda: len(self.key))
+                                                 self._rebuild_view, replay, lambda: len(self.key))
         self._add_node(ROOT, -1, 1.0, False)
         for node in queues:
             if node.path != ROOT:
@@ -320,7 +324,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         if tuple(capacity) != self.capacity:
             super().set_capacity(capacity)
             for view in self.views:
-                self._rebuild(view)
+                self._rebuild_view(view)
 
     def _touch(self, idx: int) -> None:
         """Leaf ``idx`` changed: every view records it, the current one included, and each
@@ -447,7 +451,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         """Renew the pick entries of the nodes changed since the last descent in ``view``
         (``machinery.descent.renew_pick_entries``; a removed job is not ``present``: its
         key is the empty tombstone)."""
-        renew_pick_entries(view.repick, view.pick_heap, version=view.version, share=view.share,
+        self._renew_pick_entries(view.repick, view.pick_heap, version=view.version, share=view.share,
                            running=self.running, position=self.position, live=self.live, present=self.key,
                            parent=self.parent, kids=self.kids)
 
@@ -588,13 +592,18 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         view, catch_up = self.views.current, self.views.catch_up
         share, running, position = view.share, self.running, self.position
 
+        def ready() -> None:
+            if view.pending:
+                catch_up(view)
+
         def node_key(v: int) -> tuple:  # as in the pick heaps (_repost)
             if view.pending:
                 catch_up(view)
             return (round(share[v], DIGITS), running[v], position[v])
 
-        return pick_among_tree(names, index=self.index, parent=self.parent, live=self.live, node_key=node_key,
-                               fifo_jobs=self.fifo_jobs.get, runnable=runnable)
+        return self._pick_among_tree(names, index=self.index, parent=self.parent, live=self.live,
+                                     node_key=node_key, fifo_jobs=self.fifo_jobs.get, runnable=runnable,
+                                     tables=(share, running, position, ready))
 
     def shares(self) -> dict[str, float]:
         view = self.view

@@ -1,6 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=False
-"""The compiled H-DRF view maintenance: ``HDRFSorter._propagate``, ``_repost`` and
-``_recompute`` (``policies/hdrf_online.py``), statement for statement.
+"""The compiled H-DRF view maintenance: ``HDRFSorter._propagate``, ``_repost``,
+``_recompute`` and ``_rebuild`` (``policies/hdrf_online.py``), statement for statement;
+and the tree sorters' candidate comparison and pick-entry renewal
+(``descent.pick_among_tree``, ``renew_pick_entries``).
 
 The pure-Python methods are the reference and the fallback (``machinery/compiled.py``
 chooses); this port runs the same operations in the same order on the same Python
@@ -13,21 +15,46 @@ local lists read with C indexing, integers and flags as C values, no frames for 
 per-node helpers. The rare paths (a pool heap's compaction, the periodic exact re-sum)
 call back into the sorter's Python methods.
 
+Three shortcuts, each exact (the same picks; see the functions): ``hdrf.hdrf_share``
+computed here rather than called (its operations in its order, ``_Batch.leaf_share``);
+``round(share, DIGITS)`` memoized by the share's bits (``rounded_share``: Python's own
+``round`` fills the memo); and a pick heap given many entries at once filled by one
+``heapify`` (``renew_pick_entries``: the same set of current entries, so the same pops).
+
 Its parity with the reference is tested decision by decision
 (``tests/test_compiled_core.py``).
 """
 
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
+
+from libc.string cimport memcpy
+
+from fairshare.policies.machinery.descent import try_by_paths
+from fairshare.policies.machinery.ties import DIGITS
+
+
+cdef object _hdrf_share = None
+
+
+cdef object the_hdrf_share():
+    """``hdrf.hdrf_share`` (imported at first use: ``policies.hdrf`` imports the sorter)."""
+    global _hdrf_share
+    if _hdrf_share is None:
+        from fairshare.policies.hdrf import hdrf_share
+        _hdrf_share = hdrf_share
+    return _hdrf_share
 
 
 cdef class _Batch:
-    """One ``propagate`` call's state: the sorter's and the view's tables, read once."""
+    """A view's tables and its sorter's, read once (kept on the view: ``batch_of``)."""
     cdef object sorter, view, node_share, capacity, blocking, zero
     cdef list key, parent, depth, usage, share, unblocked, leaf_usage, live, needs, weight
     cdef list contrib, s1, s2, pool_version, pool_heap, updates, low, kids, counted
     cdef dict repick
     cdef int pool_rule, m
     cdef long rebuild_every
+    # the sorter's node_share is hdrf.hdrf_share, computed here (``leaf_share``)
+    cdef bint inline_share
 
     def __init__(self, sorter, view, long rebuild_every):
         self.sorter = sorter
@@ -60,6 +87,22 @@ cdef class _Batch:
         self.repick = view.repick
         # _leaf_blocked, inlined: not demanding, or (with ignore_blocked) needs a saturated resource
         self.blocking = view.saturated_mask if sorter.ignore_blocked else 0
+        self.inline_share = self.node_share is the_hdrf_share()
+
+    cdef object leaf_share(self, tuple u, Py_ssize_t idx):
+        """``node_share(u, capacity, counted, weight[idx])``; ``hdrf.hdrf_share`` itself
+        computed here, its operations in its order (``max_r u[r] / cap[r]`` by ``>`` from
+        0.0, then ``/ weight``): the call costs more than the arithmetic."""
+        cdef double best, x
+        if not self.inline_share:
+            return self.node_share(u, self.capacity, self.counted, self.weight[idx])
+        cap = self.capacity
+        best = 0.0
+        for r in self.counted:
+            x = <double>u[r] / <double>cap[r]
+            if x > best:
+                best = x
+        return best / <double>self.weight[idx]
 
     cdef bint repost(self, Py_ssize_t v, Py_ssize_t p, bint same=False) except -1:
         """``HDRFSorter._repost``: child ``v`` of ``p`` changed; whether p's sums moved."""
@@ -152,10 +195,26 @@ cdef class _Batch:
         return True
 
 
+cdef _Batch batch_of(sorter, view, long rebuild_every):
+    """The view's tables (a ``_Batch``), made at its first catch-up and kept on it: every
+    list is the sorter's or the view's own for their lifetime (appended to, never
+    replaced), but for ``counted`` (a rebuild's new list) and the sorter's capacity
+    (``set_capacity``), read again at each call."""
+    cdef _Batch b = getattr(view, "_kernel_batch", None)
+    if b is None or b.sorter is not sorter:
+        b = _Batch(sorter, view, rebuild_every)
+        view._kernel_batch = b
+    else:
+        b.counted = view.counted
+        b.capacity = sorter.capacity
+        b.rebuild_every = rebuild_every
+    return b
+
+
 def propagate(sorter, view, leaves, long rebuild_every):
     """``HDRFSorter._propagate``: bring ``view`` up to date after the given leaves
     changed, each ancestor recomputed once, deepest first."""
-    cdef _Batch b = _Batch(sorter, view, rebuild_every)
+    cdef _Batch b = batch_of(sorter, view, rebuild_every)
     cdef list key = b.key, parent = b.parent, depth = b.depth, usage = b.usage, share = b.share
     cdef list unblocked = b.unblocked, leaf_usage = b.leaf_usage, live = b.live, needs = b.needs
     cdef list weight = b.weight
@@ -171,7 +230,7 @@ def propagate(sorter, view, leaves, long rebuild_every):
         u = usage[idx] = leaf_usage[idx]
         now = 0
         if key[idx]:
-            share[idx] = node_share(u, capacity, counted, weight[idx])
+            share[idx] = b.leaf_share(u, idx)
             now = 1 if live[idx] and not needs[idx] & blocking else 0
         d_unblocked = now - <long>unblocked[idx]
         unblocked[idx] = now
@@ -200,3 +259,260 @@ def propagate(sorter, view, leaves, long rebuild_every):
             if a >= 0:
                 level = <dict>levels[d - 1]
                 level[a] = b.repost(p, a, same) or level.get(a, False)
+
+
+def rebuild(sorter, view, long rebuild_every):
+    """``HDRFSorter._rebuild``, statement for statement: recompute a view bottom-up."""
+    view.pending.clear()
+    view.repick.clear()  # (every live node is marked for a new pick entry below)
+    cap = sorter.capacity
+    cdef Py_ssize_t m = sorter.m
+    saturated = view.saturated
+    view.counted = [r for r in range(m) if cap[r] > 0 and r not in saturated]
+    cdef _Batch b = batch_of(sorter, view, rebuild_every)
+    cdef list children = sorter.children
+    cdef list order = []
+    cdef list stack = [0]
+    while stack:
+        v = stack.pop()
+        order.append(v)
+        stack.extend(<dict>children[v])
+    cdef list usage = b.usage, share = b.share, unblocked = b.unblocked, contrib = b.contrib
+    cdef list pool_version = b.pool_version, s1_of = b.s1, s2_of = b.s2, pool_heap_of = b.pool_heap
+    cdef list pick_heap_of = view.pick_heap
+    cdef dict repick = b.repick
+    cdef list is_job = sorter.is_job, key = b.key, live = b.live, needs = b.needs, leaf_usage = b.leaf_usage
+    zero = b.zero
+    blocking = b.blocking
+    cdef int pool_rule = b.pool_rule
+    cdef Py_ssize_t idx, c, r, k
+    cdef long total, version
+    cdef bint in_pool
+    cdef double sc
+    cdef list s1, s2, target, pool_heap
+    cdef dict kids
+    cdef tuple u, vec
+    for k in range(len(order) - 1, -1, -1):
+        idx = order[k]
+        if is_job[idx]:
+            u = <tuple>leaf_usage[idx]
+            usage[idx] = u
+            share[idx] = b.leaf_share(u, idx)
+            unblocked[idx] = 1 if live[idx] and not needs[idx] & blocking else 0
+            continue
+        kids = <dict>children[idx]
+        total = 0
+        for child in kids:
+            total += <long>unblocked[child]
+        unblocked[idx] = total
+        s1 = [0.0] * m
+        s2 = [0.0] * m
+        pool_heap = []
+        for child in kids:
+            c = child
+            if not key[c]:
+                in_pool = False
+            elif pool_rule == 1:
+                in_pool = <long>unblocked[c] > 0
+            else:
+                in_pool = pool_rule == 2 and <long>live[c] > 0
+            if in_pool:
+                sc = share[c]
+                vec = tuple([<double>x / sc for x in <tuple>usage[c]]) if sc > 0 else <tuple>zero
+                target = s1
+            else:
+                vec = <tuple>usage[c]
+                target = s2
+            contrib[c] = (in_pool, vec)
+            for r in range(m):
+                target[r] = <double>target[r] + <double>vec[r]
+            version = <long>pool_version[c] + 1
+            pool_version[c] = version
+            if in_pool:
+                pool_heap.append((share[c], version, child))
+            if <long>live[c] > 0:
+                repick[child] = None
+        heapify(pool_heap)
+        # the pick entries are made before the next descent (``_flush_picks``)
+        s1_of[idx], s2_of[idx], pool_heap_of[idx], pick_heap_of[idx] = s1, s2, pool_heap, []
+        b.recompute(idx)
+
+
+# --- the candidates' comparison and the pick-heap renewal (``machinery/descent.py``) ----------
+
+# ``round(share, DIGITS)``, memoized. Python's ``round`` to 12 digits goes through an exact
+# decimal conversion and back (about 1.5 us a call: the largest cost of comparing keys and
+# renewing pick entries), and it is a function of the double alone, so a share seen before
+# gives the rounded value seen before: a direct-mapped table keyed by the double's 64 bits
+# (a slot holds the last share hashed there; a different share in it is recomputed).
+cdef enum:
+    ROUND_SLOTS = 8192
+cdef unsigned long long _round_bits[ROUND_SLOTS]
+cdef double _round_value[ROUND_SLOTS]
+cdef bint _round_filled[ROUND_SLOTS]
+
+
+cdef double rounded_share(object share) except? -1.0:
+    """``round(share, DIGITS)`` as a double (the same value: Python's own ``round`` fills
+    the table; the key is the share's bit pattern, so no two doubles ever share a value)."""
+    cdef double x = share
+    cdef unsigned long long bits
+    memcpy(&bits, &x, sizeof(bits))
+    cdef Py_ssize_t slot = <Py_ssize_t>(((bits * 0x9E3779B97F4A7C15ULL) >> 51) & (ROUND_SLOTS - 1))
+    if _round_filled[slot] and _round_bits[slot] == bits:
+        return _round_value[slot]
+    cdef double r = round(x, DIGITS)
+    _round_bits[slot] = bits
+    _round_value[slot] = r
+    _round_filled[slot] = True
+    return r
+
+cdef inline bint _key_less(double share_a, long long running_a, long long position_a,
+                           double share_b, long long running_b, long long position_b):
+    """``(share_a, running_a, position_a) < (share_b, running_b, position_b)`` as Python
+    compares the tuples: the first element that differs (``==``) decides (``<``)."""
+    if share_a != share_b:
+        return share_a < share_b
+    if running_a != running_b:
+        return running_a < running_b
+    return position_a < position_b
+
+
+def pick_among_tree(names, *, dict index, list parent, list live, node_key, fifo_jobs, runnable,
+                    tables=None):
+    """``descent.pick_among_tree``, statement for statement, with the keys of the greedy
+    walk computed here from ``tables`` (``(share, running, position, ready)``: the key of
+    v is ``(round(share[v], DIGITS), running[v], position[v])``, what ``node_key(v)``
+    returns, read after ``ready()``, called once before the first key as ``node_key``'s
+    own catch-up would run). The rounding is Python's ``round`` itself (memoized:
+    ``rounded_share``); the comparison is
+    the tuples' (``_key_less``) and the scan ``min``'s (the first lowest key wins). The
+    rare path (the lowest candidate not runnable) is the reference's own
+    (``descent.try_by_paths``, on ``node_key``)."""
+    cdef dict candidates = {}
+    cdef dict fifo_first = {}
+    cdef dict below = {}
+    cdef list competing = []
+    cdef list kids
+    cdef Py_ssize_t v, u, p, k, n, best
+    cdef double share_best, share_c
+    cdef long long running_best, running_c, position_best, position_c
+    cdef bint readied = False
+    cdef list share, running, position
+    for name in names:
+        candidates[index[name]] = name
+    for cand, name in candidates.items():
+        v = cand
+        if not live[v]:
+            continue
+        q = parent[v]
+        waiting = fifo_jobs(q)
+        if waiting is not None:
+            if q not in fifo_first:
+                first = None
+                for c in waiting:
+                    if c in candidates and live[c] > 0 and runnable(candidates[c]):
+                        first = c
+                        break
+                fifo_first[q] = first
+            if fifo_first[q] != cand:
+                continue
+        competing.append(cand)
+        u = v
+        while u:  # up to the first node already on another candidate's path
+            p = parent[u]
+            kids = below.get(p)
+            if kids is None:
+                below[p] = [u]
+                u = p
+            else:
+                kids.append(u)
+                break
+    if not below:
+        return None
+    if tables is not None:
+        share, running, position, ready = tables
+    v = 0
+    while True:
+        kids = below.get(v)
+        if kids is None:
+            break  # a candidate job
+        n = len(kids)
+        if n == 1:
+            v = kids[0]
+        elif tables is None:
+            v = min(kids, key=node_key)
+        else:
+            if not readied:
+                ready()
+                readied = True
+            best = kids[0]
+            share_best = rounded_share(share[best])
+            running_best = running[best]
+            position_best = position[best]
+            for k in range(1, n):
+                c = kids[k]
+                share_c = rounded_share(share[c])
+                running_c = running[c]
+                position_c = position[c]
+                if _key_less(share_c, running_c, position_c, share_best, running_best, position_best):
+                    best = c
+                    share_best, running_best, position_best = share_c, running_c, position_c
+            v = best
+    best_name = candidates[v]
+    if runnable(best_name):
+        return best_name
+    return try_by_paths(competing, candidates, v, parent=parent, node_key=node_key, runnable=runnable)
+
+
+def renew_pick_entries(dict repick, list heaps, *, list version, list share, list running, list position,
+                       list live, present, list parent, list kids):
+    """``descent.renew_pick_entries``: each node in ``repick`` gets a new version and,
+    while demanding and present, the entry ``(round(share, DIGITS), running, position,
+    version, node)`` in its parent's heap; a heap grown past ``4 x children + 16``
+    entries drops its stale ones.
+
+    One difference, in the heaps' layout only: a heap given many new entries at once
+    (at least a quarter of its length: after a view's rebuild, every live child of every
+    queue) takes them in one ``heapify`` instead of a push each, and is compacted after
+    them rather than between pushes. Why the descent is unchanged: entries are distinct
+    (siblings differ by position, a node's entries by version), so the heap's pops
+    follow the order of its set of entries whatever its layout; the set of current
+    entries is the reference's (compaction drops only stale ones, which the descent
+    drops anyway when it meets them)."""
+    cdef Py_ssize_t v, p, k
+    cdef long ver
+    cdef list heap, fresh
+    cdef dict new_entries = {}
+    for node in repick:
+        v = node
+        ver = <long>version[v] + 1
+        version[v] = ver
+        if <long>live[v] > 0 and present[v]:
+            p = parent[v]
+            entry = (rounded_share(share[v]), running[v], position[v], ver, node)
+            fresh = new_entries.get(p)
+            if fresh is None:
+                new_entries[p] = [entry]
+            else:
+                fresh.append(entry)
+    repick.clear()
+    for q, entries in new_entries.items():
+        p = q
+        fresh = <list>entries
+        heap = <list>heaps[p]
+        if 4 * len(fresh) >= len(heap):
+            heap.extend(fresh)
+            heapify(heap)
+        else:
+            for k in range(len(fresh)):
+                heappush(heap, fresh[k])
+        if len(heap) > 4 * <long>kids[p] + 16:
+            heap = [e for e in heap if e[3] == version[e[4]] and live[e[4]] > 0 and present[e[4]]]
+            heapify(heap)
+            heaps[p] = heap
+
+
+def share_key(share):
+    """``round(share, DIGITS)`` through the kernel's memo (``rounded_share``), for the tests."""
+    return rounded_share(share)

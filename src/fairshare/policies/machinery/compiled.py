@@ -2,7 +2,10 @@
 
 ``_hdrf_kernel.pyx`` is a Cython port of the H-DRF sorter's view maintenance
 (``HDRFSorter._propagate``, ``_repost``, ``_recompute``: 30% of the CPU time of the
-1,000-job, 1,000-node benchmark, docs/performance.md "A compiled kernel"). ``pip install``
+1,000-job, 1,000-node benchmark, docs/performance.md "A compiled kernel"; and ``_rebuild``,
+a new view's build) and of the tree
+sorters' candidate comparison and pick-heap renewal (``descent.pick_among_tree``,
+``renew_pick_entries``: :func:`tree_pick_among`, :func:`tree_renew_pick_entries`). ``pip install``
 compiles it where a C compiler and the Python headers are present (setup.py; an optional
 extension, so a failed compile never fails the install); the pure-Python methods stay the
 reference and are what runs where it is not built, with the same decisions (the port
@@ -25,6 +28,8 @@ import shutil
 import sysconfig
 from collections.abc import Callable, Iterable
 
+from fairshare.policies.machinery import descent
+
 try:
     from fairshare.policies.machinery import _hdrf_kernel
 except ImportError as exc:  # not built: no compiler at install time, or a source tree run as is
@@ -42,11 +47,15 @@ PURE_PYTHON_ENV = "FAIRSHARE_PURE_PYTHON"
 
 #: the pure-Python methods ``_hdrf_kernel.pyx`` ports, with the sha256 (first 16 hex digits)
 #: of their source as ported: a change to one must be mirrored in the kernel, and then its
-#: digest here updated (tests/test_compiled_core.py compares them, compiler or not)
+#: digest here updated (tests/test_compiled_core.py compares them, compiler or not).
+#: ``HDRFSorter.*`` are in ``policies/hdrf_online.py``, ``descent.*`` in ``machinery/descent.py``
 PORTED_FROM = {
     "HDRFSorter._propagate": "ae066a8f03671c52",
     "HDRFSorter._repost": "db08bdcbc5367439",
     "HDRFSorter._recompute": "cb9a5323fccde326",
+    "HDRFSorter._rebuild": "a75176986a8754f7",
+    "descent.pick_among_tree": "8bf57239bdf6a3d9",
+    "descent.renew_pick_entries": "d5ea5592da44ccdf",
 }
 
 log = logging.getLogger(__name__)
@@ -96,6 +105,30 @@ def hdrf_replay(sorter, rebuild_every: int) -> Callable[[object, Iterable[int]],
     if not active():
         return None
     return functools.partial(_hdrf_kernel.propagate, sorter, rebuild_every=rebuild_every)
+
+
+def hdrf_rebuild(sorter, rebuild_every: int) -> Callable[[object], None] | None:
+    """The compiled ``HDRFSorter._rebuild`` bound to ``sorter``, or None when the
+    pure-Python method must run."""
+    if not active():
+        return None
+    return functools.partial(_hdrf_kernel.rebuild, sorter, rebuild_every=rebuild_every)
+
+
+def tree_pick_among() -> Callable[..., str | None]:
+    """``descent.pick_among_tree`` for a sorter built now: the compiled one (the same
+    signature and answer; it computes the keys from ``tables`` when given) or the
+    reference."""
+    if not active():
+        return descent.pick_among_tree
+    return _hdrf_kernel.pick_among_tree
+
+
+def tree_renew_pick_entries() -> Callable[..., None]:
+    """``descent.renew_pick_entries`` for a sorter built now: compiled or the reference."""
+    if not active():
+        return descent.renew_pick_entries
+    return _hdrf_kernel.renew_pick_entries
 
 
 if __name__ == "__main__":  # the Makefile's check before the first install: `python -P compiled.py`

@@ -134,7 +134,7 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
 
 def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: list[int],
                     node_key: Callable[[int], tuple], fifo_jobs: Callable[[int], list[int] | None],
-                    runnable: Runnable) -> str | None:
+                    runnable: Runnable, tables: tuple | None = None) -> str | None:
     """:func:`descend_tree`'s answer from the root when only ``names`` can be runnable.
     The descent takes, level by level, the lowest child (``node_key(v)``: v's key in its
     parent's heap, by the tie rule) that has a runnable job below, so the job it returns
@@ -149,7 +149,13 @@ def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: li
     keys of the children met on that walk are computed (on the 1,000-job benchmark's
     steady state, 32,462 keys where building every path read 207,601: docs/performance.md,
     "The saturated steady state"). When that job is not runnable, every competing
-    candidate's path is built and they are tried in order, as before."""
+    candidate's path is built and they are tried in order, as before.
+
+    ``tables``, when given, is ``(share, running, position, ready)``, the tables
+    ``node_key`` reads (``node_key(v) == (round(share[v], DIGITS), running[v],
+    position[v])`` once ``ready()`` has run): the compiled walk (``_hdrf_kernel``,
+    ``compiled.tree_pick_among``) computes the keys from them instead of calling
+    ``node_key``; this one, the reference, calls ``node_key`` and ignores them."""
     candidates = {index[name]: name for name in names}
     fifo_first: dict[int, int | None] = {}
     # the tree of the competing candidates' paths: each node's children on them
@@ -188,7 +194,14 @@ def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: li
     best = candidates[v]
     if runnable(best):
         return best
-    # the lowest is not runnable: build every competing candidate's path of keys, try in order
+    return try_by_paths(competing, candidates, v, parent=parent, node_key=node_key, runnable=runnable)
+
+
+def try_by_paths(competing: list[int], candidates: dict[int, str], lowest: int, *, parent: list[int],
+                 node_key: Callable[[int], tuple], runnable: Runnable) -> str | None:
+    """:func:`pick_among_tree`'s rare path (also the compiled walk's), when the
+    candidate ``lowest`` it found is not runnable: build every other competing
+    candidate's path of keys from the root and try them in that order."""
     memo: dict[int, tuple] = {0: ()}
 
     def path_of(v: int) -> tuple:
@@ -201,7 +214,7 @@ def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: li
             path = memo[u] = path + (node_key(u),)
         return path
 
-    for _path, name in sorted((path_of(c), candidates[c]) for c in competing if c != v):
+    for _path, name in sorted((path_of(c), candidates[c]) for c in competing if c != lowest):
         if runnable(name):
             return name
     return None
