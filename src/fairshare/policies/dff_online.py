@@ -56,7 +56,10 @@ current view at once; the others record the changed nodes and, when their set co
 back, replay them in one batch, each changed ancestor re-keyed once (``_replay``; a view
 holds no running sums, so the batch gives what one walk per node would). An arrival or departure re-keys the nodes whose fairness changed
 (the job, queues, demanding siblings with usage) the same way; a view is dropped only on a rebuild,
-or when more than a quarter of the nodes changed.
+or when more than a quarter of the nodes changed. Where the compiled core is built
+(``machinery/_dff_kernel.pyx``, chosen by ``machinery/compiled.py``) the replay runs
+compiled: it only compares and moves floats, so it leaves the view this module's
+``_replay`` would (tests/test_dff_kernel.py holds them equal entry by entry).
 
 Decayed usage (``set_half_life``, docs/policies.md "Fairness with memory"): each job leaf
 holds its effective vector (allocation plus decayed average past allocation,
@@ -106,6 +109,7 @@ from operator import add
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
+from fairshare.policies.machinery import compiled
 from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, ShapeIndex, TreeExclusion,
                                                     descend_tree, pick_among_tree, renew_pick_entries)
 from fairshare.policies.machinery.history import HISTORY, QueueHistory
@@ -222,8 +226,11 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self.stale = False
         self.pending: list[tuple[int, int]] = []
         self.stale_leaves: dict[int, None] = {}
+        # views catch up with the compiled _replay where it is built, else with the method
+        # below (the reference; the same view: machinery/compiled.py, _dff_kernel.pyx)
+        replay = compiled.dff_replay(self) or self._replay
         self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.queue_count),
-                                                 self._rebuild, self._replay, lambda: len(self.key))
+                                                 self._rebuild, replay, lambda: len(self.key))
         self.dirty = True  # FR (and so every fairness) must be recomputed before deciding
         self._init_excluded()
         self._init_shapes()
@@ -827,9 +834,14 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             heapq.heappush(view.pool_heap[p], (view.share[c], ver, c))
         view.repick[c] = None
         if len(view.pool_heap[p]) > 4 * self.kids[p] + 16:
-            view.pool_heap[p] = [e for e in view.pool_heap[p]
-                                 if e[1] == view.version[e[2]] and view.unblocked[e[2]] > 0 and self.alive[e[2]]]
-            heapq.heapify(view.pool_heap[p])
+            self._compact_pool(view, p)
+
+    def _compact_pool(self, view: _View, p: int) -> None:
+        """Drop the stale entries of ``p``'s pool heap (grown past ``4 x children + 16``:
+        stale for good, a re-keyed child has a new version), so heaps stay O(children)."""
+        view.pool_heap[p] = [e for e in view.pool_heap[p]
+                             if e[1] == view.version[e[2]] and view.unblocked[e[2]] > 0 and self.alive[e[2]]]
+        heapq.heapify(view.pool_heap[p])
 
     def _flush_picks(self, view: _View) -> None:
         """Renew the pick entries of the nodes re-keyed since the last descent in ``view``
