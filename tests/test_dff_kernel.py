@@ -12,6 +12,7 @@ must be the same. Without the compiled core its cases skip and the pure-Python o
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import inspect
 import random
@@ -46,8 +47,7 @@ def core(request, monkeypatch):
 def test_the_kernel_ports_the_methods_as_they_are(method):
     # _dff_kernel.pyx repeats these methods statement for statement: one changed must be
     # changed there too before its digest is renewed
-    cls, name = method.split(".")
-    source = inspect.getsource(getattr(getattr(dff_online, cls), name))
+    source = inspect.getsource(functools.reduce(getattr, method.split("."), dff_online))
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     assert digest == compiled.DFF_PORTED_FROM[method], \
         f"{method} changed since _dff_kernel.pyx ported it: mirror the change there, then set its digest to {digest}"
@@ -88,13 +88,15 @@ def test_each_core_matches_the_reference_on_a_full_cluster(core, seed):
 
 def view_state(sorter) -> tuple:
     """The current view, caught up, entry by entry: shares (as exact bits), schedulable
-    counts, versions, the pool heaps' entries in heap order and the nodes to re-pick."""
+    counts, versions, the pool and pick heaps' entries in heap order (the pick heaps as
+    the last descent renewed them, ``_flush_picks``) and the nodes to re-pick."""
     view = sorter.views.current
     if view.pending:
         sorter.views.catch_up(view)
-    heaps = [[(share.hex(), ver, c) for share, ver, c in heap] for heap in view.pool_heap]
+    pools = [[(share.hex(), ver, c) for share, ver, c in heap] for heap in view.pool_heap]
+    picks = [[(key.hex(), *rest) for key, *rest in heap] for heap in view.pick_heap]
     return (sorted(view.saturated), [x.hex() for x in view.share], list(view.unblocked), list(view.version),
-            heaps, list(view.repick))
+            pools, list(view.repick), picks, list(view.pick_version))
 
 
 def finite_jobs(sc):

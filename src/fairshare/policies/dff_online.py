@@ -213,6 +213,10 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # each queue's jobs with non-zero usage that are demanding: the only jobs whose
         # fairness a decision reads and an FR change can change (``_catch_up``)
         self.used_demanding: list[dict[int, None]] = []
+        # each job's Fair Resource as ``_job_fr`` last computed it, while no FR, total or
+        # count it reads has changed since (emptied wherever one changes): a task starting or
+        # finishing re-reads its job's FR, which an allocation does not change
+        self._job_frs: dict[int, Vector] = {}
         # True while every weight seen is exactly summable, so the totals kept by adding and
         # subtracting equal ``update_fr``'s sums in any order: arrivals and departures are
         # then incremental (module docstring). Once False, they rebuild from scratch.
@@ -229,6 +233,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # views catch up with the compiled _replay where it is built, else with the method
         # below (the reference; the same view: machinery/compiled.py, _dff_kernel.pyx)
         replay = compiled.dff_replay(self) or self._replay
+        self._renew_picks = compiled.dff_renew_picks()  # (None: renew_pick_entries)
         self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.queue_count),
                                                  self._rebuild, replay, lambda: len(self.key))
         self.dirty = True  # FR (and so every fairness) must be recomputed before deciding
@@ -406,6 +411,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
     # --- shared state ---------------------------------------------------------------------------
     def _invalidate(self) -> None:
         self.dirty = True
+        self._job_frs.clear()
         self.stale = False
         self.pending.clear()
         self.stale_leaves.clear()
@@ -531,8 +537,12 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         are recomputed, ``_catch_up``); otherwise the last rebuild's."""
         if not self.exact:
             return self.fr[idx]
-        p = self.parent[idx]
-        return self.child_fr(self.fr[p], self.weight[idx], self.total[p], self.need_count[idx])
+        fr = self._job_frs.get(idx)
+        if fr is None:  # (the same call with the same arguments as when it was kept otherwise)
+            p = self.parent[idx]
+            fr = self._job_frs[idx] = self.child_fr(self.fr[p], self.weight[idx], self.total[p],
+                                                    self.need_count[idx])
+        return fr
 
     def _job_fr_cache(self) -> Callable[[int], Vector | None]:
         """:meth:`_job_fr` for a pass over many jobs while no FR or total changes: a job's
@@ -558,6 +568,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         the highest node whose total changed, or whose child appeared or vanished: only
         the FRs below it change (the root when nothing did, a no-op pass)."""
         m, parent, present, need_count, total = self.m, self.parent, self.present, self.need_count, self.total
+        self._job_frs.clear()  # (counts and totals change below)
         flags = [d > 0 for d in self.jobs[self.key[idx]].demand]
         top = 0
         c = idx
@@ -647,6 +658,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             usage[q] = self._resum(q)
             queues[q] = None
         self.drifted.clear()
+        self._job_frs.clear()  # (FRs changed above)
         job_fr = self._job_fr_cache()
         touched = [idx for idx, _ in self.pending]
         for j in self.stale_leaves:
@@ -705,6 +717,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                              ((v, jobs[key[v]].demand) for v in present if self.is_job[v] and key[v] in jobs),
                              ancestors)
         self.fr = [None] * n
+        self._job_frs.clear()
         for v, f in fr.items():
             self.fr[v] = f
         fairness = self.raw_fairness
@@ -845,7 +858,10 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
 
     def _flush_picks(self, view: _View) -> None:
         """Renew the pick entries of the nodes re-keyed since the last descent in ``view``
-        (``machinery.descent.renew_pick_entries``)."""
+        (``machinery.descent.renew_pick_entries``, or its compiled port)."""
+        if self._renew_picks is not None:
+            self._renew_picks(self, view, DIGITS)
+            return
         renew_pick_entries(view.repick, view.pick_heap, version=view.pick_version, share=view.share,
                            running=self.running, position=self.position, live=self.live, present=self.alive,
                            parent=self.parent, kids=self.kids)
