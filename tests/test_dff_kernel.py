@@ -15,11 +15,11 @@ import dataclasses
 import functools
 import hashlib
 import inspect
-import random
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from replay import lockstep
 from strategies import scenarios
 from test_online_parity import run, steady_run, steady_scenario
 
@@ -53,19 +53,14 @@ def test_the_kernel_ports_the_methods_as_they_are(method):
         f"{method} changed since _dff_kernel.pyx ported it: mirror the change there, then set its digest to {digest}"
 
 
-def test_the_sorter_uses_the_core_the_environment_asks_for(monkeypatch):
+@pytest.mark.parametrize("env, compiled_runs", [("1", False), ("0", compiled.dff_available())])
+def test_the_sorter_uses_the_core_the_environment_asks_for(monkeypatch, env, compiled_runs):
+    # ("0" does not force the fallback: the compiled core runs wherever it is built)
+    monkeypatch.setenv(compiled.PURE_PYTHON_ENV, env)
     sc = steady_scenario(0)
-
-    def replay_of_a_new_sorter():
-        sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff"))
-        return sched.sorter, sched.sorter.views._replay
-
-    monkeypatch.setenv(compiled.PURE_PYTHON_ENV, "1")
-    sorter, replay_view = replay_of_a_new_sorter()
-    assert replay_view == sorter._replay
-    monkeypatch.setenv(compiled.PURE_PYTHON_ENV, "0")  # ("0" does not force it)
-    sorter, replay_view = replay_of_a_new_sorter()
-    assert (replay_view != sorter._replay) == compiled.dff_available()
+    sorter = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff")).sorter
+    assert (sorter.views._replay != sorter._replay) == compiled_runs
+    assert (sorter._renew_picks is not None) == compiled_runs
 
 
 @settings(max_examples=25, deadline=None,
@@ -122,18 +117,9 @@ def test_compiled_and_pure_python_hold_the_same_views_event_by_event(monkeypatch
     assert pure.sorter.views._replay == pure.sorter._replay
     if half_life:  # (the history leaves' path of the override is taken)
         assert fast.sorter.decay is not None
-    rng = random.Random(4)
     launches = histories = 0
     left = len(fast.sorter.jobs)
-    for k in range(300):
-        now = float(k)
-        if k and fast.tasks:
-            task = rng.choice(sorted(fast.tasks))
-            fast.finish(task, now)
-            pure.finish(task, now)
-        got = [(launch.job, launch.node) for launch in fast.schedule(now)]
-        assert got == [(launch.job, launch.node) for launch in pure.schedule(now)], k
-        assert fast.sorter.saturated == pure.sorter.saturated
+    for k, got in lockstep(fast, pure, 300, seed=4):
         assert view_state(fast.sorter) == view_state(pure.sorter), k
         launches += len(got)
         histories += len(fast.sorter._history)
