@@ -30,9 +30,11 @@ What each node keeps, and what changes it:
   path on arrival and departure. At the next decision (``_catch_up``) FR is recomputed
   top-down only below the highest node whose total changed, with ``dff.child_fr``, the
   step ``dff.update_fr`` uses: the same floats, because with integer or dyadic weights the
-  totals are exact in any order. A job's FR is not stored but computed from its queue's
-  when needed, once per (queue, weight, needs) in a pass (``_job_fr_cache``: the same call
-  with the same arguments). An arrival changes every sibling's FR, but only a demanding
+  totals are exact in any order. A job's FR is computed from its queue's when needed, once
+  per (queue, weight, needs) in a pass (``_job_fr_cache``: the same call with the same
+  arguments), and kept (``_job_frs``) until its queue's FR or totals or its counts change
+  (emptied where they do), so a task starting or ending re-reads it without the call.
+  An arrival changes every sibling's FR, but only a demanding
   job's fairness is ever read by a decision (pick and pool entries exist only for
   demanding children, and ``pick_among`` passes over candidates that do not demand), and
   a job without usage has fairness 0 whatever its FR: only the demanding siblings with
