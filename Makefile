@@ -10,7 +10,8 @@ FS     := $(PY) -m fairshare
 STAMP      := $(VENV)/.stamp-install
 STAMP_TEST := $(VENV)/.stamp-install-test
 # what the install compiles: the sorter core (setup.py)
-BUILD_INPUTS := pyproject.toml setup.py src/fairshare/policies/machinery/_hdrf_kernel.pyx
+BUILD_INPUTS := pyproject.toml setup.py src/fairshare/policies/machinery/_hdrf_kernel.pyx \
+	src/fairshare/policies/machinery/_dff_kernel.pyx
 DEMO_POLICIES := drf hdrf dff
 SIM_POLICIES  := drf,hdrf,dff,capacity,fifo
 # the online part: the CPU+MIC cluster with the CPUs contended (the bundled scenario's jobs

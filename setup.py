@@ -1,7 +1,7 @@
-"""The compiled sorter core (``policies/machinery/_hdrf_kernel.pyx``, Cython): everything
-else is in pyproject.toml.
+"""The compiled sorter core (``policies/machinery/_hdrf_kernel.pyx`` and
+``_dff_kernel.pyx``, Cython): everything else is in pyproject.toml.
 
-The extension is optional: where no C compiler or Python headers are present, setuptools
+The extensions are optional: where no C compiler or Python headers are present, setuptools
 reports the failed build and installs the package without it, and the sorters run their
 pure-Python methods (``machinery/compiled.py``). No fast-math and no fused multiply-add
 (``-ffp-contract=off``; gcc fuses ``a * b + c`` by default on targets that have the
@@ -18,5 +18,8 @@ FLOAT_FLAGS = [] if sys.platform == "win32" else ["-ffp-contract=off", "-fno-fas
 setup(ext_modules=[
     Extension("fairshare.policies.machinery._hdrf_kernel",
               ["src/fairshare/policies/machinery/_hdrf_kernel.pyx"],
+              extra_compile_args=FLOAT_FLAGS, optional=True),
+    Extension("fairshare.policies.machinery._dff_kernel",
+              ["src/fairshare/policies/machinery/_dff_kernel.pyx"],
               extra_compile_args=FLOAT_FLAGS, optional=True),
 ])

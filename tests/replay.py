@@ -1,9 +1,11 @@
 """A minimal deterministic event loop over :class:`Scheduler`, for engine tests that must
-not depend on the simulator: fixed durations, completions in (time, task id) order."""
+not depend on the simulator: fixed durations, completions in (time, task id) order; and
+:func:`lockstep`, two schedulers driven through the same completions side by side."""
 
 from __future__ import annotations
 
 import heapq
+import random
 
 from fairshare.engine import Scheduler
 
@@ -45,3 +47,21 @@ def replay(scheduler: Scheduler, jobs, duration_of, *, until: float = 1e9, node_
         if observe is not None:
             observe(now)
     return log
+
+
+def lockstep(first: Scheduler, second: Scheduler, rounds: int, seed: int):
+    """Two schedulers with the same jobs, side by side (two sorter cores, say): each round
+    finishes the same running task in both (a seeded choice; none in round 0, the fill),
+    re-fills, checks that both launched the same tasks on the same nodes and saw the same
+    saturated set, and yields ``(round, launches)`` for the caller's own checks."""
+    rng = random.Random(seed)
+    for k in range(rounds):
+        now = float(k)
+        if k and first.tasks:
+            task = rng.choice(sorted(first.tasks))
+            first.finish(task, now)
+            second.finish(task, now)
+        got = [(launch.job, launch.node) for launch in first.schedule(now)]
+        assert got == [(launch.job, launch.node) for launch in second.schedule(now)], k
+        assert first.sorter.saturated == second.sorter.saturated, k
+        yield k, got

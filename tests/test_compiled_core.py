@@ -20,6 +20,7 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from replay import lockstep
 from strategies import scenarios
 from test_candidates import random_tree
 from test_online_parity import CASES, run, steady_run, steady_scenario
@@ -132,17 +133,8 @@ def test_compiled_and_pure_python_hold_the_same_floats_event_by_event(monkeypatc
     assert pure.sorter.views._replay == pure.sorter._propagate
     assert fast.sorter.views._rebuild != fast.sorter._rebuild
     assert pure.sorter.views._rebuild == pure.sorter._rebuild
-    rng = random.Random(4)
     launches = 0
-    for k in range(300):
-        now = float(k)
-        if k and fast.tasks:
-            task = rng.choice(sorted(fast.tasks))
-            fast.finish(task, now)
-            pure.finish(task, now)
-        got = [(launch.job, launch.node) for launch in fast.schedule(now)]
-        assert got == [(launch.job, launch.node) for launch in pure.schedule(now)], k
-        assert fast.sorter.saturated == pure.sorter.saturated
+    for k, got in lockstep(fast, pure, 300, seed=4):
         assert view_floats(fast.sorter) == view_floats(pure.sorter), k
         launches += len(got)
     assert launches > 300

@@ -30,9 +30,11 @@ What each node keeps, and what changes it:
   path on arrival and departure. At the next decision (``_catch_up``) FR is recomputed
   top-down only below the highest node whose total changed, with ``dff.child_fr``, the
   step ``dff.update_fr`` uses: the same floats, because with integer or dyadic weights the
-  totals are exact in any order. A job's FR is not stored but computed from its queue's
-  when needed, once per (queue, weight, needs) in a pass (``_job_fr_cache``: the same call
-  with the same arguments). An arrival changes every sibling's FR, but only a demanding
+  totals are exact in any order. A job's FR is computed from its queue's when needed, once
+  per (queue, weight, needs) in a pass (``_job_fr_cache``: the same call with the same
+  arguments), and kept (``_job_frs``) until its queue's FR or totals or its counts change
+  (emptied where they do), so a task starting or ending re-reads it without the call.
+  An arrival changes every sibling's FR, but only a demanding
   job's fairness is ever read by a decision (pick and pool entries exist only for
   demanding children, and ``pick_among`` passes over candidates that do not demand), and
   a job without usage has fairness 0 whatever its FR: only the demanding siblings with
@@ -56,7 +58,10 @@ current view at once; the others record the changed nodes and, when their set co
 back, replay them in one batch, each changed ancestor re-keyed once (``_replay``; a view
 holds no running sums, so the batch gives what one walk per node would). An arrival or departure re-keys the nodes whose fairness changed
 (the job, queues, demanding siblings with usage) the same way; a view is dropped only on a rebuild,
-or when more than a quarter of the nodes changed.
+or when more than a quarter of the nodes changed. Where the compiled core is built
+(``machinery/_dff_kernel.pyx``, chosen by ``machinery/compiled.py``) the replay runs
+compiled: it only compares and moves floats, so it leaves the view this module's
+``_replay`` would (tests/test_dff_kernel.py holds them equal entry by entry).
 
 Decayed usage (``set_half_life``, docs/policies.md "Fairness with memory"): each job leaf
 holds its effective vector (allocation plus decayed average past allocation,
@@ -106,6 +111,7 @@ from operator import add
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
+from fairshare.policies.machinery import compiled
 from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, ShapeIndex, TreeExclusion,
                                                     descend_tree, pick_among_tree, renew_pick_entries)
 from fairshare.policies.machinery.history import HISTORY, QueueHistory
@@ -209,6 +215,10 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # each queue's jobs with non-zero usage that are demanding: the only jobs whose
         # fairness a decision reads and an FR change can change (``_catch_up``)
         self.used_demanding: list[dict[int, None]] = []
+        # each job's Fair Resource as ``_job_fr`` last computed it, while no FR, total or
+        # count it reads has changed since (emptied wherever one changes): a task starting or
+        # finishing re-reads its job's FR, which an allocation does not change
+        self._job_frs: dict[int, Vector] = {}
         # True while every weight seen is exactly summable, so the totals kept by adding and
         # subtracting equal ``update_fr``'s sums in any order: arrivals and departures are
         # then incremental (module docstring). Once False, they rebuild from scratch.
@@ -222,8 +232,12 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self.stale = False
         self.pending: list[tuple[int, int]] = []
         self.stale_leaves: dict[int, None] = {}
+        # views catch up with the compiled _replay where it is built, else with the method
+        # below (the reference; the same view: machinery/compiled.py, _dff_kernel.pyx)
+        replay = compiled.dff_replay(self) or self._replay
+        self._renew_picks = compiled.dff_renew_picks()  # (None: renew_pick_entries)
         self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.queue_count),
-                                                 self._rebuild, self._replay, lambda: len(self.key))
+                                                 self._rebuild, replay, lambda: len(self.key))
         self.dirty = True  # FR (and so every fairness) must be recomputed before deciding
         self._init_excluded()
         self._init_shapes()
@@ -399,6 +413,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
     # --- shared state ---------------------------------------------------------------------------
     def _invalidate(self) -> None:
         self.dirty = True
+        self._job_frs.clear()
         self.stale = False
         self.pending.clear()
         self.stale_leaves.clear()
@@ -524,8 +539,12 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         are recomputed, ``_catch_up``); otherwise the last rebuild's."""
         if not self.exact:
             return self.fr[idx]
-        p = self.parent[idx]
-        return self.child_fr(self.fr[p], self.weight[idx], self.total[p], self.need_count[idx])
+        fr = self._job_frs.get(idx)
+        if fr is None:  # (the same call with the same arguments as when it was kept otherwise)
+            p = self.parent[idx]
+            fr = self._job_frs[idx] = self.child_fr(self.fr[p], self.weight[idx], self.total[p],
+                                                    self.need_count[idx])
+        return fr
 
     def _job_fr_cache(self) -> Callable[[int], Vector | None]:
         """:meth:`_job_fr` for a pass over many jobs while no FR or total changes: a job's
@@ -551,6 +570,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         the highest node whose total changed, or whose child appeared or vanished: only
         the FRs below it change (the root when nothing did, a no-op pass)."""
         m, parent, present, need_count, total = self.m, self.parent, self.present, self.need_count, self.total
+        self._job_frs.clear()  # (counts and totals change below)
         flags = [d > 0 for d in self.jobs[self.key[idx]].demand]
         top = 0
         c = idx
@@ -640,6 +660,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             usage[q] = self._resum(q)
             queues[q] = None
         self.drifted.clear()
+        self._job_frs.clear()  # (FRs changed above)
         job_fr = self._job_fr_cache()
         touched = [idx for idx, _ in self.pending]
         for j in self.stale_leaves:
@@ -698,6 +719,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                              ((v, jobs[key[v]].demand) for v in present if self.is_job[v] and key[v] in jobs),
                              ancestors)
         self.fr = [None] * n
+        self._job_frs.clear()
         for v, f in fr.items():
             self.fr[v] = f
         fairness = self.raw_fairness
@@ -827,13 +849,21 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             heapq.heappush(view.pool_heap[p], (view.share[c], ver, c))
         view.repick[c] = None
         if len(view.pool_heap[p]) > 4 * self.kids[p] + 16:
-            view.pool_heap[p] = [e for e in view.pool_heap[p]
-                                 if e[1] == view.version[e[2]] and view.unblocked[e[2]] > 0 and self.alive[e[2]]]
-            heapq.heapify(view.pool_heap[p])
+            self._compact_pool(view, p)
+
+    def _compact_pool(self, view: _View, p: int) -> None:
+        """Drop the stale entries of ``p``'s pool heap (grown past ``4 x children + 16``:
+        stale for good, a re-keyed child has a new version), so heaps stay O(children)."""
+        view.pool_heap[p] = [e for e in view.pool_heap[p]
+                             if e[1] == view.version[e[2]] and view.unblocked[e[2]] > 0 and self.alive[e[2]]]
+        heapq.heapify(view.pool_heap[p])
 
     def _flush_picks(self, view: _View) -> None:
         """Renew the pick entries of the nodes re-keyed since the last descent in ``view``
-        (``machinery.descent.renew_pick_entries``)."""
+        (``machinery.descent.renew_pick_entries``, or its compiled port)."""
+        if self._renew_picks is not None:
+            self._renew_picks(self, view, DIGITS)
+            return
         renew_pick_entries(view.repick, view.pick_heap, version=view.pick_version, share=view.share,
                            running=self.running, position=self.position, live=self.live, present=self.alive,
                            parent=self.parent, kids=self.kids)

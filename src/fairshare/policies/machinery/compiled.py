@@ -131,5 +131,47 @@ def tree_renew_pick_entries() -> Callable[..., None]:
     return _hdrf_kernel.renew_pick_entries
 
 
+# --- DFF (``_dff_kernel.pyx``: ``DFFSorter._replay``, the view catch-up) ---------------------
+try:
+    from fairshare.policies.machinery import _dff_kernel
+except ImportError:  # not built (as _hdrf_kernel above: the pure-Python method runs)
+    _dff_kernel = None
+
+#: the pure-Python methods ``_dff_kernel.pyx`` ports, digests as in :data:`PORTED_FROM`
+#: (tests/test_dff_kernel.py compares them)
+DFF_PORTED_FROM = {
+    "DFFSorter._replay": "6177e0a2b51f5742",
+    "DFFSorter._sync_leaf": "edfca2f8e08422ed",
+    "DFFSorter._changed": "d2df155a59d1298f",
+    "DFFSorter._leaf_blocked": "d8c36f8be4f7fd34",
+    "DFFSorter._fairness": "25f8e91e5d896570",
+    "DFFSorter._pool_min": "af01a0126519df1d",
+    "DFFSorter._push": "94531bb5d20c2bbd",
+    # (``DFFSorter._flush_picks`` calls ``_dff_kernel.renew_picks`` in its place)
+    "renew_pick_entries": "d5ea5592da44ccdf",
+}
+
+
+def dff_available() -> bool:
+    """Whether the compiled DFF catch-up is built and importable."""
+    return _dff_kernel is not None
+
+
+def dff_replay(sorter) -> Callable[[object, Iterable[int]], None] | None:
+    """The compiled ``DFFSorter._replay`` bound to ``sorter``, or None when the pure-Python
+    method must run (not built, or forced)."""
+    if _dff_kernel is None or forced_pure_python():
+        return None
+    return functools.partial(_dff_kernel.replay, sorter)
+
+
+def dff_renew_picks() -> Callable[[object, object, int], None] | None:
+    """The compiled ``renew_pick_entries`` for a DFF view, ``(sorter, view, digits)``, or
+    None when the pure-Python function must run."""
+    if _dff_kernel is None or forced_pure_python():
+        return None
+    return _dff_kernel.renew_picks
+
+
 if __name__ == "__main__":  # the Makefile's check before the first install: `python -P compiled.py`
     raise SystemExit(0 if compiler_present() else 1)

@@ -1,0 +1,191 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=False
+"""The compiled DFF view catch-up: ``DFFSorter._replay`` with the methods it calls per
+node (``_sync_leaf``, ``_changed``, ``_leaf_blocked``, ``_fairness``, ``_pool_min``,
+``_push``; ``policies/dff_online.py``), statement for statement.
+
+The pure-Python methods are the reference and the fallback (``machinery/compiled.py``
+chooses). A view's catch-up does no float arithmetic: Alg. 2 line 9's override only
+compares a queue's raw fairness with 1 and with its lowest schedulable child's, and
+moves floats (the shared ``raw``, the view's ``share`` and heap entries) from list to
+list. This port makes the same comparisons on the same doubles and stores the same
+Python float objects, pushes the same tuples on the same heaps (``heapq``, in the same
+order) and renews the same versions, so the view it leaves is the reference's, entry for
+entry. What it saves is the interpreter: the tables read with C indexing, counts and
+versions as C integers, no frame per node. The rare paths (a queue with a history leaf,
+a pool heap's compaction) call back into the sorter's Python methods.
+
+Its parity with the reference is tested decision by decision
+(``tests/test_dff_kernel.py``).
+"""
+
+from heapq import heapify, heappop, heappush
+
+
+cdef class _Replay:
+    """One ``replay`` call's state: the sorter's and the view's tables, read once."""
+    cdef object sorter, view, saturated_mask
+    cdef list parent, depth, is_job, raw, alive, kids, live, needs
+    cdef list unblocked, share, version, pool_heap
+    cdef dict repick, history
+
+    def __init__(self, sorter, view):
+        self.sorter = sorter
+        self.view = view
+        self.parent = sorter.parent
+        self.depth = sorter.depth
+        self.is_job = sorter.is_job
+        self.raw = sorter.raw
+        self.alive = sorter.alive
+        self.kids = sorter.kids
+        self.live = sorter.live
+        self.needs = sorter.needs
+        self.history = sorter._history
+        self.unblocked = view.unblocked
+        self.share = view.share
+        self.version = view.version
+        self.pool_heap = view.pool_heap
+        self.repick = view.repick
+        self.saturated_mask = view.saturated_mask
+
+    cdef inline bint leaf_blocked(self, Py_ssize_t idx) except -1:
+        """``DFFSorter._leaf_blocked``."""
+        if not self.live[idx]:
+            return True
+        return bool(self.needs[idx] & self.saturated_mask)  # needs a saturated resource
+
+    cdef object pool_min(self, Py_ssize_t p):
+        """``DFFSorter._pool_min``: the lowest current schedulable entry's share, or None."""
+        cdef list heap = <list>self.pool_heap[p]
+        cdef list version = self.version, unblocked = self.unblocked, alive = self.alive
+        cdef tuple entry
+        cdef Py_ssize_t c
+        while heap:
+            entry = <tuple>heap[0]
+            c = entry[2]
+            if entry[1] == version[c] and <long>unblocked[c] > 0 and alive[c]:
+                return entry[0]
+            heappop(heap)
+        return None
+
+    cdef object fairness(self, Py_ssize_t p):
+        """``DFFSorter._fairness``: Alg. 2 line 9 (strict, as the pseudo-code)."""
+        raw = self.raw[p]
+        if p in self.history:  # (only with decayed usage)
+            return self.sorter._fairness_with_history(self.view, p)
+        if <double>raw > 1.0:
+            low = self.pool_min(p)
+            if low is not None and <double>low < <double>raw:
+                return low
+        return raw
+
+    cdef int push(self, Py_ssize_t p, Py_ssize_t c) except -1:
+        """``DFFSorter._push``: re-key child ``c`` of ``p``."""
+        cdef long ver = <long>self.version[c] + 1
+        cdef list heap
+        self.version[c] = ver
+        if <long>self.unblocked[c] > 0:
+            heappush(<list>self.pool_heap[p], (self.share[c], ver, c))
+        self.repick[c] = None
+        heap = <list>self.pool_heap[p]
+        if len(heap) > 4 * <long>self.kids[p] + 16:
+            self.sorter._compact_pool(self.view, p)
+        return 0
+
+    cdef int changed(self, Py_ssize_t idx, long d_unblocked) except -1:
+        """``DFFSorter._changed``: re-key node ``idx`` and its ancestors."""
+        cdef list parent = self.parent, unblocked = self.unblocked, share = self.share
+        cdef Py_ssize_t v, p
+        share[idx] = self.fairness(idx) if idx and not self.is_job[idx] else self.raw[idx]
+        v = idx
+        while True:
+            p = parent[v]
+            if p < 0:
+                return 0
+            unblocked[p] = <long>unblocked[p] + d_unblocked
+            self.push(p, v)
+            if p:
+                share[p] = self.fairness(p)
+            v = p
+
+    cdef int sync_leaf(self, Py_ssize_t idx) except -1:
+        """``DFFSorter._sync_leaf``."""
+        cdef long was, now
+        if not self.is_job[idx]:  # a queue whose raw fairness changed (an FR update)
+            return self.changed(idx, 0)
+        was = self.unblocked[idx]
+        now = 0 if self.leaf_blocked(idx) else 1
+        self.unblocked[idx] = now
+        return self.changed(idx, now - was)
+
+
+def replay(sorter, view, nodes):
+    """``DFFSorter._replay``: bring ``view`` up to date after ``nodes`` changed, each
+    ancestor re-keyed once, deepest level first."""
+    cdef _Replay b = _Replay(sorter, view)
+    cdef list parent = b.parent, depth = b.depth, is_job = b.is_job, raw = b.raw
+    cdef list unblocked = b.unblocked, share = b.share, levels
+    cdef Py_ssize_t idx, p, a, q, d
+    cdef long now, delta
+    cdef dict level
+    if len(nodes) == 1:
+        for node in nodes:
+            b.sync_leaf(node)
+        return
+    levels = [{} for _ in range(<long>sorter.max_depth + 1)]
+    for node in nodes:
+        idx = node
+        if not is_job[idx]:
+            if idx:
+                (<dict>levels[<long>depth[idx]])[idx] = None
+            else:
+                share[0] = raw[0]  # (as _changed: the root has no override, no parent)
+            continue
+        now = 0 if b.leaf_blocked(idx) else 1
+        delta = now - <long>unblocked[idx]
+        unblocked[idx] = now
+        share[idx] = raw[idx]
+        p = parent[idx]
+        if delta:
+            a = p
+            while a >= 0:
+                unblocked[a] = <long>unblocked[a] + delta
+                a = parent[a]
+        b.push(p, idx)
+        (<dict>levels[<long>depth[p]])[p] = None
+    for d in range(<long>sorter.max_depth, 0, -1):
+        level = <dict>levels[d - 1]
+        for node in <dict>levels[d]:
+            q = node
+            share[q] = b.fairness(q)
+            p = parent[q]
+            b.push(p, q)
+            level[p] = None
+
+
+def renew_picks(sorter, view, long digits):
+    """``machinery.descent.renew_pick_entries`` for a DFF view (``DFFSorter._flush_picks``):
+    each node re-keyed since the view's last descent gets a new pick version and, while it
+    has demanding jobs below and is still there, the entry ``(round(share, digits), running,
+    position, version, node)`` in its parent's heap (``round`` is Python's, called as the
+    reference calls it); a heap grown past ``4 x children + 16`` entries drops its stale ones."""
+    cdef dict repick = view.repick
+    cdef list heaps = view.pick_heap, version = view.pick_version, share = view.share
+    cdef list running = sorter.running, position = sorter.position, live = sorter.live
+    cdef list present = sorter.alive, parent = sorter.parent, kids = sorter.kids
+    cdef list heap
+    cdef tuple e
+    cdef Py_ssize_t v, p
+    cdef long ver
+    for node in repick:
+        v = node
+        ver = <long>version[v] + 1
+        version[v] = ver
+        if <long>live[v] > 0 and present[v]:
+            p = parent[v]
+            heap = <list>heaps[p]
+            heappush(heap, (round(share[v], digits), running[v], position[v], ver, v))
+            if len(heap) > 4 * <long>kids[p] + 16:
+                heap = [e for e in heap if e[3] == version[e[4]] and live[e[4]] > 0 and present[e[4]]]
+                heapify(heap)
+                heaps[p] = heap
+    repick.clear()

@@ -1,0 +1,128 @@
+"""The compiled DFF view catch-up (``policies/machinery/_dff_kernel.pyx``) against its
+pure-Python reference (``DFFSorter._replay``), decision by decision and entry by entry.
+
+``machinery/compiled.py`` gives the DFF sorter the compiled catch-up where it is built and
+the pure-Python method otherwise (or with ``FAIRSHARE_PURE_PYTHON=1``). Here both run in
+one process: each against the per-decision reference sorter, and the two in lockstep on a
+full cluster (with and without decayed usage, whose history leaves take the override's
+other path), where every share, schedulable count, version and heap entry of every view
+must be the same. Without the compiled core its cases skip and the pure-Python ones run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import inspect
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from replay import lockstep
+from strategies import scenarios
+from test_online_parity import run, steady_run, steady_scenario
+
+from fairshare.engine import Scheduler
+from fairshare.policies import dff_online, make_policy
+from fairshare.policies.machinery import compiled
+
+CORES = ["compiled", "pure-python"]
+needs_compiled = pytest.mark.skipif(not compiled.dff_available(), reason="the compiled DFF catch-up is not built")
+
+
+@pytest.fixture(params=CORES)
+def core(request, monkeypatch):
+    """Sorters built in this test use the given core (``FAIRSHARE_PURE_PYTHON``)."""
+    if request.param == "compiled":
+        if not compiled.dff_available():
+            pytest.skip("the compiled DFF catch-up is not built")
+        monkeypatch.delenv(compiled.PURE_PYTHON_ENV, raising=False)
+    else:
+        monkeypatch.setenv(compiled.PURE_PYTHON_ENV, "1")
+    return request.param
+
+
+@pytest.mark.parametrize("method", sorted(compiled.DFF_PORTED_FROM))
+def test_the_kernel_ports_the_methods_as_they_are(method):
+    # _dff_kernel.pyx repeats these methods statement for statement: one changed must be
+    # changed there too before its digest is renewed
+    source = inspect.getsource(functools.reduce(getattr, method.split("."), dff_online))
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    assert digest == compiled.DFF_PORTED_FROM[method], \
+        f"{method} changed since _dff_kernel.pyx ported it: mirror the change there, then set its digest to {digest}"
+
+
+@pytest.mark.parametrize("env, compiled_runs", [("1", False), ("0", compiled.dff_available())])
+def test_the_sorter_uses_the_core_the_environment_asks_for(monkeypatch, env, compiled_runs):
+    # ("0" does not force the fallback: the compiled core runs wherever it is built)
+    monkeypatch.setenv(compiled.PURE_PYTHON_ENV, env)
+    sc = steady_scenario(0)
+    sorter = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff")).sorter
+    assert (sorter.views._replay != sorter._replay) == compiled_runs
+    assert (sorter._renew_picks is not None) == compiled_runs
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(sc=scenarios(max_jobs=8, counts=True), seed=st.integers(0, 100))
+def test_each_core_matches_the_reference(core, sc, seed):
+    assert run(sc, sc.cluster.nodes, "dff", {}, seed=seed) == \
+        run(sc, sc.cluster.nodes, "dff", {}, reference=True, seed=seed)
+
+
+@pytest.mark.parametrize("seed", [0, 2, 4, 7])  # (seeds whose clusters saturate in several ways)
+def test_each_core_matches_the_reference_on_a_full_cluster(core, seed):
+    sc = steady_scenario(seed)
+    want, _ = steady_run(sc, "dff", reference=True, seed=seed, plain=False)
+    for plain in (False, True):
+        got, seen = steady_run(sc, "dff", reference=False, seed=seed, plain=plain)
+        assert got == want, plain
+        assert len(seen["sets"]) >= 3 and seen["batches"] >= 20, seen  # (batched catch-ups ran)
+
+
+def view_state(sorter) -> tuple:
+    """The current view, caught up, entry by entry: shares (as exact bits), schedulable
+    counts, versions, the pool and pick heaps' entries in heap order (the pick heaps as
+    the last descent renewed them, ``_flush_picks``) and the nodes to re-pick."""
+    view = sorter.views.current
+    if view.pending:
+        sorter.views.catch_up(view)
+    pools = [[(share.hex(), ver, c) for share, ver, c in heap] for heap in view.pool_heap]
+    picks = [[(key.hex(), *rest) for key, *rest in heap] for heap in view.pick_heap]
+    return (sorted(view.saturated), [x.hex() for x in view.share], list(view.unblocked), list(view.version),
+            pools, list(view.repick), picks, list(view.pick_version))
+
+
+def finite_jobs(sc):
+    """``sc`` with every third job's tasks bounded (3 each): jobs finish and leave, and
+    with decayed usage their history joins a hidden leaf of their queue."""
+    jobs = [dataclasses.replace(job, classes=tuple(dataclasses.replace(c, count=3) for c in job.classes))
+            if k % 3 == 0 else job for k, job in enumerate(sc.jobs)]
+    return dataclasses.replace(sc, jobs=tuple(jobs))
+
+
+@needs_compiled
+@pytest.mark.parametrize("half_life", [0.0, 30.0])
+def test_compiled_and_pure_python_hold_the_same_views_event_by_event(monkeypatch, half_life):
+    sc = finite_jobs(steady_scenario(4))
+    scheds = {}
+    for name in CORES:
+        monkeypatch.setenv(compiled.PURE_PYTHON_ENV, "1" if name == "pure-python" else "0")
+        scheds[name] = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff"), half_life=half_life)
+        for job in sc.jobs:
+            scheds[name].submit(job, 0.0)
+    fast, pure = scheds["compiled"], scheds["pure-python"]
+    assert fast.sorter.views._replay != fast.sorter._replay  # (each runs the core meant)
+    assert pure.sorter.views._replay == pure.sorter._replay
+    if half_life:  # (the history leaves' path of the override is taken)
+        assert fast.sorter.decay is not None
+    launches = histories = 0
+    left = len(fast.sorter.jobs)
+    for k, got in lockstep(fast, pure, 300, seed=4):
+        assert view_state(fast.sorter) == view_state(pure.sorter), k
+        launches += len(got)
+        histories += len(fast.sorter._history)
+    assert launches > 300
+    assert len(fast.sorter.jobs) < left  # (jobs finished and left the sorter)
+    assert bool(histories) == bool(half_life)
