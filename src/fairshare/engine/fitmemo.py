@@ -12,6 +12,8 @@ Every answer is the one a fresh ``NodePool.place`` would give
 
 from __future__ import annotations
 
+from operator import gt
+
 import numpy as np
 
 from fairshare.engine.placement import NodePool
@@ -37,44 +39,91 @@ class FitMemo:
         self.fit_keys_on: dict[int, list[tuple]] = {}
         # which nodes each constraint set admits
         self._eligible_sets: dict[tuple, frozenset[int]] = {}
+        # shape key -> ``pool.effective_need`` of its demand (``still_fitting``); the
+        # headroom changes it
+        self._needs: dict[tuple, tuple] = {}
 
     def nodes_changed(self) -> None:
         """A node was added: the index may be rebuilt (new node, other attributes)."""
         self.memo.clear()
         self.nofit.clear()
         self._eligible_sets.clear()
+        self._needs.clear()
 
     def headroom_changed(self) -> None:
         """The headroom changes what fits."""
         self.nofit.clear()
         self.memo.clear()
+        self._needs.clear()
 
     def candidate_shapes(self, mark: int | None, scan_max: int) -> tuple[dict[tuple, set[int]], list[tuple] | None]:
         """The pending shapes that may fit somewhere now, when a quiet point makes that
-        cheap to know: those that fit on a node freed since (one vectorized test of all
-        pending shapes per freed node; returned with those nodes, where alone they fit)
-        and those that appeared since (to be searched for). ``({}, None)``: unknown (no
-        quiet point, or too many nodes freed). The two are disjoint."""
+        cheap to know: those that fit on a node freed since (``scan_freed``; returned with
+        those nodes, where alone they fit) and those that appeared since (to be searched
+        for). ``({}, None)``: unknown (no quiet point, or too many nodes freed). The two
+        are disjoint."""
         local: dict[tuple, set[int]] = {}
-        if mark is None:
+        scan = self.scan_freed(mark, scan_max)
+        if scan is None:
             return local, None
+        fitting_on, found = scan
+        for node, keys in fitting_on.items():
+            for key in keys:
+                local.setdefault(key, set()).add(node)
+        return local, found
+
+    def scan_freed(self, mark: int | None, scan_max: int) -> tuple[dict[int, list[tuple]], list[tuple]] | None:
+        """``candidate_shapes`` by node: each node freed since ``mark`` (cluster order)
+        with the pending shapes, not new since, that fit on it (one vectorized test of all
+        pending shapes per freed node and constraint set), and the shapes new since. None:
+        unknown (no quiet point, or too many nodes freed)."""
+        if mark is None:
+            return None
         freed = self.pool.freed_since(mark, scan_max)
         if freed is None:
-            return local, None
+            return None
         shapes = self.shapes
-        found = {key for key in shapes.new if key in shapes.keys}
-        limits = {node: np.asarray(self.pool.fit_limits(node), dtype=float) for node in freed}
-        for constraints in shapes.by_constraints if freed else ():
+        found = [key for key in shapes.new if key in shapes.keys]
+        fitting_on: dict[int, list[tuple]] = {}
+        if not freed:
+            return fitting_on, found
+        new = shapes.new
+        fit_limits = self.pool.fit_limits
+        limits = {node: np.array(fit_limits(node), dtype=float)[:, None] for node in freed}
+        for constraints in shapes.by_constraints:
             keys, needs = shapes.matrix(constraints, self.pool.effective_need)
             eligible = self.eligible_set(constraints)
             for node in freed:
                 if node not in eligible:
                     continue
-                for i in np.flatnonzero(~(needs > limits[node]).any(axis=1)):  # fits_on, vectorized
-                    key = keys[i]
-                    if key not in found:  # a new shape may fit elsewhere too: searched
-                        local.setdefault(key, set()).add(node)
-        return local, list(found)
+                # fits_on, vectorized: no entry of the need above the node's limit
+                fitting = [keys[i] for i in np.flatnonzero((needs <= limits[node]).all(axis=0)).tolist()]
+                if new:  # a new shape may fit elsewhere too: searched
+                    fitting = [key for key in fitting if key not in new]
+                if fitting:
+                    got = fitting_on.get(node)
+                    if got is None:
+                        fitting_on[node] = fitting
+                    else:
+                        got.extend(fitting)
+        return fitting_on, found
+
+    def still_fitting(self, node: int, keys: list[tuple]) -> list[tuple]:
+        """Those of ``keys`` (shapes) whose task fits on ``node`` now (``pool.fits_on``
+        with the node's limits read once, and each shape's need remembered: the same
+        test, ``not any(need > limit)``)."""
+        limits = self.pool.fit_limits(node)
+        needs = self._needs
+        out = []
+        for key in keys:
+            need = needs.get(key)
+            if need is None:
+                if len(needs) >= _NOFIT_MAX:
+                    needs.clear()
+                need = needs[key] = self.pool.effective_need(key[0])
+            if not any(map(gt, need, limits)):
+                out.append(key)
+        return out
 
     def eligible_set(self, constraints: tuple) -> frozenset[int]:
         got = self._eligible_sets.get(constraints)

@@ -611,10 +611,24 @@ class Scheduler:
         pending_keys = self.shapes.keys
         first_fit = self.pool.strategy == "first-fit"
         pool = self.pool
-        # local: shape -> the freed nodes it fits on (nowhere else, by the quiet point);
-        # searched: shapes new since the quiet point (searched for as usual); shapes: both
-        local, searched = fits.candidate_shapes(self._quiet_mark, self.freed_scan_max)
-        shapes = None if searched is None else searched + list(local)
+        # local: shape -> the freed nodes it fits on (nowhere else, by the quiet point), in
+        # cluster order; fitting_on: the same by node; searched: shapes new since the quiet
+        # point (searched for as usual); shapes: both (None: no candidate list yet)
+        local: dict[tuple, list[int]] = {}
+        fitting_on: dict[int, list[tuple]] = {}
+        scan = fits.scan_freed(self._quiet_mark, self.freed_scan_max)
+        if scan is None:
+            searched = shapes = None
+        else:
+            fitting_on, searched = scan
+            for node in sorted(fitting_on):
+                for key in fitting_on[node]:
+                    nodes = local.get(key)
+                    if nodes is None:
+                        local[key] = [node]
+                    else:
+                        nodes.append(node)
+            shapes = searched  # (the loop's first pass lists both)
         self._quiet_mark = None
         self.shapes.new.clear()
         jobs, locate, chosen = self.jobs, fits.locate, {}
@@ -648,7 +662,7 @@ class Scheduler:
                 allowed = self._under_limit(name, j, cls.max_per_node)
             nodes = local.get(key) if (first_fit and allowed is None) else None
             if nodes:  # fits on these freed nodes only: the first fit is the first of them
-                node = min(nodes)
+                node = nodes[0]
             else:
                 node = locate(key, cls.demand, cls.constraints, allowed, fit)
             if node is None:
@@ -667,6 +681,24 @@ class Scheduler:
             chosen[name] = (j, node)
             return True
 
+        def shrunk(node: int) -> None:
+            """A launch on ``node``: drop it from the shapes of ``local`` that no longer
+            fit there (only the shapes found on it can change: no other node moved)."""
+            keys = fitting_on.get(node)
+            if not keys:
+                return
+            still = fits.still_fitting(node, keys)
+            if len(still) == len(keys):
+                return
+            kept = set(still)
+            for key in keys:
+                if key not in kept:
+                    nodes = local[key]
+                    nodes.remove(node)
+                    if not nodes:
+                        del local[key]
+            fitting_on[node] = still
+
         def launched_on(node: int) -> None:
             """A gang's task launched on ``node``, not its last (for the last, the loop
             does this as for any launch): what this call found there may not hold."""
@@ -675,22 +707,15 @@ class Scheduler:
                     if fit.get(key) == node:
                         del fit[key]
             if shapes is not None:
-                for key in [key for key, nodes in local.items() if node in nodes]:
-                    if not pool.fits_on(node, key[0]):
-                        local[key].discard(node)
-                        if not local[key]:
-                            del local[key]
+                shrunk(node)
 
         while True:
             if shapes is not None:
                 # within a call free capacity only shrinks: the lists only get shorter
                 if last_node >= 0:
-                    for key in [key for key, nodes in local.items() if last_node in nodes]:
-                        if not pool.fits_on(last_node, key[0]):
-                            local[key].discard(last_node)
-                            if not local[key]:
-                                del local[key]
-                searched = [key for key in searched if key in pending_keys and fits.fits_now(key, fit)]
+                    shrunk(last_node)
+                if searched:
+                    searched = [key for key in searched if key in pending_keys and fits.fits_now(key, fit)]
                 shapes = searched + [key for key in local if key in pending_keys]
                 if not shapes:
                     self._quiet_mark = pool.freed_mark()
@@ -709,11 +734,13 @@ class Scheduler:
             chosen.clear()
             among = None
             if shapes is not None:
-                n = sum(len(self._shape_jobs.get(key, ())) for key in shapes)
                 # comparing n candidates costs about n x the sorter's among_cost; the
                 # descent passes about (demanding jobs / n) that cannot run before it
-                # meets one that can (OnlineSorter.among_cost)
-                if n <= self.pick_among_max and n * n * self._among_cost <= self._filed:
+                # meets one that can (OnlineSorter.among_cost; infinite: never cheaper,
+                # n not counted)
+                if self._among_cost < math.inf and \
+                        (n := sum(len(self._shape_jobs.get(key, ())) for key in shapes)) <= self.pick_among_max and \
+                        n * n * self._among_cost <= self._filed:
                     among = [name for key in shapes for name in self._shape_jobs.get(key, ())]
                 else:  # the descent: only jobs of these shapes can run (``only_shapes``)
                     ids = self._shape_ids

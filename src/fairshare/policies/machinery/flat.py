@@ -57,6 +57,7 @@ that change when the set of demanding jobs does (:meth:`FlatSorter._weight`).
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -94,7 +95,15 @@ class FlatSorter(OnlineSorter):
     # against 0.8k with the tree sorters' rule; 1.7k comparing every list: sorting a long
     # list costs more than the short walk it replaces). ``among_cost``, ``OnlineSorter``.
     among_max = 1 << 30
-    among_cost = 1 / 32
+
+    @property
+    def among_cost(self) -> float:
+        """With decay, 1/32 (above). Without, never :meth:`pick_among`: the engine then
+        names the candidates' shapes (``only_shapes``) and :meth:`pick` merges the heads
+        of just their heaps, which costs a heap item per shape where the candidate list
+        costs a rounded key per job and a sort (the same pick: the module docstring, "One
+        heap per shape"; and ``pick_among``'s order is the heap's)."""
+        return 1 / 32 if self.decay is not None else math.inf
 
     def __init__(self, share: JobShare, resources: int, queues: QueueTree, capacity: Vector):
         super().__init__(resources, queues, capacity)
