@@ -12,8 +12,6 @@ Every answer is the one a fresh ``NodePool.place`` would give
 
 from __future__ import annotations
 
-from operator import gt
-
 import numpy as np
 
 from fairshare.engine.placement import NodePool
@@ -24,6 +22,9 @@ from fairshare.model.resources import Vector
 _NOFIT_MAX = 100_000
 #: longest candidate list a first-fit memo keeps (longer: "unknown beyond the first")
 _CANDIDATES_MAX = 64
+
+#: shapes that fit on a node and their needs as the columns of a matrix (``scan_freed``)
+NodeFits = tuple[list[tuple], np.ndarray]
 
 
 class FitMemo:
@@ -39,22 +40,17 @@ class FitMemo:
         self.fit_keys_on: dict[int, list[tuple]] = {}
         # which nodes each constraint set admits
         self._eligible_sets: dict[tuple, frozenset[int]] = {}
-        # shape key -> ``pool.effective_need`` of its demand (``still_fitting``); the
-        # headroom changes it
-        self._needs: dict[tuple, tuple] = {}
 
     def nodes_changed(self) -> None:
         """A node was added: the index may be rebuilt (new node, other attributes)."""
         self.memo.clear()
         self.nofit.clear()
         self._eligible_sets.clear()
-        self._needs.clear()
 
     def headroom_changed(self) -> None:
         """The headroom changes what fits."""
         self.nofit.clear()
         self.memo.clear()
-        self._needs.clear()
 
     def candidate_shapes(self, mark: int | None, scan_max: int) -> tuple[dict[tuple, set[int]], list[tuple] | None]:
         """The pending shapes that may fit somewhere now, when a quiet point makes that
@@ -67,16 +63,16 @@ class FitMemo:
         if scan is None:
             return local, None
         fitting_on, found = scan
-        for node, keys in fitting_on.items():
+        for node, (keys, _needs) in fitting_on.items():
             for key in keys:
                 local.setdefault(key, set()).add(node)
         return local, found
 
-    def scan_freed(self, mark: int | None, scan_max: int) -> tuple[dict[int, list[tuple]], list[tuple]] | None:
+    def scan_freed(self, mark: int | None, scan_max: int) -> tuple[dict[int, NodeFits], list[tuple]] | None:
         """``candidate_shapes`` by node: each node freed since ``mark`` (cluster order)
-        with the pending shapes, not new since, that fit on it (one vectorized test of all
-        pending shapes per freed node and constraint set), and the shapes new since. None:
-        unknown (no quiet point, or too many nodes freed)."""
+        with the pending shapes, not new since, that fit on it and their needs (one
+        vectorized test of all pending shapes per freed node and constraint set), and the
+        shapes new since. None: unknown (no quiet point, or too many nodes freed)."""
         if mark is None:
             return None
         freed = self.pool.freed_since(mark, scan_max)
@@ -84,7 +80,7 @@ class FitMemo:
             return None
         shapes = self.shapes
         found = [key for key in shapes.new if key in shapes.keys]
-        fitting_on: dict[int, list[tuple]] = {}
+        fitting_on: dict[int, NodeFits] = {}
         if not freed:
             return fitting_on, found
         new = shapes.new
@@ -97,33 +93,28 @@ class FitMemo:
                 if node not in eligible:
                     continue
                 # fits_on, vectorized: no entry of the need above the node's limit
-                fitting = [keys[i] for i in np.flatnonzero((needs <= limits[node]).all(axis=0)).tolist()]
+                columns = np.flatnonzero((needs <= limits[node]).all(axis=0)).tolist()
                 if new:  # a new shape may fit elsewhere too: searched
-                    fitting = [key for key in fitting if key not in new]
-                if fitting:
-                    got = fitting_on.get(node)
-                    if got is None:
-                        fitting_on[node] = fitting
-                    else:
-                        got.extend(fitting)
+                    columns = [i for i in columns if keys[i] not in new]
+                if not columns:
+                    continue
+                fitting = ([keys[i] for i in columns], needs[:, columns])
+                got = fitting_on.get(node)
+                if got is not None:  # (another constraint set's shapes fit there too)
+                    fitting = (got[0] + fitting[0], np.concatenate((got[1], fitting[1]), axis=1))
+                fitting_on[node] = fitting
         return fitting_on, found
 
-    def still_fitting(self, node: int, keys: list[tuple]) -> list[tuple]:
-        """Those of ``keys`` (shapes) whose task fits on ``node`` now (``pool.fits_on``
-        with the node's limits read once, and each shape's need remembered: the same
-        test, ``not any(need > limit)``)."""
-        limits = self.pool.fit_limits(node)
-        needs = self._needs
-        out = []
-        for key in keys:
-            need = needs.get(key)
-            if need is None:
-                if len(needs) >= _NOFIT_MAX:
-                    needs.clear()
-                need = needs[key] = self.pool.effective_need(key[0])
-            if not any(map(gt, need, limits)):
-                out.append(key)
-        return out
+    def still_fitting(self, node: int, fitting: NodeFits) -> NodeFits:
+        """Those of the shapes ``fitting`` (as :meth:`scan_freed` gives them for ``node``)
+        whose task fits on ``node`` now: the same vectorized test with its limits now."""
+        keys, needs = fitting
+        columns = np.flatnonzero((needs <= np.array(self.pool.fit_limits(node), dtype=float)[:, None]).all(axis=0))
+        if len(columns) == len(keys):
+            return fitting
+        if not len(columns):
+            return [], needs[:, :0]
+        return [keys[i] for i in columns.tolist()], needs[:, columns]
 
     def eligible_set(self, constraints: tuple) -> frozenset[int]:
         got = self._eligible_sets.get(constraints)

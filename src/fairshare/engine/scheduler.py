@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 
 from fairshare.engine.bounds import QueueBounds
 from fairshare.engine.constrained import EligibleCapacity
-from fairshare.engine.fitmemo import FitMemo
+from fairshare.engine.fitmemo import FitMemo, NodeFits
 from fairshare.engine.gangs import gang_members, place_gang
 from fairshare.engine.placement import DeviceAssignment, NodePool
 from fairshare.engine.reserve import GangReserve, NextDuration, TaskEnds
@@ -615,14 +615,14 @@ class Scheduler:
         # cluster order; fitting_on: the same by node; searched: shapes new since the quiet
         # point (searched for as usual); shapes: both (None: no candidate list yet)
         local: dict[tuple, list[int]] = {}
-        fitting_on: dict[int, list[tuple]] = {}
+        fitting_on: dict[int, NodeFits] = {}
         scan = fits.scan_freed(self._quiet_mark, self.freed_scan_max)
         if scan is None:
             searched = shapes = None
         else:
             fitting_on, searched = scan
             for node in sorted(fitting_on):
-                for key in fitting_on[node]:
+                for key in fitting_on[node][0]:
                     nodes = local.get(key)
                     if nodes is None:
                         local[key] = [node]
@@ -684,20 +684,25 @@ class Scheduler:
         def shrunk(node: int) -> None:
             """A launch on ``node``: drop it from the shapes of ``local`` that no longer
             fit there (only the shapes found on it can change: no other node moved)."""
-            keys = fitting_on.get(node)
-            if not keys:
+            found = fitting_on.get(node)
+            if found is None:
                 return
-            still = fits.still_fitting(node, keys)
-            if len(still) == len(keys):
+            still = fits.still_fitting(node, found)
+            if still is found:
                 return
-            kept = set(still)
-            for key in keys:
+            fitting_on[node] = still
+            if len(fitting_on) == 1:  # (every shape of ``local`` is one of the node's)
+                local.clear()
+                for key in still[0]:
+                    local[key] = [node]
+                return
+            kept = set(still[0])
+            for key in found[0]:
                 if key not in kept:
                     nodes = local[key]
                     nodes.remove(node)
                     if not nodes:
                         del local[key]
-            fitting_on[node] = still
 
         def launched_on(node: int) -> None:
             """A gang's task launched on ``node``, not its last (for the last, the loop
@@ -738,13 +743,20 @@ class Scheduler:
                 # descent passes about (demanding jobs / n) that cannot run before it
                 # meets one that can (OnlineSorter.among_cost; infinite: never cheaper,
                 # n not counted)
-                if self._among_cost < math.inf and \
-                        (n := sum(len(self._shape_jobs.get(key, ())) for key in shapes)) <= self.pick_among_max and \
-                        n * n * self._among_cost <= self._filed:
-                    among = [name for key in shapes for name in self._shape_jobs.get(key, ())]
-                else:  # the descent: only jobs of these shapes can run (``only_shapes``)
+                if self._among_cost < math.inf and self.pick_among_max >= 0:
+                    among = []
+                    cost, most, filed, shape_jobs = self._among_cost, self.pick_among_max, self._filed, self._shape_jobs
+                    for key in shapes:
+                        group = shape_jobs.get(key)
+                        if group:
+                            among += group
+                            n = len(among)
+                            if n > most or n * n * cost > filed:  # (and so for every longer list)
+                                among = None
+                                break
+                if among is None:  # the descent: only jobs of these shapes can run (``only_shapes``)
                     ids = self._shape_ids
-                    self.sorter.only_shapes([ids[key] for key in shapes if key in ids])
+                    self.sorter.only_shapes([i for key in shapes if (i := ids.get(key)) is not None])
             name = None
             if bounds is not None and bounds.has_guarantees:
                 # a queue owed its guarantee goes first, by the policy's own order
