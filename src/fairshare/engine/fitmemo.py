@@ -92,8 +92,9 @@ class FitMemo:
             for node in freed:
                 if node not in eligible:
                     continue
-                # fits_on, vectorized: no entry of the need above the node's limit
-                columns = np.flatnonzero((needs <= limits[node]).all(axis=0)).tolist()
+                # fits_on, vectorized: no entry of the need above the node's limit (written
+                # as fits_on's ``not any(need > limit)``, NaN included)
+                columns = np.flatnonzero(~(needs > limits[node]).any(axis=0)).tolist()
                 if new:  # a new shape may fit elsewhere too: searched
                     columns = [i for i in columns if keys[i] not in new]
                 if not columns:
@@ -109,7 +110,7 @@ class FitMemo:
         """Those of the shapes ``fitting`` (as :meth:`scan_freed` gives them for ``node``)
         whose task fits on ``node`` now: the same vectorized test with its limits now."""
         keys, needs = fitting
-        columns = np.flatnonzero((needs <= np.array(self.pool.fit_limits(node), dtype=float)[:, None]).all(axis=0))
+        columns = np.flatnonzero(~(needs > np.array(self.pool.fit_limits(node), dtype=float)[:, None]).any(axis=0))
         if len(columns) == len(keys):
             return fitting
         if not len(columns):

@@ -621,7 +621,10 @@ class Scheduler:
             searched = shapes = None
         else:
             fitting_on, searched = scan
-            for node in sorted(fitting_on):
+            if len(fitting_on) == 1:  # (one freed node: a steady state's usual call)
+                for node, (keys, _needs) in fitting_on.items():
+                    local = {key: [node] for key in keys}
+            for node in sorted(fitting_on) if len(fitting_on) > 1 else ():
                 for key in fitting_on[node][0]:
                     nodes = local.get(key)
                     if nodes is None:

@@ -115,7 +115,7 @@ class PendingShapes:
         """The pending shapes with these constraints and their needs (``effective_need``:
         the demand as the pool matches it, with headroom and devices) as the *columns* of
         a matrix (one row per index column), rebuilt when the shapes change. Columns, as a
-        node's test ``(needs <= limits[:, None]).all(axis=0)`` then reduces across a few
+        node's test ``~(needs > limits[:, None]).any(axis=0)`` then reduces across a few
         contiguous rows, several times faster than across each shape's short row."""
         got = self._matrix.get(constraints)
         if got is None:
