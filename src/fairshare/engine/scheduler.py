@@ -613,17 +613,21 @@ class Scheduler:
         pool = self.pool
         # local: shape -> the freed nodes it fits on (nowhere else, by the quiet point), in
         # cluster order; fitting_on: the same by node; searched: shapes new since the quiet
-        # point (searched for as usual); shapes: both (None: no candidate list yet)
-        local: dict[tuple, list[int]] = {}
+        # point (searched for as usual); shapes: both (None: no candidate list yet).
+        # One freed node (``only_node``; a steady state's usual call): no ``local`` (None);
+        # its shapes are ``fitting_on[only_node]``'s and ``runnable`` tests the node itself
+        local: dict[tuple, list[int]] | None = {}
         fitting_on: dict[int, NodeFits] = {}
+        only_node, new_keys, only_eligible = -1, set(), fits.eligible_set
         scan = fits.scan_freed(self._quiet_mark, self.freed_scan_max)
         if scan is None:
             searched = shapes = None
         else:
             fitting_on, searched = scan
-            if len(fitting_on) == 1:  # (one freed node: a steady state's usual call)
-                for node, (keys, _needs) in fitting_on.items():
-                    local = {key: [node] for key in keys}
+            if len(fitting_on) == 1:
+                only_node, = fitting_on
+                local = None
+                new_keys = set(searched)
             for node in sorted(fitting_on) if len(fitting_on) > 1 else ():
                 for key in fitting_on[node][0]:
                     nodes = local.get(key)
@@ -663,11 +667,24 @@ class Scheduler:
                 # (still monotone within a call: counts only grow, free only shrinks)
                 key = (cls.demand, cls.constraints, name, j)
                 allowed = self._under_limit(name, j, cls.max_per_node)
-            nodes = local.get(key) if (first_fit and allowed is None) else None
-            if nodes:  # fits on these freed nodes only: the first fit is the first of them
-                node = nodes[0]
-            else:
+            if not (first_fit and allowed is None):
                 node = locate(key, cls.demand, cls.constraints, allowed, fit)
+            elif local is None:
+                # the one freed node's shapes are the pending ones, not new, that fit on it
+                # (eligible): this one is one of them now exactly when it is not new and fits
+                # there now (it was pending at the scan, as pending shapes only go within a
+                # call, and a fit now is one then and after every launch since)
+                if key not in new_keys and only_node in only_eligible(cls.constraints) and \
+                        pool.fits_on(only_node, cls.demand):
+                    node = only_node
+                else:
+                    node = locate(key, cls.demand, cls.constraints, allowed, fit)
+            else:
+                nodes = local.get(key)
+                if nodes:  # fits on these freed nodes only: the first fit is the first of them
+                    node = nodes[0]
+                else:
+                    node = locate(key, cls.demand, cls.constraints, allowed, fit)
             if node is None:
                 # not runnable for the rest of this call (free capacity only shrinks, per-node
                 # counts only grow): nor is any job whose next task has this shape
@@ -694,10 +711,7 @@ class Scheduler:
             if still is found:
                 return
             fitting_on[node] = still
-            if len(fitting_on) == 1:  # (every shape of ``local`` is one of the node's)
-                local.clear()
-                for key in still[0]:
-                    local[key] = [node]
+            if local is None:
                 return
             kept = set(still[0])
             for key in found[0]:
@@ -724,8 +738,14 @@ class Scheduler:
                     shrunk(last_node)
                 if searched:
                     searched = [key for key in searched if key in pending_keys and fits.fits_now(key, fit)]
-                shapes = searched + [key for key in local if key in pending_keys]
-                if not shapes:
+                # (a shape no longer pending has no jobs: the sorter never meets it)
+                if local is None:
+                    shapes = fitting_on[only_node][0]
+                else:
+                    shapes = list(local)
+                if searched:
+                    shapes = searched + shapes
+                if not any(key in pending_keys for key in shapes):
                     self._quiet_mark = pool.freed_mark()
                     return launches
             elif not (last_key in pending_keys and pool.fits_on(last_node, last_key[0])) and \
