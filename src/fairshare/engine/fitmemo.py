@@ -94,12 +94,14 @@ class FitMemo:
                     continue
                 # fits_on, vectorized: no entry of the need above the node's limit (written
                 # as fits_on's ``not any(need > limit)``, NaN included)
-                columns = np.flatnonzero(~(needs > limits[node]).any(axis=0)).tolist()
-                if new:  # a new shape may fit elsewhere too: searched
-                    columns = [i for i in columns if keys[i] not in new]
-                if not columns:
+                columns = np.flatnonzero(~(needs > limits[node]).any(axis=0))
+                if not len(columns):
                     continue
-                fitting = ([keys[i] for i in columns], needs[:, columns])
+                if new:  # a new shape may fit elsewhere too: searched
+                    columns = np.array([i for i in columns.tolist() if keys[i] not in new], dtype=np.intp)
+                    if not len(columns):
+                        continue
+                fitting = ([keys[i] for i in columns.tolist()], needs[:, columns])
                 got = fitting_on.get(node)
                 if got is not None:  # (another constraint set's shapes fit there too)
                     fitting = (got[0] + fitting[0], np.concatenate((got[1], fitting[1]), axis=1))
