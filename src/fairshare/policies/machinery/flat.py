@@ -404,7 +404,10 @@ class FlatSorter(OnlineSorter):
         if kept:
             heads = self._heads
         else:
-            heads = [(heap[0], shape) for shape in self._alive if shape not in dead and (heap := heaps.get(shape))]
+            if dead:
+                heads = [(heap[0], shape) for shape in self._alive if shape not in dead and (heap := heaps.get(shape))]
+            else:
+                heads = [(heap[0], shape) for shape in self._alive if (heap := heaps.get(shape))]
             heapq.heapify(heads)
         all_heads = self._heads
         valid = self._valid
