@@ -5,9 +5,15 @@ many times per decision, and most answers do not change between decisions: only 
 nodes freed since (``NodePool.freed_mark``/``freed_since``) gained room. ``FitMemo``
 keeps those answers per shape ``(demand, constraints)`` and updates them from the freed
 nodes alone (``locate``), and after a quiet point finds the shapes that can fit at all
-by one vectorized test of the pending shapes per freed node (``candidate_shapes``).
+by one vectorized test of the pending shapes per freed node (``candidate_shapes``; by
+node, with the shapes' needs kept: ``scan_freed``), and after a launch on one of those
+nodes tests again only the shapes found there (``still_fitting``). The vectorized test
+is ``fits_on``'s own comparison, ``not any(need > limit)``, on the same floats: the
+pending shapes' needs are the columns of one matrix per constraint set
+(``PendingShapes.matrix``), so a node's test reduces across a few contiguous rows.
 Every answer is the one a fresh ``NodePool.place`` would give
-(``tests/test_candidates.py``, ``tests/test_placement_fast.py``).
+(``tests/test_candidates.py``, ``tests/test_placement_fast.py``,
+``tests/test_predicates.py``).
 """
 
 from __future__ import annotations

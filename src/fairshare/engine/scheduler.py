@@ -583,7 +583,13 @@ class Scheduler:
         Candidates. After a *quiet point* (a call that ended because no pending task fitted
         anywhere), only the nodes freed since can hold anything, and only the shapes that
         fit on them, plus shapes that appeared since, can run: a short list, found by one
-        vectorized scan per freed node (:meth:`_candidate_shapes`). When the jobs whose
+        vectorized scan per freed node (``FitMemo.scan_freed``). Within the call a launch
+        changes only its own node, so after it only the shapes found on that node are
+        tested again, by the same vectorized test on their kept needs
+        (``FitMemo.still_fitting``). With one freed node (a steady state's usual call) its
+        list is the candidate list, and ``runnable`` puts a candidate's task there after
+        testing the node itself (see the comment there for why that is the list's answer).
+        When the jobs whose
         next task has one of those shapes are few (the sorter's ``among_max``, and few enough
         that comparing them beats the descent), the sorter chooses among just them
         (``pick_among``: the job its ``pick`` would return, as every other job is not

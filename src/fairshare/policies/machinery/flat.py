@@ -34,6 +34,13 @@ are asked, in the same order, and the same one is taken. A shape excluded during
 walk (``exclude_shape`` from inside ``runnable``) is dropped from the merge when its
 head next comes up, as the walk parked it then.
 
+Without decay the engine never asks ``pick_among`` (``among_cost`` is infinite then): it
+names the candidates' shapes (``only_shapes``) and ``pick`` merges the heads of just their
+heaps. The same pick: ``pick_among`` sorts the candidates by (rounded share, running,
+arrival), which is their heap entries' order (arrival is unique, so version and name never
+decide), and the candidates are every job of those shapes; excluded jobs and dead shapes,
+skipped by the merge, are ones ``runnable`` refuses for the rest of the call.
+
 With decay the keys move with time and the base is fed lazily (below); that path keeps
 one heap for all jobs and parks the jobs of shapes that cannot fit, as before.
 
