@@ -151,6 +151,41 @@ def test_candidate_path_and_exclusion_are_taken_on_a_full_cluster(policy):
     assert shapes > 20  # descents told the candidates' shapes (too many for pick_among)
 
 
+@pytest.mark.parametrize("policy", ["drf", "hdrf"])
+def test_one_freed_node_and_a_new_shape_that_fits_before_it(policy):
+    # After a quiet point one node is freed (the candidate path's one-node case: the
+    # shapes that fit there start there) while a job of a new shape arrives: that shape
+    # may fit on an earlier node, where first-fit must put it, not on the freed node
+    spec = {"resources": ["cpu", "mem"],
+            "cluster": {"nodes": [{"name": f"n{i}", "capacity": {"cpu": 4, "mem": 4}} for i in range(3)]},
+            "queues": [{"name": "a"}, {"name": "b"}],
+            "jobs": [{"name": "filler", "queue": "a", "tasks": [{"demand": {"cpu": 3, "mem": 1}, "count": 9}]},
+                     {"name": "late", "queue": "b", "submit": 1,
+                      "tasks": [{"demand": {"cpu": 1, "mem": 1}, "count": 3}]}]}
+    sc = parse_scenario(spec, "<one freed node>")
+    filler, late = sc.jobs
+
+    def launches(candidates: bool) -> list[tuple]:
+        sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy(policy))
+        if not candidates:
+            sched.pick_among_max = -1
+            sched.freed_scan_max = -1
+            sched.sorter.exclude = lambda name: None
+            sched.sorter.exclude_shape = lambda shape, names: None
+            sched.sorter.only_shapes = lambda shapes: None
+        sched.submit(filler, 0.0)
+        out = [(0.0, x.job, x.node) for x in sched.schedule(0.0)]  # every node: 1 cpu left, quiet
+        on_last = next(t.task_id for t in sched.tasks.values() if sched.pool.name(t.node_index) == "n2")
+        sched.finish(on_last, 1.0)  # one freed node
+        sched.submit(late, 1.0)
+        out += [(1.0, x.job, x.node) for x in sched.schedule(1.0)]
+        return out
+
+    fast = launches(True)
+    assert fast == launches(False)
+    assert (1.0, "late", "n0") in fast  # the new shape's first fit comes before the freed node
+
+
 def test_dff_files_its_jobs_shapes_and_never_a_history_leaf():
     # DFF's sorter indexes shapes as H-DRF's does (ShapeIndex); with decayed usage a queue's
     # hidden history leaf is added as a job node, but it is no job: no mask may count it

@@ -170,15 +170,13 @@ def test_queue_bounds_are_within(data):
     assert qb.owed("a", demand) == (bool(uses) and all(within(usage[r], demand[r], gua[r]) for r in uses))
 
 
-def test_the_scan_of_freed_nodes_is_fits():
-    # engine/fitmemo.py tests every pending shape against a freed node in one NumPy
-    # comparison; it must find exactly the shapes ``fits`` finds, at the edge included
+def freed_scan(demands):
+    """Four nodes in two zones, every demand pending with and without a zone constraint,
+    and every node freed once since a mark: (pool, nodes, memo, mark)."""
     caps = [(1.0, 4.0), (0.5, 0.0), (1000.0, 2.0), (4.0, 4.0)]
     nodes = [Node(f"n{i}", cap, attributes=(("zone", "ab"[i % 2]),)) for i, cap in enumerate(caps)]
     pool = NodePool(nodes, 2)
     shapes = PendingShapes(2)
-    demands = [(1.0, 4.0), (1.0 + 1e-9, 4.0 + 4e-9), (above(1.0 + 1e-9), 1.0), (0.5 + 1e-9, 1e-9),
-               (0.5, above(1e-9)), (1000.0 + 1e-6, 2.0), (above(1000.0 + 1e-6), 0.0), (4.0, above(4.0 + 4e-9))]
     for k, d in enumerate(demands):
         for constraints in ((), (("zone", ("a",)),)):
             shapes.track(TaskClass(f"c{k}", d, 1, constraints=constraints), +1)
@@ -187,6 +185,15 @@ def test_the_scan_of_freed_nodes_is_fits():
     mark = pool.freed_mark()
     for i in range(len(nodes)):  # free every node once
         pool.give_back(i, (0.0, 0.0), pool.take(i, (0.0, 0.0)))
+    return pool, nodes, memo, mark
+
+
+def test_the_scan_of_freed_nodes_is_fits():
+    # engine/fitmemo.py tests every pending shape against a freed node in one NumPy
+    # comparison; it must find exactly the shapes ``fits`` finds, at the edge included
+    demands = [(1.0, 4.0), (1.0 + 1e-9, 4.0 + 4e-9), (above(1.0 + 1e-9), 1.0), (0.5 + 1e-9, 1e-9),
+               (0.5, above(1e-9)), (1000.0 + 1e-6, 2.0), (above(1000.0 + 1e-6), 0.0), (4.0, above(4.0 + 4e-9))]
+    pool, nodes, memo, mark = freed_scan(demands)
     local, searched = memo.candidate_shapes(mark, 100)
     assert searched == []
     expected = {}
@@ -197,6 +204,36 @@ def test_the_scan_of_freed_nodes_is_fits():
                 expected[(d, constraints)] = at
     assert local == expected
     assert (((1.0 + 1e-9, 4.0 + 4e-9), ()) in local) and (((above(1.0 + 1e-9), 1.0), ()) in local)  # n3 holds it
+
+
+def test_the_scan_by_node_and_its_recheck_after_a_launch_are_fits():
+    # scan_freed (by node, with the shapes' needs as matrix columns) gives what
+    # candidate_shapes gives; after a task takes room on a node, still_fitting keeps
+    # exactly the shapes that ``fits`` still finds there, at the edge included
+    pool, _nodes, memo, mark = freed_scan([(1.0, 4.0), (1.0 + 1e-9, 4.0 + 4e-9), (0.5, 1.0), (0.5 + 1e-9, 1e-9),
+                                           (0.25, 0.0), (1000.0 + 1e-6, 2.0), (4.0, above(4.0 + 4e-9)), (2.0, 2.0)])
+    fitting_on, found = memo.scan_freed(mark, 100)
+    local, _ = memo.candidate_shapes(mark, 100)
+    assert found == [] and local
+    assert {(key, node) for node, (keys, _needs) in fitting_on.items() for key in keys} == \
+        {(key, node) for key, at in local.items() for node in at}
+    for node, (keys, needs) in fitting_on.items():
+        assert needs.T.tolist() == [list(pool.effective_need(key[0])) for key in keys]
+    dropped = kept = 0
+    for taken in [(0.5, 0.0), (0.5 - 1e-9, 2.0), (1.0, 1.0)]:  # room taken on each node in turn
+        for node in sorted(fitting_on):
+            if not fits(taken, pool.available(node)):
+                continue
+            pool.take(node, taken)
+            before = fitting_on[node]
+            after = memo.still_fitting(node, before)
+            expected = [key for key in before[0] if fits(key[0], pool.available(node))]
+            assert after[0] == expected
+            assert after[1].T.tolist() == [list(key[0]) for key in expected]
+            fitting_on[node] = after
+            dropped += len(before[0]) - len(expected)
+            kept += len(expected)
+    assert dropped and kept  # both cases met
 
 
 # --- the edges through the loader, the queue validation and the traces ------------------------

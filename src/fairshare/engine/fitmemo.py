@@ -5,9 +5,15 @@ many times per decision, and most answers do not change between decisions: only 
 nodes freed since (``NodePool.freed_mark``/``freed_since``) gained room. ``FitMemo``
 keeps those answers per shape ``(demand, constraints)`` and updates them from the freed
 nodes alone (``locate``), and after a quiet point finds the shapes that can fit at all
-by one vectorized test of the pending shapes per freed node (``candidate_shapes``).
+by one vectorized test of the pending shapes per freed node (``candidate_shapes``; by
+node, with the shapes' needs kept: ``scan_freed``), and after a launch on one of those
+nodes tests again only the shapes found there (``still_fitting``). The vectorized test
+is ``fits_on``'s own comparison, ``not any(need > limit)``, on the same floats: the
+pending shapes' needs are the columns of one matrix per constraint set
+(``PendingShapes.matrix``), so a node's test reduces across a few contiguous rows.
 Every answer is the one a fresh ``NodePool.place`` would give
-(``tests/test_candidates.py``, ``tests/test_placement_fast.py``).
+(``tests/test_candidates.py``, ``tests/test_placement_fast.py``,
+``tests/test_predicates.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from fairshare.model.resources import Vector
 _NOFIT_MAX = 100_000
 #: longest candidate list a first-fit memo keeps (longer: "unknown beyond the first")
 _CANDIDATES_MAX = 64
+
+#: shapes that fit on a node and their needs as the columns of a matrix (``scan_freed``)
+NodeFits = tuple[list[tuple], np.ndarray]
 
 
 class FitMemo:
@@ -51,30 +60,70 @@ class FitMemo:
 
     def candidate_shapes(self, mark: int | None, scan_max: int) -> tuple[dict[tuple, set[int]], list[tuple] | None]:
         """The pending shapes that may fit somewhere now, when a quiet point makes that
-        cheap to know: those that fit on a node freed since (one vectorized test of all
-        pending shapes per freed node; returned with those nodes, where alone they fit)
-        and those that appeared since (to be searched for). ``({}, None)``: unknown (no
-        quiet point, or too many nodes freed). The two are disjoint."""
+        cheap to know: those that fit on a node freed since (``scan_freed``; returned with
+        those nodes, where alone they fit) and those that appeared since (to be searched
+        for). ``({}, None)``: unknown (no quiet point, or too many nodes freed). The two
+        are disjoint."""
         local: dict[tuple, set[int]] = {}
-        if mark is None:
+        scan = self.scan_freed(mark, scan_max)
+        if scan is None:
             return local, None
+        fitting_on, found = scan
+        for node, (keys, _needs) in fitting_on.items():
+            for key in keys:
+                local.setdefault(key, set()).add(node)
+        return local, found
+
+    def scan_freed(self, mark: int | None, scan_max: int) -> tuple[dict[int, NodeFits], list[tuple]] | None:
+        """``candidate_shapes`` by node: each node freed since ``mark`` (cluster order)
+        with the pending shapes, not new since, that fit on it and their needs (one
+        vectorized test of all pending shapes per freed node and constraint set), and the
+        shapes new since. None: unknown (no quiet point, or too many nodes freed)."""
+        if mark is None:
+            return None
         freed = self.pool.freed_since(mark, scan_max)
         if freed is None:
-            return local, None
+            return None
         shapes = self.shapes
-        found = {key for key in shapes.new if key in shapes.keys}
-        limits = {node: np.asarray(self.pool.fit_limits(node), dtype=float) for node in freed}
-        for constraints in shapes.by_constraints if freed else ():
+        found = [key for key in shapes.new if key in shapes.keys]
+        fitting_on: dict[int, NodeFits] = {}
+        if not freed:
+            return fitting_on, found
+        new = shapes.new
+        fit_limits = self.pool.fit_limits
+        limits = {node: np.array(fit_limits(node), dtype=float)[:, None] for node in freed}
+        for constraints in shapes.by_constraints:
             keys, needs = shapes.matrix(constraints, self.pool.effective_need)
             eligible = self.eligible_set(constraints)
             for node in freed:
                 if node not in eligible:
                     continue
-                for i in np.flatnonzero(~(needs > limits[node]).any(axis=1)):  # fits_on, vectorized
-                    key = keys[i]
-                    if key not in found:  # a new shape may fit elsewhere too: searched
-                        local.setdefault(key, set()).add(node)
-        return local, list(found)
+                # fits_on, vectorized: no entry of the need above the node's limit (written
+                # as fits_on's ``not any(need > limit)``, NaN included)
+                columns = np.flatnonzero(~(needs > limits[node]).any(axis=0))
+                if not len(columns):
+                    continue
+                if new:  # a new shape may fit elsewhere too: searched
+                    columns = np.array([i for i in columns.tolist() if keys[i] not in new], dtype=np.intp)
+                    if not len(columns):
+                        continue
+                fitting = ([keys[i] for i in columns.tolist()], needs[:, columns])
+                got = fitting_on.get(node)
+                if got is not None:  # (another constraint set's shapes fit there too)
+                    fitting = (got[0] + fitting[0], np.concatenate((got[1], fitting[1]), axis=1))
+                fitting_on[node] = fitting
+        return fitting_on, found
+
+    def still_fitting(self, node: int, fitting: NodeFits) -> NodeFits:
+        """Those of the shapes ``fitting`` (as :meth:`scan_freed` gives them for ``node``)
+        whose task fits on ``node`` now: the same vectorized test with its limits now."""
+        keys, needs = fitting
+        columns = np.flatnonzero(~(needs > np.array(self.pool.fit_limits(node), dtype=float)[:, None]).any(axis=0))
+        if len(columns) == len(keys):
+            return fitting
+        if not len(columns):
+            return [], needs[:, :0]
+        return [keys[i] for i in columns.tolist()], needs[:, columns]
 
     def eligible_set(self, constraints: tuple) -> frozenset[int]:
         got = self._eligible_sets.get(constraints)

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 
 from fairshare.engine.bounds import QueueBounds
 from fairshare.engine.constrained import EligibleCapacity
-from fairshare.engine.fitmemo import FitMemo
+from fairshare.engine.fitmemo import FitMemo, NodeFits
 from fairshare.engine.gangs import gang_members, place_gang
 from fairshare.engine.placement import DeviceAssignment, NodePool
 from fairshare.engine.reserve import GangReserve, NextDuration, TaskEnds
@@ -589,7 +589,13 @@ class Scheduler:
         Candidates. After a *quiet point* (a call that ended because no pending task fitted
         anywhere), only the nodes freed since can hold anything, and only the shapes that
         fit on them, plus shapes that appeared since, can run: a short list, found by one
-        vectorized scan per freed node (:meth:`_candidate_shapes`). When the jobs whose
+        vectorized scan per freed node (``FitMemo.scan_freed``). Within the call a launch
+        changes only its own node, so after it only the shapes found on that node are
+        tested again, by the same vectorized test on their kept needs
+        (``FitMemo.still_fitting``). With one freed node (a steady state's usual call) its
+        list is the candidate list, and ``runnable`` puts a candidate's task there after
+        testing the node itself (see the comment there for why that is the list's answer).
+        When the jobs whose
         next task has one of those shapes are few (the sorter's ``among_max``, and few enough
         that comparing them beats the descent), the sorter chooses among just them
         (``pick_among``: the job its ``pick`` would return, as every other job is not
@@ -617,10 +623,31 @@ class Scheduler:
         pending_keys = self.shapes.keys
         first_fit = self.pool.strategy == "first-fit"
         pool = self.pool
-        # local: shape -> the freed nodes it fits on (nowhere else, by the quiet point);
-        # searched: shapes new since the quiet point (searched for as usual); shapes: both
-        local, searched = fits.candidate_shapes(self._quiet_mark, self.freed_scan_max)
-        shapes = None if searched is None else searched + list(local)
+        # local: shape -> the freed nodes it fits on (nowhere else, by the quiet point), in
+        # cluster order; fitting_on: the same by node; searched: shapes new since the quiet
+        # point (searched for as usual); shapes: both (None: no candidate list yet).
+        # One freed node (``only_node``; a steady state's usual call): no ``local`` (None);
+        # its shapes are ``fitting_on[only_node]``'s and ``runnable`` tests the node itself
+        local: dict[tuple, list[int]] | None = {}
+        fitting_on: dict[int, NodeFits] = {}
+        only_node, new_keys, only_eligible = -1, set(), fits.eligible_set
+        scan = fits.scan_freed(self._quiet_mark, self.freed_scan_max)
+        if scan is None:
+            searched = shapes = None
+        else:
+            fitting_on, searched = scan
+            if len(fitting_on) == 1:
+                only_node, = fitting_on
+                local = None
+                new_keys = set(searched)
+            for node in sorted(fitting_on) if len(fitting_on) > 1 else ():
+                for key in fitting_on[node][0]:
+                    nodes = local.get(key)
+                    if nodes is None:
+                        local[key] = [node]
+                    else:
+                        nodes.append(node)
+            shapes = searched  # (the loop's first pass lists both)
         self._quiet_mark = None
         self.shapes.new.clear()
         jobs, locate, chosen = self.jobs, fits.locate, {}
@@ -652,11 +679,24 @@ class Scheduler:
                 # (still monotone within a call: counts only grow, free only shrinks)
                 key = (cls.demand, cls.constraints, name, j)
                 allowed = self._under_limit(name, j, cls.max_per_node)
-            nodes = local.get(key) if (first_fit and allowed is None) else None
-            if nodes:  # fits on these freed nodes only: the first fit is the first of them
-                node = min(nodes)
-            else:
+            if not (first_fit and allowed is None):
                 node = locate(key, cls.demand, cls.constraints, allowed, fit)
+            elif local is None:
+                # the one freed node's shapes are the pending ones, not new, that fit on it
+                # (eligible): this one is one of them now exactly when it is not new and fits
+                # there now (it was pending at the scan, as pending shapes only go within a
+                # call, and a fit now is one then and after every launch since)
+                if key not in new_keys and only_node in only_eligible(cls.constraints) and \
+                        pool.fits_on(only_node, cls.demand):
+                    node = only_node
+                else:
+                    node = locate(key, cls.demand, cls.constraints, allowed, fit)
+            else:
+                nodes = local.get(key)
+                if nodes:  # fits on these freed nodes only: the first fit is the first of them
+                    node = nodes[0]
+                else:
+                    node = locate(key, cls.demand, cls.constraints, allowed, fit)
             if node is None:
                 # not runnable for the rest of this call (free capacity only shrinks, per-node
                 # counts only grow): nor is any job whose next task has this shape
@@ -673,6 +713,26 @@ class Scheduler:
             chosen[name] = (j, node)
             return True
 
+        def shrunk(node: int) -> None:
+            """A launch on ``node``: drop it from the shapes of ``local`` that no longer
+            fit there (only the shapes found on it can change: no other node moved)."""
+            found = fitting_on.get(node)
+            if found is None:
+                return
+            still = fits.still_fitting(node, found)
+            if still is found:
+                return
+            fitting_on[node] = still
+            if local is None:
+                return
+            kept = set(still[0])
+            for key in found[0]:
+                if key not in kept:
+                    nodes = local[key]
+                    nodes.remove(node)
+                    if not nodes:
+                        del local[key]
+
         def launched_on(node: int) -> None:
             """A gang's task launched on ``node``, not its last (for the last, the loop
             does this as for any launch): what this call found there may not hold."""
@@ -681,24 +741,23 @@ class Scheduler:
                     if fit.get(key) == node:
                         del fit[key]
             if shapes is not None:
-                for key in [key for key, nodes in local.items() if node in nodes]:
-                    if not pool.fits_on(node, key[0]):
-                        local[key].discard(node)
-                        if not local[key]:
-                            del local[key]
+                shrunk(node)
 
         while True:
             if shapes is not None:
                 # within a call free capacity only shrinks: the lists only get shorter
                 if last_node >= 0:
-                    for key in [key for key, nodes in local.items() if last_node in nodes]:
-                        if not pool.fits_on(last_node, key[0]):
-                            local[key].discard(last_node)
-                            if not local[key]:
-                                del local[key]
-                searched = [key for key in searched if key in pending_keys and fits.fits_now(key, fit)]
-                shapes = searched + [key for key in local if key in pending_keys]
-                if not shapes:
+                    shrunk(last_node)
+                if searched:
+                    searched = [key for key in searched if key in pending_keys and fits.fits_now(key, fit)]
+                # (a shape no longer pending has no jobs: the sorter never meets it)
+                if local is None:
+                    shapes = fitting_on[only_node][0]
+                else:
+                    shapes = list(local)
+                if searched:
+                    shapes = searched + shapes
+                if not any(key in pending_keys for key in shapes):
                     self._quiet_mark = pool.freed_mark()
                     return launches
             elif not (last_key in pending_keys and pool.fits_on(last_node, last_key[0])) and \
@@ -715,15 +774,24 @@ class Scheduler:
             chosen.clear()
             among = None
             if shapes is not None:
-                n = sum(len(self._shape_jobs.get(key, ())) for key in shapes)
                 # comparing n candidates costs about n x the sorter's among_cost; the
                 # descent passes about (demanding jobs / n) that cannot run before it
-                # meets one that can (OnlineSorter.among_cost)
-                if n <= self.pick_among_max and n * n * self._among_cost <= self._filed:
-                    among = [name for key in shapes for name in self._shape_jobs.get(key, ())]
-                else:  # the descent: only jobs of these shapes can run (``only_shapes``)
+                # meets one that can (OnlineSorter.among_cost; infinite: never cheaper,
+                # n not counted)
+                if self._among_cost < math.inf and self.pick_among_max >= 0:
+                    among = []
+                    cost, most, filed, shape_jobs = self._among_cost, self.pick_among_max, self._filed, self._shape_jobs
+                    for key in shapes:
+                        group = shape_jobs.get(key)
+                        if group:
+                            among += group
+                            n = len(among)
+                            if n > most or n * n * cost > filed:  # (and so for every longer list)
+                                among = None
+                                break
+                if among is None:  # the descent: only jobs of these shapes can run (``only_shapes``)
                     ids = self._shape_ids
-                    self.sorter.only_shapes([ids[key] for key in shapes if key in ids])
+                    self.sorter.only_shapes([i for key in shapes if (i := ids.get(key)) is not None])
             name = None
             if bounds is not None and bounds.has_guarantees:
                 # a queue owed its guarantee goes first, by the policy's own order

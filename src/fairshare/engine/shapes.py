@@ -10,7 +10,7 @@ the jobs:
 - ``saturated(free)``: the resources no pending task could get any more of (H-DRF
   Sec. 3.4), for the sorter.
 - ``matrix(constraints)``: the pending shapes of one constraint set and their needs as a
-  matrix, for the vectorized scan of freed nodes (``engine.fitmemo``).
+  matrix (a column per shape), for the vectorized scan of freed nodes (``engine.fitmemo``).
 
 All are kept as shapes come and go (trace workloads have hundreds of shapes, one per
 pod), never recomputed from every job.
@@ -113,14 +113,16 @@ class PendingShapes:
 
     def matrix(self, constraints: tuple, effective_need) -> tuple[list[tuple], np.ndarray]:
         """The pending shapes with these constraints and their needs (``effective_need``:
-        the demand as the pool matches it, with headroom and devices) as rows, rebuilt
-        when the shapes change."""
+        the demand as the pool matches it, with headroom and devices) as the *columns* of
+        a matrix (one row per index column), rebuilt when the shapes change. Columns, as a
+        node's test ``~(needs > limits[:, None]).any(axis=0)`` then reduces across a few
+        contiguous rows, several times faster than across each shape's short row."""
         got = self._matrix.get(constraints)
         if got is None:
             demands = sorted(self.by_constraints[constraints])
             keys = [(d, constraints) for d in demands]
-            needs = np.array([effective_need(d) for d in demands], dtype=float).reshape(len(demands), -1)
-            got = self._matrix[constraints] = (keys, needs)
+            rows = np.array([effective_need(d) for d in demands], dtype=float).reshape(len(demands), -1)
+            got = self._matrix[constraints] = (keys, np.ascontiguousarray(rows.T))
         return got
 
     def clear_matrices(self) -> None:

@@ -34,6 +34,13 @@ are asked, in the same order, and the same one is taken. A shape excluded during
 walk (``exclude_shape`` from inside ``runnable``) is dropped from the merge when its
 head next comes up, as the walk parked it then.
 
+Without decay the engine never asks ``pick_among`` (``among_cost`` is infinite then): it
+names the candidates' shapes (``only_shapes``) and ``pick`` merges the heads of just their
+heaps. The same pick: ``pick_among`` sorts the candidates by (rounded share, running,
+arrival), which is their heap entries' order (arrival is unique, so version and name never
+decide), and the candidates are every job of those shapes; excluded jobs and dead shapes,
+skipped by the merge, are ones ``runnable`` refuses for the rest of the call.
+
 With decay the keys move with time and the base is fed lazily (below); that path keeps
 one heap for all jobs and parks the jobs of shapes that cannot fit, as before.
 
@@ -57,6 +64,7 @@ that change when the set of demanding jobs does (:meth:`FlatSorter._weight`).
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -94,7 +102,15 @@ class FlatSorter(OnlineSorter):
     # against 0.8k with the tree sorters' rule; 1.7k comparing every list: sorting a long
     # list costs more than the short walk it replaces). ``among_cost``, ``OnlineSorter``.
     among_max = 1 << 30
-    among_cost = 1 / 32
+
+    @property
+    def among_cost(self) -> float:
+        """With decay, 1/32 (above). Without, never :meth:`pick_among`: the engine then
+        names the candidates' shapes (``only_shapes``) and :meth:`pick` merges the heads
+        of just their heaps, which costs a heap item per shape where the candidate list
+        costs a rounded key per job and a sort (the same pick: the module docstring, "One
+        heap per shape"; and ``pick_among``'s order is the heap's)."""
+        return 1 / 32 if self.decay is not None else math.inf
 
     def __init__(self, share: JobShare, resources: int, queues: QueueTree, capacity: Vector):
         super().__init__(resources, queues, capacity)
@@ -395,7 +411,10 @@ class FlatSorter(OnlineSorter):
         if kept:
             heads = self._heads
         else:
-            heads = [(heap[0], shape) for shape in self._alive if shape not in dead and (heap := heaps.get(shape))]
+            if dead:
+                heads = [(heap[0], shape) for shape in self._alive if shape not in dead and (heap := heaps.get(shape))]
+            else:
+                heads = [(heap[0], shape) for shape in self._alive if (heap := heaps.get(shape))]
             heapq.heapify(heads)
         all_heads = self._heads
         valid = self._valid
