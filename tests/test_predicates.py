@@ -215,9 +215,9 @@ def test_the_scan_by_node_and_its_recheck_after_a_launch_are_fits():
     fitting_on, found = memo.scan_freed(mark, 100)
     local, _ = memo.candidate_shapes(mark, 100)
     assert found == [] and local
-    assert {(key, node) for node, (keys, _needs) in fitting_on.items() for key in keys} == \
+    assert {(key, node) for node, (keys, _needs, _numbers) in fitting_on.items() for key in keys} == \
         {(key, node) for key, at in local.items() for node in at}
-    for node, (keys, needs) in fitting_on.items():
+    for node, (keys, needs, _numbers) in fitting_on.items():
         assert needs.T.tolist() == [list(pool.effective_need(key[0])) for key in keys]
     dropped = kept = 0
     for taken in [(0.5, 0.0), (0.5 - 1e-9, 2.0), (1.0, 1.0)]:  # room taken on each node in turn

@@ -14,6 +14,13 @@ pending shapes' needs are the columns of one matrix per constraint set
 Every answer is the one a fresh ``NodePool.place`` would give
 (``tests/test_candidates.py``, ``tests/test_placement_fast.py``,
 ``tests/test_predicates.py``).
+
+The scan also gives each fitting shape's number as the engine filed it with the sorter
+(``Scheduler._refile``; -1: pending but no job's next task), from a column of numbers kept
+beside each matrix (``shape_filed`` updates it as numbers are given and taken back), so a
+candidate shape's number is an array read, not a hash of its key. The vectorized test is
+written ``~logical_or.reduce(need > limit, axis=0)``: ``any(axis=0)``'s own reduction,
+without its Python wrapper.
 """
 
 from __future__ import annotations
@@ -29,14 +36,23 @@ _NOFIT_MAX = 100_000
 #: longest candidate list a first-fit memo keeps (longer: "unknown beyond the first")
 _CANDIDATES_MAX = 64
 
-#: shapes that fit on a node and their needs as the columns of a matrix (``scan_freed``)
-NodeFits = tuple[list[tuple], np.ndarray]
+#: shapes that fit on a node, their needs as the columns of a matrix and their filed
+#: numbers, one per column (-1: not filed) (``scan_freed``)
+NodeFits = tuple[list[tuple], np.ndarray, np.ndarray]
+
+#: ``any(axis=0)`` of a boolean matrix, its reduction called directly
+_any_down = np.logical_or.reduce
 
 
 class FitMemo:
-    def __init__(self, pool: NodePool, shapes: PendingShapes):
+    def __init__(self, pool: NodePool, shapes: PendingShapes, shape_ids: dict[tuple, int] | None = None):
         self.pool = pool
         self.shapes = shapes
+        # the engine's shape key -> filed number (read, never written here), and per
+        # constraint set the numbers of its matrix's columns: (the matrix's key list,
+        # key -> column, the numbers), rebuilt with the matrix
+        self.shape_ids: dict[tuple, int] = {} if shape_ids is None else shape_ids
+        self._id_columns: dict[tuple, tuple[list[tuple], dict[tuple, int], np.ndarray]] = {}
         #: best-fit / packing: shape key -> ``pool.freed_mark()`` when it last fit nowhere
         self.nofit: dict[tuple, int] = {}
         #: first-fit: shape key -> (first-fit node or None, freed mark then, candidates)
@@ -69,7 +85,7 @@ class FitMemo:
         if scan is None:
             return local, None
         fitting_on, found = scan
-        for node, (keys, _needs) in fitting_on.items():
+        for node, (keys, _needs, _ids) in fitting_on.items():
             for key in keys:
                 local.setdefault(key, set()).add(node)
         return local, found
@@ -94,36 +110,60 @@ class FitMemo:
         limits = {node: np.array(fit_limits(node), dtype=float)[:, None] for node in freed}
         for constraints in shapes.by_constraints:
             keys, needs = shapes.matrix(constraints, self.pool.effective_need)
+            numbers = None
             eligible = self.eligible_set(constraints)
             for node in freed:
                 if node not in eligible:
                     continue
                 # fits_on, vectorized: no entry of the need above the node's limit (written
                 # as fits_on's ``not any(need > limit)``, NaN included)
-                columns = np.flatnonzero(~(needs > limits[node]).any(axis=0))
+                columns = (~_any_down(needs > limits[node], axis=0)).nonzero()[0]
                 if not len(columns):
                     continue
                 if new:  # a new shape may fit elsewhere too: searched
                     columns = np.array([i for i in columns.tolist() if keys[i] not in new], dtype=np.intp)
                     if not len(columns):
                         continue
-                fitting = ([keys[i] for i in columns.tolist()], needs[:, columns])
+                if numbers is None:
+                    numbers = self._numbers(constraints, keys)
+                fitting = ([keys[i] for i in columns.tolist()], needs[:, columns], numbers[columns])
                 got = fitting_on.get(node)
                 if got is not None:  # (another constraint set's shapes fit there too)
-                    fitting = (got[0] + fitting[0], np.concatenate((got[1], fitting[1]), axis=1))
+                    fitting = (got[0] + fitting[0], np.concatenate((got[1], fitting[1]), axis=1),
+                               np.concatenate((got[2], fitting[2])))
                 fitting_on[node] = fitting
         return fitting_on, found
+
+    def _numbers(self, constraints: tuple, keys: list[tuple]) -> np.ndarray:
+        """The filed number of each column of the constraint set's matrix (``keys``: its
+        columns), kept until the matrix is rebuilt (a new key list)."""
+        got = self._id_columns.get(constraints)
+        if got is None or got[0] is not keys:
+            ids = self.shape_ids
+            got = self._id_columns[constraints] = (
+                keys, {key: i for i, key in enumerate(keys)},
+                np.array([ids.get(key, -1) for key in keys], dtype=np.intp))
+        return got[2]
+
+    def shape_filed(self, key: tuple, number: int | None) -> None:
+        """The engine gave shape ``key`` the number ``number`` (None: took it back): the
+        column of numbers of its matrix, if built, follows."""
+        got = self._id_columns.get(key[1])
+        if got is not None:
+            column = got[1].get(key)
+            if column is not None:
+                got[2][column] = -1 if number is None else number
 
     def still_fitting(self, node: int, fitting: NodeFits) -> NodeFits:
         """Those of the shapes ``fitting`` (as :meth:`scan_freed` gives them for ``node``)
         whose task fits on ``node`` now: the same vectorized test with its limits now."""
-        keys, needs = fitting
-        columns = np.flatnonzero(~(needs > np.array(self.pool.fit_limits(node), dtype=float)[:, None]).any(axis=0))
+        keys, needs, numbers = fitting
+        columns = (~_any_down(needs > np.array(self.pool.fit_limits(node), dtype=float)[:, None], axis=0)).nonzero()[0]
         if len(columns) == len(keys):
             return fitting
         if not len(columns):
-            return [], needs[:, :0]
-        return [keys[i] for i in columns.tolist()], needs[:, columns]
+            return [], needs[:, :0], numbers[:0]
+        return [keys[i] for i in columns.tolist()], needs[:, columns], numbers[columns]
 
     def eligible_set(self, constraints: tuple) -> frozenset[int]:
         got = self._eligible_sets.get(constraints)

@@ -215,16 +215,18 @@ class Scheduler:
         # count of node changes (capacity moved), which readers compare with their own
         self.change_log: list[str] | deque[str] = deque(maxlen=0)
         self.node_changes = 0
-        # the pending task shapes (minimal ones, saturation) and where they fit
-        self.shapes = PendingShapes(self.m)
-        self.fits = FitMemo(self.pool, self.shapes)
         # demanding jobs by the shape key of their next task (Scheduler._refile)
         self._shape_jobs: dict[tuple, dict[str, None]] = {}
         # each of those shape keys' number, as filed with the sorter (``file_shape``): the
         # lowest free number is reused when a key's last job leaves, so the sorter's bit
-        # masks stay as wide as the shapes present at once
+        # masks stay as wide as the shapes present at once; ``_numbering`` counts the
+        # numbers given and taken back (what the freed-node scan read stays true until then)
         self._shape_ids: dict[tuple, int] = {}
         self._free_shape_ids: list[int] = []
+        self._numbering = 0
+        # the pending task shapes (minimal ones, saturation) and where they fit
+        self.shapes = PendingShapes(self.m)
+        self.fits = FitMemo(self.pool, self.shapes, self._shape_ids)
         # quiet point: the freed-nodes mark when a schedule() call ended because no
         # pending task fitted anywhere (None: unknown); ``shapes.new``: shapes since
         self._quiet_mark: int | None = None
@@ -648,6 +650,7 @@ class Scheduler:
                     else:
                         nodes.append(node)
             shapes = searched  # (the loop's first pass lists both)
+        numbered = self._numbering
         self._quiet_mark = None
         self.shapes.new.clear()
         jobs, locate, chosen = self.jobs, fits.locate, {}
@@ -790,8 +793,16 @@ class Scheduler:
                                 among = None
                                 break
                 if among is None:  # the descent: only jobs of these shapes can run (``only_shapes``)
-                    ids = self._shape_ids
-                    self.sorter.only_shapes([i for key in shapes if (i := ids.get(key)) is not None])
+                    if local is None and not searched and numbered == self._numbering:
+                        # the one freed node's shapes: their numbers as the scan read them
+                        # (none given or taken back since; -1: not filed, no job)
+                        numbers = fitting_on[only_node][2].tolist()
+                        if -1 in numbers:
+                            numbers = [i for i in numbers if i >= 0]
+                        self.sorter.only_shapes(numbers)
+                    else:
+                        ids = self._shape_ids
+                        self.sorter.only_shapes([i for key in shapes if (i := ids.get(key)) is not None])
             name = None
             if bounds is not None and bounds.has_guarantees:
                 # a queue owed its guarantee goes first, by the policy's own order
@@ -897,6 +908,8 @@ class Scheduler:
             if not group:
                 del self._shape_jobs[rt.shape_key]
                 heapq.heappush(self._free_shape_ids, self._shape_ids.pop(rt.shape_key))
+                self._numbering += 1
+                self.fits.shape_filed(rt.shape_key, None)
         rt.shape_key = key
         shape = None
         if key is not None:
@@ -904,7 +917,9 @@ class Scheduler:
             if group is None:
                 group = self._shape_jobs[key] = {}
                 ids = self._free_shape_ids
-                self._shape_ids[key] = heapq.heappop(ids) if ids else len(self._shape_ids)
+                number = self._shape_ids[key] = heapq.heappop(ids) if ids else len(self._shape_ids)
+                self._numbering += 1
+                self.fits.shape_filed(key, number)
             group[name] = None
             self._filed += 1
             shape = self._shape_ids[key]
