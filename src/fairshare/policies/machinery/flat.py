@@ -137,6 +137,9 @@ class FlatSorter(OnlineSorter):
         # without asking (exact for the reason ``machinery.descent.ShapeIndex`` gives)
         self._shape_of: dict[str, int] = {}
         self._alive: set[int] | None = None
+        # without decay: the head entry and shape of the job the last pick returned, until
+        # that job is re-keyed (``_drop_picked``)
+        self._picked: tuple | None = None
         self._dead: set[int] = set()
         # decayed usage (``set_half_life``; None: the instantaneous policy) and the latest
         # instant the keys were computed at
@@ -271,6 +274,8 @@ class FlatSorter(OnlineSorter):
         self.version[name] += 1
         if self.decay is not None:
             self._fresh.add(name)
+        elif self._picked is not None:
+            self._drop_picked(name)
         if job.demanding:
             self._push((round(share, DIGITS), job.running, job.order, self.version[name], name))
 
@@ -302,6 +307,20 @@ class FlatSorter(OnlineSorter):
             self._heaps = compacted
             self._heads = [(heap[0], shape) for shape, heap in compacted.items()]
             heapq.heapify(self._heads)
+
+    def _drop_picked(self, name: str) -> None:
+        """The job :meth:`pick` returned last was re-keyed (it was launched): its old entry,
+        stale now and still its shape's head, leaves that heap at once (the next pick
+        would drop it on meeting it, as every stale entry), and the shape's next head
+        joins ``_heads``, as when a pick drops a stale head."""
+        entry, shape = self._picked
+        self._picked = None
+        if entry[4] == name:
+            heap = self._heaps.get(shape)
+            if heap and heap[0] is entry:
+                heapq.heappop(heap)
+                if heap:
+                    heapq.heappush(self._heads, (heap[0], shape))
 
     def _valid(self, entry: tuple) -> bool:
         name = entry[4]
@@ -408,6 +427,10 @@ class FlatSorter(OnlineSorter):
         heaps, excluded, parked, dead = self._heaps, self._excluded, self._parked, self._dead
         heappop, heappush, heapreplace = heapq.heappop, heapq.heappush, heapq.heapreplace
         kept = self._alive is None
+        all_heads = self._heads
+        valid = self._valid
+        tried: list[tuple] = []
+        found = None
         if kept:
             heads = self._heads
         else:
@@ -415,11 +438,34 @@ class FlatSorter(OnlineSorter):
                 heads = [(heap[0], shape) for shape in self._alive if shape not in dead and (heap := heaps.get(shape))]
             else:
                 heads = [(heap[0], shape) for shape in self._alive if (heap := heaps.get(shape))]
+            # the loop's first steps below, each on the lowest head found by one pass
+            # (``min``): a stale head is dropped, and the first current one usually runs,
+            # so the heap of heads is built only after a head is refused; from there the
+            # loop goes on over the same heads, as it would have
+            while heads:
+                item = min(heads)
+                head, shape = item
+                heap = heaps[shape]
+                at = heads.index(item)
+                refused = valid(head)
+                if refused:
+                    name = head[4]
+                    if name not in excluded and runnable(name):
+                        self._picked = item
+                        return name  # (nothing tried: nothing to put back)
+                    (parked if name in excluded else tried).append(heappop(heap))
+                else:
+                    heappop(heap)
+                if heap:
+                    new_head = (heap[0], shape)
+                    heads[at] = new_head
+                    heappush(all_heads, new_head)
+                else:
+                    heads[at] = heads[-1]
+                    heads.pop()
+                if refused:
+                    break
             heapq.heapify(heads)
-        all_heads = self._heads
-        valid = self._valid
-        tried: list[tuple] = []
-        found = None
         while heads:
             head, shape = heads[0]
             heap = heaps.get(shape)
@@ -436,6 +482,7 @@ class FlatSorter(OnlineSorter):
             if valid(head):
                 if name not in excluded and runnable(name):
                     found = name
+                    self._picked = (head, shape)
                     break
                 if name in excluded:
                     parked.append(heappop(heap))
