@@ -101,17 +101,21 @@ class FitMemo:
         if freed is None:
             return None
         shapes = self.shapes
-        found = [key for key in shapes.new if key in shapes.keys]
+        new = shapes.new
+        found = [key for key in new if key in shapes.keys] if new else []
         fitting_on: dict[int, NodeFits] = {}
         if not freed:
             return fitting_on, found
-        new = shapes.new
         fit_limits = self.pool.fit_limits
-        limits = {node: np.array(fit_limits(node), dtype=float)[:, None] for node in freed}
+        if len(freed) == 1:  # (a steady state's usual call)
+            limits = {freed[0]: np.array(fit_limits(freed[0]), dtype=float)[:, None]}
+        else:
+            limits = {node: np.array(fit_limits(node), dtype=float)[:, None] for node in freed}
+        eligible_sets = self._eligible_sets
         for constraints in shapes.by_constraints:
             keys, needs = shapes.matrix(constraints, self.pool.effective_need)
             numbers = None
-            eligible = self.eligible_set(constraints)
+            eligible = eligible_sets.get(constraints) or self.eligible_set(constraints)
             for node in freed:
                 if node not in eligible:
                     continue

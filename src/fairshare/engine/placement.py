@@ -393,9 +393,10 @@ class NodePool:
         """Use ``demand`` on the node; returns the devices the task holds (give them back
         with :meth:`give_back`). The caller has checked that it fits."""
         st = self.states[idx]
+        free, total = st.free, self.total_free
         for r, d in enumerate(demand):
-            st.free[r] -= d
-            self.total_free[r] -= d
+            free[r] -= d
+            total[r] -= d
         st.tasks += 1
         held: DeviceAssignment = ()
         if self.devices and self.slots_per_node is None:
@@ -428,10 +429,13 @@ class NodePool:
         st = self.states[idx]
         if not st.alive:
             return
-        for r, d in enumerate(demand):
-            new = min(st.node.capacity[r], st.free[r] + d)
-            self.total_free[r] += new - st.free[r]
-            st.free[r] = new
+        free, total = st.free, self.total_free
+        for r, (cap, d) in enumerate(zip(st.node.capacity, demand)):
+            new = free[r] + d
+            if not new < cap:  # (``min(cap, free + d)``, NaN and signed zeros alike)
+                new = cap
+            total[r] += new - free[r]
+            free[r] = new
         for r, held in devices:
             fractions = st.device_free[self.devices.index(r)]
             share = demand[r] if demand[r] < 1.0 else 1.0
