@@ -663,6 +663,8 @@ class Scheduler:
         dead_jobs = 0
 
         bounds = self.bounds
+        # (a sorter whose order has no saturated set, the flat ones, is not told it)
+        reads_saturated = getattr(self.sorter, "reads_saturated", True)
 
         def runnable(name: str) -> bool:
             rt = jobs[name]
@@ -773,7 +775,8 @@ class Scheduler:
                 searched = [key for key in pending_keys if key not in dead]
                 shapes = searched  # (the dead ones stay dead: free space only shrinks)
                 continue
-            self.sorter.set_saturated(self.shapes.saturated(pool.total_free))
+            if reads_saturated:
+                self.sorter.set_saturated(self.shapes.saturated(pool.total_free))
             chosen.clear()
             among = None
             if shapes is not None:
@@ -939,10 +942,12 @@ class Scheduler:
                 self._next_id += 1
             else:
                 task_id = self._task_ids(name, j)
-        held = self.pool.take(node, cls.demand)
+        demand = cls.demand
+        held = self.pool.take(node, demand)
         if cls.max_per_node is not None:
             self._per_node.setdefault((name, j), Counter())[node] += 1
-        rt.pending[j] -= 1
+        pending = rt.pending
+        pending[j] -= 1
         rt.started[j] += 1
         if rt.preempted_by is not None:  # (a re-queued task starts again)
             rt.preempted_waiting -= 1
@@ -954,20 +959,21 @@ class Scheduler:
         self.change_log.append(name)
         if rt.first_start is None:
             rt.first_start = now
-        if rt.pending[j] == 0:
+        ran_out = pending[j] == 0
+        if ran_out:
             self._track(rt.job, j, -1)
-        if len(rt.pending) > 1 or rt.pending[j] == 0:
+        if ran_out or len(pending) > 1:
             self._refile(rt)  # (one class with tasks left: the next task is the same shape)
-        self.tasks[task_id] = RunningTask(task_id, name, j, node, cls.demand, now, held, attempt)
+        self.tasks[task_id] = RunningTask(task_id, name, j, node, demand, now, held, attempt)
         if self.bounds is not None:
-            self.bounds.take(rt.job.queue, cls.demand)
+            self.bounds.take(rt.job.queue, demand)
         self.sorter.allocated(name, rt.reported[j], now)
-        if rt.pending[j] == 0 and not rt.demanding:  # (only the class just launched can have run out)
+        if ran_out and not rt.demanding:  # (only the class just launched can have run out)
             self.sorter.set_demanding(name, False)
             self.demand_version += 1
             self._rank(rt, False)
         self.decisions += 1
-        return Launch(task_id, name, cls.name, j, self.pool.name(node), cls.demand,
+        return Launch(task_id, name, cls.name, j, self.pool.name(node), demand,
                       tuple((self.resources[r], devs) for r, devs in held) if held else (), attempt)
 
     def _release(self, rt: JobRuntime, task: RunningTask, now: float) -> None:

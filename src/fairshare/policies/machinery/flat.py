@@ -96,6 +96,10 @@ class FlatShareRule(ShareRule):
 
 
 class FlatSorter(OnlineSorter):
+    #: these shares have no Y (module docstring): the engine need not work out the
+    #: saturated set before each decision (``Scheduler._decide``)
+    reads_saturated = False
+
     # Comparing a candidate is one key, about 1/30 of passing a job that cannot run (its
     # heap pop, push and runnable test), so the candidate list pays off far beyond the
     # tree sorters' 48 (steady state, 2,000 jobs: 2.7-3.0k decisions/s at 1/16-1/64
@@ -434,10 +438,10 @@ class FlatSorter(OnlineSorter):
         if kept:
             heads = self._heads
         else:
+            alive = self._alive
             if dead:
-                heads = [(heap[0], shape) for shape in self._alive if shape not in dead and (heap := heaps.get(shape))]
-            else:
-                heads = [(heap[0], shape) for shape in self._alive if (heap := heaps.get(shape))]
+                alive = [shape for shape in alive if shape not in dead]
+            heads = [(heap[0], shape) for shape, heap in zip(alive, map(heaps.get, alive)) if heap]
             # the loop's first steps below, each on the lowest head found by one pass
             # (``min``): a stale head is dropped, and the first current one usually runs,
             # so the heap of heads is built only after a head is refused; from there the
@@ -528,6 +532,8 @@ class FifoSorter(OnlineSorter):
     O(jobs ahead of it) with nothing recomputed, where the reference sorts and scores every
     present job per decision. Same decisions as the reference (tests/test_online_parity.py).
     """
+
+    reads_saturated = False  # (arrival order alone)
 
     def pick(self, runnable: Runnable, now: float = 0.0) -> str | None:
         for job in self.jobs.values():
