@@ -348,3 +348,39 @@ def test_shape_indexed_descent_equals_the_plain_descent(seed):
     # of a shape that cannot fit
     assert set(asked_indexed) <= set(asked_plain)
     assert all(shape_of.get(index.index[name]) in alive for name in asked_indexed)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_freed_node_scan_reads_each_shapes_filed_number(seed):
+    # engine/fitmemo.py keeps each matrix column's filed number (Scheduler._refile gives
+    # and takes them back as shapes' jobs come and go): at every scan it must be the
+    # number the scheduler has filed that shape under (-1: none), and the re-check after
+    # a launch keeps each shape's number with it
+    sc = random_scenario(seed, jobs=30)
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("drf"))
+    fits = sched.fits
+    scan_freed, still_fitting = fits.scan_freed, fits.still_fitting
+    seen = {"scans": 0, "numbers": 0, "rechecks": 0}
+
+    def checked_scan(mark, scan_max):
+        got = scan_freed(mark, scan_max)
+        if got is not None:
+            seen["scans"] += 1
+            for keys, _needs, numbers in got[0].values():
+                assert numbers.tolist() == [sched._shape_ids.get(key, -1) for key in keys]
+                seen["numbers"] += sum(number >= 0 for number in numbers.tolist())
+        return got
+
+    def checked_recheck(node, fitting):
+        still = still_fitting(node, fitting)
+        number_of = dict(zip(fitting[0], fitting[2].tolist()))
+        assert still[2].tolist() == [number_of[key] for key in still[0]]
+        seen["rechecks"] += 1
+        return still
+
+    fits.scan_freed, fits.still_fitting = checked_scan, checked_recheck
+    rng = random.Random(seed)
+    lengths = {j.name: rng.choice([1.0, 1.5, 2.0, 3.0]) for j in sc.jobs}
+    events = [(2.0, "lose", "n1"), (4.0, "add", sc.cluster.nodes[1])]
+    assert replay(sched, sc.jobs, lambda launch: lengths[launch.job], node_events=events, until=60.0)
+    assert seen["scans"] > 20 and seen["numbers"] > 20 and seen["rechecks"] > 20
