@@ -449,14 +449,15 @@ class FlatSorter(OnlineSorter):
             while heads:
                 item = min(heads)
                 head, shape = item
-                heap = heaps[shape]
-                at = heads.index(item)
                 refused = valid(head)
                 if refused:
                     name = head[4]
                     if name not in excluded and runnable(name):
                         self._picked = item
                         return name  # (nothing tried: nothing to put back)
+                heap = heaps[shape]
+                at = heads.index(item)
+                if refused:
                     (parked if name in excluded else tried).append(heappop(heap))
                 else:
                     heappop(heap)
