@@ -41,6 +41,15 @@ arrival), which is their heap entries' order (arrival is unique, so version and 
 decide), and the candidates are every job of those shapes; excluded jobs and dead shapes,
 skipped by the merge, are ones ``runnable`` refuses for the rest of the call.
 
+With the shapes named, the merge's first steps need no heap of heads: each takes the
+lowest head of the list by one ``min`` pass (the heap's first item: the items are
+distinct, so ``min`` and a heap agree), and does to it what the merge's step does (drop it
+if stale; else ask ``runnable``, park or set it aside if refused); only after a refusal
+is the list made a heap, and the merge goes on from there over the same items. A job's
+entry goes stale when it is re-keyed; the entry of the job just picked is its shape's head
+then, and leaves that heap at once (``_drop_picked``, its shape's next head joining
+``_heads``), which is what the merge does with a stale head when it meets one.
+
 With decay the keys move with time and the base is fed lazily (below); that path keeps
 one heap for all jobs and parks the jobs of shapes that cannot fit, as before.
 
