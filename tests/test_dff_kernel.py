@@ -84,14 +84,16 @@ def test_each_core_matches_the_reference_on_a_full_cluster(core, seed):
 def view_state(sorter) -> tuple:
     """The current view, caught up, entry by entry: shares (as exact bits), schedulable
     counts, versions, the pool and pick heaps' entries in heap order (the pick heaps as
-    the last descent renewed them, ``_flush_picks``) and the nodes to re-pick."""
+    the last descent renewed them, ``_flush_picks``), the nodes to re-pick and those
+    waiting for a lazy heap's read (``deferred``)."""
     view = sorter.views.current
     if view.pending:
         sorter.views.catch_up(view)
     pools = [[(share.hex(), ver, c) for share, ver, c in heap] for heap in view.pool_heap]
     picks = [[(key.hex(), *rest) for key, *rest in heap] for heap in view.pick_heap]
     return (sorted(view.saturated), [x.hex() for x in view.share], list(view.unblocked), list(view.version),
-            pools, list(view.repick), picks, list(view.pick_version))
+            pools, list(view.repick), picks, list(view.pick_version),
+            {p: list(nodes) for p, nodes in view.deferred.items()})
 
 
 def finite_jobs(sc):

@@ -151,6 +151,9 @@ class _View(SaturatedView):
         #: (``DFFSorter._flush_picks``): most decisions on a full cluster compare the
         #: candidates' paths (``pick_among``) and never read the pick heaps
         self.repick: dict[int, None] = {}
+        #: per queue whose heap the shape-indexed descent does not read (``lazy_heaps``):
+        #: its children whose pick entries wait until a descent reads that heap
+        self.deferred: dict[int, dict[int, None]] = {}
         #: the saturated set as a bit mask (``_leaf_blocked``)
         self.saturated_mask = sum(1 << r for r in saturated)
         # heaps only for the queues (indices below ``queues``: jobs are never parents), so
@@ -249,6 +252,10 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                 self.exact = self.exact and _exactly_summable(node.weight)
         # queues take indices 0 .. queue_count - 1; jobs come after, and are never parents
         self.queue_count = len(self.key)
+        #: per queue: whether its pick heap is renewed only when a descent reads it
+        #: (``descent.renew_pick_entries``' ``lazy``): a fair queue with only jobs below,
+        #: whose heap the shape-indexed descent passes by (``descend_tree``)
+        self.lazy_heaps = [v not in self.has_queues and not self.fifo[v] for v in range(self.queue_count)]
         # per queue and resource, the partial sums of its usage sum from scratch (``_resum``):
         # entry 0 the sub-queues' sum, entry i + 1 that plus ``used[q][0..i]``; entries
         # past ``used_sums_valid[q]`` are stale (a job's row at that position changed)
@@ -862,9 +869,19 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         """Renew the pick entries of the nodes re-keyed since the last descent in ``view``
         (``machinery.descent.renew_pick_entries``, or its compiled port)."""
         if self._renew_picks is not None:
-            self._renew_picks(self, view, DIGITS)
+            self._renew_picks(self, view, DIGITS, None, self.lazy_heaps)
             return
         renew_pick_entries(view.repick, view.pick_heap, version=view.pick_version, share=view.share,
+                           running=self.running, position=self.position, live=self.live, present=self.alive,
+                           parent=self.parent, kids=self.kids, lazy=self.lazy_heaps, deferred=view.deferred)
+
+    def _renew_deferred(self, view: _View, nodes: dict[int, None]) -> None:
+        """Renew the pick entries ``_flush_picks`` (or ``_rebuild``) left for a lazy heap
+        (``lazy_heaps``), just before a descent reads it."""
+        if self._renew_picks is not None:
+            self._renew_picks(self, view, DIGITS, nodes)
+            return
+        renew_pick_entries(nodes, view.pick_heap, version=view.pick_version, share=view.share,
                            running=self.running, position=self.position, live=self.live, present=self.alive,
                            parent=self.parent, kids=self.kids)
 
@@ -886,7 +903,9 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         """A view from scratch, bottom-up: O(nodes x resources)."""
         view.pending.clear()
         view.repick.clear()  # (every pick entry is made anew below)
+        view.deferred.clear()  # (and those of a lazy heap when a descent reads it)
         children = self._children()
+        lazy = self.lazy_heaps
         for v in reversed(list(self.alive_nodes)):
             if self.is_job[v]:
                 view.unblocked[v] = 0 if self._leaf_blocked(view, v) else 1
@@ -894,14 +913,20 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                 continue
             view.unblocked[v] = sum(view.unblocked[c] for c in children[v])
             pool, pick = [], []
+            later = {} if lazy[v] else None
             for c in children[v]:
                 view.version[c] += 1
                 view.pick_version[c] += 1
                 if view.unblocked[c] > 0:
                     pool.append((view.share[c], view.version[c], c))
                 if self.live[c] > 0:
-                    pick.append((round(view.share[c], DIGITS), self.running[c], self.position[c],
-                                 view.pick_version[c], c))
+                    if later is not None:
+                        later[c] = None
+                    else:
+                        pick.append((round(view.share[c], DIGITS), self.running[c], self.position[c],
+                                     view.pick_version[c], c))
+            if later:
+                view.deferred[v] = later
             heapq.heapify(pool)
             heapq.heapify(pick)
             view.pool_heap[v], view.pick_heap[v] = pool, pick
@@ -920,7 +945,8 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
                             fifo_jobs=self._fifo_jobs, version=view.pick_version, present=self.alive,
                             runnable=runnable, excluded=self._excluded_counts(), shapes=self,
-                            node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]))
+                            node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]),
+                            deferred=view.deferred, renew=lambda nodes: self._renew_deferred(view, nodes))
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.decay is not None:

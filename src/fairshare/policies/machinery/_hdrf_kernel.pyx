@@ -466,7 +466,7 @@ def pick_among_tree(names, *, dict index, list parent, list live, node_key, fifo
 
 
 def renew_pick_entries(dict repick, list heaps, *, list version, list share, list running, list position,
-                       list live, present, list parent, list kids):
+                       list live, present, list parent, list kids, list lazy=None, dict deferred=None):
     """``descent.renew_pick_entries``: each node in ``repick`` gets a new version and,
     while demanding and present, the entry ``(round(share, DIGITS), running, position,
     version, node)`` in its parent's heap; a heap grown past ``4 x children + 16``
@@ -479,13 +479,27 @@ def renew_pick_entries(dict repick, list heaps, *, list version, list share, lis
     (siblings differ by position, a node's entries by version), so the heap's pops
     follow the order of its set of entries whatever its layout; the set of current
     entries is the reference's (compaction drops only stale ones, which the descent
-    drops anyway when it meets them)."""
+    drops anyway when it meets them).
+
+    ``lazy`` and ``deferred`` as in the reference: a node whose parent's heap is read
+    only through ``deferred`` (``lazy[p]``) is put there instead, renewed when a descent
+    reads that heap."""
     cdef Py_ssize_t v, p, k
     cdef long ver
     cdef list heap, fresh
     cdef dict new_entries = {}
+    cdef dict later
     for node in repick:
         v = node
+        if lazy is not None:
+            p = parent[v]
+            if lazy[p]:
+                later = deferred.get(p)
+                if later is None:
+                    deferred[p] = {node: None}
+                else:
+                    later[node] = None
+                continue
         ver = <long>version[v] + 1
         version[v] = ver
         if <long>live[v] > 0 and present[v]:

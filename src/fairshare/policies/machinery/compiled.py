@@ -55,7 +55,7 @@ PORTED_FROM = {
     "HDRFSorter._recompute": "cb9a5323fccde326",
     "HDRFSorter._rebuild": "a75176986a8754f7",
     "descent.pick_among_tree": "8bf57239bdf6a3d9",
-    "descent.renew_pick_entries": "d5ea5592da44ccdf",
+    "descent.renew_pick_entries": "429e4a73d48cee39",
 }
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ DFF_PORTED_FROM = {
     "DFFSorter._pool_min": "af01a0126519df1d",
     "DFFSorter._push": "94531bb5d20c2bbd",
     # (``DFFSorter._flush_picks`` calls ``_dff_kernel.renew_picks`` in its place)
-    "renew_pick_entries": "d5ea5592da44ccdf",
+    "renew_pick_entries": "429e4a73d48cee39",
 }
 
 

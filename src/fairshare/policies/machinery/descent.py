@@ -34,7 +34,8 @@ TREE_AMONG_COST = 0.1
 
 def renew_pick_entries(repick, heaps: list[list], *, version: list[int], share: list[float], running: list[int],
                        position: list[int], live: list[int], present: list, parent: list[int],
-                       kids: list[int]) -> None:
+                       kids: list[int], lazy: list[bool] | None = None,
+                       deferred: dict[int, dict[int, None]] | None = None) -> None:
     """Renew the pick entries of the nodes in ``repick`` (re-keyed since the last
     descent), shared by the H-DRF and DFF sorters: each gets a new version (its old
     entries go stale) and, while it has demanding jobs below and is still there
@@ -43,9 +44,26 @@ def renew_pick_entries(repick, heaps: list[list], *, version: list[int], share: 
     been pushed at once (the descent reads only the lowest current entries; keys are
     distinct by position among siblings, so the order of pushes does not matter). A heap
     grown past ``4 x children + 16`` entries drops its stale ones (stale for good: a
-    changed node gets a new version), so heaps stay O(children). ``repick`` is emptied."""
+    changed node gets a new version), so heaps stay O(children). ``repick`` is emptied.
+
+    ``lazy`` and ``deferred``, when given: a node whose parent ``p`` has ``lazy[p]`` (a
+    queue whose heap the shape-indexed descent does not read, see :func:`descend_tree`) is
+    not renewed here but added to ``deferred[p]``, renewed (by this function, without
+    ``lazy``) only when a descent is about to read ``heaps[p]``. Why the pops are the same:
+    the descent renews ``deferred[p]`` first, and no key changes between the last renewal
+    and that read without its node being marked again (every change re-marks it, and the
+    sorter renews before every descent), so the entries pushed then are the ones the
+    eager renewal would have pushed, with the keys it would have read; the stale entries
+    the delay leaves in the heap carry an old version and are dropped when met, as before."""
     heappush = heapq.heappush
     for v in repick:
+        if lazy is not None and lazy[parent[v]]:
+            later = deferred.get(parent[v])
+            if later is None:
+                deferred[parent[v]] = {v: None}
+            else:
+                later[v] = None
+            continue
         ver = version[v] + 1
         version[v] = ver
         if live[v] > 0 and present[v]:
@@ -62,7 +80,8 @@ def renew_pick_entries(repick, heaps: list[list], *, version: list[int], share: 
 def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str], live: list[int],
                  fifo_jobs: Callable[[int], list[int] | None], version: list[int], present: list,
                  runnable: Runnable, excluded: list[int] | None = None, shapes: ShapeIndex | None = None,
-                 node_key: Callable[[int], tuple] | None = None) -> str | None:
+                 node_key: Callable[[int], tuple] | None = None, deferred: dict[int, dict[int, None]] | None = None,
+                 renew: Callable[[dict[int, None]], None] | None = None) -> str | None:
     """H-DRF Alg. 4 / DFF Alg. 3's descent, shared by the tree sorters: from node ``v``,
     take the lowest child in ``heaps[v]`` (entries ``(share, running, position, version,
     child)``, ordered by the tie rule) that has a runnable job below it. An entry is
@@ -83,7 +102,11 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
     instead of walking the queue's heap past the others. All of this only passes over
     children with no runnable job below, so the descent's answer is unchanged. The heap
     walk (lowest first, stale entries dropped, the ones tried put back) is inlined (this
-    runs once per decision)."""
+    runs once per decision).
+
+    ``deferred`` (``renew_pick_entries``' ``lazy`` renewal): the children of a node whose
+    pick entries were left to renew until its heap is read; ``renew(deferred.pop(v))``
+    renews them just before the walk reads ``heaps[v]``."""
     heappop, heappush = heapq.heappop, heapq.heappush
     if shapes is None:
         alive, shape_mask, has_queues = [-1], [], ()
@@ -106,6 +129,8 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
                         and runnable(key[c]):
                     return key[c]
             return None
+        if deferred and v in deferred:
+            renew(deferred.pop(v))
         heap = heaps[v]
         tried: list = []
         found = None
