@@ -25,7 +25,7 @@ from test_online_parity import run, steady_run, steady_scenario
 
 from fairshare.engine import Scheduler
 from fairshare.policies import dff_online, make_policy
-from fairshare.policies.machinery import compiled
+from fairshare.policies.machinery import compiled, descent
 
 CORES = ["compiled", "pure-python"]
 needs_compiled = pytest.mark.skipif(not compiled.dff_available(), reason="the compiled DFF catch-up is not built")
@@ -61,6 +61,8 @@ def test_the_sorter_uses_the_core_the_environment_asks_for(monkeypatch, env, com
     sorter = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff")).sorter
     assert (sorter.views._replay != sorter._replay) == compiled_runs
     assert (sorter._renew_picks is not None) == compiled_runs
+    # (the candidates' walk is the H-DRF kernel's: ``compiled.tree_pick_among``)
+    assert (sorter._pick_among_tree is not descent.pick_among_tree) == (env == "0" and compiled.available())
 
 
 @settings(max_examples=25, deadline=None,

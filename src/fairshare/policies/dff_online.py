@@ -113,7 +113,7 @@ from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.machinery import compiled
 from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, ShapeIndex, TreeExclusion,
-                                                    descend_tree, pick_among_tree, renew_pick_entries)
+                                                    descend_tree, renew_pick_entries)
 from fairshare.policies.machinery.history import HISTORY, QueueHistory
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.machinery.views import SaturatedView, ViewCache
@@ -239,6 +239,9 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # below (the reference; the same view: machinery/compiled.py, _dff_kernel.pyx)
         replay = compiled.dff_replay(self) or self._replay
         self._renew_picks = compiled.dff_renew_picks()  # (None: renew_pick_entries)
+        # the candidates' comparison, compiled (``_hdrf_kernel``: the keys have the form it
+        # computes from ``tables``) or the reference
+        self._pick_among_tree = compiled.tree_pick_among()
         self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.queue_count),
                                                  self._rebuild, replay, lambda: len(self.key))
         self.dirty = True  # FR (and so every fairness) must be recomputed before deciding
@@ -958,13 +961,20 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         view, catch_up = self.views.current, self.views.catch_up
         share, running, position = view.share, self.running, self.position
 
+        def ready() -> None:
+            if view.pending:
+                catch_up(view)
+
         def node_key(v: int) -> tuple:  # as in the pick heaps (_push)
             if view.pending:
                 catch_up(view)
             return (round(share[v], DIGITS), running[v], position[v])
 
-        return pick_among_tree(names, index=self.index, parent=self.parent, live=self.live, node_key=node_key,
-                               fifo_jobs=self._fifo_jobs, runnable=runnable)
+        # (``tables``: what node_key reads, for the compiled walk; the catch-up updates
+        # ``view.share`` in place, as the H-DRF sorter's does)
+        return self._pick_among_tree(names, index=self.index, parent=self.parent, live=self.live,
+                                     node_key=node_key, fifo_jobs=self._fifo_jobs, runnable=runnable,
+                                     tables=(share, running, position, ready))
 
     def _fifo_jobs(self, v: int) -> list[int] | None:
         return self.job_kids[v] if v and self.fifo[v] else None
