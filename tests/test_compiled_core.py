@@ -29,6 +29,7 @@ from fairshare.engine import Scheduler
 from fairshare.policies import make_policy
 from fairshare.policies import hdrf_online
 from fairshare.policies.machinery import compiled, descent
+from fairshare.policies.machinery.ties import DIGITS
 
 #: the policies whose sorter is ``HDRFSorter``, the one the compiled core serves
 HDRF_CASES = [(policy, options) for policy, options in CASES if policy in ("hdrf", "hdrf-naive", "capacity")]
@@ -230,6 +231,42 @@ def test_the_compiled_pick_entry_renewal_is_the_reference(seed):
         states.append((current, version))
     assert states[0] == states[1]
     assert any(states[0][0])
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(40))
+def test_the_compiled_jobs_walk_is_the_reference(seed):
+    # a jobs-only queue's jobs tried by key: the same job, after the same runnable checks in
+    # the same order (the compiled walk selects the lowest untried key, the reference sorts),
+    # with tied shares, excluded jobs, shapes no longer live, and checks that clear a shape
+    rng = random.Random(seed)
+    n = rng.randint(1, 40)
+    jobs = rng.sample(range(n), rng.randint(0, n))
+    share = [rng.choice(SHARES) for _ in range(n)]
+    running = [rng.randint(0, 2) for _ in range(n)]
+    position = rng.sample(range(n), n)  # (distinct among siblings)
+    live = [rng.choice([0, 1, 1, 1]) for _ in range(n)]
+    excluded = [rng.choice([0, 0, 0, 1]) for _ in range(n)] if rng.random() < 0.5 else None
+    shape_mask = [1 << rng.randrange(3) for _ in range(n)]
+    key = [f"j{c}" for c in range(n)]
+    fails = set(rng.sample(range(n), rng.randint(0, n)))
+    clears = {c: 1 << rng.randrange(3) for c in rng.sample(range(n), rng.randint(0, min(n, 2)))}
+    results = []
+    for walk, tables in ((descent.first_runnable_by_key, None), (_hdrf_kernel.first_runnable_by_key, None),
+                         (_hdrf_kernel.first_runnable_by_key, (share, running, position))):
+        alive, asked = [0b111], []
+
+        def runnable(name):
+            c = int(name[1:])
+            asked.append(c)
+            alive[0] &= ~clears.get(c, 0)
+            return c not in fails
+
+        got = walk(list(jobs), live=live, excluded=excluded, shape_mask=shape_mask, alive=alive, key=key,
+                   runnable=runnable, node_key=lambda c: (round(share[c], DIGITS), running[c], position[c]),
+                   tables=tables)
+        results.append((got, asked))
+    assert results[0] == results[1] == results[2]
 
 
 def lazy_renewal_run(renew, seed: int, lazy_on: bool):

@@ -242,6 +242,8 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # the candidates' comparison, compiled (``_hdrf_kernel``: the keys have the form it
         # computes from ``tables``) or the reference
         self._pick_among_tree = compiled.tree_pick_among()
+        # a jobs-only queue's jobs tried by key in the descent, compiled or the reference
+        self._first_runnable = compiled.tree_first_runnable()
         self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.queue_count),
                                                  self._rebuild, replay, lambda: len(self.key))
         self.dirty = True  # FR (and so every fairness) must be recomputed before deciding
@@ -949,7 +951,8 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                             fifo_jobs=self._fifo_jobs, version=view.pick_version, present=self.alive,
                             runnable=runnable, excluded=self._excluded_counts(), shapes=self,
                             node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]),
-                            deferred=view.deferred, renew=lambda nodes: self._renew_deferred(view, nodes))
+                            deferred=view.deferred, renew=lambda nodes: self._renew_deferred(view, nodes),
+                            first_runnable=self._first_runnable, tables=(share, running, position))
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.decay is not None:

@@ -180,6 +180,8 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # the candidates' comparison and the pick-heap renewal, compiled or the reference
         self._pick_among_tree = compiled.tree_pick_among()
         self._renew_pick_entries = compiled.tree_renew_pick_entries()
+        # a jobs-only queue's jobs tried by key in the descent, compiled or the reference
+        self._first_runnable = compiled.tree_first_runnable()
         self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.m),
                                                  self._rebuild_view, replay, lambda: len(self.key))
         self._add_node(ROOT, -1, 1.0, False)
@@ -597,7 +599,8 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                             fifo_jobs=self.fifo_jobs.get, version=view.version, present=self.key,
                             runnable=runnable, excluded=self._excluded_counts(), shapes=self,
                             node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]),
-                            deferred=view.deferred, renew=lambda nodes: self._renew_deferred(view, nodes))
+                            deferred=view.deferred, renew=lambda nodes: self._renew_deferred(view, nodes),
+                            first_runnable=self._first_runnable, tables=(share, running, position))
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.stop_when_saturated and self.saturated:
