@@ -261,6 +261,10 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         #: (``descent.renew_pick_entries``' ``lazy``): a fair queue with only jobs below,
         #: whose heap the shape-indexed descent passes by (``descend_tree``)
         self.lazy_heaps = [v not in self.has_queues and not self.fifo[v] for v in range(self.queue_count)]
+        # the FIFO queues' jobs by arrival (``job_kids``' own lists, changed in place), what
+        # the descent and the candidates' walk ask of each queue on their way (``.get``: None
+        # for the root and the fair queues; a dict's lookup, not a method call per candidate)
+        self._fifo_jobs = {v: self.job_kids[v] for v in range(1, self.queue_count) if self.fifo[v]}
         # per queue and resource, the partial sums of its usage sum from scratch (``_resum``):
         # entry 0 the sub-queues' sum, entry i + 1 that plus ``used[q][0..i]``; entries
         # past ``used_sums_valid[q]`` are stale (a job's row at that position changed)
@@ -948,7 +952,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             self._flush_picks(view)
         share, running, position = view.share, self.running, self.position
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
-                            fifo_jobs=self._fifo_jobs, version=view.pick_version, present=self.alive,
+                            fifo_jobs=self._fifo_jobs.get, version=view.pick_version, present=self.alive,
                             runnable=runnable, excluded=self._excluded_counts(), shapes=self,
                             node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]),
                             deferred=view.deferred, renew=lambda nodes: self._renew_deferred(view, nodes),
@@ -976,11 +980,8 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # (``tables``: what node_key reads, for the compiled walk; the catch-up updates
         # ``view.share`` in place, as the H-DRF sorter's does)
         return self._pick_among_tree(names, index=self.index, parent=self.parent, live=self.live,
-                                     node_key=node_key, fifo_jobs=self._fifo_jobs, runnable=runnable,
+                                     node_key=node_key, fifo_jobs=self._fifo_jobs.get, runnable=runnable,
                                      tables=(share, running, position, ready))
-
-    def _fifo_jobs(self, v: int) -> list[int] | None:
-        return self.job_kids[v] if v and self.fifo[v] else None
 
     def shares(self) -> dict[str, float]:
         self._decide_ready()
