@@ -81,7 +81,11 @@ competes with its sub-queues (found by a scan of that queue's jobs, as the refer
 Heaps are lazy: an entry is valid while its version is the child's current one; a heap
 holding many stale entries is compacted. Pick entries are renewed only before a descent
 (``_View.repick``, ``_flush_picks``): on a full cluster most decisions compare the
-candidates' paths of keys (``pick_among``) and never read the pick heaps.
+candidates' paths of keys (``pick_among``) and never read the pick heaps. The heap of a
+fair queue with only jobs below (``lazy_heaps``) is renewed later still, when a descent
+reads it (``_View.deferred``): the shape-indexed descent sorts such a queue's fitting jobs
+by key instead (below), so at 10,000 jobs most renewals were of heaps never read; exact:
+``descent.renew_pick_entries``.
 
 Shape-indexed descents (issue 24, item 1; ``machinery.descent.ShapeIndex``, as in the
 H-DRF sorter): each node keeps, as a bit mask, the shapes of the next tasks of the jobs

@@ -54,7 +54,9 @@ The descent (Alg. 4) takes, at each node, the lowest child by the tie rule (shar
 running tasks in the subtree, position) that has a runnable job below it. Pick-heap
 entries are renewed only before a descent (``_View.repick``, ``_flush_picks``): on a full
 cluster most decisions compare the candidates' paths of keys, computed from the shares
-directly, and never read the heaps. In a
+directly, and never read the heaps; the heap of a fair queue with only jobs below
+(``lazy_heaps``) waits until a descent reads it (``_View.deferred``: the shape-indexed
+descent sorts such a queue's fitting jobs instead; exact, ``descent.renew_pick_entries``). In a
 queue with ``order: fifo`` only its earliest runnable job competes with its sub-queues
 (a scan of that queue's jobs, as the reference does). Children whose demanding jobs the
 scheduler has all excluded in this call are passed over (``TreeExclusion``), and so are
