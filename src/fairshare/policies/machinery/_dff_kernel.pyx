@@ -181,18 +181,11 @@ def renew_picks(sorter, view, long digits, dict repick=None, list lazy=None):
     cdef tuple e
     cdef Py_ssize_t v, p
     cdef long ver
-    cdef dict later
     for node in repick:
         v = node
-        if lazy is not None:
-            p = parent[v]
-            if lazy[p]:
-                later = deferred.get(p)
-                if later is None:
-                    deferred[p] = {node: None}
-                else:
-                    later[node] = None
-                continue
+        if lazy is not None and lazy[<Py_ssize_t>parent[v]]:
+            (<dict>deferred.setdefault(parent[v], {}))[node] = None
+            continue
         ver = <long>version[v] + 1
         version[v] = ver
         if <long>live[v] > 0 and present[v]:
