@@ -29,6 +29,7 @@ from fairshare.engine import Scheduler
 from fairshare.policies import make_policy
 from fairshare.policies import hdrf_online
 from fairshare.policies.machinery import compiled, descent
+from fairshare.policies.machinery.ties import DIGITS
 
 #: the policies whose sorter is ``HDRFSorter``, the one the compiled core serves
 HDRF_CASES = [(policy, options) for policy, options in CASES if policy in ("hdrf", "hdrf-naive", "capacity")]
@@ -230,6 +231,91 @@ def test_the_compiled_pick_entry_renewal_is_the_reference(seed):
         states.append((current, version))
     assert states[0] == states[1]
     assert any(states[0][0])
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(40))
+def test_the_compiled_jobs_walk_is_the_reference(seed):
+    # a jobs-only queue's jobs tried by key: the same job, after the same runnable checks in
+    # the same order (the compiled walk selects the lowest untried key, the reference sorts),
+    # with tied shares, excluded jobs, shapes no longer live, and checks that clear a shape
+    rng = random.Random(seed)
+    n = rng.randint(1, 40)
+    jobs = rng.sample(range(n), rng.randint(0, n))
+    share = [rng.choice(SHARES) for _ in range(n)]
+    running = [rng.randint(0, 2) for _ in range(n)]
+    position = rng.sample(range(n), n)  # (distinct among siblings)
+    live = [rng.choice([0, 1, 1, 1]) for _ in range(n)]
+    excluded = [rng.choice([0, 0, 0, 1]) for _ in range(n)] if rng.random() < 0.5 else None
+    shape_mask = [1 << rng.randrange(3) for _ in range(n)]
+    key = [f"j{c}" for c in range(n)]
+    fails = set(rng.sample(range(n), rng.randint(0, n)))
+    clears = {c: 1 << rng.randrange(3) for c in rng.sample(range(n), rng.randint(0, min(n, 2)))}
+    results = []
+    for walk, tables in ((descent.first_runnable_by_key, None), (_hdrf_kernel.first_runnable_by_key, None),
+                         (_hdrf_kernel.first_runnable_by_key, (share, running, position))):
+        alive, asked = [0b111], []
+
+        def runnable(name):
+            c = int(name[1:])
+            asked.append(c)
+            alive[0] &= ~clears.get(c, 0)
+            return c not in fails
+
+        got = walk(list(jobs), live=live, excluded=excluded, shape_mask=shape_mask, alive=alive, key=key,
+                   runnable=runnable, node_key=lambda c: (round(share[c], DIGITS), running[c], position[c]),
+                   tables=tables)
+        results.append((got, asked))
+    assert results[0] == results[1] == results[2]
+
+
+def lazy_renewal_run(renew, seed: int, lazy_on: bool):
+    """100 rounds of pick-entry renewals on a random tree, a key changing only with its
+    node marked (the sorters' invariant), with ``lazy`` for some queues (``lazy_on``) and
+    their deferred entries renewed when a random heap is "read" and at the end. Returns
+    each heap's current entries without versions, the versions and the deferred nodes."""
+    rng = random.Random(seed)
+    n = rng.randint(3, 30)
+    parent, kids, is_job, key, live = random_tree(rng, n)
+    n_kids = [len(k) for k in kids]
+    present = [k if rng.random() < 0.9 else "" for k in key]
+    lazy = [bool(kids[v]) and rng.random() < 0.6 for v in range(n)] if lazy_on else None
+    r = random.Random(seed)
+    heaps: list[list] = [[] for _ in range(n)]
+    version, deferred = [0] * n, {}
+    share, running = [0.0] * n, [0] * n
+    tables = dict(version=version, share=share, running=running, position=list(range(n)), live=live,
+                  present=present, parent=parent, kids=n_kids)
+    for _ in range(100):
+        renewed = r.sample(range(1, n), r.randint(1, n - 1))
+        for v in renewed:
+            share[v], running[v] = r.choice(SHARES), r.randint(0, 2)
+        renew({v: None for v in renewed}, heaps, lazy=lazy, deferred=deferred if lazy_on else None, **tables)
+        read = r.randrange(n)  # (a descent reads this heap: its deferred entries first)
+        if read in deferred:
+            renew(deferred.pop(read), heaps, **tables)
+    held = {p: sorted(nodes) for p, nodes in deferred.items()}
+    for p in list(deferred):
+        renew(deferred.pop(p), heaps, **tables)
+    current = [sorted(e[:3] + e[4:] for e in heap if e[3] == version[e[4]] and live[e[4]] > 0 and present[e[4]])
+               for heap in heaps]
+    assert all(heap[0] == min(heap) for heap in heaps if heap)
+    return current, version, held
+
+
+def test_lazy_pick_renewal_gives_the_eager_heaps():
+    # a heap renewed only when read holds, once read, the current entries the eager
+    # renewal holds (same keys: a key changes only with its node marked); and the compiled
+    # renewal defers and renews exactly as the reference
+    waited = 0
+    for seed in range(30):
+        eager, _, _ = lazy_renewal_run(descent.renew_pick_entries, seed, lazy_on=False)
+        lazy, version, held = lazy_renewal_run(descent.renew_pick_entries, seed, lazy_on=True)
+        assert lazy == eager and any(eager), seed
+        waited += sum(map(len, held.values()))
+        if compiled.available():
+            assert lazy_renewal_run(_hdrf_kernel.renew_pick_entries, seed, lazy_on=True) == (lazy, version, held)
+    assert waited  # (some entries were still waiting at the end)
 
 
 @needs_compiled

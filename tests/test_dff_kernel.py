@@ -25,7 +25,7 @@ from test_online_parity import run, steady_run, steady_scenario
 
 from fairshare.engine import Scheduler
 from fairshare.policies import dff_online, make_policy
-from fairshare.policies.machinery import compiled
+from fairshare.policies.machinery import compiled, descent
 
 CORES = ["compiled", "pure-python"]
 needs_compiled = pytest.mark.skipif(not compiled.dff_available(), reason="the compiled DFF catch-up is not built")
@@ -61,6 +61,8 @@ def test_the_sorter_uses_the_core_the_environment_asks_for(monkeypatch, env, com
     sorter = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff")).sorter
     assert (sorter.views._replay != sorter._replay) == compiled_runs
     assert (sorter._renew_picks is not None) == compiled_runs
+    # (the candidates' walk is the H-DRF kernel's: ``compiled.tree_pick_among``)
+    assert (sorter._pick_among_tree is not descent.pick_among_tree) == (env == "0" and compiled.available())
 
 
 @settings(max_examples=25, deadline=None,
@@ -84,14 +86,16 @@ def test_each_core_matches_the_reference_on_a_full_cluster(core, seed):
 def view_state(sorter) -> tuple:
     """The current view, caught up, entry by entry: shares (as exact bits), schedulable
     counts, versions, the pool and pick heaps' entries in heap order (the pick heaps as
-    the last descent renewed them, ``_flush_picks``) and the nodes to re-pick."""
+    the last descent renewed them, ``_flush_picks``), the nodes to re-pick and those
+    waiting for a lazy heap's read (``deferred``)."""
     view = sorter.views.current
     if view.pending:
         sorter.views.catch_up(view)
     pools = [[(share.hex(), ver, c) for share, ver, c in heap] for heap in view.pool_heap]
     picks = [[(key.hex(), *rest) for key, *rest in heap] for heap in view.pick_heap]
     return (sorted(view.saturated), [x.hex() for x in view.share], list(view.unblocked), list(view.version),
-            pools, list(view.repick), picks, list(view.pick_version))
+            pools, list(view.repick), picks, list(view.pick_version),
+            {p: list(nodes) for p, nodes in view.deferred.items()})
 
 
 def finite_jobs(sc):

@@ -81,7 +81,11 @@ competes with its sub-queues (found by a scan of that queue's jobs, as the refer
 Heaps are lazy: an entry is valid while its version is the child's current one; a heap
 holding many stale entries is compacted. Pick entries are renewed only before a descent
 (``_View.repick``, ``_flush_picks``): on a full cluster most decisions compare the
-candidates' paths of keys (``pick_among``) and never read the pick heaps.
+candidates' paths of keys (``pick_among``) and never read the pick heaps. The heap of a
+fair queue with only jobs below (``lazy_heaps``) is renewed later still, when a descent
+reads it (``_View.deferred``): the shape-indexed descent sorts such a queue's fitting jobs
+by key instead (below), so at 10,000 jobs most renewals were of heaps never read; exact:
+``descent.renew_pick_entries``.
 
 Shape-indexed descents (issue 24, item 1; ``machinery.descent.ShapeIndex``, as in the
 H-DRF sorter): each node keeps, as a bit mask, the shapes of the next tasks of the jobs
@@ -113,7 +117,7 @@ from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.machinery import compiled
 from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, ShapeIndex, TreeExclusion,
-                                                    descend_tree, pick_among_tree, renew_pick_entries)
+                                                    descend_tree, renew_pick_entries)
 from fairshare.policies.machinery.history import HISTORY, QueueHistory
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.machinery.views import SaturatedView, ViewCache
@@ -151,6 +155,9 @@ class _View(SaturatedView):
         #: (``DFFSorter._flush_picks``): most decisions on a full cluster compare the
         #: candidates' paths (``pick_among``) and never read the pick heaps
         self.repick: dict[int, None] = {}
+        #: per queue whose heap the shape-indexed descent does not read (``lazy_heaps``):
+        #: its children whose pick entries wait until a descent reads that heap
+        self.deferred: dict[int, dict[int, None]] = {}
         #: the saturated set as a bit mask (``_leaf_blocked``)
         self.saturated_mask = sum(1 << r for r in saturated)
         # heaps only for the queues (indices below ``queues``: jobs are never parents), so
@@ -236,6 +243,11 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # below (the reference; the same view: machinery/compiled.py, _dff_kernel.pyx)
         replay = compiled.dff_replay(self) or self._replay
         self._renew_picks = compiled.dff_renew_picks()  # (None: renew_pick_entries)
+        # the candidates' comparison, compiled (``_hdrf_kernel``: the keys have the form it
+        # computes from ``tables``) or the reference
+        self._pick_among_tree = compiled.tree_pick_among()
+        # a jobs-only queue's jobs tried by key in the descent, compiled or the reference
+        self._first_runnable = compiled.tree_first_runnable()
         self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.queue_count),
                                                  self._rebuild, replay, lambda: len(self.key))
         self.dirty = True  # FR (and so every fairness) must be recomputed before deciding
@@ -249,6 +261,14 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                 self.exact = self.exact and _exactly_summable(node.weight)
         # queues take indices 0 .. queue_count - 1; jobs come after, and are never parents
         self.queue_count = len(self.key)
+        #: per queue: whether its pick heap is renewed only when a descent reads it
+        #: (``descent.renew_pick_entries``' ``lazy``): a fair queue with only jobs below,
+        #: whose heap the shape-indexed descent passes by (``descend_tree``)
+        self.lazy_heaps = [v not in self.has_queues and not self.fifo[v] for v in range(self.queue_count)]
+        # the FIFO queues' jobs by arrival (``job_kids``' own lists, changed in place), what
+        # the descent and the candidates' walk ask of each queue on their way (``.get``: None
+        # for the root and the fair queues; a dict's lookup, not a method call per candidate)
+        self._fifo_jobs = {v: self.job_kids[v] for v in range(1, self.queue_count) if self.fifo[v]}
         # per queue and resource, the partial sums of its usage sum from scratch (``_resum``):
         # entry 0 the sub-queues' sum, entry i + 1 that plus ``used[q][0..i]``; entries
         # past ``used_sums_valid[q]`` are stale (a job's row at that position changed)
@@ -862,9 +882,19 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         """Renew the pick entries of the nodes re-keyed since the last descent in ``view``
         (``machinery.descent.renew_pick_entries``, or its compiled port)."""
         if self._renew_picks is not None:
-            self._renew_picks(self, view, DIGITS)
+            self._renew_picks(self, view, DIGITS, None, self.lazy_heaps)
             return
         renew_pick_entries(view.repick, view.pick_heap, version=view.pick_version, share=view.share,
+                           running=self.running, position=self.position, live=self.live, present=self.alive,
+                           parent=self.parent, kids=self.kids, lazy=self.lazy_heaps, deferred=view.deferred)
+
+    def _renew_deferred(self, view: _View, nodes: dict[int, None]) -> None:
+        """Renew the pick entries ``_flush_picks`` (or ``_rebuild``) left for a lazy heap
+        (``lazy_heaps``), just before a descent reads it."""
+        if self._renew_picks is not None:
+            self._renew_picks(self, view, DIGITS, nodes)
+            return
+        renew_pick_entries(nodes, view.pick_heap, version=view.pick_version, share=view.share,
                            running=self.running, position=self.position, live=self.live, present=self.alive,
                            parent=self.parent, kids=self.kids)
 
@@ -886,7 +916,9 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         """A view from scratch, bottom-up: O(nodes x resources)."""
         view.pending.clear()
         view.repick.clear()  # (every pick entry is made anew below)
+        view.deferred.clear()  # (and those of a lazy heap when a descent reads it)
         children = self._children()
+        lazy = self.lazy_heaps
         for v in reversed(list(self.alive_nodes)):
             if self.is_job[v]:
                 view.unblocked[v] = 0 if self._leaf_blocked(view, v) else 1
@@ -894,14 +926,20 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                 continue
             view.unblocked[v] = sum(view.unblocked[c] for c in children[v])
             pool, pick = [], []
+            later = {} if lazy[v] else None
             for c in children[v]:
                 view.version[c] += 1
                 view.pick_version[c] += 1
                 if view.unblocked[c] > 0:
                     pool.append((view.share[c], view.version[c], c))
                 if self.live[c] > 0:
-                    pick.append((round(view.share[c], DIGITS), self.running[c], self.position[c],
-                                 view.pick_version[c], c))
+                    if later is not None:
+                        later[c] = None
+                    else:
+                        pick.append((round(view.share[c], DIGITS), self.running[c], self.position[c],
+                                     view.pick_version[c], c))
+            if later:
+                view.deferred[v] = later
             heapq.heapify(pool)
             heapq.heapify(pick)
             view.pool_heap[v], view.pick_heap[v] = pool, pick
@@ -918,9 +956,11 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             self._flush_picks(view)
         share, running, position = view.share, self.running, self.position
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
-                            fifo_jobs=self._fifo_jobs, version=view.pick_version, present=self.alive,
+                            fifo_jobs=self._fifo_jobs.get, version=view.pick_version, present=self.alive,
                             runnable=runnable, excluded=self._excluded_counts(), shapes=self,
-                            node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]))
+                            node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]),
+                            deferred=view.deferred, renew=lambda nodes: self._renew_deferred(view, nodes),
+                            first_runnable=self._first_runnable, tables=(share, running, position))
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.decay is not None:
@@ -932,16 +972,20 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         view, catch_up = self.views.current, self.views.catch_up
         share, running, position = view.share, self.running, self.position
 
+        def ready() -> None:
+            if view.pending:
+                catch_up(view)
+
         def node_key(v: int) -> tuple:  # as in the pick heaps (_push)
             if view.pending:
                 catch_up(view)
             return (round(share[v], DIGITS), running[v], position[v])
 
-        return pick_among_tree(names, index=self.index, parent=self.parent, live=self.live, node_key=node_key,
-                               fifo_jobs=self._fifo_jobs, runnable=runnable)
-
-    def _fifo_jobs(self, v: int) -> list[int] | None:
-        return self.job_kids[v] if v and self.fifo[v] else None
+        # (``tables``: what node_key reads, for the compiled walk; the catch-up updates
+        # ``view.share`` in place, as the H-DRF sorter's does)
+        return self._pick_among_tree(names, index=self.index, parent=self.parent, live=self.live,
+                                     node_key=node_key, fifo_jobs=self._fifo_jobs.get, runnable=runnable,
+                                     tables=(share, running, position, ready))
 
     def shares(self) -> dict[str, float]:
         self._decide_ready()

@@ -54,7 +54,9 @@ The descent (Alg. 4) takes, at each node, the lowest child by the tie rule (shar
 running tasks in the subtree, position) that has a runnable job below it. Pick-heap
 entries are renewed only before a descent (``_View.repick``, ``_flush_picks``): on a full
 cluster most decisions compare the candidates' paths of keys, computed from the shares
-directly, and never read the heaps. In a
+directly, and never read the heaps; the heap of a fair queue with only jobs below
+(``lazy_heaps``) waits until a descent reads it (``_View.deferred``: the shape-indexed
+descent sorts such a queue's fitting jobs instead; exact, ``descent.renew_pick_entries``). In a
 queue with ``order: fifo`` only its earliest runnable job competes with its sub-queues
 (a scan of that queue's jobs, as the reference does). Children whose demanding jobs the
 scheduler has all excluded in this call are passed over (``TreeExclusion``), and so are
@@ -109,6 +111,9 @@ class _View(SaturatedView):
         #: (:meth:`HDRFSorter._flush_picks`): most decisions on a full cluster compare the
         #: candidates' paths (``pick_among``) and never read the pick heaps
         self.repick: dict[int, None] = {}
+        #: per queue whose heap the shape-indexed descent does not read (``lazy_heaps``):
+        #: its children whose pick entries wait until a descent reads that heap
+        self.deferred: dict[int, dict[int, None]] = {}
         #: the saturated set as a bit mask (a leaf needing one of them is blocked)
         self.saturated_mask = sum(1 << r for r in saturated)
 
@@ -177,6 +182,8 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # the candidates' comparison and the pick-heap renewal, compiled or the reference
         self._pick_among_tree = compiled.tree_pick_among()
         self._renew_pick_entries = compiled.tree_renew_pick_entries()
+        # a jobs-only queue's jobs tried by key in the descent, compiled or the reference
+        self._first_runnable = compiled.tree_first_runnable()
         self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.m),
                                                  self._rebuild_view, replay, lambda: len(self.key))
         self._add_node(ROOT, -1, 1.0, False)
@@ -186,6 +193,12 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # FIFO queues (not the root, as in the reference): their jobs by arrival, for the scan
         self.fifo_jobs: dict[int, list[int]] = {self.index[node.path]: [] for node in queues
                                                 if node.path != ROOT and node.order == "fifo"}
+        #: per queue (the queues are the first nodes): whether its pick heap is renewed only
+        #: when a descent reads it (``descent.renew_pick_entries``' ``lazy``): a fair queue
+        #: with only jobs below, whose heap the shape-indexed descent passes by (it sorts the
+        #: fitting shapes' jobs instead, ``descend_tree``), while its jobs' entries change at
+        #: every task start and end (at 10,000 jobs, most of the renewals)
+        self.lazy_heaps = [v not in self.has_queues and v not in self.fifo_jobs for v in range(len(self.key))]
         self.views.select(frozenset())
         self._init_history()  # decayed usage (``machinery/history.py``)
 
@@ -452,8 +465,15 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         (``machinery.descent.renew_pick_entries``; a removed job is not ``present``: its
         key is the empty tombstone)."""
         self._renew_pick_entries(view.repick, view.pick_heap, version=view.version, share=view.share,
-                           running=self.running, position=self.position, live=self.live, present=self.key,
-                           parent=self.parent, kids=self.kids)
+                                 running=self.running, position=self.position, live=self.live, present=self.key,
+                                 parent=self.parent, kids=self.kids, lazy=self.lazy_heaps, deferred=view.deferred)
+
+    def _renew_deferred(self, view: _View, nodes: dict[int, None]) -> None:
+        """Renew the pick entries ``_flush_picks`` left for a lazy heap (``lazy_heaps``),
+        just before a descent reads it."""
+        self._renew_pick_entries(nodes, view.pick_heap, version=view.version, share=view.share,
+                                 running=self.running, position=self.position, live=self.live, present=self.key,
+                                 parent=self.parent, kids=self.kids)
 
     def _compact_pool(self, view: _View, p: int) -> None:
         version, contrib = view.pool_version, view.contrib
@@ -580,7 +600,9 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
                             fifo_jobs=self.fifo_jobs.get, version=view.version, present=self.key,
                             runnable=runnable, excluded=self._excluded_counts(), shapes=self,
-                            node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]))
+                            node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]),
+                            deferred=view.deferred, renew=lambda nodes: self._renew_deferred(view, nodes),
+                            first_runnable=self._first_runnable, tables=(share, running, position))
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.stop_when_saturated and self.saturated:

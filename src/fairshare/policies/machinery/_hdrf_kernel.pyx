@@ -465,8 +465,48 @@ def pick_among_tree(names, *, dict index, list parent, list live, node_key, fifo
     return try_by_paths(competing, candidates, v, parent=parent, node_key=node_key, runnable=runnable)
 
 
+def first_runnable_by_key(list jobs, *, list live, excluded, list shape_mask, list alive, list key, runnable,
+                          node_key, tables=None):
+    """``descent.first_runnable_by_key``: ``jobs`` tried lowest key first, the first
+    demanding, not excluded, of a live shape and runnable. With ``tables`` (``(share,
+    running, position)``: the key of c is ``(round(share[c], DIGITS), running[c],
+    position[c])``, what ``node_key(c)`` returns) the keys are computed here and the lowest
+    untried one selected at each step instead of sorting them all (keys are distinct, by
+    position among siblings, so the selections meet the jobs in the sorted order; the
+    conditions are read at each job in that order, as the reference reads them). Usually
+    the first is runnable: one pass over the keys."""
+    cdef Py_ssize_t n = len(jobs), k, best, tried
+    cdef double share_best = 0.0
+    cdef long long running_best = 0, position_best = 0
+    cdef list shares_of, running_of, position_of, done
+    if tables is None:
+        for c in sorted(jobs, key=node_key):
+            if live[c] > (0 if excluded is None else excluded[c]) and shape_mask[c] & alive[0] and runnable(key[c]):
+                return key[c]
+        return None
+    share, running, position = tables
+    shares_of = [rounded_share(share[c]) for c in jobs]
+    running_of = [running[c] for c in jobs]
+    position_of = [position[c] for c in jobs]
+    done = [False] * n
+    for tried in range(n):
+        best = -1
+        for k in range(n):
+            if done[k]:
+                continue
+            if best < 0 or _key_less(shares_of[k], running_of[k], position_of[k],
+                                     share_best, running_best, position_best):
+                best = k
+                share_best, running_best, position_best = shares_of[k], running_of[k], position_of[k]
+        done[best] = True
+        c = jobs[best]
+        if live[c] > (0 if excluded is None else excluded[c]) and shape_mask[c] & alive[0] and runnable(key[c]):
+            return key[c]
+    return None
+
+
 def renew_pick_entries(dict repick, list heaps, *, list version, list share, list running, list position,
-                       list live, present, list parent, list kids):
+                       list live, present, list parent, list kids, list lazy=None, dict deferred=None):
     """``descent.renew_pick_entries``: each node in ``repick`` gets a new version and,
     while demanding and present, the entry ``(round(share, DIGITS), running, position,
     version, node)`` in its parent's heap; a heap grown past ``4 x children + 16``
@@ -479,13 +519,27 @@ def renew_pick_entries(dict repick, list heaps, *, list version, list share, lis
     (siblings differ by position, a node's entries by version), so the heap's pops
     follow the order of its set of entries whatever its layout; the set of current
     entries is the reference's (compaction drops only stale ones, which the descent
-    drops anyway when it meets them)."""
+    drops anyway when it meets them).
+
+    ``lazy`` and ``deferred`` as in the reference: a node whose parent's heap is read
+    only through ``deferred`` (``lazy[p]``) is put there instead, renewed when a descent
+    reads that heap."""
     cdef Py_ssize_t v, p, k
     cdef long ver
     cdef list heap, fresh
     cdef dict new_entries = {}
+    cdef dict later
     for node in repick:
         v = node
+        if lazy is not None:
+            p = parent[v]
+            if lazy[p]:
+                later = deferred.get(p)
+                if later is None:
+                    deferred[p] = {node: None}
+                else:
+                    later[node] = None
+                continue
         ver = <long>version[v] + 1
         version[v] = ver
         if <long>live[v] > 0 and present[v]:

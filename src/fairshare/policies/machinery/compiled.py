@@ -5,7 +5,8 @@
 1,000-job, 1,000-node benchmark, docs/performance.md "A compiled kernel"; and ``_rebuild``,
 a new view's build) and of the tree
 sorters' candidate comparison and pick-heap renewal (``descent.pick_among_tree``,
-``renew_pick_entries``: :func:`tree_pick_among`, :func:`tree_renew_pick_entries`). ``pip install``
+``renew_pick_entries``, ``first_runnable_by_key``: :func:`tree_pick_among`,
+:func:`tree_renew_pick_entries`, :func:`tree_first_runnable`). ``pip install``
 compiles it where a C compiler and the Python headers are present (setup.py; an optional
 extension, so a failed compile never fails the install); the pure-Python methods stay the
 reference and are what runs where it is not built, with the same decisions (the port
@@ -55,7 +56,8 @@ PORTED_FROM = {
     "HDRFSorter._recompute": "cb9a5323fccde326",
     "HDRFSorter._rebuild": "a75176986a8754f7",
     "descent.pick_among_tree": "8bf57239bdf6a3d9",
-    "descent.renew_pick_entries": "d5ea5592da44ccdf",
+    "descent.renew_pick_entries": "429e4a73d48cee39",
+    "descent.first_runnable_by_key": "ab3252270eda6a94",
 }
 
 log = logging.getLogger(__name__)
@@ -124,6 +126,14 @@ def tree_pick_among() -> Callable[..., str | None]:
     return _hdrf_kernel.pick_among_tree
 
 
+def tree_first_runnable() -> Callable[..., str | None]:
+    """``descent.first_runnable_by_key`` for a sorter built now: compiled (it computes the
+    keys from ``tables`` when given) or the reference."""
+    if not active():
+        return descent.first_runnable_by_key
+    return _hdrf_kernel.first_runnable_by_key
+
+
 def tree_renew_pick_entries() -> Callable[..., None]:
     """``descent.renew_pick_entries`` for a sorter built now: compiled or the reference."""
     if not active():
@@ -148,7 +158,7 @@ DFF_PORTED_FROM = {
     "DFFSorter._pool_min": "af01a0126519df1d",
     "DFFSorter._push": "94531bb5d20c2bbd",
     # (``DFFSorter._flush_picks`` calls ``_dff_kernel.renew_picks`` in its place)
-    "renew_pick_entries": "d5ea5592da44ccdf",
+    "renew_pick_entries": "429e4a73d48cee39",
 }
 
 

@@ -34,7 +34,8 @@ TREE_AMONG_COST = 0.1
 
 def renew_pick_entries(repick, heaps: list[list], *, version: list[int], share: list[float], running: list[int],
                        position: list[int], live: list[int], present: list, parent: list[int],
-                       kids: list[int]) -> None:
+                       kids: list[int], lazy: list[bool] | None = None,
+                       deferred: dict[int, dict[int, None]] | None = None) -> None:
     """Renew the pick entries of the nodes in ``repick`` (re-keyed since the last
     descent), shared by the H-DRF and DFF sorters: each gets a new version (its old
     entries go stale) and, while it has demanding jobs below and is still there
@@ -43,9 +44,26 @@ def renew_pick_entries(repick, heaps: list[list], *, version: list[int], share: 
     been pushed at once (the descent reads only the lowest current entries; keys are
     distinct by position among siblings, so the order of pushes does not matter). A heap
     grown past ``4 x children + 16`` entries drops its stale ones (stale for good: a
-    changed node gets a new version), so heaps stay O(children). ``repick`` is emptied."""
+    changed node gets a new version), so heaps stay O(children). ``repick`` is emptied.
+
+    ``lazy`` and ``deferred``, when given: a node whose parent ``p`` has ``lazy[p]`` (a
+    queue whose heap the shape-indexed descent does not read, see :func:`descend_tree`) is
+    not renewed here but added to ``deferred[p]``, renewed (by this function, without
+    ``lazy``) only when a descent is about to read ``heaps[p]``. Why the pops are the same:
+    the descent renews ``deferred[p]`` first, and no key changes between the last renewal
+    and that read without its node being marked again (every change re-marks it, and the
+    sorter renews before every descent), so the entries pushed then are the ones the
+    eager renewal would have pushed, with the keys it would have read; the stale entries
+    the delay leaves in the heap carry an old version and are dropped when met, as before."""
     heappush = heapq.heappush
     for v in repick:
+        if lazy is not None and lazy[parent[v]]:
+            later = deferred.get(parent[v])
+            if later is None:
+                deferred[parent[v]] = {v: None}
+            else:
+                later[v] = None
+            continue
         ver = version[v] + 1
         version[v] = ver
         if live[v] > 0 and present[v]:
@@ -62,7 +80,9 @@ def renew_pick_entries(repick, heaps: list[list], *, version: list[int], share: 
 def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str], live: list[int],
                  fifo_jobs: Callable[[int], list[int] | None], version: list[int], present: list,
                  runnable: Runnable, excluded: list[int] | None = None, shapes: ShapeIndex | None = None,
-                 node_key: Callable[[int], tuple] | None = None) -> str | None:
+                 node_key: Callable[[int], tuple] | None = None, deferred: dict[int, dict[int, None]] | None = None,
+                 renew: Callable[[dict[int, None]], None] | None = None,
+                 first_runnable: Callable[..., str | None] | None = None, tables: tuple | None = None) -> str | None:
     """H-DRF Alg. 4 / DFF Alg. 3's descent, shared by the tree sorters: from node ``v``,
     take the lowest child in ``heaps[v]`` (entries ``(share, running, position, version,
     child)``, ordered by the tie rule) that has a runnable job below it. An entry is
@@ -83,8 +103,18 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
     instead of walking the queue's heap past the others. All of this only passes over
     children with no runnable job below, so the descent's answer is unchanged. The heap
     walk (lowest first, stale entries dropped, the ones tried put back) is inlined (this
-    runs once per decision)."""
+    runs once per decision).
+
+    ``deferred`` (``renew_pick_entries``' ``lazy`` renewal): the children of a node whose
+    pick entries were left to renew until its heap is read; ``renew(deferred.pop(v))``
+    renews them just before the walk reads ``heaps[v]``.
+
+    ``first_runnable`` (default :func:`first_runnable_by_key`, or its compiled port) tries
+    a jobs-only queue's jobs by key; ``tables`` is what it may read for the keys
+    (``(share, running, position)``, as :func:`pick_among_tree`'s)."""
     heappop, heappush = heapq.heappop, heapq.heappush
+    if first_runnable is None:
+        first_runnable = first_runnable_by_key
     if shapes is None:
         alive, shape_mask, has_queues = [-1], [], ()
     else:
@@ -101,11 +131,10 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
                              and (alive[0] == -1 or shape_mask[c] & alive[0]) and runnable(key[c])), -2)
         elif alive[0] != -1 and v not in has_queues and node_key is not None:
             # jobs only, shapes restricted: the live shapes' jobs here, lowest key first
-            for c in sorted(shapes.alive_jobs_under(v), key=node_key):
-                if live[c] > (0 if excluded is None else excluded[c]) and shape_mask[c] & alive[0] \
-                        and runnable(key[c]):
-                    return key[c]
-            return None
+            return first_runnable(shapes.alive_jobs_under(v), live=live, excluded=excluded, shape_mask=shape_mask,
+                                  alive=alive, key=key, runnable=runnable, node_key=node_key, tables=tables)
+        if deferred and v in deferred:
+            renew(deferred.pop(v))
         heap = heaps[v]
         tried: list = []
         found = None
@@ -130,6 +159,22 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
         return found
 
     return descend(v)
+
+
+def first_runnable_by_key(jobs: list[int], *, live: list[int], excluded: list[int] | None, shape_mask: list[int],
+                          alive: list[int], key: list[str], runnable: Runnable, node_key: Callable[[int], tuple],
+                          tables: tuple | None = None) -> str | None:
+    """:func:`descend_tree`'s walk of a queue whose children are all jobs, while the
+    engine restricts the shapes: ``jobs`` (its jobs of the live shapes) tried lowest key
+    first (``node_key``; keys are distinct, by position), the first demanding, not
+    excluded, of a still live shape (``alive[0]``, read at each: a runnable check may clear
+    a bit) and runnable. ``tables`` (``(share, running, position)``, what ``node_key``
+    reads) is for the compiled port (``_hdrf_kernel``), which selects the lowest key
+    without sorting them all; this one, the reference, sorts by ``node_key``."""
+    for c in sorted(jobs, key=node_key):
+        if live[c] > (0 if excluded is None else excluded[c]) and shape_mask[c] & alive[0] and runnable(key[c]):
+            return key[c]
+    return None
 
 
 def pick_among_tree(names, *, index: dict[str, int], parent: list[int], live: list[int],
