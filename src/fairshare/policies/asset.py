@@ -9,6 +9,7 @@ resource saturates, jobs that do not need it keep growing (as in DRF's Sec. 4.1 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import truediv
 
 import numpy as np
 
@@ -32,7 +33,17 @@ def asset_shares(usage: np.ndarray, capacity: Vector, weights: np.ndarray) -> np
     return (usage[:, counted] / np.array([capacity[r] for r in counted], dtype=float)).sum(axis=1) / weights
 
 
+def asset_share_at(capacity: Vector):
+    """:func:`asset_share` with ``capacity`` fixed, as ``share(usage, weight)``
+    (``drf.drf_share_at``): where every ``R_r > 0``, ``sum(map(truediv, usage, capacity))``,
+    the same quotients summed by the same ``sum`` in the same order."""
+    if capacity and all(c > 0 for c in capacity):
+        return lambda usage, weight: sum(map(truediv, usage, capacity)) / weight
+    return lambda usage, weight: asset_share(usage, capacity, weight)
+
+
 asset_share.many = asset_shares  # (read by FlatSorter)
+asset_share.at = asset_share_at
 
 
 class AssetFairness(FillingPolicy):

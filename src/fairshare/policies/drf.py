@@ -10,6 +10,7 @@ queue tree is ignored. Discrete mode: Sec. 6.2.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import truediv
 
 import numpy as np
 
@@ -34,7 +35,20 @@ def drf_shares(usage: np.ndarray, capacity: Vector, weights: np.ndarray) -> np.n
     return (usage[:, counted] / np.array([capacity[r] for r in counted])).max(axis=1) / weights
 
 
+def drf_share_at(capacity: Vector):
+    """:func:`drf_share` with ``capacity`` fixed, as ``share(usage, weight)``, for the flat
+    sorter's re-key of a job at every task start and end (``FlatSorter._rekey``). Where
+    every ``R_r > 0`` (a cluster's usual capacity) it is ``max(map(truediv, usage,
+    capacity)) / weight``: the same quotients ``U_r / R_r``, in the same order, through
+    the same ``max``, so the same float, without a generator and its test per resource;
+    otherwise :func:`drf_share` itself."""
+    if capacity and all(c > 0 for c in capacity):
+        return lambda usage, weight: max(map(truediv, usage, capacity)) / weight
+    return lambda usage, weight: drf_share(usage, capacity, weight)
+
+
 drf_share.many = drf_shares  # (read by FlatSorter)
+drf_share.at = drf_share_at
 
 
 class DRF(FillingPolicy):

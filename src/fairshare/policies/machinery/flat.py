@@ -128,6 +128,10 @@ class FlatSorter(OnlineSorter):
     def __init__(self, share: JobShare, resources: int, queues: QueueTree, capacity: Vector):
         super().__init__(resources, queues, capacity)
         self.job_share = share
+        # the share at the current capacity, ``share(usage, weight)`` (``_share_at``), and
+        # whether a subclass weighs jobs its own way (``_weight``; else the job's weight)
+        self._share_now = self._share_at(self.capacity)
+        self._own_weights = type(self)._weight is not FlatSorter._weight
         self.share: dict[str, float] = {}
         self.version: dict[str, int] = {}
         # with decay, every entry: (round(share, DIGITS), running, arrival, version, name);
@@ -246,13 +250,13 @@ class FlatSorter(OnlineSorter):
             self.decay.forget(name)  # (flat over jobs: a job's history ends with it)
 
     def allocated(self, name, demand, now=0.0):
-        super().allocated(name, demand, now)
+        OnlineSorter.allocated(self, name, demand, now)  # (no ``super()`` object per task)
         if self.decay is not None:
             self._charge(name, now)
         self._rekey(name)
 
     def released(self, name, demand, now=0.0):
-        super().released(name, demand, now)
+        OnlineSorter.released(self, name, demand, now)
         if self.decay is not None:
             self._charge(name, now)
         self._rekey(name)
@@ -265,6 +269,7 @@ class FlatSorter(OnlineSorter):
     def set_capacity(self, capacity):
         if tuple(capacity) != self.capacity:
             super().set_capacity(capacity)
+            self._share_now = self._share_at(self.capacity)
             for name in self.jobs:
                 self._rekey(name)
             if self.decay is not None:
@@ -275,22 +280,34 @@ class FlatSorter(OnlineSorter):
         """The weight the share divides by: the job's own (collapsed: its leaf weight)."""
         return job.weight
 
+    def _share_at(self, capacity: Vector) -> Callable[[Sequence[float], float], float]:
+        """The policy's share with ``capacity`` fixed, ``share(usage, weight)``: its own
+        form for a fixed capacity where it has one (``share.at``, ``drf.drf_share_at``:
+        the same float, computed with less per call), else the share function itself."""
+        at = getattr(self.job_share, "at", None)
+        if at is not None:
+            return at(capacity)
+        share = self.job_share
+        return lambda usage, weight: share(usage, capacity, weight)
+
     def _charge(self, name: str, now: float) -> None:
         self._advance(now)
         self.decay.charge(name, now, self.jobs[name].usage)
 
     def _rekey(self, name: str) -> None:
         job = self.jobs[name]
-        usage = job.usage if self.decay is None else self.decay.effective(name, job.usage, self._keyed_at)
-        share = self.job_share(usage, self.capacity, self._weight(job))
-        self.share[name] = share
-        self.version[name] += 1
-        if self.decay is not None:
+        weight = self._weight(job) if self._own_weights else job.weight
+        if self.decay is None:
+            share = self._share_now(job.usage, weight)
+            if self._picked is not None:
+                self._drop_picked(name)
+        else:
+            share = self.job_share(self.decay.effective(name, job.usage, self._keyed_at), self.capacity, weight)
             self._fresh.add(name)
-        elif self._picked is not None:
-            self._drop_picked(name)
+        self.share[name] = share
+        version = self.version[name] = self.version[name] + 1
         if job.demanding:
-            self._push((round(share, DIGITS), job.running, job.order, self.version[name], name))
+            self._push((round(share, DIGITS), job.running, job.order, version, name))
 
     def _push(self, entry: tuple) -> None:
         """Put a job's current entry into its heap: the one heap with decay, else its
