@@ -11,7 +11,7 @@ STAMP      := $(VENV)/.stamp-install
 STAMP_TEST := $(VENV)/.stamp-install-test
 # what the install compiles: the sorter core (setup.py)
 BUILD_INPUTS := pyproject.toml setup.py src/fairshare/policies/machinery/_hdrf_kernel.pyx \
-	src/fairshare/policies/machinery/_dff_kernel.pyx
+	src/fairshare/policies/machinery/_dff_kernel.pyx src/fairshare/engine/_fit_kernel.pyx
 DEMO_POLICIES := drf hdrf dff
 SIM_POLICIES  := drf,hdrf,dff,capacity,fifo
 # the online part: the CPU+MIC cluster with the CPUs contended (the bundled scenario's jobs
@@ -119,6 +119,7 @@ bench: $(STAMP)
 clean:
 	rm -rf build dist out .pytest_cache .hypothesis src/*.egg-info $(STAMP) $(STAMP_TEST)
 	rm -f src/fairshare/policies/machinery/_hdrf_kernel.c src/fairshare/policies/machinery/_hdrf_kernel.*.so
+	rm -f src/fairshare/engine/_fit_kernel.c src/fairshare/engine/_fit_kernel.*.so
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print -exec rm -rf {} +
 
 distclean: clean

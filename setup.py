@@ -1,5 +1,6 @@
 """The compiled sorter core (``policies/machinery/_hdrf_kernel.pyx`` and
-``_dff_kernel.pyx``, Cython): everything else is in pyproject.toml.
+``_dff_kernel.pyx``, Cython) and the engine's freed-node fit test
+(``engine/_fit_kernel.pyx``): everything else is in pyproject.toml.
 
 The extensions are optional: where no C compiler or Python headers are present, setuptools
 reports the failed build and installs the package without it, and the sorters run their
@@ -21,5 +22,7 @@ setup(ext_modules=[
               extra_compile_args=FLOAT_FLAGS, optional=True),
     Extension("fairshare.policies.machinery._dff_kernel",
               ["src/fairshare/policies/machinery/_dff_kernel.pyx"],
+              extra_compile_args=FLOAT_FLAGS, optional=True),
+    Extension("fairshare.engine._fit_kernel", ["src/fairshare/engine/_fit_kernel.pyx"],
               extra_compile_args=FLOAT_FLAGS, optional=True),
 ])

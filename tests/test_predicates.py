@@ -14,12 +14,14 @@ from __future__ import annotations
 import math
 from operator import gt
 
+import numpy as np
 import pytest
 from builders import job, q
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fairshare.engine.bounds import QueueBounds
+from fairshare.engine import fitmemo
 from fairshare.engine.fitmemo import FitMemo
 from fairshare.engine.placement import NodePool
 from fairshare.engine.shapes import PendingShapes
@@ -234,6 +236,34 @@ def test_the_scan_by_node_and_its_recheck_after_a_launch_are_fits():
             dropped += len(before[0]) - len(expected)
             kept += len(expected)
     assert dropped and kept  # both cases met
+
+
+@pytest.mark.skipif(fitmemo.compiled_restrict is None, reason="engine/_fit_kernel.pyx not built")
+@pytest.mark.parametrize("seed", range(3))
+def test_the_compiled_fit_test_is_the_numpy_one(seed):
+    # engine/_fit_kernel.pyx's restrict must give restrict_reference's shapes, needs and
+    # numbers, in column order, on every float it compares: the tolerance's edge, NaN and
+    # infinities on either side, no shape fitting, every shape fitting (then the whole
+    # record itself), a strided matrix
+    rng = np.random.default_rng(seed)
+    edge = [0.0, 0.5, 1.0, 1.0 + 1e-9, fit_limit(1.0), 2.0, math.nan, math.inf, -1.0]
+    outcomes = set()
+    for _ in range(400):
+        m, n = int(rng.integers(1, 6)), int(rng.integers(0, 30))
+        needs = np.ascontiguousarray(rng.choice(edge, size=(m, n)))
+        keys = [((float(i),), ()) for i in range(n)]
+        numbers = rng.integers(-1, 50, size=n).astype(np.intp)
+        limits = tuple(float(x) for x in rng.choice(edge + [fit_limit(2.0)], size=m))
+        for ks, ns, nums in ((keys, needs, numbers), (keys[::2], needs[:, ::2], numbers[::2])):
+            whole = (ks, ns, nums)
+            want = fitmemo.restrict_reference(ks, ns, nums, limits, None)
+            got = fitmemo.compiled_restrict(ks, ns, nums, limits, None)
+            assert got[0] == want[0] and got[2].tolist() == want[2].tolist()
+            assert got[1].shape == want[1].shape and np.array_equal(got[1], want[1], equal_nan=True)
+            same = fitmemo.compiled_restrict(ks, ns, nums, limits, whole) is whole
+            assert same == (fitmemo.restrict_reference(ks, ns, nums, limits, whole) is whole)
+            outcomes.add((same, len(want[0]) == 0))
+    assert outcomes >= {(True, False), (False, True), (False, False)}  # all, none and some fit
 
 
 # --- the edges through the loader, the queue validation and the traces ------------------------

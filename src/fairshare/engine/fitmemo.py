@@ -21,6 +21,12 @@ beside each matrix (``shape_filed`` updates it as numbers are given and taken ba
 candidate shape's number is an array read, not a hash of its key. The vectorized test is
 written ``~logical_or.reduce(need > limit, axis=0)``: ``any(axis=0)``'s own reduction,
 without its Python wrapper.
+
+Scan and re-check share one step, :func:`restrict_reference` (a node's fitting columns
+and their keys, needs and numbers), which is compiled where the engine's kernel is built
+(``engine/_fit_kernel.pyx``, ``restrict``: the same comparisons on the same doubles, in
+one call where NumPy takes eleven array operations; ``FAIRSHARE_PURE_PYTHON=1`` or no
+compiler: this NumPy form, the reference).
 """
 
 from __future__ import annotations
@@ -30,6 +36,12 @@ import numpy as np
 from fairshare.engine.placement import NodePool
 from fairshare.engine.shapes import PendingShapes
 from fairshare.model.resources import Vector
+from fairshare.policies.machinery.compiled import forced_pure_python
+
+try:
+    from fairshare.engine._fit_kernel import restrict as compiled_restrict
+except ImportError:  # not built (setup.py; as the sorter core: the NumPy form runs)
+    compiled_restrict = None
 
 #: most shapes remembered by placement memos (a memo is cleared when it is full)
 _NOFIT_MAX = 100_000
@@ -42,6 +54,19 @@ NodeFits = tuple[list[tuple], np.ndarray, np.ndarray]
 
 #: ``any(axis=0)`` of a boolean matrix, its reduction called directly
 _any_down = np.logical_or.reduce
+
+
+def restrict_reference(keys: list[tuple], needs: np.ndarray, numbers: np.ndarray, limits: tuple[float, ...],
+                       whole: NodeFits | None) -> NodeFits:
+    """The shapes ``keys`` (their needs the columns of ``needs``, their filed numbers
+    ``numbers``) whose task fits under a node's ``limits`` (``NodePool.fit_limits``):
+    ``fits_on``'s ``not any(need > limit)``, vectorized, NaN included; ``whole`` (when not
+    None) is returned as is when every shape fits. The reference of
+    ``_fit_kernel.restrict``, and what runs where it is not built."""
+    columns = (~_any_down(needs > np.array(limits, dtype=float)[:, None], axis=0)).nonzero()[0]
+    if whole is not None and len(columns) == len(keys):
+        return whole
+    return [keys[i] for i in columns.tolist()], needs[:, columns], numbers[columns]
 
 
 class FitMemo:
@@ -62,6 +87,8 @@ class FitMemo:
         self.fit_keys_on: dict[int, list[tuple]] = {}
         # which nodes each constraint set admits
         self._eligible_sets: dict[tuple, frozenset[int]] = {}
+        # a node's fitting shapes (``restrict_reference``, or its compiled form)
+        self.restrict = restrict_reference if compiled_restrict is None or forced_pure_python() else compiled_restrict
 
     def nodes_changed(self) -> None:
         """A node was added: the index may be rebuilt (new node, other attributes)."""
@@ -106,31 +133,26 @@ class FitMemo:
         fitting_on: dict[int, NodeFits] = {}
         if not freed:
             return fitting_on, found
-        fit_limits = self.pool.fit_limits
-        if len(freed) == 1:  # (a steady state's usual call)
-            limits = {freed[0]: np.array(fit_limits(freed[0]), dtype=float)[:, None]}
-        else:
-            limits = {node: np.array(fit_limits(node), dtype=float)[:, None] for node in freed}
+        fit_limits, restrict = self.pool.fit_limits, self.restrict
         eligible_sets = self._eligible_sets
         for constraints in shapes.by_constraints:
             keys, needs = shapes.matrix(constraints, self.pool.effective_need)
-            numbers = None
+            numbers = self._numbers(constraints, keys)
             eligible = eligible_sets.get(constraints) or self.eligible_set(constraints)
             for node in freed:
                 if node not in eligible:
                     continue
                 # fits_on, vectorized: no entry of the need above the node's limit (written
-                # as fits_on's ``not any(need > limit)``, NaN included)
-                columns = (~_any_down(needs > limits[node], axis=0)).nonzero()[0]
-                if not len(columns):
+                # as fits_on's ``not any(need > limit)``, NaN included; a copy: the kept
+                # column of numbers changes as numbers are given)
+                fitting = restrict(keys, needs, numbers, fit_limits(node), None)
+                if not fitting[0]:
                     continue
                 if new:  # a new shape may fit elsewhere too: searched
-                    columns = np.array([i for i in columns.tolist() if keys[i] not in new], dtype=np.intp)
-                    if not len(columns):
+                    columns = [i for i, key in enumerate(fitting[0]) if key not in new]
+                    if not columns:
                         continue
-                if numbers is None:
-                    numbers = self._numbers(constraints, keys)
-                fitting = ([keys[i] for i in columns.tolist()], needs[:, columns], numbers[columns])
+                    fitting = ([fitting[0][i] for i in columns], fitting[1][:, columns], fitting[2][columns])
                 got = fitting_on.get(node)
                 if got is not None:  # (another constraint set's shapes fit there too)
                     fitting = (got[0] + fitting[0], np.concatenate((got[1], fitting[1]), axis=1),
@@ -162,12 +184,7 @@ class FitMemo:
         """Those of the shapes ``fitting`` (as :meth:`scan_freed` gives them for ``node``)
         whose task fits on ``node`` now: the same vectorized test with its limits now."""
         keys, needs, numbers = fitting
-        columns = (~_any_down(needs > np.array(self.pool.fit_limits(node), dtype=float)[:, None], axis=0)).nonzero()[0]
-        if len(columns) == len(keys):
-            return fitting
-        if not len(columns):
-            return [], needs[:, :0], numbers[:0]
-        return [keys[i] for i in columns.tolist()], needs[:, columns], numbers[columns]
+        return self.restrict(keys, needs, numbers, self.pool.fit_limits(node), fitting)
 
     def eligible_set(self, constraints: tuple) -> frozenset[int]:
         got = self._eligible_sets.get(constraints)
