@@ -320,7 +320,8 @@ class Scheduler:
         rt = self.jobs[task.job]
         self._release(rt, task, now)
         rt.done[task.class_index] += 1
-        self._maybe_complete(rt, now)
+        if rt.running == 0:  # (a job with tasks running is not complete: no call per task)
+            self._maybe_complete(rt, now)
         return task
 
     def fail(self, task_id: int, now: float) -> RunningTask:
@@ -762,7 +763,7 @@ class Scheduler:
                     shapes = list(local)
                 if searched:
                     shapes = searched + shapes
-                if not any(key in pending_keys for key in shapes):
+                if pending_keys.keys().isdisjoint(shapes):  # (``not any(key in pending_keys ...)``, in C)
                     self._quiet_mark = pool.freed_mark()
                     return launches
             elif not (last_key in pending_keys and pool.fits_on(last_node, last_key[0])) and \
@@ -785,16 +786,15 @@ class Scheduler:
                 # meets one that can (OnlineSorter.among_cost; infinite: never cheaper,
                 # n not counted)
                 if self._among_cost < math.inf and self.pick_among_max >= 0:
-                    among = []
-                    cost, most, filed, shape_jobs = self._among_cost, self.pick_among_max, self._filed, self._shape_jobs
-                    for key in shapes:
-                        group = shape_jobs.get(key)
-                        if group:
-                            among += group
-                            n = len(among)
-                            if n > most or n * n * cost > filed:  # (and so for every longer list)
-                                among = None
-                                break
+                    # the candidates: the jobs of these shapes, shape by shape, unless they
+                    # are too many (the test holds for every longer list once it holds for
+                    # one, so testing the whole count once is testing it after each shape)
+                    groups = [group for group in map(self._shape_jobs.get, shapes) if group]
+                    n = sum(map(len, groups))
+                    if n > self.pick_among_max or n * n * self._among_cost > self._filed:
+                        among = None
+                    else:
+                        among = [name for group in groups for name in group]
                 if among is None:  # the descent: only jobs of these shapes can run (``only_shapes``)
                     if local is None and not searched and numbered == self._numbering:
                         # the one freed node's shapes: their numbers as the scan read them
@@ -943,7 +943,8 @@ class Scheduler:
             else:
                 task_id = self._task_ids(name, j)
         demand = cls.demand
-        held = self.pool.take(node, demand)
+        pool = self.pool
+        held = pool.take(node, demand)
         if cls.max_per_node is not None:
             self._per_node.setdefault((name, j), Counter())[node] += 1
         pending = rt.pending
@@ -973,7 +974,7 @@ class Scheduler:
             self.demand_version += 1
             self._rank(rt, False)
         self.decisions += 1
-        return Launch(task_id, name, cls.name, j, self.pool.name(node), demand,
+        return Launch(task_id, name, cls.name, j, pool.name(node), demand,
                       tuple((self.resources[r], devs) for r, devs in held) if held else (), attempt)
 
     def _release(self, rt: JobRuntime, task: RunningTask, now: float) -> None:

@@ -75,8 +75,12 @@ class OnlineSorter:
 
     def released(self, name: str, demand: Vector, now: float = 0.0) -> None:
         job = self.jobs[name]
+        usage = job.usage
         for r, d in enumerate(demand):
-            job.usage[r] = max(0.0, job.usage[r] - d)
+            # (``max(0.0, left)`` written out, no builtin call per resource: ``max`` keeps
+            # its first argument unless ``left > 0.0``, so -0.0 and NaN give 0.0 here too)
+            left = usage[r] - d
+            usage[r] = left if left > 0.0 else 0.0
         job.running -= 1
 
     def set_demanding(self, name: str, demanding: bool) -> None:
