@@ -51,6 +51,7 @@ import math
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 from fairshare.engine.bounds import QueueBounds
 from fairshare.engine.constrained import EligibleCapacity
@@ -787,14 +788,15 @@ class Scheduler:
                 # n not counted)
                 if self._among_cost < math.inf and self.pick_among_max >= 0:
                     # the candidates: the jobs of these shapes, shape by shape, unless they
-                    # are too many (the test holds for every longer list once it holds for
-                    # one, so testing the whole count once is testing it after each shape)
-                    groups = [group for group in map(self._shape_jobs.get, shapes) if group]
+                    # are too many (with among_cost >= 0 the test holds for every longer list
+                    # once it holds for one, so testing the whole count once is testing it
+                    # after each shape, as the loop this replaces did)
+                    groups = list(filter(None, map(self._shape_jobs.get, shapes)))
                     n = sum(map(len, groups))
                     if n > self.pick_among_max or n * n * self._among_cost > self._filed:
                         among = None
                     else:
-                        among = [name for group in groups for name in group]
+                        among = list(chain.from_iterable(groups))
                 if among is None:  # the descent: only jobs of these shapes can run (``only_shapes``)
                     if local is None and not searched and numbered == self._numbering:
                         # the one freed node's shapes: their numbers as the scan read them
