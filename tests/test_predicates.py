@@ -11,7 +11,10 @@ converters, which now accept exactly what placement would place.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import math
+import os
 from operator import gt
 
 import numpy as np
@@ -236,6 +239,22 @@ def test_the_scan_by_node_and_its_recheck_after_a_launch_are_fits():
             dropped += len(before[0]) - len(expected)
             kept += len(expected)
     assert dropped and kept  # both cases met
+
+
+def test_the_fit_kernel_ports_the_reference_as_it_is():
+    # engine/_fit_kernel.pyx repeats restrict_reference's test: one changed must be changed
+    # in the other too before the digest is renewed
+    digest = hashlib.sha256(inspect.getsource(fitmemo.restrict_reference).encode()).hexdigest()[:16]
+    assert digest == fitmemo.RESTRICT_PORTED_FROM, \
+        f"restrict_reference changed since _fit_kernel.pyx ported it: mirror the change there, then set its digest to {digest}"
+
+
+def test_the_fit_kernel_is_built_where_a_compiler_is():
+    # as the sorter core (tests/test_compiled_core.py): `make test` sets
+    # FAIRSHARE_REQUIRE_COMPILED=1 where a compiler is, and there the install builds it
+    if os.environ.get("FAIRSHARE_REQUIRE_COMPILED") != "1":
+        pytest.skip("FAIRSHARE_REQUIRE_COMPILED is not 1 (make test sets it where a compiler is)")
+    assert fitmemo.compiled_restrict is not None
 
 
 @pytest.mark.skipif(fitmemo.compiled_restrict is None, reason="engine/_fit_kernel.pyx not built")

@@ -56,6 +56,12 @@ NodeFits = tuple[list[tuple], np.ndarray, np.ndarray]
 _any_down = np.logical_or.reduce
 
 
+#: the sha256 (first 16 hex digits) of :func:`restrict_reference`'s source as
+#: ``_fit_kernel.restrict`` ports it: a change to one must be mirrored in the other, then
+#: this renewed (``tests/test_predicates.py`` compares them, compiler or not)
+RESTRICT_PORTED_FROM = "3b8ff0182aaac45e"
+
+
 def restrict_reference(keys: list[tuple], needs: np.ndarray, numbers: np.ndarray, limits: tuple[float, ...],
                        whole: NodeFits | None) -> NodeFits:
     """The shapes ``keys`` (their needs the columns of ``needs``, their filed numbers
