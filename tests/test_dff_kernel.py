@@ -60,9 +60,9 @@ def test_the_sorter_uses_the_core_the_environment_asks_for(monkeypatch, env, com
     sc = steady_scenario(0)
     sorter = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff")).sorter
     assert (sorter.views._replay != sorter._replay) == compiled_runs
-    assert (sorter._renew_picks is not None) == compiled_runs
-    # (the candidates' walk is the H-DRF kernel's: ``compiled.tree_pick_among``)
+    # (the candidates' walk and the pick renewal are the H-DRF kernel's: ``compiled.tree_*``)
     assert (sorter._pick_among_tree is not descent.pick_among_tree) == (env == "0" and compiled.available())
+    assert (sorter._renew_pick_entries is not descent.renew_pick_entries) == (env == "0" and compiled.available())
 
 
 @settings(max_examples=25, deadline=None,
@@ -85,14 +85,18 @@ def test_each_core_matches_the_reference_on_a_full_cluster(core, seed):
 
 def view_state(sorter) -> tuple:
     """The current view, caught up, entry by entry: shares (as exact bits), schedulable
-    counts, versions, the pool and pick heaps' entries in heap order (the pick heaps as
-    the last descent renewed them, ``_flush_picks``), the nodes to re-pick and those
-    waiting for a lazy heap's read (``deferred``)."""
+    counts, versions, the pool heaps' entries in heap order, the pick heaps' current
+    entries lowest first as the last descent renewed them (``_flush_picks``; the compiled
+    renewal may lay a heap out otherwise and compact it at another time, its pops are the
+    same: ``_hdrf_kernel.renew_pick_entries``), the nodes to re-pick and those waiting for
+    a lazy heap's read (``deferred``)."""
     view = sorter.views.current
     if view.pending:
         sorter.views.catch_up(view)
     pools = [[(share.hex(), ver, c) for share, ver, c in heap] for heap in view.pool_heap]
-    picks = [[(key.hex(), *rest) for key, *rest in heap] for heap in view.pick_heap]
+    picks = [sorted((key.hex(), *rest) for key, *rest in heap
+                    if rest[2] == view.pick_version[rest[3]] and sorter.live[rest[3]] > 0 and sorter.alive[rest[3]])
+             for heap in view.pick_heap]
     return (sorted(view.saturated), [x.hex() for x in view.share], list(view.unblocked), list(view.version),
             pools, list(view.repick), picks, list(view.pick_version),
             {p: list(nodes) for p, nodes in view.deferred.items()})

@@ -117,7 +117,7 @@ from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.machinery import compiled
 from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, ShapeIndex, TreeExclusion,
-                                                    descend_tree, renew_pick_entries)
+                                                    descend_tree)
 from fairshare.policies.machinery.history import HISTORY, QueueHistory
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.machinery.views import SaturatedView, ViewCache
@@ -242,7 +242,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # views catch up with the compiled _replay where it is built, else with the method
         # below (the reference; the same view: machinery/compiled.py, _dff_kernel.pyx)
         replay = compiled.dff_replay(self) or self._replay
-        self._renew_picks = compiled.dff_renew_picks()  # (None: renew_pick_entries)
+        self._renew_pick_entries = compiled.tree_renew_pick_entries()
         # the candidates' comparison, compiled (``_hdrf_kernel``: the keys have the form it
         # computes from ``tables``) or the reference
         self._pick_among_tree = compiled.tree_pick_among()
@@ -881,22 +881,16 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
     def _flush_picks(self, view: _View) -> None:
         """Renew the pick entries of the nodes re-keyed since the last descent in ``view``
         (``machinery.descent.renew_pick_entries``, or its compiled port)."""
-        if self._renew_picks is not None:
-            self._renew_picks(self, view, DIGITS, None, self.lazy_heaps)
-            return
-        renew_pick_entries(view.repick, view.pick_heap, version=view.pick_version, share=view.share,
-                           running=self.running, position=self.position, live=self.live, present=self.alive,
-                           parent=self.parent, kids=self.kids, lazy=self.lazy_heaps, deferred=view.deferred)
+        self._renew_pick_entries(view.repick, view.pick_heap, version=view.pick_version, share=view.share,
+                                 running=self.running, position=self.position, live=self.live, present=self.alive,
+                                 parent=self.parent, kids=self.kids, lazy=self.lazy_heaps, deferred=view.deferred)
 
     def _renew_deferred(self, view: _View, nodes: dict[int, None]) -> None:
         """Renew the pick entries ``_flush_picks`` (or ``_rebuild``) left for a lazy heap
         (``lazy_heaps``), just before a descent reads it."""
-        if self._renew_picks is not None:
-            self._renew_picks(self, view, DIGITS, nodes)
-            return
-        renew_pick_entries(nodes, view.pick_heap, version=view.pick_version, share=view.share,
-                           running=self.running, position=self.position, live=self.live, present=self.alive,
-                           parent=self.parent, kids=self.kids)
+        self._renew_pick_entries(nodes, view.pick_heap, version=view.pick_version, share=view.share,
+                                 running=self.running, position=self.position, live=self.live, present=self.alive,
+                                 parent=self.parent, kids=self.kids)
 
     def _changed(self, view: _View, idx: int, *, d_unblocked: int = 0) -> None:
         """Re-key node ``idx`` and its ancestors in ``view`` (shared state already updated)."""

@@ -18,7 +18,7 @@ Its parity with the reference is tested decision by decision
 (``tests/test_dff_kernel.py``).
 """
 
-from heapq import heapify, heappop, heappush
+from heapq import heappop, heappush
 
 
 cdef class _Replay:
@@ -160,40 +160,3 @@ def replay(sorter, view, nodes):
             p = parent[q]
             b.push(p, q)
             level[p] = None
-
-
-def renew_picks(sorter, view, long digits, dict repick=None, list lazy=None):
-    """``machinery.descent.renew_pick_entries`` for a DFF view (``DFFSorter._flush_picks``):
-    each node re-keyed since the view's last descent gets a new pick version and, while it
-    has demanding jobs below and is still there, the entry ``(round(share, digits), running,
-    position, version, node)`` in its parent's heap (``round`` is Python's, called as the
-    reference calls it); a heap grown past ``4 x children + 16`` entries drops its stale ones.
-    With ``lazy`` (``sorter.lazy_heaps``), a node whose parent has ``lazy[p]`` goes to
-    ``view.deferred[p]`` instead, renewed when a descent reads that heap (as the reference's
-    ``lazy``; ``deferred`` nodes are renewed without it)."""
-    if repick is None:
-        repick = view.repick
-    cdef dict deferred = view.deferred
-    cdef list heaps = view.pick_heap, version = view.pick_version, share = view.share
-    cdef list running = sorter.running, position = sorter.position, live = sorter.live
-    cdef list present = sorter.alive, parent = sorter.parent, kids = sorter.kids
-    cdef list heap
-    cdef tuple e
-    cdef Py_ssize_t v, p
-    cdef long ver
-    for node in repick:
-        v = node
-        if lazy is not None and lazy[<Py_ssize_t>parent[v]]:
-            (<dict>deferred.setdefault(parent[v], {}))[node] = None
-            continue
-        ver = <long>version[v] + 1
-        version[v] = ver
-        if <long>live[v] > 0 and present[v]:
-            p = parent[v]
-            heap = <list>heaps[p]
-            heappush(heap, (round(share[v], digits), running[v], position[v], ver, v))
-            if len(heap) > 4 * <long>kids[p] + 16:
-                heap = [e for e in heap if e[3] == version[e[4]] and live[e[4]] > 0 and present[e[4]]]
-                heapify(heap)
-                heaps[p] = heap
-    repick.clear()

@@ -157,8 +157,6 @@ DFF_PORTED_FROM = {
     "DFFSorter._fairness": "25f8e91e5d896570",
     "DFFSorter._pool_min": "af01a0126519df1d",
     "DFFSorter._push": "94531bb5d20c2bbd",
-    # (``DFFSorter._flush_picks`` calls ``_dff_kernel.renew_picks`` in its place)
-    "renew_pick_entries": "429e4a73d48cee39",
 }
 
 
@@ -173,14 +171,6 @@ def dff_replay(sorter) -> Callable[[object, Iterable[int]], None] | None:
     if _dff_kernel is None or forced_pure_python():
         return None
     return functools.partial(_dff_kernel.replay, sorter)
-
-
-def dff_renew_picks() -> Callable[[object, object, int], None] | None:
-    """The compiled ``renew_pick_entries`` for a DFF view, ``(sorter, view, digits)``, or
-    None when the pure-Python function must run."""
-    if _dff_kernel is None or forced_pure_python():
-        return None
-    return _dff_kernel.renew_picks
 
 
 if __name__ == "__main__":  # the Makefile's check before the first install: `python -P compiled.py`
