@@ -61,7 +61,11 @@ holds no running sums, so the batch gives what one walk per node would). An arri
 or when more than a quarter of the nodes changed. Where the compiled core is built
 (``machinery/_dff_kernel.pyx``, chosen by ``machinery/compiled.py``) the replay runs
 compiled: it only compares and moves floats, so it leaves the view this module's
-``_replay`` would (tests/test_dff_kernel.py holds them equal entry by entry).
+``_replay`` would (tests/test_dff_kernel.py holds them equal entry by entry). So does a
+task's start or end (``_leaf_changed``: ``_dff_kernel.leaf_changed``, when the fairness
+is ``dff.fairness`` and usage is not decayed): the same list edits and the same float
+subtractions, additions and divisions on the same doubles (IEEE arithmetic is Python's),
+in the same order, so the same usage sums, raw fairness and filed jobs.
 
 Decayed usage (``set_half_life``, docs/policies.md "Fairness with memory"): each job leaf
 holds its effective vector (allocation plus decayed average past allocation,
@@ -243,6 +247,8 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # below (the reference; the same view: machinery/compiled.py, _dff_kernel.pyx)
         replay = compiled.dff_replay(self) or self._replay
         self._renew_pick_entries = compiled.tree_renew_pick_entries()
+        # a task's start or end (``_leaf_changed``), compiled or the reference
+        self._usage_changed = compiled.dff_leaf_changed(self) or self._leaf_changed
         # the candidates' comparison, compiled (``_hdrf_kernel``: the keys have the form it
         # computes from ``tables``) or the reference
         self._pick_among_tree = compiled.tree_pick_among()
@@ -400,13 +406,13 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         job = self.jobs[name]
         before = list(job.usage)
         super().allocated(name, demand, now)
-        self._leaf_changed(self.index[name], before, d_running=1, now=now)
+        self._usage_changed(self.index[name], before, 1, now)
 
     def released(self, name, demand, now=0.0):
         job = self.jobs[name]
         before = list(job.usage)
         super().released(name, demand, now)
-        self._leaf_changed(self.index[name], before, d_running=-1, now=now)
+        self._usage_changed(self.index[name], before, -1, now)
 
     def set_demanding(self, name, demanding):
         job = self.jobs[name]

@@ -160,3 +160,112 @@ def replay(sorter, view, nodes):
             p = parent[q]
             b.push(p, q)
             level[p] = None
+
+
+# --- a task start or end: ``DFFSorter._leaf_changed`` -------------------------------------------
+cdef object _raw_fairness(list usage, object fr):
+    """``dff.fairness`` (Def. 2, Eq. 6): ``max_r U_r / FR_r`` over ``FR_r > 0``, 0.0 when
+    there is none. The same IEEE division and comparisons on the same doubles (a usage
+    entry is a float; an FR entry a float, or an int of the capacity, converted as
+    Python's ``float / int`` converts it), so the same float."""
+    cdef double x, best = 0.0, f
+    cdef bint found = False
+    cdef Py_ssize_t r
+    if not fr:
+        return 0.0
+    for r in range(len(fr)):
+        f = fr[r]
+        if f > 0:
+            x = <double>usage[r] / f
+            if not found or x > best:
+                best = x
+                found = True
+    return best if found else 0.0
+
+
+cdef Py_ssize_t _bisect_left(list a, Py_ssize_t x):
+    """``bisect.bisect_left`` over a list of ints."""
+    cdef Py_ssize_t lo = 0, hi = len(a), mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if <Py_ssize_t>a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def leaf_changed(sorter, Py_ssize_t idx, list before, long d_running, now=0.0):
+    """``DFFSorter._leaf_changed``: job ``idx``'s task started (``d_running`` 1) or ended
+    (-1) and its usage is now its ``OnlineJob``'s. Without decayed usage, while the
+    shared state is neither dirty nor stale (every decision's usual case), the methods it
+    calls run here statement for statement (``_file_usage``, ``_file_demanding``,
+    ``_walk_counts``, ``_job_fr``'s kept FR, ``_add_usage`` with ``dff.fairness``,
+    ``_touch``): the same list edits, the same float subtractions, additions and
+    divisions, so the same shared state. Otherwise (and for a job FR not kept) it calls
+    the sorter's Python methods."""
+    if sorter.decay is not None or sorter.dirty or sorter.stale:
+        return sorter._leaf_changed(idx, before, d_running=d_running, now=now)
+    cdef list parent = sorter.parent, usage = sorter.usage, raw = sorter.raw, fr = sorter.fr
+    cdef list live = sorter.live, running = sorter.running
+    cdef Py_ssize_t q = parent[idx], p, v, pos, r, m
+    cdef list after = sorter.jobs[sorter.key[idx]].usage
+    cdef list row = list(after), used, columns, u
+    cdef dict drifted = sorter.drifted
+    cdef bint has = False, listed
+    cdef double d
+    usage[idx] = row
+    # _file_usage (not leaving)
+    m = len(row)
+    for r in range(m):
+        if row[r]:
+            has = True
+            break
+    used = sorter.used[q]
+    pos = _bisect_left(used, idx)
+    listed = pos < len(used) and <Py_ssize_t>used[pos] == idx
+    columns = sorter.used_columns[q]
+    if has and not listed:
+        used.insert(pos, idx)
+        for r in range(min(len(columns), m)):
+            (<list>columns[r]).insert(pos, row[r])
+    elif listed and not has:
+        del used[pos]
+        for r in range(len(columns)):
+            del (<list>columns[r])[pos]
+    elif has:
+        for r in range(min(len(columns), m)):
+            (<list>columns[r])[pos] = row[r]
+    if (has or listed) and pos < <Py_ssize_t>sorter.used_sums_valid[q]:
+        sorter.used_sums_valid[q] = pos
+    # _file_demanding
+    if has and <long>live[idx] > 0:
+        (<dict>sorter.used_demanding[q])[idx] = None
+    else:
+        (<dict>sorter.used_demanding[q]).pop(idx, None)
+    # _walk_counts (d_live 0: live += 0 leaves each count as it is)
+    v = idx
+    while v >= 0:
+        running[v] = <long>running[v] + d_running
+        v = parent[v]
+    sorter.views.tick()  # (drops old views at most: dirty and stale are as checked above)
+    # raw fairness of the job, with its kept FR (``_job_fr``)
+    job_fr = (<dict>sorter._job_frs).get(idx) if sorter.exact else None
+    if job_fr is None:  # (not kept, or not exact: the method reads the last rebuild's)
+        job_fr = sorter._job_fr(idx)
+    raw[idx] = _raw_fairness(row, job_fr)
+    # _add_usage, with delta = after - before
+    cdef list delta = [<double>after[r] - <double>before[r] for r in range(len(after))]
+    p = q
+    while p >= 0:
+        drifted[p] = None
+        u = usage[p]
+        for r in range(len(delta)):
+            d = delta[r]
+            if d:
+                u[r] = <double>u[r] + d
+        raw[p] = _raw_fairness(u, fr[p])
+        p = parent[p]
+    # _touch
+    for view in sorter.views.views:
+        (<dict>view.pending)[idx] = None
