@@ -48,7 +48,8 @@ def core(request, monkeypatch):
 def test_the_kernel_ports_the_methods_as_they_are(method):
     # _dff_kernel.pyx repeats these methods statement for statement: one changed must be
     # changed there too before its digest is renewed
-    # (a sorter's method by ``DFFSorter.name``, a policy function by ``dff.name``)
+    # (a sorter's method by ``DFFSorter.name`` or ``OnlineSorter.name``, a policy
+    # function by ``dff.name``)
     source = inspect.getsource(functools.reduce(getattr, method.split("."), dff_online if "Sorter" in method else policies))
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     assert digest == compiled.DFF_PORTED_FROM[method], \
@@ -62,25 +63,25 @@ def test_the_sorter_uses_the_core_the_environment_asks_for(monkeypatch, env, com
     sc = steady_scenario(0)
     sorter = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff")).sorter
     assert (sorter.views._replay != sorter._replay) == compiled_runs
-    assert (sorter._usage_changed != sorter._leaf_changed) == compiled_runs
+    assert (sorter._task_changed is not None) == compiled_runs
     # (the candidates' walk and the pick renewal are the H-DRF kernel's: ``compiled.tree_*``)
     assert (sorter._pick_among_tree is not descent.pick_among_tree) == (env == "0" and compiled.available())
     assert (sorter._renew_pick_entries is not descent.renew_pick_entries) == (env == "0" and compiled.available())
 
 
 @needs_compiled
-def test_a_sorter_with_another_fairness_keeps_the_reference_task_path(monkeypatch):
+def test_a_sorter_with_another_fairness_runs_the_reference_task_start_and_end(monkeypatch):
     # the compiled task start and end compute ``dff.fairness``: any other formula (here
-    # the same one, wrapped) must run ``_leaf_changed`` in Python
+    # the same one, wrapped) must run ``allocated`` and ``released`` in Python
     monkeypatch.delenv(compiled.PURE_PYTHON_ENV, raising=False)
     sc = steady_scenario(0)
     policy = make_policy("dff")
     sorter = policy.online(sc.resources, sc.queues, (1.0,) * len(sc.resources))
-    assert sorter._usage_changed != sorter._leaf_changed
+    assert sorter._task_changed is not None
     other = dff_online.DFFSorter(len(sc.resources), sc.queues, (1.0,) * len(sc.resources),
                                  update_fr=policies.dff.update_fr, child_fr=policies.dff.child_fr,
                                  fairness=lambda usage, fr: policies.dff.fairness(usage, fr))
-    assert other._usage_changed == other._leaf_changed
+    assert other._task_changed is None
 
 
 @settings(max_examples=25, deadline=None,
@@ -121,15 +122,18 @@ def view_state(sorter) -> tuple:
 
 
 def shared_state(sorter) -> tuple:
-    """What every view reads and a task's start or end changes (``_leaf_changed``): usage
-    and raw fairness as exact bits, the counts, each queue's jobs with usage (their
-    columns, partial sums' validity, the demanding ones) and the queues whose sums ran."""
+    """What every view reads and a task's start or end changes (``allocated``,
+    ``released``, ``_leaf_changed``): usage and raw fairness as exact bits, the counts,
+    each queue's jobs with usage (their columns, partial sums' validity, the demanding
+    ones), the queues whose sums ran, the views' pending nodes, each job's own usage and
+    running tasks."""
     def bits(row):
         return [float(x).hex() for x in row]
     return ([bits(row) for row in sorter.usage], bits(sorter.raw), list(sorter.running), list(sorter.live),
             [list(u) for u in sorter.used], [[bits(c) for c in cols] for cols in sorter.used_columns],
             list(sorter.used_sums_valid), [list(d) for d in sorter.used_demanding], list(sorter.drifted),
-            {v: list(view.pending) for v, view in enumerate(sorter.views.views)})
+            {v: list(view.pending) for v, view in enumerate(sorter.views.views)},
+            {name: (bits(job.usage), job.running) for name, job in sorter.jobs.items()})
 
 
 def finite_jobs(sc):
@@ -153,8 +157,8 @@ def test_compiled_and_pure_python_hold_the_same_views_event_by_event(monkeypatch
     fast, pure = scheds["compiled"], scheds["pure-python"]
     assert fast.sorter.views._replay != fast.sorter._replay  # (each runs the core meant)
     assert pure.sorter.views._replay == pure.sorter._replay
-    assert fast.sorter._usage_changed != fast.sorter._leaf_changed  # (with decay it calls the reference)
-    assert pure.sorter._usage_changed == pure.sorter._leaf_changed
+    assert fast.sorter._task_changed is not None  # (with decay it calls the reference)
+    assert pure.sorter._task_changed is None
     if half_life:  # (the history leaves' path of the override is taken)
         assert fast.sorter.decay is not None
     launches = histories = 0

@@ -62,8 +62,9 @@ or when more than a quarter of the nodes changed. Where the compiled core is bui
 (``machinery/_dff_kernel.pyx``, chosen by ``machinery/compiled.py``) the replay runs
 compiled: it only compares and moves floats, so it leaves the view this module's
 ``_replay`` would (tests/test_dff_kernel.py holds them equal entry by entry). So does a
-task's start or end (``_leaf_changed``: ``_dff_kernel.leaf_changed``, when the fairness
-is ``dff.fairness`` and usage is not decayed): the same list edits and the same float
+task's start or end (``allocated``, ``released`` and ``_leaf_changed``:
+``_dff_kernel.task_changed``, when the fairness is ``dff.fairness``; with decayed usage,
+or before a catch-up, it calls ``_leaf_changed``): the same list edits and the same float
 subtractions, additions and divisions on the same doubles (IEEE arithmetic is Python's),
 in the same order, so the same usage sums, raw fairness and filed jobs.
 
@@ -247,8 +248,9 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # below (the reference; the same view: machinery/compiled.py, _dff_kernel.pyx)
         replay = compiled.dff_replay(self) or self._replay
         self._renew_pick_entries = compiled.tree_renew_pick_entries()
-        # a task's start or end (``_leaf_changed``), compiled or the reference
-        self._usage_changed = compiled.dff_leaf_changed(self) or self._leaf_changed
+        # a task's start or end (``allocated``, ``released`` and their ``_leaf_changed``),
+        # compiled (None: the methods below, the reference)
+        self._task_changed = compiled.dff_task_changed(self)
         # the candidates' comparison, compiled (``_hdrf_kernel``: the keys have the form it
         # computes from ``tables``) or the reference
         self._pick_among_tree = compiled.tree_pick_among()
@@ -403,16 +405,22 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             self._invalidate()  # FR_root = R
 
     def allocated(self, name, demand, now=0.0):
+        if self._task_changed is not None:  # (this method and ``_leaf_changed``, compiled)
+            self._task_changed(name, demand, 1, now)
+            return
         job = self.jobs[name]
         before = list(job.usage)
         super().allocated(name, demand, now)
-        self._usage_changed(self.index[name], before, 1, now)
+        self._leaf_changed(self.index[name], before, d_running=1, now=now)
 
     def released(self, name, demand, now=0.0):
+        if self._task_changed is not None:
+            self._task_changed(name, demand, -1, now)
+            return
         job = self.jobs[name]
         before = list(job.usage)
         super().released(name, demand, now)
-        self._usage_changed(self.index[name], before, -1, now)
+        self._leaf_changed(self.index[name], before, d_running=-1, now=now)
 
     def set_demanding(self, name, demanding):
         job = self.jobs[name]

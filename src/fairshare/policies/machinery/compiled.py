@@ -158,7 +158,11 @@ DFF_PORTED_FROM = {
     "DFFSorter._fairness": "25f8e91e5d896570",
     "DFFSorter._pool_min": "af01a0126519df1d",
     "DFFSorter._push": "94531bb5d20c2bbd",
-    # a task's start or end (``leaf_changed``)
+    # a task's start or end (``task_changed``, ``leaf_changed``)
+    "DFFSorter.allocated": "f1926df849398ae9",
+    "DFFSorter.released": "084366f2bd42459f",
+    "OnlineSorter.allocated": "55a94f71e0792237",
+    "OnlineSorter.released": "dacdbab1d94ef85a",
     "DFFSorter._leaf_changed": "ed49e5b618a63118",
     "DFFSorter._file_usage": "d358cea0825ac912",
     "DFFSorter._file_demanding": "07f0910e32e336d2",
@@ -184,16 +188,17 @@ def dff_replay(sorter) -> Callable[[object, Iterable[int]], None] | None:
 
 
 
-def dff_leaf_changed(sorter) -> Callable[[int, list, int, float], None] | None:
-    """The compiled ``DFFSorter._leaf_changed`` (a task's start or end) bound to ``sorter``,
-    or None when the pure-Python method must run (not built, forced, or a fairness other
-    than ``dff.fairness``, the one the port computes)."""
+def dff_task_changed(sorter) -> Callable[[str, object, int, float], None] | None:
+    """The compiled ``DFFSorter.allocated`` and ``released`` (a task's start or end, with
+    ``_leaf_changed``), ``(name, demand, +1 or -1, now)``, bound to ``sorter``, or None
+    when the pure-Python methods must run (not built, forced, or a fairness other than
+    ``dff.fairness``, the one the port computes)."""
     # (the policy module by name: it imports this one; a sorter given its ``fairness`` has
     # loaded it)
     dff = sys.modules.get("fairshare.policies.dff")
     if _dff_kernel is None or forced_pure_python() or dff is None or sorter.raw_fairness is not dff.fairness:
         return None
-    return functools.partial(_dff_kernel.leaf_changed, sorter)
+    return functools.partial(_dff_kernel.task_changed, sorter)
 
 if __name__ == "__main__":  # the Makefile's check before the first install: `python -P compiled.py`
     raise SystemExit(0 if compiler_present() else 1)
