@@ -58,7 +58,9 @@ current view at once; the others record the changed nodes and, when their set co
 back, replay them in one batch, each changed ancestor re-keyed once (``_replay``; a view
 holds no running sums, so the batch gives what one walk per node would). An arrival or departure re-keys the nodes whose fairness changed
 (the job, queues, demanding siblings with usage) the same way; a view is dropped only on a rebuild,
-or when more than a quarter of the nodes changed. Where the compiled core is built
+or when more than a quarter of the nodes changed. Views have no time to live (only the
+least recently used beyond ``views.MAX_VIEWS`` goes): a set back after a while replays what
+changed instead of a rebuild, and a view is exact whichever way it is brought up to date. Where the compiled core is built
 (``machinery/_dff_kernel.pyx``, chosen by ``machinery/compiled.py``) the replay runs
 compiled: it only compares and moves floats, so it leaves the view this module's
 ``_replay`` would (tests/test_dff_kernel.py holds them equal entry by entry). So does a
