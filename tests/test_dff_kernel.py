@@ -23,6 +23,7 @@ from replay import lockstep
 from strategies import scenarios
 from test_online_parity import run, steady_run, steady_scenario
 
+from fairshare import policies
 from fairshare.engine import Scheduler
 from fairshare.policies import dff_online, make_policy
 from fairshare.policies.machinery import compiled, descent
@@ -47,7 +48,9 @@ def core(request, monkeypatch):
 def test_the_kernel_ports_the_methods_as_they_are(method):
     # _dff_kernel.pyx repeats these methods statement for statement: one changed must be
     # changed there too before its digest is renewed
-    source = inspect.getsource(functools.reduce(getattr, method.split("."), dff_online))
+    # (a sorter's method by ``DFFSorter.name`` or ``OnlineSorter.name``, a policy
+    # function by ``dff.name``)
+    source = inspect.getsource(functools.reduce(getattr, method.split("."), dff_online if "Sorter" in method else policies))
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     assert digest == compiled.DFF_PORTED_FROM[method], \
         f"{method} changed since _dff_kernel.pyx ported it: mirror the change there, then set its digest to {digest}"
@@ -60,9 +63,25 @@ def test_the_sorter_uses_the_core_the_environment_asks_for(monkeypatch, env, com
     sc = steady_scenario(0)
     sorter = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff")).sorter
     assert (sorter.views._replay != sorter._replay) == compiled_runs
-    assert (sorter._renew_picks is not None) == compiled_runs
-    # (the candidates' walk is the H-DRF kernel's: ``compiled.tree_pick_among``)
+    assert (sorter._task_changed is not None) == compiled_runs
+    # (the candidates' walk and the pick renewal are the H-DRF kernel's: ``compiled.tree_*``)
     assert (sorter._pick_among_tree is not descent.pick_among_tree) == (env == "0" and compiled.available())
+    assert (sorter._renew_pick_entries is not descent.renew_pick_entries) == (env == "0" and compiled.available())
+
+
+@needs_compiled
+def test_a_sorter_with_another_fairness_runs_the_reference_task_start_and_end(monkeypatch):
+    # the compiled task start and end compute ``dff.fairness``: any other formula (here
+    # the same one, wrapped) must run ``allocated`` and ``released`` in Python
+    monkeypatch.delenv(compiled.PURE_PYTHON_ENV, raising=False)
+    sc = steady_scenario(0)
+    policy = make_policy("dff")
+    sorter = policy.online(sc.resources, sc.queues, (1.0,) * len(sc.resources))
+    assert sorter._task_changed is not None
+    other = dff_online.DFFSorter(len(sc.resources), sc.queues, (1.0,) * len(sc.resources),
+                                 update_fr=policies.dff.update_fr, child_fr=policies.dff.child_fr,
+                                 fairness=lambda usage, fr: policies.dff.fairness(usage, fr))
+    assert other._task_changed is None
 
 
 @settings(max_examples=25, deadline=None,
@@ -85,17 +104,36 @@ def test_each_core_matches_the_reference_on_a_full_cluster(core, seed):
 
 def view_state(sorter) -> tuple:
     """The current view, caught up, entry by entry: shares (as exact bits), schedulable
-    counts, versions, the pool and pick heaps' entries in heap order (the pick heaps as
-    the last descent renewed them, ``_flush_picks``), the nodes to re-pick and those
-    waiting for a lazy heap's read (``deferred``)."""
+    counts, versions, the pool heaps' entries in heap order, the pick heaps' current
+    entries lowest first as the last descent renewed them (``_flush_picks``; the compiled
+    renewal may lay a heap out otherwise and compact it at another time, its pops are the
+    same: ``_hdrf_kernel.renew_pick_entries``), the nodes to re-pick and those waiting for
+    a lazy heap's read (``deferred``)."""
     view = sorter.views.current
     if view.pending:
         sorter.views.catch_up(view)
     pools = [[(share.hex(), ver, c) for share, ver, c in heap] for heap in view.pool_heap]
-    picks = [[(key.hex(), *rest) for key, *rest in heap] for heap in view.pick_heap]
+    picks = [sorted((key.hex(), *rest) for key, *rest in heap
+                    if rest[2] == view.pick_version[rest[3]] and sorter.live[rest[3]] > 0 and sorter.alive[rest[3]])
+             for heap in view.pick_heap]
     return (sorted(view.saturated), [x.hex() for x in view.share], list(view.unblocked), list(view.version),
             pools, list(view.repick), picks, list(view.pick_version),
             {p: list(nodes) for p, nodes in view.deferred.items()})
+
+
+def shared_state(sorter) -> tuple:
+    """What every view reads and a task's start or end changes (``allocated``,
+    ``released``, ``_leaf_changed``): usage and raw fairness as exact bits, the counts,
+    each queue's jobs with usage (their columns, partial sums' validity, the demanding
+    ones), the queues whose sums ran, the views' pending nodes, each job's own usage and
+    running tasks."""
+    def bits(row):
+        return [float(x).hex() for x in row]
+    return ([bits(row) for row in sorter.usage], bits(sorter.raw), list(sorter.running), list(sorter.live),
+            [list(u) for u in sorter.used], [[bits(c) for c in cols] for cols in sorter.used_columns],
+            list(sorter.used_sums_valid), [list(d) for d in sorter.used_demanding], list(sorter.drifted),
+            {v: list(view.pending) for v, view in enumerate(sorter.views.views)},
+            {name: (bits(job.usage), job.running) for name, job in sorter.jobs.items()})
 
 
 def finite_jobs(sc):
@@ -119,11 +157,14 @@ def test_compiled_and_pure_python_hold_the_same_views_event_by_event(monkeypatch
     fast, pure = scheds["compiled"], scheds["pure-python"]
     assert fast.sorter.views._replay != fast.sorter._replay  # (each runs the core meant)
     assert pure.sorter.views._replay == pure.sorter._replay
+    assert fast.sorter._task_changed is not None  # (with decay it calls the reference)
+    assert pure.sorter._task_changed is None
     if half_life:  # (the history leaves' path of the override is taken)
         assert fast.sorter.decay is not None
     launches = histories = 0
     left = len(fast.sorter.jobs)
     for k, got in lockstep(fast, pure, 300, seed=4):
+        assert shared_state(fast.sorter) == shared_state(pure.sorter), k
         assert view_state(fast.sorter) == view_state(pure.sorter), k
         launches += len(got)
         histories += len(fast.sorter._history)

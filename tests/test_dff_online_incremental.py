@@ -21,6 +21,7 @@ import pytest
 from fairshare.model.queues import QueueTree
 from fairshare.policies import dff, make_policy
 from fairshare.policies.dff_online import DFFSorter
+from fairshare.policies.machinery import views
 
 M = 3
 # weights: integers and dyadic fractions (exact sums) for the incremental mode
@@ -196,3 +197,26 @@ def test_with_decayed_usage_incremental_equals_rebuilds(seed):
     assert fast.shares() == slow.shares()
     assert fast.exact and fast._history  # (the incremental path ran, with history leaves)
     assert set(fast.decay.entries) == set(slow.decay.entries)
+
+
+@pytest.mark.parametrize("ttl", [views.VIEW_TTL_EVENTS, None])
+def test_views_without_a_time_to_live_are_kept_until_the_cache_is_full(ttl):
+    # the DFF sorter keeps its views with no time to live (a set coming back replays what
+    # changed, never rebuilds because it was away); others drop a view unused for ttl events
+    rebuilt = []
+    cache = views.ViewCache(views.SaturatedView, rebuilt.append, lambda view, leaves: None, lambda: 100, ttl=ttl)
+    cache.select(frozenset({0}))
+    cache.select(frozenset({1}))
+    for _ in range(2 * views.VIEW_TTL_EVENTS):
+        cache.tick()
+    assert {v.saturated for v in cache} == ({frozenset({0}), frozenset({1})} if ttl is None else {frozenset({1})})
+    for k in range(views.MAX_VIEWS + 1):  # (the least recently used still goes)
+        cache.select(frozenset({k + 2}))
+    assert len(cache) == views.MAX_VIEWS and frozenset({0}) not in {v.saturated for v in cache}
+    assert len(rebuilt) == views.MAX_VIEWS + 3
+
+
+def test_the_dff_sorter_keeps_its_views_with_no_time_to_live():
+    sorter = DFFSorter(3, QueueTree.build(TREE), (1.0, 1.0, 1.0), update_fr=dff.update_fr, child_fr=dff.child_fr,
+                       fairness=dff.fairness)
+    assert sorter.views.ttl is None

@@ -18,7 +18,7 @@ Its parity with the reference is tested decision by decision
 (``tests/test_dff_kernel.py``).
 """
 
-from heapq import heapify, heappop, heappush
+from heapq import heappop, heappush
 
 
 cdef class _Replay:
@@ -162,38 +162,131 @@ def replay(sorter, view, nodes):
             level[p] = None
 
 
-def renew_picks(sorter, view, long digits, dict repick=None, list lazy=None):
-    """``machinery.descent.renew_pick_entries`` for a DFF view (``DFFSorter._flush_picks``):
-    each node re-keyed since the view's last descent gets a new pick version and, while it
-    has demanding jobs below and is still there, the entry ``(round(share, digits), running,
-    position, version, node)`` in its parent's heap (``round`` is Python's, called as the
-    reference calls it); a heap grown past ``4 x children + 16`` entries drops its stale ones.
-    With ``lazy`` (``sorter.lazy_heaps``), a node whose parent has ``lazy[p]`` goes to
-    ``view.deferred[p]`` instead, renewed when a descent reads that heap (as the reference's
-    ``lazy``; ``deferred`` nodes are renewed without it)."""
-    if repick is None:
-        repick = view.repick
-    cdef dict deferred = view.deferred
-    cdef list heaps = view.pick_heap, version = view.pick_version, share = view.share
-    cdef list running = sorter.running, position = sorter.position, live = sorter.live
-    cdef list present = sorter.alive, parent = sorter.parent, kids = sorter.kids
-    cdef list heap
-    cdef tuple e
-    cdef Py_ssize_t v, p
-    cdef long ver
-    for node in repick:
-        v = node
-        if lazy is not None and lazy[<Py_ssize_t>parent[v]]:
-            (<dict>deferred.setdefault(parent[v], {}))[node] = None
-            continue
-        ver = <long>version[v] + 1
-        version[v] = ver
-        if <long>live[v] > 0 and present[v]:
-            p = parent[v]
-            heap = <list>heaps[p]
-            heappush(heap, (round(share[v], digits), running[v], position[v], ver, v))
-            if len(heap) > 4 * <long>kids[p] + 16:
-                heap = [e for e in heap if e[3] == version[e[4]] and live[e[4]] > 0 and present[e[4]]]
-                heapify(heap)
-                heaps[p] = heap
-    repick.clear()
+# --- a task start or end: ``DFFSorter._leaf_changed`` -------------------------------------------
+cdef object _raw_fairness(list usage, object fr):
+    """``dff.fairness`` (Def. 2, Eq. 6): ``max_r U_r / FR_r`` over ``FR_r > 0``, 0.0 when
+    there is none. The same IEEE division and comparisons on the same doubles (a usage
+    entry is a float; an FR entry a float, or an int of the capacity, converted as
+    Python's ``float / int`` converts it), so the same float."""
+    cdef double x, best = 0.0, f
+    cdef bint found = False
+    cdef Py_ssize_t r
+    if not fr:
+        return 0.0
+    for r in range(len(fr)):
+        f = fr[r]
+        if f > 0:
+            x = <double>usage[r] / f
+            if not found or x > best:
+                best = x
+                found = True
+    return best if found else 0.0
+
+
+cdef Py_ssize_t _bisect_left(list a, Py_ssize_t x):
+    """``bisect.bisect_left`` over a list of ints."""
+    cdef Py_ssize_t lo = 0, hi = len(a), mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if <Py_ssize_t>a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def leaf_changed(sorter, Py_ssize_t idx, list before, long d_running, now=0.0):
+    """``DFFSorter._leaf_changed``: job ``idx``'s task started (``d_running`` 1) or ended
+    (-1) and its usage is now its ``OnlineJob``'s. Without decayed usage, while the
+    shared state is neither dirty nor stale (every decision's usual case), the methods it
+    calls run here statement for statement (``_file_usage``, ``_file_demanding``,
+    ``_walk_counts``, ``_job_fr``'s kept FR, ``_add_usage`` with ``dff.fairness``,
+    ``_touch``): the same list edits, the same float subtractions, additions and
+    divisions, so the same shared state. Otherwise (and for a job FR not kept) it calls
+    the sorter's Python methods."""
+    if sorter.decay is not None or sorter.dirty or sorter.stale:
+        return sorter._leaf_changed(idx, before, d_running=d_running, now=now)
+    cdef list parent = sorter.parent, usage = sorter.usage, raw = sorter.raw, fr = sorter.fr
+    cdef list live = sorter.live, running = sorter.running
+    cdef Py_ssize_t q = parent[idx], p, v, pos, r, m
+    cdef list after = sorter.jobs[sorter.key[idx]].usage
+    cdef list row = list(after), used, columns, u
+    cdef dict drifted = sorter.drifted
+    cdef bint has = False, listed
+    cdef double d
+    usage[idx] = row
+    # _file_usage (not leaving)
+    m = len(row)
+    for r in range(m):
+        if row[r]:
+            has = True
+            break
+    used = sorter.used[q]
+    pos = _bisect_left(used, idx)
+    listed = pos < len(used) and <Py_ssize_t>used[pos] == idx
+    columns = sorter.used_columns[q]
+    if has and not listed:
+        used.insert(pos, idx)
+        for r in range(min(len(columns), m)):
+            (<list>columns[r]).insert(pos, row[r])
+    elif listed and not has:
+        del used[pos]
+        for r in range(len(columns)):
+            del (<list>columns[r])[pos]
+    elif has:
+        for r in range(min(len(columns), m)):
+            (<list>columns[r])[pos] = row[r]
+    if (has or listed) and pos < <Py_ssize_t>sorter.used_sums_valid[q]:
+        sorter.used_sums_valid[q] = pos
+    # _file_demanding
+    if has and <long>live[idx] > 0:
+        (<dict>sorter.used_demanding[q])[idx] = None
+    else:
+        (<dict>sorter.used_demanding[q]).pop(idx, None)
+    # _walk_counts (d_live 0: live += 0 leaves each count as it is)
+    v = idx
+    while v >= 0:
+        running[v] = <long>running[v] + d_running
+        v = parent[v]
+    sorter.views.tick()  # (drops old views at most: dirty and stale are as checked above)
+    # raw fairness of the job, with its kept FR (``_job_fr``)
+    job_fr = (<dict>sorter._job_frs).get(idx) if sorter.exact else None
+    if job_fr is None:  # (not kept, or not exact: the method reads the last rebuild's)
+        job_fr = sorter._job_fr(idx)
+    raw[idx] = _raw_fairness(row, job_fr)
+    # _add_usage, with delta = after - before
+    cdef list delta = [<double>after[r] - <double>before[r] for r in range(len(after))]
+    p = q
+    while p >= 0:
+        drifted[p] = None
+        u = usage[p]
+        for r in range(len(delta)):
+            d = delta[r]
+            if d:
+                u[r] = <double>u[r] + d
+        raw[p] = _raw_fairness(u, fr[p])
+        p = parent[p]
+    # _touch
+    for view in sorter.views.views:
+        (<dict>view.pending)[idx] = None
+
+
+def task_changed(sorter, name, demand, long d_running, now=0.0):
+    """``DFFSorter.allocated`` (``d_running`` 1: ``OnlineSorter.allocated`` adds the task's
+    demand to the job's usage) and ``released`` (-1: subtracts it, floored at 0.0 by
+    ``max(0.0, x)``), then :func:`leaf_changed`. The usage is updated with the same
+    Python operations on the same objects (``+``, ``-``, ``max``), so the same floats."""
+    job = sorter.jobs[name]
+    cdef list usage = job.usage
+    cdef list before = list(usage)
+    cdef Py_ssize_t r = 0
+    if d_running > 0:
+        for d in demand:
+            usage[r] += d
+            r += 1
+    else:
+        for d in demand:
+            usage[r] = max(0.0, usage[r] - d)
+            r += 1
+    job.running += d_running
+    leaf_changed(sorter, sorter.index[name], before, d_running, now)

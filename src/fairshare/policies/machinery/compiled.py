@@ -26,6 +26,7 @@ import os
 import pathlib
 import shlex
 import shutil
+import sys
 import sysconfig
 from collections.abc import Callable, Iterable
 
@@ -157,8 +158,19 @@ DFF_PORTED_FROM = {
     "DFFSorter._fairness": "25f8e91e5d896570",
     "DFFSorter._pool_min": "af01a0126519df1d",
     "DFFSorter._push": "94531bb5d20c2bbd",
-    # (``DFFSorter._flush_picks`` calls ``_dff_kernel.renew_picks`` in its place)
-    "renew_pick_entries": "429e4a73d48cee39",
+    # a task's start or end (``task_changed``, ``leaf_changed``)
+    "DFFSorter.allocated": "f1926df849398ae9",
+    "DFFSorter.released": "084366f2bd42459f",
+    "OnlineSorter.allocated": "55a94f71e0792237",
+    "OnlineSorter.released": "dacdbab1d94ef85a",
+    "DFFSorter._leaf_changed": "ed49e5b618a63118",
+    "DFFSorter._file_usage": "d358cea0825ac912",
+    "DFFSorter._file_demanding": "07f0910e32e336d2",
+    "DFFSorter._walk_counts": "2dd73164aaaf326f",
+    "DFFSorter._add_usage": "1288f05aea61689b",
+    "DFFSorter._touch": "0bdeeeaa9915135d",
+    "DFFSorter._job_fr": "33ca5bcdd00a97a4",
+    "dff.fairness": "e8ec929bf73f8195",
 }
 
 
@@ -175,13 +187,18 @@ def dff_replay(sorter) -> Callable[[object, Iterable[int]], None] | None:
     return functools.partial(_dff_kernel.replay, sorter)
 
 
-def dff_renew_picks() -> Callable[[object, object, int], None] | None:
-    """The compiled ``renew_pick_entries`` for a DFF view, ``(sorter, view, digits)``, or
-    None when the pure-Python function must run."""
-    if _dff_kernel is None or forced_pure_python():
-        return None
-    return _dff_kernel.renew_picks
 
+def dff_task_changed(sorter) -> Callable[[str, object, int, float], None] | None:
+    """The compiled ``DFFSorter.allocated`` and ``released`` (a task's start or end, with
+    ``_leaf_changed``), ``(name, demand, +1 or -1, now)``, bound to ``sorter``, or None
+    when the pure-Python methods must run (not built, forced, or a fairness other than
+    ``dff.fairness``, the one the port computes)."""
+    # (the policy module by name: it imports this one; a sorter given its ``fairness`` has
+    # loaded it)
+    dff = sys.modules.get("fairshare.policies.dff")
+    if _dff_kernel is None or forced_pure_python() or dff is None or sorter.raw_fairness is not dff.fairness:
+        return None
+    return functools.partial(_dff_kernel.task_changed, sorter)
 
 if __name__ == "__main__":  # the Makefile's check before the first install: `python -P compiled.py`
     raise SystemExit(0 if compiler_present() else 1)

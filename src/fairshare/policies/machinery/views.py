@@ -16,7 +16,8 @@ decides (the H-DRF sorter does: on a full cluster the set changes before most de
 so an event applied at once would be applied alone, while in a batch its ancestors are
 shared with the other leaves'). At most
 :data:`MAX_VIEWS` views are kept, least recently used evicted, and a view unused for
-:data:`VIEW_TTL_EVENTS` events is dropped (every event adds to every view's pending set).
+:data:`VIEW_TTL_EVENTS` events is dropped (every event adds to every view's pending set),
+unless the sorter asks for no time to live (``ttl=None``: the DFF sorter).
 """
 
 from __future__ import annotations
@@ -49,10 +50,14 @@ class ViewCache(Generic[V]):
     ``make(saturated)`` creates an empty view, ``rebuild(view)`` recomputes it from scratch
     (and clears its ``pending``), ``replay(view, leaves)`` brings it up to date after the
     given leaves changed, and ``size()`` is the sorter's node count (the batch threshold).
+    ``ttl``: the events a view may go unused before it is dropped (None: never, only the
+    least recently used beyond :data:`MAX_VIEWS`).
     """
 
     def __init__(self, make: Callable[[frozenset[int]], V], rebuild: Callable[[V], None],
-                 replay: Callable[[V, Iterable[int]], None], size: Callable[[], int]):
+                 replay: Callable[[V, Iterable[int]], None], size: Callable[[], int],
+                 ttl: int | None = VIEW_TTL_EVENTS):
+        self.ttl = ttl
         self._make = make
         self._rebuild = rebuild
         self._replay = replay
@@ -72,8 +77,8 @@ class ViewCache(Generic[V]):
     def tick(self) -> None:
         """An event happened: count it, and now and then drop the views past their TTL."""
         self.events += 1
-        if len(self.views) > 1 and self.events % PRUNE_EVERY == 0:
-            horizon = self.events - VIEW_TTL_EVENTS
+        if len(self.views) > 1 and self.events % PRUNE_EVERY == 0 and self.ttl is not None:
+            horizon = self.events - self.ttl
             self.views[1:] = [v for v in self.views[1:] if v.last_used >= horizon]
 
     def record(self, leaf: int) -> None:
