@@ -27,7 +27,10 @@ Its parity with the reference is tested decision by decision
 
 from heapq import heapify, heappop, heappush
 
+from cpython cimport array
 from libc.string cimport memcpy
+
+import array
 
 
 cdef extern from "Python.h":
@@ -50,6 +53,8 @@ from fairshare.policies.machinery.ties import DIGITS
 
 
 cdef object _hdrf_share = None
+#: a queue's running sums are ``array("d")`` (``hdrf_online.zero_sums``): made by cloning this
+cdef array.array _DOUBLES = array.array("d")
 
 
 cdef object the_hdrf_share():
@@ -124,7 +129,10 @@ cdef class _Batch:
         """``HDRFSorter._repost``: child ``v`` of ``p`` changed; whether p's sums moved."""
         cdef bint in_old, in_new, moved
         cdef tuple entry, vec_old, vec_new
-        cdef list s_old, s_new, heap
+        cdef list heap
+        cdef array.array s_old, s_new
+        cdef double *old_sums
+        cdef double *new_sums
         cdef double sv
         cdef Py_ssize_t r
         cdef long pool_ver, updates
@@ -152,11 +160,13 @@ cdef class _Batch:
             vec_new = <tuple>self.usage[v]
         moved = in_new != in_old or vec_new != vec_old
         if moved:
-            s_old = <list>(self.s1[p] if in_old else self.s2[p])
-            s_new = <list>(self.s1[p] if in_new else self.s2[p])
-            for r in range(self.m):
-                s_old[r] = <double>s_old[r] - <double>vec_old[r]
-                s_new[r] = <double>s_new[r] + <double>vec_new[r]
+            s_old = <array.array>(self.s1[p] if in_old else self.s2[p])
+            s_new = <array.array>(self.s1[p] if in_new else self.s2[p])
+            old_sums = s_old.data.as_doubles
+            new_sums = s_new.data.as_doubles
+            for r in range(self.m):  # (the reference's ``-=`` and ``+=``, in place on the doubles)
+                old_sums[r] = old_sums[r] - <double>vec_old[r]
+                new_sums[r] = new_sums[r] + <double>vec_new[r]
             self.contrib[v] = atomic((in_new, vec_new))
         pool_ver = <long>self.pool_version[v] + 1
         self.pool_version[v] = pool_ver
@@ -177,7 +187,7 @@ cdef class _Batch:
         share; False when unchanged and so not recomputed."""
         cdef list heap = <list>self.pool_heap[p]
         cdef list version = self.pool_version, contrib = self.contrib
-        cdef list s1, s2
+        cdef array.array s1, s2
         cdef tuple entry, u
         cdef object low = None
         cdef double best, x, lo
@@ -192,13 +202,13 @@ cdef class _Batch:
         if not sums_moved and low == self.low[p]:
             return False
         self.low[p] = low
-        s1 = <list>self.s1[p]
-        s2 = <list>self.s2[p]
+        s1 = <array.array>self.s1[p]
+        s2 = <array.array>self.s2[p]
         if low is None or low <= 0:
             u = atomic(tuple(s2))
         else:
             lo = low
-            u = atomic(tuple([lo * <double>s1[r] + <double>s2[r] for r in range(len(s1))]))
+            u = atomic(tuple([lo * s1.data.as_doubles[r] + s2.data.as_doubles[r] for r in range(self.m)]))
         self.usage[p] = u
         if p:
             cap = self.capacity
@@ -305,7 +315,9 @@ def rebuild(sorter, view, long rebuild_every):
     cdef long total, version
     cdef bint in_pool
     cdef double sc
-    cdef list s1, s2, target, pool_heap
+    cdef list pool_heap
+    cdef array.array s1, s2
+    cdef double *target
     cdef dict kids
     cdef tuple u, vec
     for k in range(len(order) - 1, -1, -1):
@@ -321,8 +333,8 @@ def rebuild(sorter, view, long rebuild_every):
         for child in kids:
             total += <long>unblocked[child]
         unblocked[idx] = total
-        s1 = [0.0] * m
-        s2 = [0.0] * m
+        s1 = array.clone(_DOUBLES, m, True)  # (``zero_sums``)
+        s2 = array.clone(_DOUBLES, m, True)
         pool_heap = []
         for child in kids:
             c = child
@@ -335,13 +347,13 @@ def rebuild(sorter, view, long rebuild_every):
             if in_pool:
                 sc = share[c]
                 vec = atomic(tuple([<double>x / sc for x in <tuple>usage[c]])) if sc > 0 else <tuple>zero
-                target = s1
+                target = s1.data.as_doubles
             else:
                 vec = <tuple>usage[c]
-                target = s2
+                target = s2.data.as_doubles
             contrib[c] = atomic((in_pool, vec))
             for r in range(m):
-                target[r] = <double>target[r] + <double>vec[r]
+                target[r] = target[r] + <double>vec[r]
             version = <long>pool_version[c] + 1
             pool_version[c] = version
             if in_pool:
