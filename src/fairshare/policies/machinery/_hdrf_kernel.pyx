@@ -6,8 +6,9 @@ and the tree sorters' candidate comparison and pick-entry renewal
 
 The pure-Python methods are the reference and the fallback (``machinery/compiled.py``
 chooses); this port runs the same operations in the same order on the same Python
-objects (the view's lists, tuples and heaps), so every float is the one the reference
-computes: each ``/``, ``*``, ``+`` and ``-`` is one IEEE double operation as in CPython,
+objects (the view's lists, tuples and heaps; a queue's running sums are ``array("d")``
+in both, read and written here through their C doubles), so every float is the one the
+reference computes: each ``/``, ``*``, ``+`` and ``-`` is one IEEE double operation as in CPython,
 never reassociated or fused (setup.py compiles with ``-ffp-contract=off``: a fused
 multiply-add in ``low * a + b`` would round once where Python rounds twice), and tuple
 comparisons stay Python's (``vec_new != vec_old``). What it saves is the interpreter:
@@ -20,6 +21,9 @@ computed here rather than called (its operations in its order, ``_Batch.leaf_sha
 ``round(share, DIGITS)`` memoized by the share's bits (``rounded_share``: Python's own
 ``round`` fills the memo); and a pick heap given many entries at once filled by one
 ``heapify`` (``renew_pick_entries``: the same set of current entries, so the same pops).
+The tuples it makes for a view are untracked by the cyclic garbage collector at once
+(``atomic``: they hold only numbers, so no cycle can pass through them); that changes
+what the collector walks, never a value.
 
 Its parity with the reference is tested decision by decision
 (``tests/test_compiled_core.py``).
