@@ -12,6 +12,7 @@ and the pure-Python ones still run.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import inspect
 import os
@@ -139,6 +140,58 @@ def test_compiled_and_pure_python_hold_the_same_floats_event_by_event(monkeypatc
         assert view_floats(fast.sorter) == view_floats(pure.sorter), k
         launches += len(got)
     assert launches > 300
+
+
+def test_a_descent_leaves_no_cyclic_garbage(core):
+    """Each descent's closures are freed by reference counting (``descend_tree`` breaks its
+    recursion's cycle), not left for the cyclic collector: on the steady state they were
+    most of what set off its collections."""
+    sc = steady_scenario(2)
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("hdrf"))
+    sched.pick_among_max = -1  # (every decision a descent)
+    sched.freed_scan_max = -1
+    for job in sc.jobs:
+        sched.submit(job, 0.0)
+    sched.schedule(0.0)
+    names = list(sched.sorter.index)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        gc.collect()
+        asked: list[str] = []
+        for target in names:
+            sched.sorter.pick(lambda name: asked.append(name) or name == target)
+        unreachable = gc.collect()
+    finally:
+        if was_enabled:
+            gc.enable()
+    assert len(asked) >= len(names)  # (every descent ran down to a job)
+    assert unreachable == 0
+
+
+@needs_compiled
+def test_the_kernels_view_tuples_are_off_the_cyclic_collector(monkeypatch):
+    """The tuples the kernel makes for a view (usage, contributions, pool-heap entries)
+    are untracked at once (``_hdrf_kernel.atomic``); the same values as the reference's
+    (the lockstep test above)."""
+    monkeypatch.delenv(compiled.PURE_PYTHON_ENV, raising=False)
+    sc = steady_scenario(3)
+    was_enabled = gc.isenabled()
+    gc.disable()  # (a collection would untrack them too: none runs here)
+    try:
+        sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("hdrf"))
+        for job in sc.jobs:
+            sched.submit(job, 0.0)
+        sched.schedule(0.0)
+        view = sched.sorter.view
+    finally:
+        if was_enabled:
+            gc.enable()
+    queues = [v for v in range(1, len(sched.sorter.key)) if not sched.sorter.is_job[v]]
+    contributions = [view.contrib[v] for v in range(1, len(sched.sorter.key))]
+    entries = [e for p in queues for e in view.pool_heap[p]]
+    assert queues and entries
+    assert not any(gc.is_tracked(t) for t in [*contributions, *entries, *(view.usage[q] for q in queues)])
 
 
 # --- the candidates' comparison and the pick-heap renewal (``machinery/descent.py``) -----------

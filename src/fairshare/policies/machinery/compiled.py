@@ -55,7 +55,7 @@ PORTED_FROM = {
     "HDRFSorter._propagate": "ae066a8f03671c52",
     "HDRFSorter._repost": "db08bdcbc5367439",
     "HDRFSorter._recompute": "cb9a5323fccde326",
-    "HDRFSorter._rebuild": "a75176986a8754f7",
+    "HDRFSorter._rebuild": "6ce1e335ef025ed2",
     "descent.pick_among_tree": "8bf57239bdf6a3d9",
     "descent.renew_pick_entries": "429e4a73d48cee39",
     "descent.first_runnable_by_key": "ab3252270eda6a94",
