@@ -119,6 +119,7 @@ bench: $(STAMP)
 clean:
 	rm -rf build dist out .pytest_cache .hypothesis src/*.egg-info $(STAMP) $(STAMP_TEST)
 	rm -f src/fairshare/policies/machinery/_hdrf_kernel.c src/fairshare/policies/machinery/_hdrf_kernel.*.so
+	rm -f src/fairshare/policies/machinery/_dff_kernel.c src/fairshare/policies/machinery/_dff_kernel.*.so
 	rm -f src/fairshare/engine/_fit_kernel.c src/fairshare/engine/_fit_kernel.*.so
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print -exec rm -rf {} +
 

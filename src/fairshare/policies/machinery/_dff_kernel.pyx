@@ -274,8 +274,8 @@ def leaf_changed(sorter, Py_ssize_t idx, list before, long d_running, now=0.0):
 def task_changed(sorter, name, demand, long d_running, now=0.0):
     """``DFFSorter.allocated`` (``d_running`` 1: ``OnlineSorter.allocated`` adds the task's
     demand to the job's usage) and ``released`` (-1: subtracts it, floored at 0.0 by
-    ``max(0.0, x)``), then :func:`leaf_changed`. The usage is updated with the same
-    Python operations on the same objects (``+``, ``-``, ``max``), so the same floats."""
+    ``x if x > 0.0 else 0.0``), then :func:`leaf_changed`. The usage is updated with the
+    same Python operations on the same objects (``+``, ``-``, ``>``), so the same floats."""
     job = sorter.jobs[name]
     cdef list usage = job.usage
     cdef list before = list(usage)
@@ -286,7 +286,8 @@ def task_changed(sorter, name, demand, long d_running, now=0.0):
             r += 1
     else:
         for d in demand:
-            usage[r] = max(0.0, usage[r] - d)
+            left = usage[r] - d
+            usage[r] = left if left > 0.0 else 0.0
             r += 1
     job.running += d_running
     leaf_changed(sorter, sorter.index[name], before, d_running, now)

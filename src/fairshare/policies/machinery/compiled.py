@@ -162,7 +162,7 @@ DFF_PORTED_FROM = {
     "DFFSorter.allocated": "f1926df849398ae9",
     "DFFSorter.released": "084366f2bd42459f",
     "OnlineSorter.allocated": "55a94f71e0792237",
-    "OnlineSorter.released": "dacdbab1d94ef85a",
+    "OnlineSorter.released": "12379423e2154887",
     "DFFSorter._leaf_changed": "ed49e5b618a63118",
     "DFFSorter._file_usage": "d358cea0825ac912",
     "DFFSorter._file_demanding": "07f0910e32e336d2",
