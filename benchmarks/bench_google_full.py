@@ -11,6 +11,9 @@ and peak memory (``resource.getrusage`` ``ru_maxrss`` of this process: the templ
 the generator and the simulator together). Run each fraction in its own process: the
 peak is per process. ``--materialize`` runs the earlier way instead: every job built into
 a ``Scenario`` first and ``fairshare.sim.simulate`` on it (timeline rows kept in memory).
+``--offload`` runs the streaming sink in a second process (``sim.offload.OffloadedSink``:
+the same files; ``simulate_cpu_s`` is then this process's CPU only, the child's peak memory
+``peak_mb_sink_process``).
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_google_full.py --fraction 0.001 --policy hdrf
     ... --profile out.prof    # cProfile the simulation; the top functions go to stderr
@@ -66,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="build the whole scenario first and simulate it up front (the non-streaming path)")
     ap.add_argument("--timeline", action="store_true",
                     help="streaming: write timeline.csv too (into the temporary directory; GBs at full size)")
+    ap.add_argument("--offload", action="store_true",
+                    help="streaming: run the output sink in a second process (sim.offload.OffloadedSink)")
     ap.add_argument("--out", type=Path, default=None, metavar="DIR",
                     help="streaming: keep summary.json (and timeline.csv) in DIR instead of a temporary directory")
     ap.add_argument("--progress", type=float, default=60.0, metavar="S",
@@ -152,7 +157,14 @@ def main(argv: list[str] | None = None) -> int:
                 scratch = tempfile.TemporaryDirectory(prefix="bench-google-full-")
                 out_dir = Path(scratch.name)
             empty = replace(templates.base, jobs=(), source="google2011 full-size generator")
-            sink = StreamingOutput(empty, out_dir, timeline=args.timeline)
+            if args.offload:  # (built in the child: the same sink, the same calls, another core)
+                from functools import partial
+
+                from fairshare.sim.offload import OffloadedSink
+
+                sink = OffloadedSink(partial(StreamingOutput, empty, out_dir, timeline=args.timeline))
+            else:
+                sink = StreamingOutput(empty, out_dir, timeline=args.timeline)
             sim = Simulator(empty, make_policy(args.policy), SimOptions(seed=args.seed), progress,
                             arrivals=google_full.generate(templates, args.fraction, args.seed), sink=sink)
             result = sim.run()
@@ -162,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         finished = False
         result = None
     finally:
+        if args.offload and sink is not None:
+            sink.close()  # (a stopped run's child too)
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(args.profile)
@@ -171,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     c3 = time.process_time()
     out = {
         "fraction": args.fraction, "policy": args.policy, "seed": args.seed,
-        "mode": "materialized" if args.materialize else ("streamed+timeline" if args.timeline else "streamed"),
+        "mode": "materialized" if args.materialize else (("streamed+timeline" if args.timeline else "streamed")
+                                                          + ("+offload" if args.offload else "")),
         "span_s": google_full.span_of(args.fraction), "jobs": jobs, "task_runs": runs,
         "machines": len(templates.base.cluster.nodes),
         "full_task_runs": round(google_full.expected_size(templates, 1.0)["task runs"]),
@@ -184,6 +199,10 @@ def main(argv: list[str] | None = None) -> int:
         "timeline_rows": rows,
         "peak_mb_before_simulate": round(memory_before_sim), "peak_mb": round(peak_mb()),
     }
+    if args.offload:  # (the sink's process: ended by now, so RUSAGE_CHILDREN holds its peak)
+        child = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out["peak_mb_sink_process"] = round(child.ru_maxrss / 1024)
+        out["sink_process_cpu_s"] = round(child.ru_utime + child.ru_stime, 2)
     print(json.dumps(out), flush=True)
     if profiler is not None:
         import pstats

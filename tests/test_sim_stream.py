@@ -209,7 +209,7 @@ def test_durations_seeded_at_arrival_are_the_upfront_ones():
             for _ in range(3):
                 assert streamed.sample(job, j) == upfront.sample(job, j)
         streamed.forget(job)
-    assert streamed._streams == {} and streamed._cursor == {}
+    assert streamed._streams == {} and streamed._lists == {}
 
 
 def test_bad_streams_are_refused(tmp_path):

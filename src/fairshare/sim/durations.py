@@ -39,7 +39,9 @@ class DurationSampler:
         self._rng = rng
         # per (job, class): the stream's seed, replaced by the stream once it is used
         self._streams: dict[tuple[str, int], int | random.Random] = {}
-        self._cursor: dict[tuple[str, int], int] = {}
+        # per (job, class) of a ``list`` duration: [its next position, its values] (the
+        # values taken out of ``params`` once, not at every task: a trace's classes are lists)
+        self._lists: dict[tuple[str, int], list] = {}
         # per (job, class): the next duration, drawn ahead by ``peek`` (gang backfill)
         self._peeked: dict[tuple[str, int], float] = {}
         for job in jobs:
@@ -56,7 +58,7 @@ class DurationSampler:
         for j in range(len(job.classes)):
             key = (job.name, j)
             del self._streams[key]
-            self._cursor.pop(key, None)
+            self._lists.pop(key, None)
             self._peeked.pop(key, None)
 
     def peek(self, job: Job, class_index: int) -> float:
@@ -74,15 +76,19 @@ class DurationSampler:
             got = self._peeked.pop(key, None)
             if got is not None:
                 return got
+        cursor = self._lists.get(key)
+        if cursor is not None:
+            k, values = cursor
+            cursor[0] = k + 1
+            return max(float(values[k % len(values)]), MIN_DURATION_S)
         d: Duration = job.classes[class_index].duration
         kind = d.kind
         if kind == "fixed":
             value = float(dict(d.params)["value"])
         elif kind == "list":
             values = dict(d.params)["values"]
-            k = self._cursor.get(key, 0)
-            self._cursor[key] = k + 1
-            value = float(values[k % len(values)])
+            self._lists[key] = [1, values]
+            value = float(values[0 % len(values)])
         else:
             rng = self._streams[key]
             if not isinstance(rng, random.Random):

@@ -287,9 +287,10 @@ class Simulator:
         self.sink.record(t, rows, demand_changes, capacity)
         if self.decayed is not None:
             self.decayed.sample(t)
-        in_system = self._in_system
-        for name in sorted(name for name in finished if name in in_system):
-            self._leave(name)
+        if finished:  # (most instants finish no job: no sort, no generator)
+            in_system = self._in_system
+            for name in sorted(name for name in finished if name in in_system):
+                self._leave(name)
 
     def _leave(self, name: str) -> None:
         """A job finished: its outcome to the sink; a streaming run then forgets it."""

@@ -1,0 +1,219 @@
+"""A run's sink in a second process: ``OffloadedSink`` (the simulation's other core).
+
+A streaming replay is one Python thread: the engine's decisions, the simulator's instant
+and the sink's work (``sim.stream.StreamingOutput``: the integrals per timeline row, the
+timeline's CSV, each job's ``summary.json`` entry) one after the other. On a machine with
+a second core the sink's share can run beside the rest: ``OffloadedSink`` builds the sink
+in a child process (``make_sink()``, called there) and hands it every ``RunSink`` call,
+in batches of ``batch`` calls pickled through a pipe. The child makes the same calls, in
+the same order, on the same values (pickled and unpickled: equal floats, strings and
+tuples), so the files are the in-process sink's byte for byte
+(``tests/test_sim_offload.py``); the simulation itself never waits for the child except
+when the pipe is full and at the end.
+
+What crosses the pipe: an instant's rows, demand changes and capacity as the simulator
+gives them; for a job's outcome, its ``JobFacts`` (name, queue, gang: what
+``StreamingOutput.job`` reads) instead of the whole ``Job`` (a trace's job carries its
+duration lists); the run's ``SimResult`` at ``complete`` (the fields the child's sink set
+come back and are set on the caller's result) and the result of ``finish``, with the
+child sink's public numbers (``rows_written``) readable on the wrapper afterwards.
+A failure in the child is raised in the caller at the next point that waits for it
+(``complete``, ``finish``) as a ``SimulationError`` carrying the child's traceback.
+
+Use it as a context manager (or call ``close``): a run stopped early (an exception, a
+timeout) leaves a child to end.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import traceback
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from fairshare.model.jobs import Job
+from fairshare.model.resources import Vector
+from fairshare.sim.result import DemandChange, JobOutcome, Row, SimResult, SimulationError
+from fairshare.sim.sink import RunSink
+
+#: calls sent per message: large enough that pickling and the pipe cost little per call,
+#: small enough that the child starts early and the buffer stays small
+BATCH_CALLS = 2048
+
+# the calls, as the first item of each buffered tuple
+_RECORD, _END, _JOB = 0, 1, 2
+
+
+class JobFacts(NamedTuple):
+    """The part of a ``Job`` a streaming sink reads about a job that left."""
+
+    name: str
+    queue: str
+    gang: bool
+
+
+def _start_method() -> str:
+    # fork: the child starts at once with the caller's modules (no re-import, nothing to
+    # pickle in ``make_sink``); spawn where fork does not exist
+    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+class OffloadedSink:
+    """A ``RunSink`` that runs ``make_sink()``'s sink in a child process (module docstring)."""
+
+    def __init__(self, make_sink: Callable[[], RunSink], *, batch: int = BATCH_CALLS):
+        if batch < 1:
+            raise ValueError(f"batch must be at least 1, got {batch}")
+        context = multiprocessing.get_context(_start_method())
+        self._conn, child_end = context.Pipe()
+        self._child = context.Process(target=_serve, args=(make_sink, child_end), daemon=True,
+                                      name="fairshare-sink")
+        self._child.start()
+        child_end.close()
+        self._batch = batch
+        self._calls: list[tuple] = []
+        self._numbers: dict[str, Any] = {}  # the child sink's public numbers, after ``finish``
+        self._closed = False
+
+    # --- RunSink ---------------------------------------------------------------------------------
+    def record(self, t: float, rows: list[Row], demand_changes: list[DemandChange],
+               capacity: Vector | None) -> None:
+        calls = self._calls
+        calls.append((_RECORD, t, rows, demand_changes, capacity))
+        if len(calls) >= self._batch:
+            self._flush()
+
+    def end(self, end_time: float) -> None:
+        self._calls.append((_END, end_time))
+
+    def job(self, index: int, job: Job, outcome: JobOutcome, tasks_preempted: int | None,
+            work_lost: float | None) -> None:
+        calls = self._calls
+        calls.append((_JOB, index, JobFacts(job.name, job.queue, job.gang), outcome, tasks_preempted, work_lost))
+        if len(calls) >= self._batch:
+            self._flush()
+
+    def complete(self, result: SimResult) -> None:
+        """The child's sink completes a copy of ``result``; what it set is set here too."""
+        for name, value in self._ask("complete", result).items():
+            setattr(result, name, value)
+
+    # --- the end ---------------------------------------------------------------------------------
+    def finish(self, result: SimResult) -> Any:
+        """The child sink's ``finish`` (``StreamingOutput.finish``: write ``summary.json``) on
+        the result it completed; its return value. The child then ends."""
+        value, self._numbers = self._ask("finish", None)
+        self.close()
+        return value
+
+    def __getattr__(self, name: str) -> Any:
+        # (only for names not found on the wrapper: the child sink's numbers after finish)
+        numbers = self.__dict__.get("_numbers", {})
+        if name in numbers:
+            return numbers[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r} (the child sink's public "
+                             f"numbers are readable after finish)")
+
+    def close(self) -> None:
+        """End the child (at once if the run did not finish); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._conn.send(("close", None))
+        except OSError:
+            pass  # (the child is gone already)
+        self._child.join(timeout=5)
+        if self._child.is_alive():
+            self._child.terminate()
+            self._child.join()
+        self._conn.close()
+
+    def __enter__(self) -> OffloadedSink:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    # --- the pipe --------------------------------------------------------------------------------
+    def _flush(self) -> None:
+        try:
+            self._conn.send(("calls", self._calls))
+        except OSError as exc:  # the child died: its own error says why, if it could send it
+            raise SimulationError(f"the offloaded sink's process ended: {self._child_error() or exc}") from None
+        self._calls = []
+
+    def _ask(self, what: str, payload: Any) -> Any:
+        if self._closed:
+            raise SimulationError(f"the offloaded sink is closed: cannot {what}")
+        try:
+            if self._calls:
+                self._conn.send(("calls", self._calls))
+                self._calls = []
+            self._conn.send((what, payload))
+        except OSError:
+            pass  # (the child ended: its error, if it sent one, is the answer below)
+        try:
+            status, value = self._conn.recv()
+        except (EOFError, OSError):
+            self.close()
+            raise SimulationError("the offloaded sink's process ended without an answer") from None
+        if status == "error":
+            self.close()
+            raise SimulationError(f"the offloaded sink failed in its process:\n{value}")
+        return value
+
+    def _child_error(self) -> str | None:
+        try:
+            if self._conn.poll(1):
+                status, value = self._conn.recv()
+                if status == "error":
+                    return value
+        except (EOFError, OSError):
+            pass
+        return None
+
+
+def _serve(make_sink: Callable[[], RunSink], conn) -> None:
+    """The child: build the sink, make every call it is sent, answer ``complete`` and ``finish``."""
+    from fairshare.sim.simulator import SIM_GC_THRESHOLDS
+
+    gc.set_threshold(*SIM_GC_THRESHOLDS)  # (the simulator's reasons hold here: many tuples, no cycles)
+    try:
+        sink = make_sink()
+        result: SimResult | None = None
+        while True:
+            what, payload = conn.recv()
+            if what == "calls":
+                record, end, job = sink.record, sink.end, sink.job
+                for call in payload:
+                    kind = call[0]
+                    if kind == _RECORD:
+                        record(call[1], call[2], call[3], call[4])
+                    elif kind == _JOB:
+                        job(call[1], call[2], call[3], call[4], call[5])
+                    else:
+                        end(call[1])
+            elif what == "complete":
+                result = payload
+                before = dict(vars(result))
+                sink.complete(result)
+                conn.send(("ok", {name: value for name, value in vars(result).items()
+                                  if name not in before or value is not before[name]}))
+            elif what == "finish":
+                if result is None:
+                    raise SimulationError("finish before complete: the run has not ended")
+                value = sink.finish(result)
+                numbers = {name: number for name, number in vars(sink).items()
+                           if not name.startswith("_") and type(number) in (int, float, str, bool)}
+                conn.send(("ok", (value, numbers)))
+            else:  # close
+                return
+    except EOFError:
+        return  # (the caller went away)
+    except BaseException:
+        try:
+            conn.send(("error", traceback.format_exc()))
+        except OSError:
+            pass
