@@ -128,20 +128,17 @@ class _MaxTree:
         while level:
             above: set[int] = set()
             for k in level:
-                if self._pull(k) and k > 1:
+                # inner node k from its children (inline: a call per node refreshed cost a
+                # fifth of the flush); stop climbing where its maxima did not change
+                a, b = tree[2 * k], tree[2 * k + 1]
+                new = [x if x > y else y for x, y in zip(a, b)]
+                if new == tree[k]:
+                    continue
+                tree[k] = new
+                limit[k] = [s if x > y else t for x, y, s, t in zip(a, b, limit[2 * k], limit[2 * k + 1])]
+                if k > 1:
                     above.add(k >> 1)
             level = above
-
-    def _pull(self, k: int) -> bool:
-        """Recompute inner node ``k`` from its children; whether its maxima changed."""
-        tree, limit = self.tree, self.limit
-        a, b = tree[2 * k], tree[2 * k + 1]
-        new = [x if x > y else y for x, y in zip(a, b)]
-        if new == tree[k]:
-            return False
-        tree[k] = new
-        limit[k] = [s if x > y else t for x, y, s, t in zip(a, b, limit[2 * k], limit[2 * k + 1])]
-        return True
 
     def first_fit(self, need: Vector, start: int = 0) -> int | None:
         """First member at position >= ``start`` where ``need`` fits.
@@ -267,6 +264,10 @@ class NodePool:
         # absolute position _freed_base
         self._freed: list[int] = []
         self._freed_base = 0
+        # per node, the absolute log position of its latest entry (-1: none; grown as
+        # nodes are freed): the distinct nodes freed since a mark, in cluster order, are
+        # those at or after it (``freed_fits``' long scan)
+        self._last_freed = np.full(0, -1, dtype=np.intp)
         self.total_free = [0.0] * m  # sum of free over alive nodes
         self._total: Vector | None = None
         for node in nodes:
@@ -478,7 +479,11 @@ class NodePool:
         until it changes)."""
         row = self._rows[idx]
         if row is None:
-            vec = self.index_vector(idx)
+            if self.devices or self.slots_per_node is not None:
+                vec = self.index_vector(idx)
+            else:  # (``index_vector`` is ``available``, the free vector of an alive node)
+                st = self.states[idx]
+                vec = tuple(st.free) if st.alive else (-1.0,) * self.m
             row = self._rows[idx] = (vec, fit_limits(vec))
         return row
 
@@ -564,15 +569,18 @@ class NodePool:
         tree = self._trees.get(constraints) or self._tree(constraints)
         position = tree.position
         need = self._effective(demand)
-        freed = self._freed[start:]
-        if len(freed) > _FREED_SCAN_VECTOR:
+        if len(self._freed) - start > _FREED_SCAN_VECTOR:
             # a long log (first-fit memos of shapes not asked about for a while): one
             # vectorized test of the distinct nodes, the loop's own test (``not any(map(gt,
             # need, limit))``, NaN included), then the filters
             limits = self._limit_matrix()
-            nodes = np.unique(np.asarray(freed, dtype=np.intp))
+            # the distinct nodes of ``freed``, ascending (``np.unique``'s answer): a node is
+            # in the log from ``mark`` on exactly when its latest entry is, and positions
+            # only grow
+            nodes = (self._last_freed >= mark).nonzero()[0]
             fitting = nodes[~(np.asarray(need, dtype=float) > limits[nodes]).any(axis=1)].tolist()
             return [i for i in fitting if i in position and (allowed is None or allowed(i))]
+        freed = self._freed[start:]
         if len(freed) > 1:
             freed = sorted(set(freed))
         rows = self._rows
@@ -616,6 +624,11 @@ class NodePool:
         return self._choose(fitting, demand)
 
     def _freed_node(self, idx: int) -> None:
+        last = self._last_freed
+        if idx >= len(last):  # (a node not freed before beyond the array: grow it to every node)
+            last = self._last_freed = np.concatenate(
+                (last, np.full(max(len(self.states), idx + 1) - len(last), -1, dtype=np.intp)))
+        last[idx] = self._freed_base + len(self._freed)
         self._freed.append(idx)
         if len(self._freed) > _FREED_LOG:  # keep the newer half; older marks fall back to place()
             half = len(self._freed) // 2
