@@ -148,3 +148,30 @@ def test_index_answers_match_definitions(built, data):
         check(pool, query, CONSTRAINTS[(pick // 3) % len(CONSTRAINTS)], mark)
         if pick % 5 == 0:
             mark = pool.freed_mark()
+
+
+def test_long_freed_scan_after_the_log_is_trimmed():
+    """The long scan's nodes (each node's latest log position at or after the mark) are
+    the distinct nodes of the log from the mark, also after the log dropped its older
+    half and for nodes added since the positions were first kept."""
+    nodes = [Node(f"n{i}", (4.0, 4.0)) for i in range(40)]
+    pool = NodePool(nodes, 2)
+    marks = []
+    for step in range(placement._FREED_LOG + 500):
+        node = (step * 7) % (len(pool.states) - 1 if step > 3000 else len(pool.states))
+        pool.give_back(node, (0.0, 0.0), pool.take(node, (1.0, 1.0)))
+        if step == 3000:
+            pool.add_node(Node("late", (4.0, 4.0)))
+        if step % 700 == 0:
+            marks.append(pool.freed_mark())
+    pool.take(3, (3.5, 1.0))  # one freed node no longer fits
+    assert pool._freed_base > 0  # (the log was trimmed)
+    for mark in marks:
+        start = mark - pool._freed_base
+        if start < 0:
+            assert pool.freed_fits((1.0, 1.0), (), mark) is None
+            continue
+        since = sorted(set(pool._freed[start:]))
+        expected = [i for i in since if pool.fits_on(i, (1.0, 1.0))]
+        assert len(pool._freed) - start > placement._FREED_SCAN_VECTOR or since == []
+        assert pool.freed_fits((1.0, 1.0), (), mark) == expected
