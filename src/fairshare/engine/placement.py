@@ -62,6 +62,13 @@ import numpy as np
 
 from fairshare.model.cluster import Node, satisfies
 from fairshare.model.resources import FIT_TOLERANCE, Vector, fit_limits, packing_score
+from fairshare.policies.machinery.compiled import forced_pure_python
+
+try:
+    from fairshare.engine._fit_kernel import first_fit as compiled_first_fit
+    from fairshare.engine._fit_kernel import pull_levels as compiled_pull_levels
+except ImportError:  # not built (setup.py): the Python forms below run
+    compiled_first_fit = compiled_pull_levels = None
 
 STRATEGIES = ("first-fit", "best-fit", "packing")
 #: device fractions (each in [0, 1], where the fit test's tolerance is absolute) are
@@ -125,20 +132,7 @@ class _MaxTree:
             tree[size + k], limit[size + k] = fit_row(members[k])
             level.add((size + k) >> 1)
         self.dirty.clear()
-        while level:
-            above: set[int] = set()
-            for k in level:
-                # inner node k from its children (inline: a call per node refreshed cost a
-                # fifth of the flush); stop climbing where its maxima did not change
-                a, b = tree[2 * k], tree[2 * k + 1]
-                new = [x if x > y else y for x, y in zip(a, b)]
-                if new == tree[k]:
-                    continue
-                tree[k] = new
-                limit[k] = [s if x > y else t for x, y, s, t in zip(a, b, limit[2 * k], limit[2 * k + 1])]
-                if k > 1:
-                    above.add(k >> 1)
-            level = above
+        pull_levels(tree, limit, level)
 
     def first_fit(self, need: Vector, start: int = 0) -> int | None:
         """First member at position >= ``start`` where ``need`` fits.
@@ -160,44 +154,8 @@ class _MaxTree:
         if self.dirty:
             self.flush()
         n = len(self.members)
-        if start >= n:
-            return None
-        limit, size = self.limit, self.size
-        if start == 0:
-            if any(map(gt, need, limit[1])):
-                return None
-            k = 1
-        else:
-            # the leaf itself, then the next subtrees to the right: climb while k is a right
-            # child (its parent's subtree starts before start), step to the right sibling
-            k = size + start
-            while any(map(gt, need, limit[k])):
-                while k & 1:
-                    k >>= 1
-                    if k == 1:
-                        return None
-                k += 1
-        # k passes: descend to its leftmost passing leaf, moving right on a failure
-        while True:
-            if k >= size:  # a leaf that passed
-                # a padding leaf passing means no member is left to the right either
-                p = k - size
-                return self.members[p] if p < n else None
-            k <<= 1
-            if not any(map(gt, need, limit[k])):
-                continue  # descend into the left child
-            k += 1  # the right child
-            if not any(map(gt, need, limit[k])):
-                continue
-            # both children fail: the next subtree to the right of k
-            while True:
-                while k & 1:
-                    k >>= 1
-                    if k == 1:
-                        return None
-                k += 1
-                if not any(map(gt, need, limit[k])):
-                    break
+        p = tree_first_fit(self.limit, self.size, n, need, start)
+        return None if p < 0 else self.members[p]
 
     def feasible(self, need: Vector) -> list[int]:
         """Every member where ``need`` fits, in cluster order (depth first, left first)."""
@@ -218,6 +176,82 @@ class _MaxTree:
                 stack.append(2 * k + 1)  # popped after the whole left subtree
                 stack.append(2 * k)
         return out
+
+
+#: the sha256 (first 16 hex digits) of :func:`pull_levels_reference` and
+#: :func:`first_fit_reference`'s sources as ``_fit_kernel`` ports them: a change to one
+#: must be mirrored in the other, then this renewed (``tests/test_placement_fast.py``)
+TREE_PORTED_FROM = "93bca1ef6385516e"
+
+
+def pull_levels_reference(tree: list, limit: list, level: set[int]) -> None:
+    """``_MaxTree.flush``'s climb: the inner nodes ``level`` (one depth) recomputed from
+    their children, then their parents, and so on, a path stopping where a node's maxima
+    did not change. The reference of ``_fit_kernel.pull_levels``, and what runs where it is
+    not built."""
+    while level:
+        above: set[int] = set()
+        for k in level:
+            a, b = tree[2 * k], tree[2 * k + 1]
+            new = [x if x > y else y for x, y in zip(a, b)]
+            if new == tree[k]:
+                continue
+            tree[k] = new
+            limit[k] = [s if x > y else t for x, y, s, t in zip(a, b, limit[2 * k], limit[2 * k + 1])]
+            if k > 1:
+                above.add(k >> 1)
+        level = above
+
+
+def first_fit_reference(limit: list, size: int, n: int, need: Vector, start: int) -> int:
+    """``_MaxTree.first_fit``'s walk over the limit rows ``limit`` (heap layout, ``size``
+    leaves, ``n`` members): the first member position >= ``start`` whose leaf and
+    ancestors pass ``not any(map(gt, need, row))``; -1: none. The reference of
+    ``_fit_kernel.first_fit``, and what runs where it is not built."""
+    if not 0 <= start < n:  # (no position there)
+        return -1
+    if start == 0:
+        if any(map(gt, need, limit[1])):
+            return -1
+        k = 1
+    else:
+        # the leaf itself, then the next subtrees to the right: climb while k is a right
+        # child (its parent's subtree starts before start), step to the right sibling
+        k = size + start
+        while any(map(gt, need, limit[k])):
+            while k & 1:
+                k >>= 1
+                if k == 1:
+                    return -1
+            k += 1
+    # k passes: descend to its leftmost passing leaf, moving right on a failure
+    while True:
+        if k >= size:  # a leaf that passed
+            # a padding leaf passing means no member is left to the right either
+            p = k - size
+            return p if p < n else -1
+        k <<= 1
+        if not any(map(gt, need, limit[k])):
+            continue  # descend into the left child
+        k += 1  # the right child
+        if not any(map(gt, need, limit[k])):
+            continue
+        # both children fail: the next subtree to the right of k
+        while True:
+            while k & 1:
+                k >>= 1
+                if k == 1:
+                    return -1
+            k += 1
+            if not any(map(gt, need, limit[k])):
+                break
+
+
+if compiled_first_fit is None or forced_pure_python():
+    pull_levels, tree_first_fit = pull_levels_reference, first_fit_reference
+else:
+    pull_levels, tree_first_fit = compiled_pull_levels, compiled_first_fit
+
 
 
 @dataclass
