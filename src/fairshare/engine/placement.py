@@ -428,10 +428,11 @@ class NodePool:
         """Use ``demand`` on the node; returns the devices the task holds (give them back
         with :meth:`give_back`). The caller has checked that it fits."""
         st = self.states[idx]
-        free, total = st.free, self.total_free
-        for r, d in enumerate(demand):
-            free[r] -= d
-            total[r] -= d
+        # (per resource ``free[r] -= d``, ``total[r] -= d``, as comprehensions: a demand
+        # has the pool's m entries)
+        st.free = [f - d for f, d in zip(st.free, demand)]
+        total = self.total_free
+        total[:] = [t - d for t, d in zip(total, demand)]
         st.tasks += 1
         held: DeviceAssignment = ()
         if self.devices and self.slots_per_node is None:
@@ -464,13 +465,13 @@ class NodePool:
         st = self.states[idx]
         if not st.alive:
             return
+        # per resource the free amount plus the demand, at most the capacity (``min(cap,
+        # free + d)``, NaN and signed zeros alike: not below it, the capacity), and the
+        # total moved by what the free amount moved
         free, total = st.free, self.total_free
-        for r, (cap, d) in enumerate(zip(st.node.capacity, demand)):
-            new = free[r] + d
-            if not new < cap:  # (``min(cap, free + d)``, NaN and signed zeros alike)
-                new = cap
-            total[r] += new - free[r]
-            free[r] = new
+        new = [x if (x := f + d) < cap else cap for f, d, cap in zip(free, demand, st.node.capacity)]
+        total[:] = [t + (x - f) for t, x, f in zip(total, new, free)]
+        st.free = new
         for r, held in devices:
             fractions = st.device_free[self.devices.index(r)]
             share = demand[r] if demand[r] < 1.0 else 1.0
