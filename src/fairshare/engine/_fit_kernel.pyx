@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """The freed node's fit test, compiled: ``FitMemo``'s scan of a freed node and its
-re-check after a launch (``engine/fitmemo.py``) in one call.
+re-check after a launch (``engine/fitmemo.py``) in one call; and the placement index's
+climb and first-fit walk (``engine/placement.py``, below).
 
 :func:`restrict` is ``fitmemo.restrict_reference`` (the pure-NumPy form, the reference and
 the fallback where this is not built or ``FAIRSHARE_PURE_PYTHON`` is set): the columns ``c``
