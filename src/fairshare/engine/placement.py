@@ -694,7 +694,10 @@ class NodePool:
         return found
 
     def fits_on(self, node: int, demand: Vector) -> bool:
-        return not any(map(gt, self._effective(demand), self._fit_row(node)[1]))
+        # (without headroom or devices ``_effective`` is the demand itself; the row as
+        # ``_fit_row`` keeps it: the engine asks this several times per decision)
+        need = demand if self.headroom is None and not self.devices else self._effective(demand)
+        return not any(map(gt, need, (self._rows[node] or self._fit_row(node))[1]))
 
     def eligible(self, constraints: tuple) -> list[int]:
         """The nodes (alive or not) whose attributes satisfy ``constraints``, in cluster order."""
