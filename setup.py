@@ -1,6 +1,6 @@
 """The compiled sorter core (``policies/machinery/_hdrf_kernel.pyx`` and
-``_dff_kernel.pyx``, Cython) and the engine's freed-node fit test
-(``engine/_fit_kernel.pyx``): everything else is in pyproject.toml.
+``_dff_kernel.pyx``, Cython) and the engine's freed-node fit test and placement index
+walks (``engine/_fit_kernel.pyx``): everything else is in pyproject.toml.
 
 The extensions are optional: where no C compiler or Python headers are present, setuptools
 reports the failed build and installs the package without it, and the sorters run their

@@ -10,9 +10,13 @@ and slots).
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import inspect
 import math
 from operator import gt
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -148,3 +152,94 @@ def test_index_answers_match_definitions(built, data):
         check(pool, query, CONSTRAINTS[(pick // 3) % len(CONSTRAINTS)], mark)
         if pick % 5 == 0:
             mark = pool.freed_mark()
+
+
+def test_long_freed_scan_after_the_log_is_trimmed():
+    """The long scan's nodes (each node's latest log position at or after the mark) are
+    the distinct nodes of the log from the mark, also after the log dropped its older
+    half and for nodes added since the positions were first kept."""
+    nodes = [Node(f"n{i}", (4.0, 4.0)) for i in range(40)]
+    pool = NodePool(nodes, 2)
+    marks = []
+    for step in range(placement._FREED_LOG + 500):
+        node = (step * 7) % (len(pool.states) - 1 if step > 3000 else len(pool.states))
+        pool.give_back(node, (0.0, 0.0), pool.take(node, (1.0, 1.0)))
+        if step == 3000:
+            pool.add_node(Node("late", (4.0, 4.0)))
+        if step % 700 == 0:
+            marks.append(pool.freed_mark())
+    pool.take(3, (3.5, 1.0))  # one freed node no longer fits
+    assert pool._freed_base > 0  # (the log was trimmed)
+    for mark in marks:
+        start = mark - pool._freed_base
+        if start < 0:
+            assert pool.freed_fits((1.0, 1.0), (), mark) is None
+            continue
+        since = sorted(set(pool._freed[start:]))
+        expected = [i for i in since if pool.fits_on(i, (1.0, 1.0))]
+        assert len(pool._freed) - start > placement._FREED_SCAN_VECTOR or since == []
+        assert pool.freed_fits((1.0, 1.0), (), mark) == expected
+
+
+def test_the_tree_walks_port_digest():
+    # engine/_fit_kernel.pyx repeats pull_levels_reference and first_fit_reference: one
+    # changed must be changed in the other too before the digest is renewed
+    source = inspect.getsource(placement.pull_levels_reference) + inspect.getsource(placement.first_fit_reference)
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    assert digest == placement.TREE_PORTED_FROM, \
+        f"the tree walks changed since _fit_kernel.pyx ported them: mirror the change there, then set the digest to {digest}"
+
+
+def test_the_pure_python_walks_run_where_the_kernel_is_not(monkeypatch):
+    # FAIRSHARE_PURE_PYTHON=1 (or no compiler): the references are the walks in use
+    monkeypatch.setenv("FAIRSHARE_PURE_PYTHON", "1")
+    fresh = importlib.reload(placement)
+    try:
+        assert fresh.tree_first_fit is fresh.first_fit_reference
+        assert fresh.pull_levels is fresh.pull_levels_reference
+    finally:
+        monkeypatch.delenv("FAIRSHARE_PURE_PYTHON")
+        importlib.reload(placement)
+
+
+#: numbers the compiled walks must compare as CPython does: the tolerance's edge, signed
+#: zeros, NaN, infinities, and ints (compared exactly with floats, not as doubles)
+EDGE = [0.0, -0.0, 1.0, 1.0 + 1e-9, 1.0000000000000002, 2.0, -1.0, math.nan, math.inf, -math.inf,
+        0, 1, 2, 2 ** 53 + 1, float(2 ** 53)]
+
+
+@pytest.mark.skipif(placement.compiled_first_fit is None, reason="engine/_fit_kernel.pyx not built")
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_compiled_tree_walks_are_the_references(data):
+    # random leaf rows (tuples and lists, floats and ints) climbed into a tree by both
+    # pull_levels, then every first fit from every start for random needs: the same rows,
+    # element by element the same objects, and the same positions
+    width = data.draw(st.integers(1, 3))
+    n = data.draw(st.integers(1, 9))
+    size = 1
+    while size < n:
+        size *= 2
+    number = st.sampled_from(EDGE)
+    row = st.lists(number, min_size=width, max_size=width)
+    padding = [-1.0] * width
+    padding_limits = fit_limits(padding)
+    trees = [([padding] * (2 * size), [padding_limits] * (2 * size)) for _ in range(2)]
+    for _round in range(data.draw(st.integers(1, 3))):
+        changed = data.draw(st.sets(st.integers(0, n - 1), min_size=1))
+        rows = {p: (data.draw(row), data.draw(row)) for p in changed}
+        for tree, limit in trees:
+            for p, (vec, lim) in rows.items():
+                tree[size + p], limit[size + p] = tuple(vec), tuple(lim)
+        placement.pull_levels_reference(trees[0][0], trees[0][1], {(size + p) >> 1 for p in changed})
+        placement.compiled_pull_levels(trees[1][0], trees[1][1], {(size + p) >> 1 for p in changed})
+        for ours, theirs in zip(trees[0], trees[1]):
+            assert len(ours) == len(theirs)
+            for a, b in zip(ours, theirs):
+                assert type(a) is type(b) and len(a) == len(b)
+                assert all(x is y for x, y in zip(a, b))
+        for _ in range(3):
+            need = tuple(data.draw(row))
+            for start in range(-1, n + 2):  # (the ends: no position, -1)
+                assert placement.compiled_first_fit(trees[1][1], size, n, need, start) == \
+                    placement.first_fit_reference(trees[0][1], size, n, need, start)

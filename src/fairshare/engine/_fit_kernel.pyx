@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """The freed node's fit test, compiled: ``FitMemo``'s scan of a freed node and its
-re-check after a launch (``engine/fitmemo.py``) in one call.
+re-check after a launch (``engine/fitmemo.py``) in one call; and the placement index's
+climb and first-fit walk (``engine/placement.py``, below).
 
 :func:`restrict` is ``fitmemo.restrict_reference`` (the pure-NumPy form, the reference and
 the fallback where this is not built or ``FAIRSHARE_PURE_PYTHON`` is set): the columns ``c``
@@ -57,3 +58,146 @@ def restrict(list keys, const double[:, :] needs, const Py_ssize_t[:] numbers, t
     finally:
         free(lim)
         free(fit)
+
+
+# --- the placement index's walks (engine/placement.py, ``_MaxTree``) ---------------------
+# ``pull_levels`` and ``first_fit`` are ``placement.pull_levels_reference`` and
+# ``placement.first_fit_reference`` on the same rows: Python lists and tuples of numbers,
+# read in place. Every comparison is CPython's: two exact floats are compared as their
+# doubles (CPython's own float comparison is that C comparison, NaN included), anything
+# else through ``PyObject_RichCompareBool``; a row equality is a list's (same length, each
+# pair the same object or equal). Rows are the objects the reference would build: the
+# children's own numbers, chosen by the same tests. Nothing is computed, nothing rounded.
+
+from cpython.object cimport Py_EQ, Py_GT, PyObject, PyObject_RichCompareBool
+
+cdef extern from "Python.h":
+    Py_ssize_t PySequence_Fast_GET_SIZE(object o)
+    PyObject *PySequence_Fast_GET_ITEM(object o, Py_ssize_t i)
+    bint PyFloat_CheckExact(PyObject *o)
+    double PyFloat_AS_DOUBLE(PyObject *o)
+
+
+cdef inline bint _greater(PyObject *a, PyObject *b) except -1:
+    """``a > b`` as CPython evaluates it."""
+    if PyFloat_CheckExact(a) and PyFloat_CheckExact(b):
+        return PyFloat_AS_DOUBLE(a) > PyFloat_AS_DOUBLE(b)
+    return PyObject_RichCompareBool(<object> a, <object> b, Py_GT)
+
+
+cdef inline object _row(object row):
+    """A row as a list or tuple (read in place; anything else: its tuple)."""
+    if type(row) is list or type(row) is tuple:
+        return row
+    return tuple(row)
+
+
+cdef inline bint _any_greater(object need, object row) except -1:
+    """``any(map(gt, need, row))``: stops at the shorter and at the first true."""
+    cdef Py_ssize_t i, n = PySequence_Fast_GET_SIZE(need)
+    if PySequence_Fast_GET_SIZE(row) < n:
+        n = PySequence_Fast_GET_SIZE(row)
+    for i in range(n):
+        if _greater(PySequence_Fast_GET_ITEM(need, i), PySequence_Fast_GET_ITEM(row, i)):
+            return True
+    return False
+
+
+cdef inline bint _rows_equal(list new, object old) except -1:
+    """``new == old`` for a list ``new`` (a list equals only a list: same length, each pair
+    the same object or equal)."""
+    cdef Py_ssize_t i, n = len(new)
+    cdef PyObject *a
+    cdef PyObject *b
+    if type(old) is not list or len(<list> old) != n:
+        return False
+    for i in range(n):
+        a = PySequence_Fast_GET_ITEM(new, i)
+        b = PySequence_Fast_GET_ITEM(old, i)
+        if a == b:
+            continue
+        if PyFloat_CheckExact(a) and PyFloat_CheckExact(b):
+            if not (PyFloat_AS_DOUBLE(a) == PyFloat_AS_DOUBLE(b)):
+                return False
+        elif not PyObject_RichCompareBool(<object> a, <object> b, Py_EQ):
+            return False
+    return True
+
+
+def pull_levels(list tree, list limit, set level):
+    """``placement.pull_levels_reference``, compiled."""
+    cdef Py_ssize_t k, i, n
+    cdef list new, new_limit
+    cdef set above
+    cdef PyObject *x
+    cdef PyObject *y
+    while level:
+        above = set()
+        for k in level:
+            a = _row(tree[2 * k])
+            b = _row(tree[2 * k + 1])
+            n = PySequence_Fast_GET_SIZE(a)
+            if PySequence_Fast_GET_SIZE(b) < n:
+                n = PySequence_Fast_GET_SIZE(b)
+            new = [None] * n
+            for i in range(n):
+                x = PySequence_Fast_GET_ITEM(a, i)
+                y = PySequence_Fast_GET_ITEM(b, i)
+                new[i] = <object> x if _greater(x, y) else <object> y
+            if _rows_equal(new, tree[k]):
+                continue
+            tree[k] = new
+            s = _row(limit[2 * k])
+            t = _row(limit[2 * k + 1])
+            if PySequence_Fast_GET_SIZE(s) < n:
+                n = PySequence_Fast_GET_SIZE(s)
+            if PySequence_Fast_GET_SIZE(t) < n:
+                n = PySequence_Fast_GET_SIZE(t)
+            new_limit = [None] * n
+            for i in range(n):
+                if _greater(PySequence_Fast_GET_ITEM(a, i), PySequence_Fast_GET_ITEM(b, i)):
+                    new_limit[i] = <object> PySequence_Fast_GET_ITEM(s, i)
+                else:
+                    new_limit[i] = <object> PySequence_Fast_GET_ITEM(t, i)
+            limit[k] = new_limit
+            if k > 1:
+                above.add(k >> 1)
+        level = above
+
+
+def first_fit(list limit, Py_ssize_t size, Py_ssize_t n, need, Py_ssize_t start):
+    """``placement.first_fit_reference``, compiled."""
+    cdef Py_ssize_t k, p
+    need = _row(need)
+    if not 0 <= start < n:  # (no position there)
+        return -1
+    if start == 0:
+        if _any_greater(need, _row(limit[1])):
+            return -1
+        k = 1
+    else:
+        k = size + start
+        while _any_greater(need, _row(limit[k])):
+            while k & 1:
+                k >>= 1
+                if k == 1:
+                    return -1
+            k += 1
+    while True:
+        if k >= size:
+            p = k - size
+            return p if p < n else -1
+        k <<= 1
+        if not _any_greater(need, _row(limit[k])):
+            continue
+        k += 1
+        if not _any_greater(need, _row(limit[k])):
+            continue
+        while True:
+            while k & 1:
+                k >>= 1
+                if k == 1:
+                    return -1
+            k += 1
+            if not _any_greater(need, _row(limit[k])):
+                break

@@ -62,6 +62,13 @@ import numpy as np
 
 from fairshare.model.cluster import Node, satisfies
 from fairshare.model.resources import FIT_TOLERANCE, Vector, fit_limits, packing_score
+from fairshare.policies.machinery.compiled import forced_pure_python
+
+try:
+    from fairshare.engine._fit_kernel import first_fit as compiled_first_fit
+    from fairshare.engine._fit_kernel import pull_levels as compiled_pull_levels
+except ImportError:  # not built (setup.py): the Python forms below run
+    compiled_first_fit = compiled_pull_levels = None
 
 STRATEGIES = ("first-fit", "best-fit", "packing")
 #: device fractions (each in [0, 1], where the fit test's tolerance is absolute) are
@@ -91,6 +98,12 @@ class _MaxTree:
     by level, stopping on a path as soon as a node's maximum did not change. A cluster
     has one tree per distinct constraint set, most of them queried far less often than
     their nodes change, so a change costs a set insertion per tree instead of a path.
+
+    The climb and the first-fit walk run compiled where the engine's kernel is built
+    (``_fit_kernel.pull_levels``, ``first_fit``: the same rows read in place, every
+    comparison CPython's, the same number objects chosen); :func:`pull_levels_reference`
+    and :func:`first_fit_reference` are the reference and the fallback
+    (``FAIRSHARE_PURE_PYTHON=1``, no compiler), compared in ``tests/test_placement_fast.py``.
     """
 
     def __init__(self, members: list[int], pool: NodePool):
@@ -125,23 +138,7 @@ class _MaxTree:
             tree[size + k], limit[size + k] = fit_row(members[k])
             level.add((size + k) >> 1)
         self.dirty.clear()
-        while level:
-            above: set[int] = set()
-            for k in level:
-                if self._pull(k) and k > 1:
-                    above.add(k >> 1)
-            level = above
-
-    def _pull(self, k: int) -> bool:
-        """Recompute inner node ``k`` from its children; whether its maxima changed."""
-        tree, limit = self.tree, self.limit
-        a, b = tree[2 * k], tree[2 * k + 1]
-        new = [x if x > y else y for x, y in zip(a, b)]
-        if new == tree[k]:
-            return False
-        tree[k] = new
-        limit[k] = [s if x > y else t for x, y, s, t in zip(a, b, limit[2 * k], limit[2 * k + 1])]
-        return True
+        pull_levels(tree, limit, level)
 
     def first_fit(self, need: Vector, start: int = 0) -> int | None:
         """First member at position >= ``start`` where ``need`` fits.
@@ -163,44 +160,8 @@ class _MaxTree:
         if self.dirty:
             self.flush()
         n = len(self.members)
-        if start >= n:
-            return None
-        limit, size = self.limit, self.size
-        if start == 0:
-            if any(map(gt, need, limit[1])):
-                return None
-            k = 1
-        else:
-            # the leaf itself, then the next subtrees to the right: climb while k is a right
-            # child (its parent's subtree starts before start), step to the right sibling
-            k = size + start
-            while any(map(gt, need, limit[k])):
-                while k & 1:
-                    k >>= 1
-                    if k == 1:
-                        return None
-                k += 1
-        # k passes: descend to its leftmost passing leaf, moving right on a failure
-        while True:
-            if k >= size:  # a leaf that passed
-                # a padding leaf passing means no member is left to the right either
-                p = k - size
-                return self.members[p] if p < n else None
-            k <<= 1
-            if not any(map(gt, need, limit[k])):
-                continue  # descend into the left child
-            k += 1  # the right child
-            if not any(map(gt, need, limit[k])):
-                continue
-            # both children fail: the next subtree to the right of k
-            while True:
-                while k & 1:
-                    k >>= 1
-                    if k == 1:
-                        return None
-                k += 1
-                if not any(map(gt, need, limit[k])):
-                    break
+        p = tree_first_fit(self.limit, self.size, n, need, start)
+        return None if p < 0 else self.members[p]
 
     def feasible(self, need: Vector) -> list[int]:
         """Every member where ``need`` fits, in cluster order (depth first, left first)."""
@@ -221,6 +182,82 @@ class _MaxTree:
                 stack.append(2 * k + 1)  # popped after the whole left subtree
                 stack.append(2 * k)
         return out
+
+
+#: the sha256 (first 16 hex digits) of :func:`pull_levels_reference` and
+#: :func:`first_fit_reference`'s sources as ``_fit_kernel`` ports them: a change to one
+#: must be mirrored in the other, then this renewed (``tests/test_placement_fast.py``)
+TREE_PORTED_FROM = "93bca1ef6385516e"
+
+
+def pull_levels_reference(tree: list, limit: list, level: set[int]) -> None:
+    """``_MaxTree.flush``'s climb: the inner nodes ``level`` (one depth) recomputed from
+    their children, then their parents, and so on, a path stopping where a node's maxima
+    did not change. The reference of ``_fit_kernel.pull_levels``, and what runs where it is
+    not built."""
+    while level:
+        above: set[int] = set()
+        for k in level:
+            a, b = tree[2 * k], tree[2 * k + 1]
+            new = [x if x > y else y for x, y in zip(a, b)]
+            if new == tree[k]:
+                continue
+            tree[k] = new
+            limit[k] = [s if x > y else t for x, y, s, t in zip(a, b, limit[2 * k], limit[2 * k + 1])]
+            if k > 1:
+                above.add(k >> 1)
+        level = above
+
+
+def first_fit_reference(limit: list, size: int, n: int, need: Vector, start: int) -> int:
+    """``_MaxTree.first_fit``'s walk over the limit rows ``limit`` (heap layout, ``size``
+    leaves, ``n`` members): the first member position >= ``start`` whose leaf and
+    ancestors pass ``not any(map(gt, need, row))``; -1: none. The reference of
+    ``_fit_kernel.first_fit``, and what runs where it is not built."""
+    if not 0 <= start < n:  # (no position there)
+        return -1
+    if start == 0:
+        if any(map(gt, need, limit[1])):
+            return -1
+        k = 1
+    else:
+        # the leaf itself, then the next subtrees to the right: climb while k is a right
+        # child (its parent's subtree starts before start), step to the right sibling
+        k = size + start
+        while any(map(gt, need, limit[k])):
+            while k & 1:
+                k >>= 1
+                if k == 1:
+                    return -1
+            k += 1
+    # k passes: descend to its leftmost passing leaf, moving right on a failure
+    while True:
+        if k >= size:  # a leaf that passed
+            # a padding leaf passing means no member is left to the right either
+            p = k - size
+            return p if p < n else -1
+        k <<= 1
+        if not any(map(gt, need, limit[k])):
+            continue  # descend into the left child
+        k += 1  # the right child
+        if not any(map(gt, need, limit[k])):
+            continue
+        # both children fail: the next subtree to the right of k
+        while True:
+            while k & 1:
+                k >>= 1
+                if k == 1:
+                    return -1
+            k += 1
+            if not any(map(gt, need, limit[k])):
+                break
+
+
+if compiled_first_fit is None or forced_pure_python():
+    pull_levels, tree_first_fit = pull_levels_reference, first_fit_reference
+else:
+    pull_levels, tree_first_fit = compiled_pull_levels, compiled_first_fit
+
 
 
 @dataclass
@@ -267,6 +304,10 @@ class NodePool:
         # absolute position _freed_base
         self._freed: list[int] = []
         self._freed_base = 0
+        # per node, the absolute log position of its latest entry (-1: none; grown as
+        # nodes are freed): the distinct nodes freed since a mark, in cluster order, are
+        # those at or after it (``freed_fits``' long scan)
+        self._last_freed = np.full(0, -1, dtype=np.intp)
         self.total_free = [0.0] * m  # sum of free over alive nodes
         self._total: Vector | None = None
         for node in nodes:
@@ -393,10 +434,11 @@ class NodePool:
         """Use ``demand`` on the node; returns the devices the task holds (give them back
         with :meth:`give_back`). The caller has checked that it fits."""
         st = self.states[idx]
-        free, total = st.free, self.total_free
-        for r, d in enumerate(demand):
-            free[r] -= d
-            total[r] -= d
+        # (per resource ``free[r] -= d``, ``total[r] -= d``, as comprehensions: a demand
+        # has the pool's m entries)
+        st.free = [f - d for f, d in zip(st.free, demand)]
+        total = self.total_free
+        total[:] = [t - d for t, d in zip(total, demand)]
         st.tasks += 1
         held: DeviceAssignment = ()
         if self.devices and self.slots_per_node is None:
@@ -429,13 +471,13 @@ class NodePool:
         st = self.states[idx]
         if not st.alive:
             return
+        # per resource the free amount plus the demand, at most the capacity (``min(cap,
+        # free + d)``, NaN and signed zeros alike: not below it, the capacity), and the
+        # total moved by what the free amount moved
         free, total = st.free, self.total_free
-        for r, (cap, d) in enumerate(zip(st.node.capacity, demand)):
-            new = free[r] + d
-            if not new < cap:  # (``min(cap, free + d)``, NaN and signed zeros alike)
-                new = cap
-            total[r] += new - free[r]
-            free[r] = new
+        new = [x if (x := f + d) < cap else cap for f, d, cap in zip(free, demand, st.node.capacity)]
+        total[:] = [t + (x - f) for t, x, f in zip(total, new, free)]
+        st.free = new
         for r, held in devices:
             fractions = st.device_free[self.devices.index(r)]
             share = demand[r] if demand[r] < 1.0 else 1.0
@@ -478,7 +520,11 @@ class NodePool:
         until it changes)."""
         row = self._rows[idx]
         if row is None:
-            vec = self.index_vector(idx)
+            if self.devices or self.slots_per_node is not None:
+                vec = self.index_vector(idx)
+            else:  # (``index_vector`` is ``available``, the free vector of an alive node)
+                st = self.states[idx]
+                vec = tuple(st.free) if st.alive else (-1.0,) * self.m
             row = self._rows[idx] = (vec, fit_limits(vec))
         return row
 
@@ -564,15 +610,18 @@ class NodePool:
         tree = self._trees.get(constraints) or self._tree(constraints)
         position = tree.position
         need = self._effective(demand)
-        freed = self._freed[start:]
-        if len(freed) > _FREED_SCAN_VECTOR:
+        if len(self._freed) - start > _FREED_SCAN_VECTOR:
             # a long log (first-fit memos of shapes not asked about for a while): one
             # vectorized test of the distinct nodes, the loop's own test (``not any(map(gt,
             # need, limit))``, NaN included), then the filters
             limits = self._limit_matrix()
-            nodes = np.unique(np.asarray(freed, dtype=np.intp))
+            # the distinct nodes of ``freed``, ascending (``np.unique``'s answer): a node is
+            # in the log from ``mark`` on exactly when its latest entry is, and positions
+            # only grow
+            nodes = (self._last_freed >= mark).nonzero()[0]
             fitting = nodes[~(np.asarray(need, dtype=float) > limits[nodes]).any(axis=1)].tolist()
             return [i for i in fitting if i in position and (allowed is None or allowed(i))]
+        freed = self._freed[start:]
         if len(freed) > 1:
             freed = sorted(set(freed))
         rows = self._rows
@@ -616,6 +665,11 @@ class NodePool:
         return self._choose(fitting, demand)
 
     def _freed_node(self, idx: int) -> None:
+        last = self._last_freed
+        if idx >= len(last):  # (a node not freed before beyond the array: grow it to every node)
+            last = self._last_freed = np.concatenate(
+                (last, np.full(max(len(self.states), idx + 1) - len(last), -1, dtype=np.intp)))
+        last[idx] = self._freed_base + len(self._freed)
         self._freed.append(idx)
         if len(self._freed) > _FREED_LOG:  # keep the newer half; older marks fall back to place()
             half = len(self._freed) // 2
@@ -640,7 +694,10 @@ class NodePool:
         return found
 
     def fits_on(self, node: int, demand: Vector) -> bool:
-        return not any(map(gt, self._effective(demand), self._fit_row(node)[1]))
+        # (without headroom or devices ``_effective`` is the demand itself; the row as
+        # ``_fit_row`` keeps it: the engine asks this several times per decision)
+        need = demand if self.headroom is None and not self.devices else self._effective(demand)
+        return not any(map(gt, need, (self._rows[node] or self._fit_row(node))[1]))
 
     def eligible(self, constraints: tuple) -> list[int]:
         """The nodes (alive or not) whose attributes satisfy ``constraints``, in cluster order."""

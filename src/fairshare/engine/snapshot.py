@@ -311,13 +311,14 @@ class UsageLedger:
 
     @staticmethod
     def _usage(table: QueueBounds, path: str, capacity: Vector) -> Usage:
-        # ``clean`` inlined: this runs for every changed queue at every simulated instant
-        usage = []
-        for x in table.usage[path]:
-            rx = round(x)
-            usage.append(float(rx) if abs(x - rx) < 1e-9 else x)
-        usage_t = tuple(usage)
-        return Usage(table.running[path], usage_t, dominant_share(usage_t, capacity))
+        # ``clean`` and ``dominant_share`` inlined: this runs for every changed queue at
+        # every simulated instant
+        usage_t = tuple([float(rx) if abs(x - (rx := round(x))) < 1e-9 else x for x in table.usage[path]])
+        ds = 0.0
+        for a, c in zip(usage_t, capacity):
+            if c > 0 and a / c > ds:
+                ds = a / c
+        return Usage(table.running[path], usage_t, ds)
 
 
 def _job_view(name: str, rt, state: tuple[int, Vector], capacity: Vector) -> JobUsage:
