@@ -444,7 +444,12 @@ class NodePool:
         if self.devices and self.slots_per_node is None:
             held = tuple((r, self._take_devices(st.device_free[k], demand[r]))
                          for k, r in enumerate(self.devices) if demand[r] > 0)
-        self._touch(idx)
+        # (``_touch`` inlined: a launch's one node change, no call for it)
+        self._rows[idx] = None
+        if self._limits_np is not None:
+            self._np_stale.add(idx)
+        for tree, k in self._member_of.get(idx, ()):
+            tree.dirty.add(k)
         return held
 
     @staticmethod
@@ -486,8 +491,19 @@ class NodePool:
                 # snap float noise so a device whose tasks all left counts as entirely free
                 fractions[i] = 1.0 if back > 1.0 - _EPS else back
         st.tasks -= 1
-        self._touch(idx)
-        self._freed_node(idx)
+        # (``_touch`` and ``_freed_node`` inlined: a task's end, no call for them; a node
+        # beyond the log's array takes ``_freed_node``'s growing path)
+        self._rows[idx] = None
+        if self._limits_np is not None:
+            self._np_stale.add(idx)
+        for tree, k in self._member_of.get(idx, ()):
+            tree.dirty.add(k)
+        last, freed = self._last_freed, self._freed
+        if idx >= len(last) or len(freed) >= _FREED_LOG:
+            self._freed_node(idx)
+        else:
+            last[idx] = self._freed_base + len(freed)
+            freed.append(idx)
 
     def oversubscription(self, idx: int) -> float:
         """max_r used_r / capacity_r over the resources the node has (above 1 only under

@@ -297,17 +297,30 @@ class FlatSorter(OnlineSorter):
     def _rekey(self, name: str) -> None:
         job = self.jobs[name]
         weight = self._weight(job) if self._own_weights else job.weight
-        if self.decay is None:
-            share = self._share_now(job.usage, weight)
-            if self._picked is not None:
-                self._drop_picked(name)
-        else:
+        if self.decay is not None:
             share = self.job_share(self.decay.effective(name, job.usage, self._keyed_at), self.capacity, weight)
             self._fresh.add(name)
+            self.share[name] = share
+            version = self.version[name] = self.version[name] + 1
+            if job.demanding:
+                self._push((round(share, DIGITS), job.running, job.order, version, name))
+            return
+        share = self._share_now(job.usage, weight)
+        if self._picked is not None:
+            self._drop_picked(name)
         self.share[name] = share
         version = self.version[name] = self.version[name] + 1
         if job.demanding:
-            self._push((round(share, DIGITS), job.running, job.order, version, name))
+            entry = (round(share, DIGITS), job.running, job.order, version, name)
+            shape = self._shape_of.get(name, -1)
+            heap = self._heaps.get(shape)
+            if heap is None or self._pushed >= 4 * len(self.jobs) + 16:
+                self._push(entry)  # (its shape's first entry, or the heaps are due a compaction)
+            else:  # (``_push``'s usual step, inlined: every task start and end re-keys a job)
+                heapq.heappush(heap, entry)
+                if heap[0] is entry:
+                    heapq.heappush(self._heads, (entry, shape))
+                self._pushed += 1
 
     def _push(self, entry: tuple) -> None:
         """Put a job's current entry into its heap: the one heap with decay, else its
