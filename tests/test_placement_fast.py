@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from fairshare.engine import placement
 from fairshare.engine.placement import NodePool
 from fairshare.model import Node
+from fairshare.model import resources
 from fairshare.model.cluster import satisfies
 from fairshare.model.resources import fit_limits, fits
 
@@ -243,3 +244,53 @@ def test_the_compiled_tree_walks_are_the_references(data):
             for start in range(-1, n + 2):  # (the ends: no position, -1)
                 assert placement.compiled_first_fit(trees[1][1], size, n, need, start) == \
                     placement.first_fit_reference(trees[0][1], size, n, need, start)
+
+
+def test_the_free_row_port_digest():
+    # engine/_fit_kernel.pyx's free_row repeats fit_limit's expression and
+    # free_row_reference: one changed must be changed in the other before the digest is renewed
+    source = inspect.getsource(resources.fit_limit) + inspect.getsource(placement.free_row_reference)
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    assert digest == placement.LIMITS_PORTED_FROM, \
+        f"fit_limit or free_row_reference changed since _fit_kernel.pyx ported them: mirror the change there, then set the digest to {digest}"
+
+
+class _Amount(float):
+    """A float subclass: the kernel hands it to ``fit_limit`` itself."""
+
+
+def _same_floats(a, b) -> bool:
+    return len(a) == len(b) and all(type(x) is type(y) and (x == y and math.copysign(1, x) == math.copysign(1, y)
+                                                            or x != x and y != y) for x, y in zip(a, b))
+
+
+@pytest.mark.skipif(placement.compiled_free_row is None, reason="engine/_fit_kernel.pyx not built")
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(floats, st.sampled_from(EDGE), st.integers(-2 ** 60, 2 ** 60)), max_size=6))
+def test_the_compiled_free_row_is_the_reference(free):
+    # the same tuple and the same limits, bit for bit (signed zeros, NaN, the tolerance's
+    # edges at +-1, ints), from a list as the pool keeps it and from a tuple
+    for given_free in (list(free), tuple(free), [_Amount(x) for x in free if isinstance(x, float)]):
+        vec, limits = placement.compiled_free_row(given_free)
+        ref_vec, ref_limits = placement.free_row_reference(given_free)
+        assert vec == ref_vec or _same_floats(vec, ref_vec)
+        assert _same_floats(limits, ref_limits), (given_free, limits, ref_limits)
+
+
+def test_a_node_row_is_its_free_vector_and_its_limits_either_way(monkeypatch):
+    # the row a pool keeps is (free vector, fit_limits of it), compiled or not
+    rows = []
+    for pure in (False, True):
+        if pure:
+            monkeypatch.setenv("FAIRSHARE_PURE_PYTHON", "1")
+        else:
+            monkeypatch.delenv("FAIRSHARE_PURE_PYTHON", raising=False)
+        fresh = importlib.reload(placement)
+        assert (fresh.free_row is fresh.free_row_reference) == (pure or fresh.compiled_free_row is None)
+        pool = fresh.NodePool([Node("a", (4.0, 1.0 + 1e-9)), Node("b", (0.5, 3.0))], 2)
+        pool.take(0, (1.5, 1.0))
+        rows.append([pool._fit_row(i) for i in range(2)])
+        assert rows[-1][0] == ((2.5, 1e-9 + 1.0 - 1.0), fit_limits((2.5, 1e-9 + 1.0 - 1.0)))
+    monkeypatch.undo()
+    importlib.reload(placement)
+    assert rows[0] == rows[1]

@@ -201,3 +201,33 @@ def first_fit(list limit, Py_ssize_t size, Py_ssize_t n, need, Py_ssize_t start)
             k += 1
             if not _any_greater(need, _row(limit[k])):
                 break
+
+
+# --- a node's row (engine/placement.py, ``NodePool._fit_row``) ----------------------------
+# ``free_row`` is ``placement.free_row_reference``: the free vector as a tuple and, per
+# entry, ``model.resources.fit_limit`` of it. For an exact float ``b`` that is
+# ``b + FIT_TOLERANCE * (b if b > 1.0 else (-b if b < -1.0 else 1.0))``, which CPython
+# evaluates as these C double operations, one at a time (each rounded; setup.py builds with
+# ``-ffp-contract=off``: no fused multiply-add), so the same float; anything else (an int,
+# a float subclass) goes through ``fit_limit`` itself.
+
+from fairshare.model.resources import FIT_TOLERANCE, fit_limit
+
+cdef double _TOLERANCE = FIT_TOLERANCE
+
+
+def free_row(free):
+    """``placement.free_row_reference``, compiled."""
+    cdef tuple vec = tuple(free)
+    cdef Py_ssize_t i, n = len(vec)
+    cdef list limits = [None] * n
+    cdef double b
+    cdef PyObject *x
+    for i in range(n):
+        x = PySequence_Fast_GET_ITEM(vec, i)
+        if PyFloat_CheckExact(x):
+            b = PyFloat_AS_DOUBLE(x)
+            limits[i] = b + _TOLERANCE * (b if b > 1.0 else (-b if b < -1.0 else 1.0))
+        else:
+            limits[i] = fit_limit(<object> x)
+    return vec, tuple(limits)

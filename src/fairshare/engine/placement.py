@@ -66,9 +66,10 @@ from fairshare.policies.machinery.compiled import forced_pure_python
 
 try:
     from fairshare.engine._fit_kernel import first_fit as compiled_first_fit
+    from fairshare.engine._fit_kernel import free_row as compiled_free_row
     from fairshare.engine._fit_kernel import pull_levels as compiled_pull_levels
 except ImportError:  # not built (setup.py): the Python forms below run
-    compiled_first_fit = compiled_pull_levels = None
+    compiled_first_fit = compiled_pull_levels = compiled_free_row = None
 
 STRATEGIES = ("first-fit", "best-fit", "packing")
 #: device fractions (each in [0, 1], where the fit test's tolerance is absolute) are
@@ -132,10 +133,12 @@ class _MaxTree:
         if not self.dirty:
             return
         tree, limit, size, members = self.tree, self.limit, self.size, self.members
-        fit_row = self.pool._fit_row
+        fit_row, rows = self.pool._fit_row, self.pool._rows
         level: set[int] = set()
         for k in self.dirty:
-            tree[size + k], limit[size + k] = fit_row(members[k])
+            node = members[k]
+            # (``fit_row``'s cache read here: most leaves' rows are fresh, read by a fit test)
+            tree[size + k], limit[size + k] = rows[node] or fit_row(node)
             level.add((size + k) >> 1)
         self.dirty.clear()
         pull_levels(tree, limit, level)
@@ -253,10 +256,27 @@ def first_fit_reference(limit: list, size: int, n: int, need: Vector, start: int
                 break
 
 
+#: the sha256 (first 16 hex digits) of ``model.resources.fit_limit``'s source
+#: and :func:`free_row_reference`'s as ``_fit_kernel.free_row`` ports them: a change to one must
+#: be mirrored there, then this renewed (``tests/test_placement_fast.py``)
+LIMITS_PORTED_FROM = "5e5cce4fac3ed5ae"
+
+
+def free_row_reference(free: Sequence[float]) -> tuple[Vector, tuple[float, ...]]:
+    """An alive node's row (``NodePool._fit_row`` without devices or slots): its free
+    vector as a tuple and that vector's ``fit_limits``. The reference of
+    ``_fit_kernel.free_row`` (one call for the two, the tolerance computed in C on the
+    same doubles: every task start and end makes a node's row stale), and what runs where
+    it is not built."""
+    vec = tuple(free)
+    return vec, fit_limits(vec)
+
+
 if compiled_first_fit is None or forced_pure_python():
     pull_levels, tree_first_fit = pull_levels_reference, first_fit_reference
 else:
     pull_levels, tree_first_fit = compiled_pull_levels, compiled_first_fit
+free_row = free_row_reference if compiled_free_row is None or forced_pure_python() else compiled_free_row
 
 
 
@@ -538,10 +558,14 @@ class NodePool:
         if row is None:
             if self.devices or self.slots_per_node is not None:
                 vec = self.index_vector(idx)
+                row = self._rows[idx] = (vec, fit_limits(vec))
             else:  # (``index_vector`` is ``available``, the free vector of an alive node)
                 st = self.states[idx]
-                vec = tuple(st.free) if st.alive else (-1.0,) * self.m
-            row = self._rows[idx] = (vec, fit_limits(vec))
+                if st.alive:
+                    row = self._rows[idx] = free_row(st.free)
+                else:
+                    vec = (-1.0,) * self.m
+                    row = self._rows[idx] = (vec, fit_limits(vec))
         return row
 
     def _tree(self, constraints: tuple) -> _MaxTree:
@@ -612,7 +636,7 @@ class NodePool:
     def fit_limits(self, node: int) -> tuple[float, ...]:
         """The node's index vector widened by the fit tolerance: a task fits on the node
         when no entry of its :meth:`effective_need` exceeds these (:meth:`fits_on`)."""
-        return self._fit_row(node)[1]
+        return (self._rows[node] or self._fit_row(node))[1]
 
     def freed_fits(self, demand: Vector, constraints: tuple, mark: int,
                    allowed: Callable[[int], bool] | None = None) -> list[int] | None:
@@ -702,7 +726,7 @@ class NodePool:
             # the next node first: as first-fit fills the cluster in order, it is usually
             # the answer, and then one comparison replaces a search of the index
             nxt = tree.members[start]
-            if (allowed is None or allowed(nxt)) and not any(map(gt, need, self._fit_row(nxt)[1])):
+            if (allowed is None or allowed(nxt)) and not any(map(gt, need, (self._rows[nxt] or self._fit_row(nxt))[1])):
                 return nxt
         found = tree.first_fit(need, start)
         while found is not None and allowed is not None and not allowed(found):
