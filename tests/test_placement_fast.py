@@ -294,3 +294,41 @@ def test_a_node_row_is_its_free_vector_and_its_limits_either_way(monkeypatch):
     monkeypatch.undo()
     importlib.reload(placement)
     assert rows[0] == rows[1]
+
+
+def test_the_task_accounts_port_digest():
+    # engine/_fit_kernel.pyx's taken/given_back repeat taken_reference/given_back_reference
+    source = inspect.getsource(placement.taken_reference) + inspect.getsource(placement.given_back_reference)
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    assert digest == placement.ACCOUNTS_PORTED_FROM, \
+        f"taken_reference or given_back_reference changed since _fit_kernel.pyx ported them: mirror the change there, then set the digest to {digest}"
+
+
+@pytest.mark.skipif(placement.compiled_taken is None, reason="engine/_fit_kernel.pyx not built")
+@settings(max_examples=400, deadline=None)
+@given(st.integers(1, 4).flatmap(lambda m: st.tuples(*[st.lists(st.one_of(floats, st.sampled_from(EDGE)),
+                                                                min_size=m, max_size=m) for _ in range(4)])))
+def test_the_compiled_task_accounts_are_the_references(rows):
+    # a start and an end on a node: the same new free list and the same total, bit for bit
+    # (the capacity object itself kept where the sum is not below it; signed zeros, NaN,
+    # infinities, ints, which go through the reference), demand and capacity as tuples
+    free, demand, capacity, total = rows
+    for compiled, reference, args in (
+            (placement.compiled_taken, placement.taken_reference, (free, tuple(demand))),
+            (placement.compiled_given_back, placement.given_back_reference, (free, tuple(demand), tuple(capacity)))):
+        total_c, total_r = list(total), list(total)
+        out_c = compiled(list(args[0]), *args[1:], total_c)
+        out_r = reference(list(args[0]), *args[1:], total_r)
+        assert _same_floats(out_c, out_r), (args, out_c, out_r)
+        assert _same_floats(total_c, total_r), (args, total_c, total_r)
+        if reference is placement.given_back_reference:  # (the capacity's own objects kept)
+            assert all((a is c) == (b is c) for a, b, c in zip(out_c, out_r, capacity))
+
+
+def test_the_compiled_task_accounts_refuse_nothing_the_reference_takes():
+    # rows of other lengths (the reference's zip stops at the shortest) and ints
+    for free, demand, total in (([1.0, 2.0], (0.5,), [3.0, 4.0]), ([1, 2.0], (0.5, 1), [3.0, 4])):
+        for fn in (placement.taken, placement.taken_reference):
+            t = list(total)
+            assert (fn(list(free), demand, t), t) == \
+                (placement.taken_reference(list(free), demand, list(total)), [x - d for x, d in zip(total, demand)])

@@ -231,3 +231,64 @@ def free_row(free):
         else:
             limits[i] = fit_limit(<object> x)
     return vec, tuple(limits)
+
+
+# --- a task's start and end on its node (engine/placement.py, ``NodePool.take`` and
+# ``give_back``) ---------------------------------------------------------------------------
+# ``taken`` and ``given_back`` are ``placement.taken_reference`` and
+# ``placement.given_back_reference``: per resource one subtraction (one addition, one
+# comparison with the capacity, the capacity object itself kept when it is not above the
+# sum), and the pool's total moved in place, each a C double operation on exact floats
+# (CPython's own float arithmetic); where any entry is not an exact float, the reference
+# runs instead. Same lengths only (the pool's m entries everywhere): else the reference,
+# whose ``zip`` stops at the shortest.
+
+cdef inline bint _all_floats(object row, Py_ssize_t n) except -1:
+    cdef Py_ssize_t i
+    if PySequence_Fast_GET_SIZE(row) != n:
+        return False
+    for i in range(n):
+        if not PyFloat_CheckExact(PySequence_Fast_GET_ITEM(row, i)):
+            return False
+    return True
+
+
+def taken(list free, demand, list total):
+    """``placement.taken_reference``, compiled."""
+    cdef Py_ssize_t i, n = len(free)
+    demand = _row(demand)
+    if not (_all_floats(free, n) and _all_floats(demand, n) and _all_floats(total, n)):
+        from fairshare.engine.placement import taken_reference
+        return taken_reference(free, demand, total)
+    cdef list out = [None] * n
+    cdef double d
+    for i in range(n):
+        d = PyFloat_AS_DOUBLE(PySequence_Fast_GET_ITEM(demand, i))
+        out[i] = PyFloat_AS_DOUBLE(PySequence_Fast_GET_ITEM(free, i)) - d
+        total[i] = PyFloat_AS_DOUBLE(PySequence_Fast_GET_ITEM(total, i)) - d
+    return out
+
+
+def given_back(list free, demand, capacity, list total):
+    """``placement.given_back_reference``, compiled."""
+    cdef Py_ssize_t i, n = len(free)
+    cdef double f, x
+    cdef PyObject *cap
+    demand = _row(demand)
+    capacity = _row(capacity)
+    if not (_all_floats(free, n) and _all_floats(demand, n) and _all_floats(capacity, n)
+            and _all_floats(total, n)):
+        from fairshare.engine.placement import given_back_reference
+        return given_back_reference(free, demand, capacity, total)
+    cdef list out = [None] * n
+    for i in range(n):
+        f = PyFloat_AS_DOUBLE(PySequence_Fast_GET_ITEM(free, i))
+        x = f + PyFloat_AS_DOUBLE(PySequence_Fast_GET_ITEM(demand, i))
+        cap = PySequence_Fast_GET_ITEM(capacity, i)
+        if x < PyFloat_AS_DOUBLE(cap):
+            out[i] = x
+        else:
+            out[i] = <object> cap
+            x = PyFloat_AS_DOUBLE(cap)
+        total[i] = PyFloat_AS_DOUBLE(PySequence_Fast_GET_ITEM(total, i)) + (x - f)
+    return out

@@ -67,9 +67,11 @@ from fairshare.policies.machinery.compiled import forced_pure_python
 try:
     from fairshare.engine._fit_kernel import first_fit as compiled_first_fit
     from fairshare.engine._fit_kernel import free_row as compiled_free_row
+    from fairshare.engine._fit_kernel import given_back as compiled_given_back
     from fairshare.engine._fit_kernel import pull_levels as compiled_pull_levels
+    from fairshare.engine._fit_kernel import taken as compiled_taken
 except ImportError:  # not built (setup.py): the Python forms below run
-    compiled_first_fit = compiled_pull_levels = compiled_free_row = None
+    compiled_first_fit = compiled_pull_levels = compiled_free_row = compiled_taken = compiled_given_back = None
 
 STRATEGIES = ("first-fit", "best-fit", "packing")
 #: device fractions (each in [0, 1], where the fit test's tolerance is absolute) are
@@ -279,6 +281,40 @@ else:
 free_row = free_row_reference if compiled_free_row is None or forced_pure_python() else compiled_free_row
 
 
+#: the sha256 (first 16 hex digits) of :func:`taken_reference` and
+#: :func:`given_back_reference`'s sources as ``_fit_kernel.taken``/``given_back`` port
+#: them: a change to one must be mirrored there, then this renewed
+#: (``tests/test_placement_fast.py``)
+ACCOUNTS_PORTED_FROM = "316303b6dcbd129c"
+
+
+def taken_reference(free: list[float], demand: Vector, total: list[float]) -> list[float]:
+    """A task of ``demand`` starts on a node: its new free list (per resource ``free[r] -
+    d``) and the pool's ``total`` moved in place (``total[r] - d``), as comprehensions (a
+    demand has the pool's m entries). The reference of ``_fit_kernel.taken`` (the same
+    subtractions in one call), and what runs where it is not built."""
+    total[:] = [t - d for t, d in zip(total, demand)]
+    return [f - d for f, d in zip(free, demand)]
+
+
+def given_back_reference(free: list[float], demand: Vector, capacity: Vector,
+                         total: list[float]) -> list[float]:
+    """A task of ``demand`` ends on a node: its new free list, per resource the free amount
+    plus the demand, at most the capacity (``min(cap, free + d)``, NaN and signed zeros
+    alike: not below it, the capacity), and the pool's ``total`` moved in place by what the
+    free amount moved. The reference of ``_fit_kernel.given_back``, and what runs where it
+    is not built."""
+    new = [x if (x := f + d) < cap else cap for f, d, cap in zip(free, demand, capacity)]
+    total[:] = [t + (x - f) for t, x, f in zip(total, new, free)]
+    return new
+
+
+if compiled_taken is None or forced_pure_python():
+    taken, given_back = taken_reference, given_back_reference
+else:
+    taken, given_back = compiled_taken, compiled_given_back
+
+
 
 @dataclass
 class _NodeState:
@@ -454,11 +490,7 @@ class NodePool:
         """Use ``demand`` on the node; returns the devices the task holds (give them back
         with :meth:`give_back`). The caller has checked that it fits."""
         st = self.states[idx]
-        # (per resource ``free[r] -= d``, ``total[r] -= d``, as comprehensions: a demand
-        # has the pool's m entries)
-        st.free = [f - d for f, d in zip(st.free, demand)]
-        total = self.total_free
-        total[:] = [t - d for t, d in zip(total, demand)]
+        st.free = taken(st.free, demand, self.total_free)
         st.tasks += 1
         held: DeviceAssignment = ()
         if self.devices and self.slots_per_node is None:
@@ -496,13 +528,7 @@ class NodePool:
         st = self.states[idx]
         if not st.alive:
             return
-        # per resource the free amount plus the demand, at most the capacity (``min(cap,
-        # free + d)``, NaN and signed zeros alike: not below it, the capacity), and the
-        # total moved by what the free amount moved
-        free, total = st.free, self.total_free
-        new = [x if (x := f + d) < cap else cap for f, d, cap in zip(free, demand, st.node.capacity)]
-        total[:] = [t + (x - f) for t, x, f in zip(total, new, free)]
-        st.free = new
+        st.free = given_back(st.free, demand, st.node.capacity, self.total_free)
         for r, held in devices:
             fractions = st.device_free[self.devices.index(r)]
             share = demand[r] if demand[r] < 1.0 else 1.0
