@@ -235,7 +235,7 @@ class FitMemo:
             return node
         if key in fit:  # found in this call, and no launch has touched that node since
             return fit[key]
-        mark_now = pool.freed_mark()
+        mark_now = pool._freed_base + len(pool._freed)  # (``pool.freed_mark()``, without its call)
         memo = self.memo.get(key)
         cands: list[int] | None = None
         if memo is not None:

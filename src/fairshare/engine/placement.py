@@ -745,8 +745,10 @@ class NodePool:
     def place_after(self, demand: Vector, constraints: tuple, node: int,
                     allowed: Callable[[int], bool] | None = None) -> int | None:
         """First-fit only: the first node after ``node`` (in its eligible set) that fits."""
-        tree = self._tree(constraints)
-        need = self._effective(demand)
+        # (``_tree`` and ``_effective`` read without a call where they would return at once:
+        # first-fit asks this after most launches)
+        tree = self._trees.get(constraints) or self._tree(constraints)
+        need = demand if self.headroom is None and not self.devices else self._effective(demand)
         start = tree.position[node] + 1
         if start < len(tree.members):
             # the next node first: as first-fit fills the cluster in order, it is usually

@@ -756,7 +756,10 @@ class Scheduler:
                 if last_node >= 0:
                     shrunk(last_node)
                 if searched:
-                    searched = [key for key in searched if key in pending_keys and fits.fits_now(key, fit)]
+                    # (first-fit: a shape found in this call, its node untouched since, is
+                    # ``fits_now``'s answer read without its two calls, as ``locate`` reads it)
+                    searched = [key for key in searched if key in pending_keys and
+                                (fit[key] is not None if first_fit and key in fit else fits.fits_now(key, fit))]
                 # (a shape no longer pending has no jobs: the sorter never meets it)
                 if local is None:
                     shapes = fitting_on[only_node][0]
@@ -976,7 +979,7 @@ class Scheduler:
             self.demand_version += 1
             self._rank(rt, False)
         self.decisions += 1
-        return Launch(task_id, name, cls.name, j, pool.name(node), demand,
+        return Launch(task_id, name, cls.name, j, pool.states[node].node.name, demand,
                       tuple((self.resources[r], devs) for r, devs in held) if held else (), attempt)
 
     def _release(self, rt: JobRuntime, task: RunningTask, now: float) -> None:
