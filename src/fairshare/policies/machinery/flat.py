@@ -473,7 +473,7 @@ class FlatSorter(OnlineSorter):
         heappop, heappush, heapreplace = heapq.heappop, heapq.heappush, heapq.heapreplace
         kept = self._alive is None
         all_heads = self._heads
-        valid = self._valid
+        version, jobs = self.version, self.jobs  # (``_valid`` inlined below: a test per head)
         tried: list[tuple] = []
         found = None
         if kept:
@@ -490,7 +490,7 @@ class FlatSorter(OnlineSorter):
             while heads:
                 item = min(heads)
                 head, shape = item
-                refused = valid(head)
+                refused = version.get(head[4]) == head[3] and jobs[head[4]].demanding
                 if refused:
                     name = head[4]
                     if name not in excluded and runnable(name):
@@ -525,7 +525,7 @@ class FlatSorter(OnlineSorter):
                     heappop(heads)
                 continue
             name = head[4]
-            if valid(head):
+            if version.get(name) == head[3] and jobs[name].demanding:
                 if name not in excluded and runnable(name):
                     found = name
                     self._picked = (head, shape)
