@@ -182,13 +182,22 @@ def test_long_freed_scan_after_the_log_is_trimmed():
         assert pool.freed_fits((1.0, 1.0), (), mark) == expected
 
 
-def test_the_tree_walks_port_digest():
-    # engine/_fit_kernel.pyx repeats pull_levels_reference and first_fit_reference: one
-    # changed must be changed in the other too before the digest is renewed
-    source = inspect.getsource(placement.pull_levels_reference) + inspect.getsource(placement.first_fit_reference)
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    assert digest == placement.TREE_PORTED_FROM, \
-        f"the tree walks changed since _fit_kernel.pyx ported them: mirror the change there, then set the digest to {digest}"
+#: what engine/_fit_kernel.pyx repeats, by the digest that records it: one changed must be
+#: changed in the other too before the digest is renewed
+PORTS = {
+    "TREE_PORTED_FROM": (placement.pull_levels_reference, placement.first_fit_reference),
+    "LIMITS_PORTED_FROM": (resources.fit_limit, placement.free_row_reference),
+    "ACCOUNTS_PORTED_FROM": (placement.taken_reference, placement.given_back_reference),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PORTS))
+def test_the_kernel_port_digests(name):
+    functions = PORTS[name]
+    digest = hashlib.sha256("".join(map(inspect.getsource, functions)).encode()).hexdigest()[:16]
+    assert digest == getattr(placement, name), \
+        f"{' or '.join(f.__name__ for f in functions)} changed since _fit_kernel.pyx ported them: mirror " \
+        f"the change there, then set placement.{name} to {digest}"
 
 
 def test_the_pure_python_walks_run_where_the_kernel_is_not(monkeypatch):
@@ -246,15 +255,6 @@ def test_the_compiled_tree_walks_are_the_references(data):
                     placement.first_fit_reference(trees[0][1], size, n, need, start)
 
 
-def test_the_free_row_port_digest():
-    # engine/_fit_kernel.pyx's free_row repeats fit_limit's expression and
-    # free_row_reference: one changed must be changed in the other before the digest is renewed
-    source = inspect.getsource(resources.fit_limit) + inspect.getsource(placement.free_row_reference)
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    assert digest == placement.LIMITS_PORTED_FROM, \
-        f"fit_limit or free_row_reference changed since _fit_kernel.pyx ported them: mirror the change there, then set the digest to {digest}"
-
-
 class _Amount(float):
     """A float subclass: the kernel hands it to ``fit_limit`` itself."""
 
@@ -294,14 +294,6 @@ def test_a_node_row_is_its_free_vector_and_its_limits_either_way(monkeypatch):
     monkeypatch.undo()
     importlib.reload(placement)
     assert rows[0] == rows[1]
-
-
-def test_the_task_accounts_port_digest():
-    # engine/_fit_kernel.pyx's taken/given_back repeat taken_reference/given_back_reference
-    source = inspect.getsource(placement.taken_reference) + inspect.getsource(placement.given_back_reference)
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    assert digest == placement.ACCOUNTS_PORTED_FROM, \
-        f"taken_reference or given_back_reference changed since _fit_kernel.pyx ported them: mirror the change there, then set the digest to {digest}"
 
 
 @pytest.mark.skipif(placement.compiled_taken is None, reason="engine/_fit_kernel.pyx not built")
