@@ -488,7 +488,9 @@ class NodePool:
 
     def take(self, idx: int, demand: Vector) -> DeviceAssignment:
         """Use ``demand`` on the node; returns the devices the task holds (give them back
-        with :meth:`give_back`). The caller has checked that it fits."""
+        with :meth:`give_back`). The caller has checked that it fits. The free amounts and
+        the pool's total move by :func:`taken_reference` (compiled where the engine's kernel
+        is built: the same subtractions)."""
         st = self.states[idx]
         st.free = taken(st.free, demand, self.total_free)
         st.tasks += 1
@@ -525,6 +527,9 @@ class NodePool:
         return tuple(whole)
 
     def give_back(self, idx: int, demand: Vector, devices: DeviceAssignment = ()) -> None:
+        """A task of ``demand`` on the node ended: its free amounts and the pool's total
+        move back by :func:`given_back_reference` (compiled where the kernel is built), its
+        devices are freed, and the node joins the freed-nodes log."""
         st = self.states[idx]
         if not st.alive:
             return
