@@ -29,11 +29,13 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from fairshare.engine.snapshot import Moved, changes_of
 from fairshare.model.jobs import Job
 from fairshare.model.resources import Vector
+from fairshare.sim.recorder import TimelineRecorder
 from fairshare.sim.result import DemandChange, JobOutcome, Row, SimResult, SimulationError
 from fairshare.sim.sink import RunSink
 
@@ -42,7 +44,7 @@ from fairshare.sim.sink import RunSink
 BATCH_CALLS = 2048
 
 # the calls, as the first item of each buffered tuple
-_RECORD, _END, _JOB = 0, 1, 2
+_RECORD, _END, _JOB, _MOVED, _FORGET = 0, 1, 2, 3, 4
 
 
 class JobFacts(NamedTuple):
@@ -62,9 +64,14 @@ def _start_method() -> str:
 class OffloadedSink:
     """A ``RunSink`` that runs ``make_sink()``'s sink in a child process (module docstring)."""
 
-    def __init__(self, make_sink: Callable[[], RunSink], *, batch: int = BATCH_CALLS):
+    def __init__(self, make_sink: Callable[[], RunSink], *, batch: int = BATCH_CALLS, records: bool = False):
+        """``records``: the child makes the timeline rows too (``records_changes``)."""
         if batch < 1:
             raise ValueError(f"batch must be at least 1, got {batch}")
+        #: the simulator hands this sink each instant's ``Moved`` (``record_moved``) and the
+        #: jobs it forgets (``forget_job``), not rows: the child's ``TimelineRecorder``
+        #: makes the rows of them, as the simulator's would (``sim.recorder``)
+        self.records_changes = records
         context = multiprocessing.get_context(_start_method())
         self._conn, child_end = context.Pipe()
         self._child = context.Process(target=_serve, args=(make_sink, child_end), daemon=True,
@@ -83,6 +90,18 @@ class OffloadedSink:
         calls.append((_RECORD, t, rows, demand_changes, capacity))
         if len(calls) >= self._batch:
             self._flush()
+
+    def record_moved(self, t: float, moved: Moved, extra: Sequence[Row], capacity: Vector | None) -> None:
+        """``record`` of the rows the child's recorder makes of ``moved`` (with ``extra``
+        rows among them: ``TimelineRecorder.record``); only with ``records``."""
+        calls = self._calls
+        calls.append((_MOVED, t, moved, extra, capacity))
+        if len(calls) >= self._batch:
+            self._flush()
+
+    def forget_job(self, name: str) -> None:
+        """The child's recorder forgets a job (``TimelineRecorder.forget``), in call order."""
+        self._calls.append((_FORGET, name))
 
     def end(self, end_time: float) -> None:
         self._calls.append((_END, end_time))
@@ -182,17 +201,24 @@ def _serve(make_sink: Callable[[], RunSink], conn) -> None:
     gc.set_threshold(*SIM_GC_THRESHOLDS)  # (the simulator's reasons hold here: many tuples, no cycles)
     try:
         sink = make_sink()
+        recorder = TimelineRecorder()  # (``records``: the rows of each ``Moved``, made here)
         result: SimResult | None = None
         while True:
             what, payload = conn.recv()
             if what == "calls":
-                record, end, job = sink.record, sink.end, sink.job
+                record, end, job, rows_of = sink.record, sink.end, sink.job, recorder.record
                 for call in payload:
                     kind = call[0]
-                    if kind == _RECORD:
+                    if kind == _MOVED:
+                        t = call[1]
+                        rows, demand_changes, _ = rows_of(t, changes_of(call[2]), call[3])
+                        record(t, rows, demand_changes, call[4])
+                    elif kind == _RECORD:
                         record(call[1], call[2], call[3], call[4])
                     elif kind == _JOB:
                         job(call[1], call[2], call[3], call[4], call[5])
+                    elif kind == _FORGET:
+                        recorder.forget(call[1])
                     else:
                         end(call[1])
             elif what == "complete":
