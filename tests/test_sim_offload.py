@@ -17,6 +17,7 @@ import pytest
 from fairshare.model.scenario import ClusterEvent, PreemptionConfig
 from fairshare.policies import make_policy
 from fairshare.sim import SimOptions, SimulationError, Simulator
+from fairshare.sim import offload
 from fairshare.sim.offload import JobFacts, OffloadedSink
 from fairshare.sim.sink import ResultCollector
 from fairshare.sim.stream import StreamingOutput
@@ -109,3 +110,37 @@ def test_a_recording_child_sees_a_node_lost_and_a_preemption_as_the_simulator_wo
     assert here == there
     assert result_there.capacity_changes == result_here.capacity_changes and len(result_here.capacity_changes) == 2
     assert b",preempt," in here["timeline.csv"]
+
+
+def test_plain_calls_cross_marshalled_and_others_pickled(tmp_path, monkeypatch):
+    # the batches of a run cross marshalled (no pickled "calls" message); a value marshal
+    # refuses (here: every batch, as if a NumPy float rode along) crosses pickled instead:
+    # the same files either way
+    sc = random_scenario(1)
+    options = SimOptions(seed=3, until=60)
+    here, _, _ = streamed_files(tmp_path, sc, "hdrf", options, offload=None)
+    pickled_batches = []
+    real_init = OffloadedSink.__init__
+
+    def watched_init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        send = self._conn.send
+
+        def send_watched(message):
+            if message[0] == "calls":
+                pickled_batches.append(len(message[1]))
+            send(message)
+
+        self._conn.send = send_watched
+
+    monkeypatch.setattr(OffloadedSink, "__init__", watched_init)
+    there, _, _ = streamed_files(tmp_path, sc, "hdrf", options, offload=4, records=True)
+    assert there == here and pickled_batches == []
+
+    def refuse(value):
+        raise ValueError("unmarshallable object")
+
+    monkeypatch.setattr(offload.marshal, "dumps", refuse)
+    (tmp_path / "offload-4-True").rename(tmp_path / "marshalled")
+    there, _, _ = streamed_files(tmp_path, sc, "hdrf", options, offload=4, records=True)
+    assert there == here and len(pickled_batches) > 5
