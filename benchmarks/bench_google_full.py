@@ -13,7 +13,8 @@ peak is per process. ``--materialize`` runs the earlier way instead: every job b
 a ``Scenario`` first and ``fairshare.sim.simulate`` on it (timeline rows kept in memory).
 ``--offload`` runs the streaming sink in a second process (``sim.offload.OffloadedSink``:
 the same files; ``simulate_cpu_s`` is then this process's CPU only, the child's peak memory
-``peak_mb_sink_process``).
+``peak_mb_sink_process``); ``--offload-recorder`` moves the timeline recorder there too
+(the parent ships each instant's ``Moved``, the child makes the rows).
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_google_full.py --fraction 0.001 --policy hdrf
     ... --profile out.prof    # cProfile the simulation; the top functions go to stderr
@@ -71,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="streaming: write timeline.csv too (into the temporary directory; GBs at full size)")
     ap.add_argument("--offload", action="store_true",
                     help="streaming: run the output sink in a second process (sim.offload.OffloadedSink)")
+    ap.add_argument("--offload-recorder", action="store_true",
+                    help="streaming: --offload, and the child makes the timeline rows too (OffloadedSink(records=True))")
     ap.add_argument("--out", type=Path, default=None, metavar="DIR",
                     help="streaming: keep summary.json (and timeline.csv) in DIR instead of a temporary directory")
     ap.add_argument("--progress", type=float, default=60.0, metavar="S",
@@ -78,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", type=Path, default=None, metavar="RUNS.jsonl", help="fit and plot earlier runs")
     ap.add_argument("--plot", type=Path, default=None, metavar="FILE", help="with --report: the plot to write")
     args = ap.parse_args(argv)
+    args.offload = args.offload or args.offload_recorder
     if args.report:
         return report(args.report, args.plot)
     if args.fraction is None:  # (``make bench`` runs every benchmark without arguments)
@@ -162,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
 
                 from fairshare.sim.offload import OffloadedSink
 
-                sink = OffloadedSink(partial(StreamingOutput, empty, out_dir, timeline=args.timeline))
+                sink = OffloadedSink(partial(StreamingOutput, empty, out_dir, timeline=args.timeline),
+                                     records=args.offload_recorder)
             else:
                 sink = StreamingOutput(empty, out_dir, timeline=args.timeline)
             sim = Simulator(empty, make_policy(args.policy), SimOptions(seed=args.seed), progress,
@@ -186,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     out = {
         "fraction": args.fraction, "policy": args.policy, "seed": args.seed,
         "mode": "materialized" if args.materialize else (("streamed+timeline" if args.timeline else "streamed")
-                                                          + ("+offload" if args.offload else "")),
+                                                          + ("+offload" if args.offload else "")
+                                                          + ("-recorder" if args.offload_recorder else "")),
         "span_s": google_full.span_of(args.fraction), "jobs": jobs, "task_runs": runs,
         "machines": len(templates.base.cluster.nodes),
         "full_task_runs": round(google_full.expected_size(templates, 1.0)["task runs"]),

@@ -261,3 +261,25 @@ def test_the_simulated_executor_ends_a_killed_task_at_once():
     # the kills: failed completions at the current time, before the scheduled ones
     t, _, event = events.pop()
     assert (t, event) == (0.5, TaskFinished(0, ok=False, reason="cancelled"))
+
+
+def test_moved_is_the_changes_before_their_shares_and_survives_a_pickle():
+    # ``UsageLedger.moved``: what ``changes`` reports, before the shares are worked out;
+    # ``changes_of`` makes the same ``Changes`` of it here and of a pickled or marshalled
+    # copy (``sim.offload``'s child), and reading it moves the reader on as ``changes`` does
+    import marshal
+    import pickle
+
+    from fairshare.engine.snapshot import Moved, changes_of
+
+    sc, engine, _ = build([job("X", {"cpu": 1, "memory": 2}, "a.x", count=3), job("B", {"cpu": 1}, "b", count=1)])
+    ledger = engine.ledger
+    twin = ledger.reader()
+    engine.step(0.0, [JobArrived(j) for j in sc.jobs])
+    engine.step(1.0, [TaskFinished(0)])
+    moved, expected = ledger.moved(), ledger.changes(twin)
+    assert [j[0] for j in moved.jobs] == ["B", "X"] and {q[0] for q in moved.queues} >= {"", "a", "a.x", "b"}
+    assert changes_of(moved) == expected and expected.cluster is not None
+    assert changes_of(pickle.loads(pickle.dumps(moved))) == expected
+    assert changes_of(Moved(*marshal.loads(marshal.dumps(tuple(moved))))) == expected
+    assert ledger.moved().jobs == [] and ledger.moved().queues == []  # (read: nothing since)

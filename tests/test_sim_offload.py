@@ -14,21 +14,25 @@ from functools import partial
 
 import pytest
 
+from fairshare.model.scenario import ClusterEvent, PreemptionConfig
 from fairshare.policies import make_policy
 from fairshare.sim import SimOptions, SimulationError, Simulator
+from fairshare.sim import offload
 from fairshare.sim.offload import JobFacts, OffloadedSink
 from fairshare.sim.sink import ResultCollector
 from fairshare.sim.stream import StreamingOutput
 from test_sim_stream import random_scenario
 
 
-def streamed_files(tmp_path, scenario, policy: str, options: SimOptions, *, offload: int | None):
+def streamed_files(tmp_path, scenario, policy: str, options: SimOptions, *, offload: int | None,
+                   records: bool = False):
     """The streaming run's files (``offload``: the batch size of an ``OffloadedSink``, None
-    for the sink in this process) and its result."""
+    for the sink in this process; ``records``: its child makes the timeline rows too) and
+    its result."""
     empty = replace(scenario, jobs=())
-    out = tmp_path / ("in-process" if offload is None else f"offload-{offload}")
+    out = tmp_path / ("in-process" if offload is None else f"offload-{offload}-{records}")
     make = partial(StreamingOutput, empty, out, scenario_name="s")
-    sink = make() if offload is None else OffloadedSink(make, batch=offload)
+    sink = make() if offload is None else OffloadedSink(make, batch=offload, records=records)
     with (sink if offload is not None else nullcontext()):
         result = Simulator(empty, make_policy(policy), options, arrivals=iter(scenario.jobs), sink=sink).run()
         sink.finish(result)
@@ -38,11 +42,13 @@ def streamed_files(tmp_path, scenario, policy: str, options: SimOptions, *, offl
 
 @pytest.mark.parametrize("policy", ["drf", "hdrf"])
 @pytest.mark.parametrize("batch", [1, 3, 2048])
-def test_offloaded_sink_writes_the_same_files(tmp_path, policy, batch):
+@pytest.mark.parametrize("records", [False, True])
+def test_offloaded_sink_writes_the_same_files(tmp_path, policy, batch, records):
     sc = random_scenario(batch % 5)
     options = SimOptions(seed=4, until=60)
     here, result_here, sink_here = streamed_files(tmp_path, sc, policy, options, offload=None)
-    there, result_there, sink_there = streamed_files(tmp_path, sc, policy, options, offload=batch)
+    there, result_there, sink_there = streamed_files(tmp_path, sc, policy, options, offload=batch,
+                                                     records=records)
     assert here == there
     assert result_there.streamed and result_here.streamed  # (``complete``'s field came back)
     assert sink_there.rows_written == sink_here.rows_written > 0  # (the child sink's numbers, after finish)
@@ -89,3 +95,52 @@ def test_bad_batch_and_use_after_close(tmp_path):
         sink.finish(None)
     with pytest.raises(AttributeError, match="rows_written"):
         sink.rows_written
+
+
+def test_a_recording_child_sees_a_node_lost_and_a_preemption_as_the_simulator_would(tmp_path):
+    # ``records``: the rows made in the child from each ``Moved`` (capacity changes report
+    # every job again, finished ones too; preemption rows ride along): the same files,
+    # the same capacity changes in the result
+    sc = random_scenario(3)
+    sc = replace(sc, events=(ClusterEvent(time_s=7.0, kind="node_fail", node_name=sc.cluster.nodes[0].name),),
+                 preemption=PreemptionConfig(after=1.0, tolerance=0.0))
+    options = SimOptions(seed=2, until=60)
+    here, result_here, _ = streamed_files(tmp_path, sc, "drf", options, offload=None)
+    there, result_there, _ = streamed_files(tmp_path, sc, "drf", options, offload=2, records=True)
+    assert here == there
+    assert result_there.capacity_changes == result_here.capacity_changes and len(result_here.capacity_changes) == 2
+    assert b",preempt," in here["timeline.csv"]
+
+
+def test_plain_calls_cross_marshalled_and_others_pickled(tmp_path, monkeypatch):
+    # the batches of a run cross marshalled (no pickled "calls" message); a value marshal
+    # refuses (here: every batch, as if a NumPy float rode along) crosses pickled instead:
+    # the same files either way
+    sc = random_scenario(1)
+    options = SimOptions(seed=3, until=60)
+    here, _, _ = streamed_files(tmp_path, sc, "hdrf", options, offload=None)
+    pickled_batches = []
+    real_init = OffloadedSink.__init__
+
+    def watched_init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        send = self._conn.send
+
+        def send_watched(message):
+            if message[0] == "calls":
+                pickled_batches.append(len(message[1]))
+            send(message)
+
+        self._conn.send = send_watched
+
+    monkeypatch.setattr(OffloadedSink, "__init__", watched_init)
+    there, _, _ = streamed_files(tmp_path, sc, "hdrf", options, offload=4, records=True)
+    assert there == here and pickled_batches == []
+
+    def refuse(value):
+        raise ValueError("unmarshallable object")
+
+    monkeypatch.setattr(offload.marshal, "dumps", refuse)
+    (tmp_path / "offload-4-True").rename(tmp_path / "marshalled")
+    there, _, _ = streamed_files(tmp_path, sc, "hdrf", options, offload=4, records=True)
+    assert there == here and len(pickled_batches) > 5

@@ -83,6 +83,16 @@ class Changes(NamedTuple):
     cluster: Usage | None  # None: unchanged
 
 
+class Moved(NamedTuple):
+    """``Changes`` before its dominant shares and clean sums are worked out
+    (``UsageLedger.moved``; ``changes_of`` finishes it): plain tuples, cheap to pickle."""
+
+    capacity: Vector
+    capacity_changed: bool
+    jobs: list[tuple[str, str, int, Vector, bool, bool]]  # (name, queue, running, usage, demanding, finished)
+    queues: list[tuple[str, int, tuple[float, ...]]]  # (path, running, summed usage), the root's as ``ROOT``
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     capacity: Vector
@@ -208,7 +218,14 @@ class UsageLedger:
 
     def changes(self, reader: ChangeReader | None = None) -> Changes:
         """What moved since ``reader`` last read (``Changes``); None: the ledger's own
-        reader (``Engine.changes``), made at the first call."""
+        reader (``Engine.changes``), made at the first call. ``changes_of(moved(reader))``."""
+        return changes_of(self.moved(reader))
+
+    def moved(self, reader: ChangeReader | None = None) -> Moved:
+        """What moved since ``reader`` last read, as the ledger holds it (``Moved``: no
+        dominant share worked out, no sum cleaned); ``changes_of`` makes the ``Changes``
+        of it, here or in another process (``sim.offload``: the same values, the same
+        floats). Reading it is reading the changes: ``reader``'s place moves on."""
         if reader is None:
             reader = self._default
             if reader is None:
@@ -216,7 +233,6 @@ class UsageLedger:
         self.catch_up()
         sch = self.scheduler
         table = sch.queue_table()
-        capacity = sch.pool.total_capacity
         everything = reader.everything or reader.capacity_changed
         jobs = sch.jobs
         last = self._jobs
@@ -232,21 +248,15 @@ class UsageLedger:
             rt = jobs.get(name)
             if rt is None:  # (forgotten since it changed)
                 continue
-            # (``_job_view`` and ``dominant_share`` inlined: this runs for every changed job
-            # at every instant)
             running, usage = last.get(name, zero)
-            ds = 0.0
-            for a, c in zip(usage, capacity):
-                if c > 0 and a / c > ds:
-                    ds = a / c
             finished = rt.finished_at is not None
-            jobs_out.append(JobUsage(name, rt.job.queue, running, usage, ds, rt.demanding and not finished, finished))
-        usage_of = self._usage
+            jobs_out.append((name, rt.job.queue, running, usage, rt.demanding and not finished, finished))
         tracked = table.usage
-        moved = tracked if everything else reader.queues
-        queues = {path: usage_of(table, path, capacity) for path in moved if path != ROOT and path in tracked}
-        cluster = usage_of(table, ROOT, capacity) if ROOT in moved else None
-        out = Changes(capacity, reader.capacity_changed, jobs_out, queues, cluster)
+        running_of = table.running
+        # (tuples: the table's lists move on; the root's among them, as ``ROOT``)
+        queues = [(path, running_of[path], tuple(tracked[path]))
+                  for path in (tracked if everything else reader.queues) if path in tracked]
+        out = Moved(sch.pool.total_capacity, reader.capacity_changed, jobs_out, queues)
         reader.jobs = []
         reader.queues = set()
         reader.capacity_changed = reader.everything = False
@@ -343,3 +353,32 @@ def clean(values: list[float]) -> Vector:
         rx = round(x)
         out.append(float(rx) if abs(x - rx) < 1e-9 else x)
     return tuple(out)
+
+
+def changes_of(moved: Moved) -> Changes:
+    """The ``Changes`` of ``moved``: each job's dominant share, each queue's and the
+    cluster's usage cleaned (``UsageLedger._usage``'s floats) with its dominant share.
+    A function of ``moved`` alone, so a process that got it pickled makes the same."""
+    capacity = moved.capacity
+    jobs = []
+    # (``_job_view`` and ``dominant_share`` inlined: this runs for every changed job and
+    # queue at every instant)
+    for name, queue, running, usage, demanding, finished in moved.jobs:
+        ds = 0.0
+        for a, c in zip(usage, capacity):
+            if c > 0 and a / c > ds:
+                ds = a / c
+        jobs.append(JobUsage(name, queue, running, usage, ds, demanding, finished))
+    queues = {}
+    cluster = None
+    for path, running, sums in moved.queues:
+        usage_t = tuple([float(rx) if abs(x - (rx := round(x))) < 1e-9 else x for x in sums])
+        ds = 0.0
+        for a, c in zip(usage_t, capacity):
+            if c > 0 and a / c > ds:
+                ds = a / c
+        if path == ROOT:
+            cluster = Usage(running, usage_t, ds)
+        else:
+            queues[path] = Usage(running, usage_t, ds)
+    return Changes(capacity, moved.capacity_changed, jobs, queues, cluster)

@@ -50,14 +50,14 @@ class TimelineRecorder:
                 demand_changes.append((t, name, demanding))
             if finished:
                 finished_jobs.append(name)
-        row_if_changed = self._row_if_changed
-        for path, (running, usage, ds) in changes.queues.items():
-            row = row_if_changed("queue", path, t, running, usage, ds)
-            if row is not None:
-                out.append(row)
+        for path, state in changes.queues.items():  # (a ``Usage`` is its (running, usage, ds) state)
+            key = ("queue", path)
+            if last.get(key) != state:
+                last[key] = state
+                out.append((t, "queue", path, state[0], state[2], state[1]))
         if changes.cluster is not None:
             running, usage, ds = changes.cluster
-            row = row_if_changed("cluster", CLUSTER, t, running, usage, ds)
+            row = self._row_if_changed("cluster", CLUSTER, t, running, usage, ds)
             if row is not None:
                 out.append(row)
         if len(out) > 1:

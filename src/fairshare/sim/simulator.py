@@ -165,6 +165,8 @@ class Simulator:
                                          next_duration=self.executor.next_duration)
         self.engine = Engine(self.scheduler, self.executor, preemptor)
         self.recorder = TimelineRecorder()
+        #: the sink makes the timeline rows (``_record``)
+        self._sink_records = bool(getattr(self.sink, "records_changes", False))
         # per queue decayed usage, when the sorter keeps a ledger (a half-life above 0)
         self.decayed = None
         if getattr(self.scheduler.sorter, "decay", None) is not None:
@@ -201,9 +203,8 @@ class Simulator:
         first = events.peek_time()
         if arrival is not None and (first is None or arrival.submit_s < first):
             first = arrival.submit_s
-        if first != 0.0:
-            rows, demand_changes, _ = self.recorder.record(0.0, self.engine.changes())
-            self.sink.record(0.0, rows, demand_changes, None)
+        if first != 0.0:  # (no node has changed yet: no capacity change with these)
+            self._record(0.0, ())
         end_of_run = 0.0
         instants = 0
         step = self.engine.step
@@ -278,19 +279,32 @@ class Simulator:
             elif isinstance(event, NodeLost):
                 self._lost += len(applied.tasks)
         preempt_rows = self.books.account(t, instant, self.arrivals.jobs) if instant.preempted else ()
-        changes = self.engine.changes()
-        rows, demand_changes, finished = self.recorder.record(t, changes, preempt_rows)
-        capacity = None
-        if changes.capacity_changed:
-            capacity = changes.capacity
-            self._capacity_changes.append((t, capacity))
-        self.sink.record(t, rows, demand_changes, capacity)
+        finished = self._record(t, preempt_rows)
         if self.decayed is not None:
             self.decayed.sample(t)
         if finished:  # (most instants finish no job: no sort, no generator)
             in_system = self._in_system
             for name in sorted(name for name in finished if name in in_system):
                 self._leave(name)
+
+    def _record(self, t: float, extra: list[Row] | tuple) -> list[str]:
+        """The instant's rows (with ``extra``: preemptions) and demand changes to the sink,
+        the capacity with them when it changed; the jobs the changes report finished. A
+        sink that ``records_changes`` (``sim.offload``, in its own process) gets what
+        moved and makes the rows itself, with the recorder this one would use."""
+        if self._sink_records:
+            moved = self.engine.ledger.moved()
+            capacity = moved.capacity if moved.capacity_changed else None
+            finished = [job[0] for job in moved.jobs if job[5]]  # (``Moved``'s finished flag)
+            self.sink.record_moved(t, moved, extra, capacity)
+        else:
+            changes = self.engine.changes()
+            rows, demand_changes, finished = self.recorder.record(t, changes, extra)
+            capacity = changes.capacity if changes.capacity_changed else None
+            self.sink.record(t, rows, demand_changes, capacity)
+        if capacity is not None:
+            self._capacity_changes.append((t, capacity))
+        return finished
 
     def _leave(self, name: str) -> None:
         """A job finished: its outcome to the sink; a streaming run then forgets it."""
@@ -302,7 +316,10 @@ class Simulator:
             self.engine.forget(name)
             self.arrivals.forget(job)
             self.durations.forget(job)
-            self.recorder.forget(name)
+            if self._sink_records:
+                self.sink.forget_job(name)
+            else:
+                self.recorder.forget(name)
 
     def _outcome_of(self, job: Job) -> JobOutcome:
         rt = self.scheduler.jobs[job.name]
