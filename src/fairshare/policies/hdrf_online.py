@@ -173,7 +173,11 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self.leaf_usage: list[tuple[float, ...]] = []
         self.running: list[int] = []
         self.live: list[int] = []  # demanding leaves below (1 for a demanding leaf)
+        # per node, its children in the table (not removed): what bounds its heaps'
+        # stale entries (``4 x kids + 16``, ``_repost`` and ``renew_pick_entries``); and
+        # the children ever added, the next child's position among its siblings
         self.kids: list[int] = []
+        self.added: list[int] = []
         # each node's children that are not tombstones, in index order (the order every
         # sum over them takes): the periodic exact re-sum (_resum) and a view's rebuild
         # read them instead of scanning every node ever added (on a streamed trace, every
@@ -259,7 +263,8 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self.is_job.append(is_job)
         pos = 0
         if parent >= 0:
-            pos = self.kids[parent]
+            pos = self.added[parent]
+            self.added[parent] += 1
             self.kids[parent] += 1
         self.position.append(pos)
         self.depth.append(0 if parent < 0 else self.depth[parent] + 1)
@@ -271,6 +276,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self.running.append(0)
         self.live.append(0)
         self.kids.append(0)
+        self.added.append(0)
         self.children.append({})
         if parent >= 0:
             self.children[parent][idx] = None
@@ -308,6 +314,10 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self._commit(idx, d_live=d_live, d_running=-run)
         self.key[idx] = ""  # tombstone: its heap entries go stale, ``_compact`` drops the slot
         del self.children[self.parent[idx]][idx]
+        # (a smaller bound on its parent's heaps: the heaps drop stale entries sooner,
+        # which changes no pick, ``renew_pick_entries``; on a streamed trace a bound by
+        # the children ever added let a queue's heaps grow with every job it ever had)
+        self.kids[self.parent[idx]] -= 1
         self._touch(idx)
         self.tombstones += 1
         if self.tombstones - self._kept_tombstones > max(COMPACT_MIN, len(self.key) - self.tombstones):
@@ -334,8 +344,8 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         monotone renaming keeps every comparison; entries of dropped slots are stale,
         dropped as a read would drop them, and the heaps re-heapified: only the lowest
         current entries are ever read). A position among siblings (the tie rule's last
-        field) and a queue's child count (``kids``, the heaps' size bound) are not
-        indices and do not change. A tombstone still pending in some view (its
+        field) and a queue's child counts (``kids``, the heaps' size bound, and ``added``)
+        are not indices and do not change. A tombstone still pending in some view (its
         contribution not yet taken out of that view's sums, ``_resum``) or counted in
         this call's exclusions is kept, a tombstone still, for a later compaction. The
         views' batch-or-rebuild threshold counts the dropped slots too (``dropped``), so
@@ -357,7 +367,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             table[:] = [table[v] for v in keep]
 
         for table in (key, self.parent, self.weight, is_job, self.position, self.leaf_usage, self.running,
-                      self.live, self.kids, self.children, self.depth, self.needs, self.excluded,
+                      self.live, self.kids, self.added, self.children, self.depth, self.needs, self.excluded,
                       self.shape_mask, self._shape_count):
             squeeze(table)
         queues = [v for v in range(len(key)) if not is_job[v]]
