@@ -50,6 +50,14 @@ moving changes every effective vector, so the leaves are re-charged once per new
 (``_advance``: one vectorized pass over the ledger's rows) and their ancestors recomputed
 in one batch (in practice a rebuild of the view in use: every leaf changed).
 
+Jobs come and go (a streamed trace: every job that ever arrived, at most the live ones
+at a time). A removed job's slot becomes a tombstone, and once the tombstones added since
+the last compaction outnumber the live slots the node table and every view drop them,
+renumbering the other nodes in their order (``_compact``: a renaming, the same decisions
+and floats); a queue's heaps drop their stale entries past four times its children in the
+table (``kids``), not every child it ever had. So the tables, views and heaps stay
+proportional to the jobs in the system, not to those that ever arrived.
+
 The descent (Alg. 4) takes, at each node, the lowest child by the tie rule (share,
 running tasks in the subtree, position) that has a runnable job below it. Pick-heap
 entries are renewed only before a descent (``_View.repick``, ``_flush_picks``): on a full
