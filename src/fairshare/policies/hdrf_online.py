@@ -50,6 +50,14 @@ moving changes every effective vector, so the leaves are re-charged once per new
 (``_advance``: one vectorized pass over the ledger's rows) and their ancestors recomputed
 in one batch (in practice a rebuild of the view in use: every leaf changed).
 
+Jobs come and go (a streamed trace: every job that ever arrived, at most the live ones
+at a time). A removed job's slot becomes a tombstone, and once the tombstones added since
+the last compaction outnumber the live slots the node table and every view drop them,
+renumbering the other nodes in their order (``_compact``: a renaming, the same decisions
+and floats); a queue's heaps drop their stale entries past four times its children in the
+table (``kids``), not every child it ever had. So the tables, views and heaps stay
+proportional to the jobs in the system, not to those that ever arrived.
+
 The descent (Alg. 4) takes, at each node, the lowest child by the tie rule (share,
 running tasks in the subtree, position) that has a runnable job below it. Pick-heap
 entries are renewed only before a descent (``_View.repick``, ``_flush_picks``): on a full
@@ -83,6 +91,8 @@ from fairshare.policies.machinery.views import SaturatedView, ViewCache
 from fairshare.policies.online import OnlineSorter, Runnable
 
 REBUILD_EVERY = 4096
+#: the fewest tombstones (removed jobs' slots) a compaction of the node table drops (``_compact``)
+COMPACT_MIN = 1024
 #: a node's share from its usage (``hdrf.hdrf_share``): (usage, capacity, counted, weight)
 NodeShare = Callable[[Sequence[float], Vector, Sequence[int], float], float]
 
@@ -171,7 +181,11 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self.leaf_usage: list[tuple[float, ...]] = []
         self.running: list[int] = []
         self.live: list[int] = []  # demanding leaves below (1 for a demanding leaf)
+        # per node, its children in the table (not removed): what bounds its heaps'
+        # stale entries (``4 x kids + 16``, ``_repost`` and ``renew_pick_entries``); and
+        # the children ever added, the next child's position among its siblings
         self.kids: list[int] = []
+        self.added: list[int] = []
         # each node's children that are not tombstones, in index order (the order every
         # sum over them takes): the periodic exact re-sum (_resum) and a view's rebuild
         # read them instead of scanning every node ever added (on a streamed trace, every
@@ -193,8 +207,13 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self._renew_pick_entries = compiled.tree_renew_pick_entries()
         # a jobs-only queue's jobs tried by key in the descent, compiled or the reference
         self._first_runnable = compiled.tree_first_runnable()
+        # removed jobs' slots (tombstones) still in the table, and the slots compactions
+        # dropped (``_compact``): the views' batch threshold counts every slot ever added
+        self.tombstones = 0
+        self.dropped = 0
+        self._kept_tombstones = 0  # the tombstones the last compaction had to keep
         self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.m),
-                                                 self._rebuild_view, replay, lambda: len(self.key))
+                                                 self._rebuild_view, replay, lambda: len(self.key) + self.dropped)
         self._add_node(ROOT, -1, 1.0, False)
         for node in queues:
             if node.path != ROOT:
@@ -252,7 +271,8 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self.is_job.append(is_job)
         pos = 0
         if parent >= 0:
-            pos = self.kids[parent]
+            pos = self.added[parent]
+            self.added[parent] += 1
             self.kids[parent] += 1
         self.position.append(pos)
         self.depth.append(0 if parent < 0 else self.depth[parent] + 1)
@@ -264,6 +284,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self.running.append(0)
         self.live.append(0)
         self.kids.append(0)
+        self.added.append(0)
         self.children.append({})
         if parent >= 0:
             self.children[parent][idx] = None
@@ -299,9 +320,104 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self.leaf_usage[idx] = self._zero
         super().remove_job(name)
         self._commit(idx, d_live=d_live, d_running=-run)
-        self.key[idx] = ""  # tombstone: the slot is never reused, its heap entries go stale
+        self.key[idx] = ""  # tombstone: its heap entries go stale, ``_compact`` drops the slot
         del self.children[self.parent[idx]][idx]
+        # (a smaller bound on its parent's heaps: the heaps drop stale entries sooner,
+        # which changes no pick, ``renew_pick_entries``; on a streamed trace a bound by
+        # the children ever added let a queue's heaps grow with every job it ever had)
+        self.kids[self.parent[idx]] -= 1
         self._touch(idx)
+        self.tombstones += 1
+        if self.tombstones - self._kept_tombstones > max(COMPACT_MIN, len(self.key) - self.tombstones):
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drop the tombstones (removed jobs' slots) from the node table and from every
+        view, renumbering the other nodes in their order: on a streamed trace the table
+        otherwise holds every job that ever arrived, and with it each view's per-node
+        lists, the heaps' stale entries and a new view's O(slots) allocation (the full
+        Google 2011 replay under hdrf: peak memory and the cost per event growing with
+        the trace time). Called when the tombstones added since the last compaction
+        outnumber the live slots (and ``COMPACT_MIN``): O(slots) once per as many
+        removals, amortized O(1) per removal.
+
+        Why the decisions and the floats are the same: it is a renaming. The queues come
+        first in the table and are never removed, so they keep their indices (every
+        ``parent``, every running sum S1/S2 and its update count stay where they are);
+        the jobs that stay keep their relative order (``new < new'`` iff ``old < old'``),
+        so every sum taken in index order (``children``, a rebuild's, a re-sum's) adds
+        the same vectors in the same order, every dict keeps its insertion order
+        (``pending``, ``repick``, ``deferred``: a batch's replay order), and a heap entry
+        compares with another as before (the node index is an entry's last field, so a
+        monotone renaming keeps every comparison; entries of dropped slots are stale,
+        dropped as a read would drop them, and the heaps re-heapified: only the lowest
+        current entries are ever read). A position among siblings (the tie rule's last
+        field) and a queue's child counts (``kids``, the heaps' size bound, and ``added``)
+        are not indices and do not change. A tombstone still pending in some view (its
+        contribution not yet taken out of that view's sums, ``_resum``) or counted in
+        this call's exclusions is kept, a tombstone still, for a later compaction. The
+        views' batch-or-rebuild threshold counts the dropped slots too (``dropped``), so
+        a catch-up rebuilds exactly when it did before. Lists are changed in place: the
+        compiled core keeps references to them (``_hdrf_kernel.batch_of``)."""
+        key, is_job = self.key, self.is_job
+        pinned: set[int] = set(self._excluded_jobs)
+        pinned.update(self._to_exclude)
+        for view in self.views.views:
+            pinned.update(view.pending)
+        keep = [v for v in range(len(key)) if key[v] or not is_job[v] or v in pinned]
+        dead = len(key) - len(keep)
+        if not dead:
+            self._kept_tombstones = self.tombstones
+            return
+        new_of = dict(zip(keep, range(len(keep))))
+
+        def squeeze(table: list) -> None:
+            table[:] = [table[v] for v in keep]
+
+        for table in (key, self.parent, self.weight, is_job, self.position, self.leaf_usage, self.running,
+                      self.live, self.kids, self.added, self.children, self.depth, self.needs, self.excluded,
+                      self.shape_mask, self._shape_count):
+            squeeze(table)
+        queues = [v for v in range(len(key)) if not is_job[v]]
+        assert all(new_of[q] == q for q in queues), "queues come first in the node table"
+        for q in queues:
+            self.children[q] = {new_of[c]: None for c in self.children[q]}
+        for name, v in self.index.items():
+            self.index[name] = new_of[v]
+        for jobs in self.fifo_jobs.values():
+            jobs[:] = [new_of[c] for c in jobs]
+        for q, v in self._history.items():
+            self._history[q] = new_of[v]
+        for jobs in (self._excluded_jobs, self._to_exclude):
+            jobs[:] = [new_of[c] for c in jobs]
+        filed = list(self._job_shape.items())
+        self._job_shape.clear()
+        self._job_shape.update((new_of[v], shape) for v, shape in filed)
+        for per_shape in self._shape_jobs_under.values():
+            for jobs in per_shape.values():
+                here = list(jobs)
+                jobs.clear()
+                jobs.update((new_of[c], None) for c in here)
+        for view in self.views.views:
+            for table in (view.usage, view.share, view.low, view.unblocked, view.s1, view.s2, view.contrib,
+                          view.version, view.pool_version, view.pick_heap, view.pool_heap, view.updates):
+                squeeze(table)
+            for marks in (view.pending, view.repick, *view.deferred.values()):
+                here = list(marks)
+                marks.clear()
+                marks.update((new_of[c], None) for c in here if c in new_of)
+            for q in queues:
+                heap = view.pick_heap[q]
+                if heap:
+                    heap[:] = [(*e[:4], new_of[e[4]]) for e in heap if e[4] in new_of]
+                    heapq.heapify(heap)
+                heap = view.pool_heap[q]
+                if heap:
+                    heap[:] = [(e[0], e[1], new_of[e[2]]) for e in heap if e[2] in new_of]
+                    heapq.heapify(heap)
+        self.dropped += dead
+        self.tombstones -= dead
+        self._kept_tombstones = self.tombstones
 
     def allocated(self, name, demand, now=0.0):
         super().allocated(name, demand, now)
