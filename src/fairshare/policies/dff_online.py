@@ -118,6 +118,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from functools import reduce
 from itertools import accumulate
+from math import copysign
 from operator import add
 
 from fairshare.model.queues import ROOT, QueueTree
@@ -140,6 +141,12 @@ Fairness = Callable[[Sequence[float], Sequence[float] | None], float]
 #: sums of multiples of 2**-16 below 2**36 are exact in a float (53-bit mantissa), so
 #: running sums of such weights equal sums from scratch in any order
 _EXACT_LIMIT = 2.0 ** 36
+
+
+def _same_float(a: float, b: float) -> bool:
+    """``a`` and ``b`` are the same float, zeros' signs included (a view's replay keeps a
+    pool entry holding ``a`` in place of one holding ``b``)."""
+    return a == b and (a != 0.0 or copysign(1.0, a) == copysign(1.0, b))
 
 
 def _exactly_summable(x: float) -> bool:
@@ -820,13 +827,24 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         path and its entry in its queue's pool; then, deepest level first, each changed
         queue's fairness (Alg. 2 line 9, from its children's final entries) and its entry
         in its parent's pool. What a view holds is a function of the shared state (no
-        running sums), so this gives what one walk per node would."""
+        running sums), so this gives what one walk per node would.
+
+        A node whose pool entry would not change (schedulable before and after, the same
+        share to the bit; or unschedulable before and after) is not pushed again, only
+        listed for a new pick entry (its running count may have changed): its current pool
+        entry, ``(share, version, node)``, stays valid (a push leaves one for every
+        schedulable child, and only invalid entries are ever popped or compacted away), and
+        a pool is read only for its lowest valid entry's share (``_pool_min``), the same
+        float either way; an unschedulable node has no valid entry either way. Only heap
+        layouts and versions differ, which no decision reads."""
         if len(nodes) == 1:
             for idx in nodes:
                 self._sync_leaf(view, idx)
             return
         parent, depth, is_job, unblocked, share = self.parent, self.depth, self.is_job, view.unblocked, view.share
+        repick = view.repick
         levels: list[dict[int, None]] = [{} for _ in range(self.max_depth + 1)]
+        counted: dict[int, int] = {}  # the queues' schedulable counts before this batch moved them
         for idx in nodes:
             if not is_job[idx]:
                 if idx:
@@ -837,20 +855,32 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             now = 0 if self._leaf_blocked(view, idx) else 1
             delta = now - unblocked[idx]
             unblocked[idx] = now
+            before = share[idx]
             share[idx] = self.raw[idx]
             p = parent[idx]
             if delta:
                 a = p
                 while a >= 0:
+                    if a not in counted:
+                        counted[a] = unblocked[a]
                     unblocked[a] += delta
                     a = parent[a]
-            self._push(view, p, idx)
+                self._push(view, p, idx)
+            elif now and not _same_float(before, share[idx]):
+                self._push(view, p, idx)
+            else:
+                repick[idx] = None  # (its pool entry stands)
             levels[depth[p]][p] = None
         for d in range(self.max_depth, 0, -1):
             for q in levels[d]:
+                before = share[q]
                 share[q] = self._fairness(view, q)
                 p = parent[q]
-                self._push(view, p, q)
+                was = counted.get(q, unblocked[q]) > 0
+                if was != (unblocked[q] > 0) or (was and not _same_float(before, share[q])):
+                    self._push(view, p, q)
+                else:
+                    repick[q] = None  # (its pool entry stands)
                 levels[d - 1][p] = None
 
     def _sync_leaf(self, view: _View, idx: int) -> None:
