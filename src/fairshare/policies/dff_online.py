@@ -60,7 +60,12 @@ holds no running sums, so the batch gives what one walk per node would). An arri
 (the job, queues, demanding siblings with usage) the same way; a view is dropped only on a rebuild,
 or when more than a quarter of the nodes changed. Views have no time to live (only the
 least recently used beyond ``views.MAX_VIEWS`` goes): a set back after a while replays what
-changed instead of a rebuild, and a view is exact whichever way it is brought up to date. Where the compiled core is built
+changed instead of a rebuild, and a view is exact whichever way it is brought up to date. A set
+first seen starts from a copy of the current view, the jobs blocked under one of the two
+sets and not the other added to its pending nodes (``_new_view``: a view depends on its set
+only through those flags), not from a rebuild over every node; a batched replay pushes no
+pool entry that would not change (``_replay``: a pool is read only for its lowest current
+entry's share). Where the compiled core is built
 (``machinery/_dff_kernel.pyx``, chosen by ``machinery/compiled.py``) the replay runs
 compiled: it only compares and moves floats, so it leaves the view this module's
 ``_replay`` would (tests/test_dff_kernel.py holds them equal entry by entry). So does a
