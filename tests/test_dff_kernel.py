@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import hashlib
 import inspect
+import random
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -171,3 +172,71 @@ def test_compiled_and_pure_python_hold_the_same_views_event_by_event(monkeypatch
     assert launches > 300
     assert len(fast.sorter.jobs) < left  # (jobs finished and left the sorter)
     assert bool(histories) == bool(half_life)
+
+
+def decided_view(sorter, view) -> tuple:
+    """What decisions read of ``view`` (caught up): each present node's share (exact bits)
+    and schedulable count, and each queue's override input, its pool's lowest current
+    share (``_pool_min``)."""
+    if view.pending:
+        sorter.views.catch_up(view)
+    present = list(sorter.alive_nodes)
+    pool_mins = [sorter._pool_min(view, q) for q in range(sorter.queue_count)]
+    return ([view.share[v].hex() for v in present], [view.unblocked[v] for v in present],
+            [None if low is None else low.hex() for low in pool_mins])
+
+
+@pytest.mark.parametrize("seed", [0, 2, 9, 11])  # (seeds whose sets differ by a few jobs' flags)
+def test_a_set_first_seen_copies_the_current_view_and_equals_a_rebuild(core, monkeypatch, seed):
+    # a set first seen starts from a copy of the current view, its differing jobs replayed
+    # (``DFFSorter._new_view``), not from a rebuild over every node; caught up, it holds
+    # what a view rebuilt from scratch holds, and so it does events later
+    made, rebuilds = [], []
+    new_view, rebuild = dff_online.DFFSorter._new_view, dff_online.DFFSorter._rebuild
+    monkeypatch.setattr(dff_online.DFFSorter, "_new_view", lambda self, saturated: made.append(new_view(self, saturated))
+                        or made[-1])
+    monkeypatch.setattr(dff_online.DFFSorter, "_rebuild", lambda self, view: rebuilds.append(view) or rebuild(self, view))
+    sc = steady_scenario(seed)
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff"))
+    for job in sc.jobs:
+        sched.submit(job, 0.0)
+    sched.schedule(0.0)
+    sorter, rng = sched.sorter, random.Random(seed)
+    subsets = [[r for r in range(len(sc.resources)) if bits >> r & 1] for bits in range(1 << len(sc.resources))]
+    for k, resources in enumerate(rng.sample(subsets, len(subsets)), 1):
+        for step in ("set", "event"):
+            if step == "set":  # (a set the cluster may not have reached: any set's view is defined)
+                sorter.set_saturated(resources)
+            else:
+                sched.finish(rng.choice(sorted(sched.tasks)), float(k))
+                sched.schedule(float(k))
+            view = sorter.views.current
+            fresh = dff_online._View(view.saturated, len(sorter.key), sorter.queue_count)
+            rebuild(sorter, fresh)
+            assert decided_view(sorter, view) == decided_view(sorter, fresh), (k, step)
+    copies = [view for view in made if all(view is not rebuilt for rebuilt in rebuilds)]
+    assert len(copies) >= 3, (len(made), len(copies))
+
+
+@pytest.mark.parametrize("seed", [0, 2, 4])  # (seeds with jobs blocked after the fill)
+def test_a_replay_keeps_the_pool_entries_that_would_not_change(core, seed):
+    # a catch-up's batch re-pushes no node whose pool entry stands (schedulable before
+    # and after with the same share, or unschedulable both times): replaying nodes that
+    # did not change renews no version on the way up, and lists them for new pick
+    # entries only; what decisions read stays the same
+    sc = steady_scenario(seed)
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff"))
+    for job in sc.jobs:
+        sched.submit(job, 0.0)
+    sched.schedule(0.0)
+    sorter = sched.sorter
+    view = sorter.views.current
+    before = decided_view(sorter, view)  # (caught up)
+    jobs = [v for v in sorter.alive_nodes if sorter.is_job[v] and sorter.live[v]]
+    assert {view.unblocked[v] for v in jobs} == {0, 1}  # (both kinds of job are replayed)
+    versions = list(view.version)
+    view.repick.clear()
+    sorter.views._replay(view, dict.fromkeys(jobs))
+    assert view.version == versions
+    assert set(jobs) <= set(view.repick)
+    assert decided_view(sorter, view) == before

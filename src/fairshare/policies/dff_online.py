@@ -60,7 +60,12 @@ holds no running sums, so the batch gives what one walk per node would). An arri
 (the job, queues, demanding siblings with usage) the same way; a view is dropped only on a rebuild,
 or when more than a quarter of the nodes changed. Views have no time to live (only the
 least recently used beyond ``views.MAX_VIEWS`` goes): a set back after a while replays what
-changed instead of a rebuild, and a view is exact whichever way it is brought up to date. Where the compiled core is built
+changed instead of a rebuild, and a view is exact whichever way it is brought up to date. A set
+first seen starts from a copy of the current view, the jobs blocked under one of the two
+sets and not the other added to its pending nodes (``_new_view``: a view depends on its set
+only through those flags), not from a rebuild over every node; a batched replay pushes no
+pool entry that would not change (``_replay``: a pool is read only for its lowest current
+entry's share). Where the compiled core is built
 (``machinery/_dff_kernel.pyx``, chosen by ``machinery/compiled.py``) the replay runs
 compiled: it only compares and moves floats, so it leaves the view this module's
 ``_replay`` would (tests/test_dff_kernel.py holds them equal entry by entry). So does a
@@ -118,6 +123,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from functools import reduce
 from itertools import accumulate
+from math import copysign
 from operator import add
 
 from fairshare.model.queues import ROOT, QueueTree
@@ -140,6 +146,12 @@ Fairness = Callable[[Sequence[float], Sequence[float] | None], float]
 #: sums of multiples of 2**-16 below 2**36 are exact in a float (53-bit mantissa), so
 #: running sums of such weights equal sums from scratch in any order
 _EXACT_LIMIT = 2.0 ** 36
+
+
+def _same_float(a: float, b: float) -> bool:
+    """``a`` and ``b`` are the same float, zeros' signs included (a view's replay keeps a
+    pool entry holding ``a`` in place of one holding ``b``)."""
+    return a == b and (a != 0.0 or copysign(1.0, a) == copysign(1.0, b))
 
 
 def _exactly_summable(x: float) -> bool:
@@ -171,6 +183,28 @@ class _View(SaturatedView):
         # building a view does not allocate a list per job ever seen
         self.pick_heap: list[list] = [[] for _ in range(queues)]  # demanding children
         self.pool_heap: list[list] = [[] for _ in range(queues)]  # schedulable children, by fairness
+        #: a copy of another set's view whose differences wait in ``pending``
+        #: (``DFFSorter._new_view``), until the view cache's first build call
+        self.derived = False
+
+    def derive(self, saturated: frozenset[int]) -> _View:
+        """A copy of this view for the set ``saturated`` (``DFFSorter._new_view``): every
+        table, heap and pending node copied (the heaps' tuples are shared: they are never
+        changed in place), marked ``derived`` until the sorter's build callback sees it."""
+        view = _View.__new__(_View)
+        SaturatedView.__init__(view, saturated)
+        view.pending = dict(self.pending)
+        view.unblocked = self.unblocked[:]
+        view.share = self.share[:]
+        view.version = self.version[:]
+        view.pick_version = self.pick_version[:]
+        view.repick = dict(self.repick)
+        view.deferred = {q: dict(nodes) for q, nodes in self.deferred.items()}
+        view.saturated_mask = sum(1 << r for r in saturated)
+        view.pick_heap = [heap[:] for heap in self.pick_heap]
+        view.pool_heap = [heap[:] for heap in self.pool_heap]
+        view.derived = True
+        return view
 
     def grow(self) -> None:
         """A job node was appended to the sorter's table."""
@@ -261,8 +295,9 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # views kept until more than MAX_VIEWS sets are seen (no time to live: a set back
         # after a while replays what changed since, at most a quarter of the nodes, where a
         # dropped view was rebuilt over all of them; at 10,000 jobs 9% of the steady state)
-        self.views: ViewCache[_View] = ViewCache(lambda saturated: _View(saturated, len(self.key), self.queue_count),
-                                                 self._rebuild, replay, lambda: len(self.key), ttl=None)
+        # (a set first seen starts from a copy of the current view: ``_new_view``)
+        self.views: ViewCache[_View] = ViewCache(self._new_view, self._build_view, replay, lambda: len(self.key),
+                                                 ttl=None)
         self.dirty = True  # FR (and so every fairness) must be recomputed before deciding
         self._init_excluded()
         self._init_shapes()
@@ -797,13 +832,24 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         path and its entry in its queue's pool; then, deepest level first, each changed
         queue's fairness (Alg. 2 line 9, from its children's final entries) and its entry
         in its parent's pool. What a view holds is a function of the shared state (no
-        running sums), so this gives what one walk per node would."""
+        running sums), so this gives what one walk per node would.
+
+        A node whose pool entry would not change (schedulable before and after, the same
+        share to the bit; or unschedulable before and after) is not pushed again, only
+        listed for a new pick entry (its running count may have changed): its current pool
+        entry, ``(share, version, node)``, stays valid (a push leaves one for every
+        schedulable child, and only invalid entries are ever popped or compacted away), and
+        a pool is read only for its lowest valid entry's share (``_pool_min``), the same
+        float either way; an unschedulable node has no valid entry either way. Only heap
+        layouts and versions differ, which no decision reads."""
         if len(nodes) == 1:
             for idx in nodes:
                 self._sync_leaf(view, idx)
             return
         parent, depth, is_job, unblocked, share = self.parent, self.depth, self.is_job, view.unblocked, view.share
+        repick = view.repick
         levels: list[dict[int, None]] = [{} for _ in range(self.max_depth + 1)]
+        counted: dict[int, int] = {}  # the queues' schedulable counts before this batch moved them
         for idx in nodes:
             if not is_job[idx]:
                 if idx:
@@ -814,20 +860,32 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             now = 0 if self._leaf_blocked(view, idx) else 1
             delta = now - unblocked[idx]
             unblocked[idx] = now
+            before = share[idx]
             share[idx] = self.raw[idx]
             p = parent[idx]
             if delta:
                 a = p
                 while a >= 0:
+                    if a not in counted:
+                        counted[a] = unblocked[a]
                     unblocked[a] += delta
                     a = parent[a]
-            self._push(view, p, idx)
+                self._push(view, p, idx)
+            elif now and not _same_float(before, share[idx]):
+                self._push(view, p, idx)
+            else:
+                repick[idx] = None  # (its pool entry stands)
             levels[depth[p]][p] = None
         for d in range(self.max_depth, 0, -1):
             for q in levels[d]:
+                before = share[q]
                 share[q] = self._fairness(view, q)
                 p = parent[q]
-                self._push(view, p, q)
+                was = counted.get(q, unblocked[q]) > 0
+                if was != (unblocked[q] > 0) or (was and not _same_float(before, share[q])):
+                    self._push(view, p, q)
+                else:
+                    repick[q] = None  # (its pool entry stands)
                 levels[d - 1][p] = None
 
     def _sync_leaf(self, view: _View, idx: int) -> None:
@@ -924,6 +982,44 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             if p:
                 view.share[p] = self._fairness(view, p)
             v = p
+
+    def _new_view(self, saturated: frozenset[int]) -> _View:
+        """The view of a set with none kept: a copy of the current view (``_View.derive``)
+        whose pending nodes are the current view's plus the demanding jobs blocked under
+        one set and not under the other, or an empty view (rebuilt) when there is no
+        current one. Why it is the view a rebuild would give: a view depends on its set only
+        through its jobs' blocked flags (``_leaf_blocked``: demanding and needing a
+        saturated resource), and every other entry is a function of the shared state and
+        of those flags (the schedulable counts their sums, a queue's override the lowest
+        schedulable child's fairness). The copy is the current view as it stands, with the
+        nodes changed since it was caught up in ``pending``; the jobs whose flag differs
+        are changed nodes as well, as one whose demand started or stopped is. So the copy,
+        caught up (``_replay``: each listed job's flag, count and entry recomputed, each
+        ancestor re-keyed deepest first), is what a view of this set kept since the current
+        one was last caught up would be, which the view cache already holds to equal a
+        rebuild (its batch threshold: more than a quarter of the nodes changed rebuilds it
+        then). Heap layouts may differ, but a decision reads only each heap's lowest
+        current entry. On a full cluster each of the up to 2^m sets appears once: a rebuild
+        walked every node, at 10,000 jobs 15% of a 2,000-completion steady state."""
+        source = self.views.current
+        if source is None:
+            return _View(saturated, len(self.key), self.queue_count)
+        view = source.derive(saturated)
+        was, now = source.saturated_mask, view.saturated_mask
+        if was != now:
+            is_job, live, needs, pending = self.is_job, self.live, self.needs, view.pending
+            for v in self.alive_nodes:
+                if is_job[v] and live[v] and (not needs[v] & was) != (not needs[v] & now):
+                    pending[v] = None
+        return view
+
+    def _build_view(self, view: _View) -> None:
+        """The view cache's build call: a copied view (``_new_view``) is left for its
+        catch-up, any other rebuilt."""
+        if view.derived:
+            view.derived = False
+            return
+        self._rebuild(view)
 
     def _rebuild(self, view: _View) -> None:
         """A view from scratch, bottom-up: O(nodes x resources)."""

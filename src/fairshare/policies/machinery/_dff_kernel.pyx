@@ -20,6 +20,8 @@ Its parity with the reference is tested decision by decision
 
 from heapq import heappop, heappush
 
+from libc.math cimport signbit
+
 
 cdef class _Replay:
     """One ``replay`` call's state: the sorter's and the view's tables, read once."""
@@ -118,14 +120,23 @@ cdef class _Replay:
         return self.changed(idx, now - was)
 
 
+cdef inline bint _same_float(object a, object b):
+    """``dff_online._same_float``: the same double, zeros' signs included."""
+    cdef double x = a, y = b
+    return x == y and (x != 0.0 or signbit(x) == signbit(y))
+
+
 def replay(sorter, view, nodes):
     """``DFFSorter._replay``: bring ``view`` up to date after ``nodes`` changed, each
-    ancestor re-keyed once, deepest level first."""
+    ancestor re-keyed once, deepest level first; a node whose pool entry would not change
+    is only listed for a new pick entry (the reference's docstring says why)."""
     cdef _Replay b = _Replay(sorter, view)
     cdef list parent = b.parent, depth = b.depth, is_job = b.is_job, raw = b.raw
     cdef list unblocked = b.unblocked, share = b.share, levels
+    cdef dict repick = b.repick, counted = {}
     cdef Py_ssize_t idx, p, a, q, d
     cdef long now, delta
+    cdef bint was
     cdef dict level
     if len(nodes) == 1:
         for node in nodes:
@@ -143,22 +154,34 @@ def replay(sorter, view, nodes):
         now = 0 if b.leaf_blocked(idx) else 1
         delta = now - <long>unblocked[idx]
         unblocked[idx] = now
+        before = share[idx]
         share[idx] = raw[idx]
         p = parent[idx]
         if delta:
             a = p
             while a >= 0:
+                if a not in counted:
+                    counted[a] = unblocked[a]
                 unblocked[a] = <long>unblocked[a] + delta
                 a = parent[a]
-        b.push(p, idx)
+            b.push(p, idx)
+        elif now and not _same_float(before, share[idx]):
+            b.push(p, idx)
+        else:
+            repick[idx] = None  # (its pool entry stands)
         (<dict>levels[<long>depth[p]])[p] = None
     for d in range(<long>sorter.max_depth, 0, -1):
         level = <dict>levels[d - 1]
         for node in <dict>levels[d]:
             q = node
+            before = share[q]
             share[q] = b.fairness(q)
             p = parent[q]
-            b.push(p, q)
+            was = <long>counted.get(q, unblocked[q]) > 0
+            if was != (<long>unblocked[q] > 0) or (was and not _same_float(before, share[q])):
+                b.push(p, q)
+            else:
+                repick[q] = None  # (its pool entry stands)
             level[p] = None
 
 
