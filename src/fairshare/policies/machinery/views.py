@@ -63,6 +63,9 @@ class ViewCache(Generic[V]):
         self._replay = replay
         self._size = size
         self.views: list[V] = []
+        #: the same views by saturated set (``select`` finds a kept view without comparing
+        #: sets one by one; ``views`` keeps the recency order)
+        self._by_set: dict[frozenset[int], V] = {}
         #: ``views[0]``, the view decisions use (an attribute, not a property: the sorters
         #: read it on every event)
         self.current: V | None = None
@@ -80,6 +83,8 @@ class ViewCache(Generic[V]):
         if len(self.views) > 1 and self.events % PRUNE_EVERY == 0 and self.ttl is not None:
             horizon = self.events - self.ttl
             self.views[1:] = [v for v in self.views[1:] if v.last_used >= horizon]
+            if len(self._by_set) != len(self.views):
+                self._by_set = {v.saturated: v for v in self.views}
 
     def record(self, leaf: int) -> None:
         """Leaf ``leaf`` changed and the sorter updated the current view: the others note it."""
@@ -92,17 +97,21 @@ class ViewCache(Generic[V]):
         ``pending`` set says whether it must), since a decision among one candidate reads
         no share, and the leaves a skipped catch-up would have replayed then join the
         view's next batch, their common ancestors recomputed once."""
-        for k, view in enumerate(self.views):
-            if view.saturated == saturated:
-                view.last_used = self.events
-                if k:
-                    self.views.insert(0, self.views.pop(k))
-                    self.current = view
-                return view
+        view = self._by_set.get(saturated)
+        if view is not None:
+            view.last_used = self.events
+            if view is not self.current:
+                self.views.remove(view)  # (by identity: a view defines no equality)
+                self.views.insert(0, view)
+                self.current = view
+            return view
         view = self._make(saturated)
         view.last_used = self.events
         self._rebuild(view)
         self.views.insert(0, view)
+        self._by_set[saturated] = view
+        for evicted in self.views[MAX_VIEWS:]:
+            del self._by_set[evicted.saturated]
         del self.views[MAX_VIEWS:]
         self.current = view
         return view
@@ -119,4 +128,5 @@ class ViewCache(Generic[V]):
     def clear(self) -> None:
         """Drop every view (what they hold is stale for good)."""
         self.views = []
+        self._by_set = {}
         self.current = None
