@@ -378,3 +378,20 @@ def test_the_kernels_rounding_memo_is_round():
     shares = [rng.random() * 10 ** rng.randint(-6, 2) for _ in range(20_000)] + SHARES + [0.0, -0.0]
     for x in shares + shares[::-1]:
         assert _hdrf_kernel.share_key(x) == round(x, 12), x
+
+
+def test_the_makefiles_compiler_check_runs_before_the_package_is_installed():
+    """The Makefile's ``compiler`` step runs ``python -P compiled.py`` before ``pip
+    install``: with ``fairshare`` not importable it must answer ``compiler_present`` (exit
+    0 or 1), not fail on an import (which made every fresh clone print a traceback and
+    install gcc whether or not it had one)."""
+    import subprocess
+    import sys
+
+    script = compiled.__file__
+    # -I -S: no site-packages (so no editable install of fairshare), no PYTHONPATH
+    done = subprocess.run([sys.executable, "-I", "-S", "-P", script], capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == (0 if compiled.compiler_present() else 1), (done.returncode, done.stderr)
+    probe = subprocess.run([sys.executable, "-I", "-S", "-c", "import fairshare"], capture_output=True, timeout=60)
+    assert probe.returncode != 0  # (the check above really ran without the package)

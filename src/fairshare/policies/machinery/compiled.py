@@ -30,8 +30,6 @@ import sys
 import sysconfig
 from collections.abc import Callable, Iterable
 
-from fairshare.policies.machinery import descent
-
 try:
     from fairshare.policies.machinery import _hdrf_kernel
 except ImportError as exc:  # not built: no compiler at install time, or a source tree run as is
@@ -118,12 +116,21 @@ def hdrf_rebuild(sorter, rebuild_every: int) -> Callable[[object], None] | None:
     return functools.partial(_hdrf_kernel.rebuild, sorter, rebuild_every=rebuild_every)
 
 
+def _descent():
+    """``machinery.descent`` (the reference walks), imported when a sorter first asks:
+    this module also runs as a script before the package is installed (the Makefile's
+    ``compiler`` step, ``python -P compiled.py``), where ``fairshare`` is not importable."""
+    from fairshare.policies.machinery import descent
+
+    return descent
+
+
 def tree_pick_among() -> Callable[..., str | None]:
     """``descent.pick_among_tree`` for a sorter built now: the compiled one (the same
     signature and answer; it computes the keys from ``tables`` when given) or the
     reference."""
     if not active():
-        return descent.pick_among_tree
+        return _descent().pick_among_tree
     return _hdrf_kernel.pick_among_tree
 
 
@@ -131,14 +138,14 @@ def tree_first_runnable() -> Callable[..., str | None]:
     """``descent.first_runnable_by_key`` for a sorter built now: compiled (it computes the
     keys from ``tables`` when given) or the reference."""
     if not active():
-        return descent.first_runnable_by_key
+        return _descent().first_runnable_by_key
     return _hdrf_kernel.first_runnable_by_key
 
 
 def tree_renew_pick_entries() -> Callable[..., None]:
     """``descent.renew_pick_entries`` for a sorter built now: compiled or the reference."""
     if not active():
-        return descent.renew_pick_entries
+        return _descent().renew_pick_entries
     return _hdrf_kernel.renew_pick_entries
 
 
