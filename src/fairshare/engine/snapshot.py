@@ -27,6 +27,7 @@ see every change, whoever else reads or looks in between.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -321,14 +322,7 @@ class UsageLedger:
 
     @staticmethod
     def _usage(table: QueueBounds, path: str, capacity: Vector) -> Usage:
-        # ``clean`` and ``dominant_share`` inlined: this runs for every changed queue at
-        # every simulated instant
-        usage_t = tuple([float(rx) if abs(x - (rx := round(x))) < 1e-9 else x for x in table.usage[path]])
-        ds = 0.0
-        for a, c in zip(usage_t, capacity):
-            if c > 0 and a / c > ds:
-                ds = a / c
-        return Usage(table.running[path], usage_t, ds)
+        return queue_usage(table.running[path], table.usage[path], capacity)
 
 
 def _job_view(name: str, rt, state: tuple[int, Vector], capacity: Vector) -> JobUsage:
@@ -355,9 +349,21 @@ def clean(values: list[float]) -> Vector:
     return tuple(out)
 
 
+def queue_usage(running: int, sums: Sequence[float], capacity: Vector) -> Usage:
+    """A queue's (or the cluster's) ``Usage`` from its running count and summed usage: the
+    sums cleaned (``clean``) and their dominant share. ``clean`` and ``dominant_share``
+    inlined: this runs for every changed queue at every simulated instant."""
+    usage_t = tuple([float(rx) if abs(x - (rx := round(x))) < 1e-9 else x for x in sums])
+    ds = 0.0
+    for a, c in zip(usage_t, capacity):
+        if c > 0 and a / c > ds:
+            ds = a / c
+    return Usage(running, usage_t, ds)
+
+
 def changes_of(moved: Moved) -> Changes:
     """The ``Changes`` of ``moved``: each job's dominant share, each queue's and the
-    cluster's usage cleaned (``UsageLedger._usage``'s floats) with its dominant share.
+    cluster's usage cleaned with its dominant share (``queue_usage``, as ``UsageLedger`` does).
     A function of ``moved`` alone, so a process that got it pickled makes the same."""
     capacity = moved.capacity
     jobs = []
@@ -372,13 +378,8 @@ def changes_of(moved: Moved) -> Changes:
     queues = {}
     cluster = None
     for path, running, sums in moved.queues:
-        usage_t = tuple([float(rx) if abs(x - (rx := round(x))) < 1e-9 else x for x in sums])
-        ds = 0.0
-        for a, c in zip(usage_t, capacity):
-            if c > 0 and a / c > ds:
-                ds = a / c
         if path == ROOT:
-            cluster = Usage(running, usage_t, ds)
+            cluster = queue_usage(running, sums, capacity)
         else:
-            queues[path] = Usage(running, usage_t, ds)
+            queues[path] = queue_usage(running, sums, capacity)
     return Changes(capacity, moved.capacity_changed, jobs, queues, cluster)
