@@ -492,14 +492,16 @@ class NodePool:
         the pool's total move by :func:`taken_reference` (compiled where the engine's kernel
         is built: the same subtractions)."""
         st = self.states[idx]
-        st.free = taken(st.free, demand, self.total_free)
+        st.free = free = taken(st.free, demand, self.total_free)
         st.tasks += 1
         held: DeviceAssignment = ()
         if self.devices and self.slots_per_node is None:
             held = tuple((r, self._take_devices(st.device_free[k], demand[r]))
                          for k, r in enumerate(self.devices) if demand[r] > 0)
-        # (``_touch`` inlined: a launch's one node change, no call for it)
-        self._rows[idx] = None
+        # (``_touch`` inlined: a launch's one node change, no call for it; the node's row
+        # made now where ``_fit_row`` would make it from the same free list: the engine
+        # reads it right after, to test what still fits there)
+        self._rows[idx] = free_row(free) if st.alive and not self.devices and self.slots_per_node is None else None
         if self._limits_np is not None:
             self._np_stale.add(idx)
         for tree, k in self._member_of.get(idx, ()):
@@ -533,7 +535,7 @@ class NodePool:
         st = self.states[idx]
         if not st.alive:
             return
-        st.free = given_back(st.free, demand, st.node.capacity, self.total_free)
+        st.free = free = given_back(st.free, demand, st.node.capacity, self.total_free)
         for r, held in devices:
             fractions = st.device_free[self.devices.index(r)]
             share = demand[r] if demand[r] < 1.0 else 1.0
@@ -543,8 +545,9 @@ class NodePool:
                 fractions[i] = 1.0 if back > 1.0 - _EPS else back
         st.tasks -= 1
         # (``_touch`` and ``_freed_node`` inlined: a task's end, no call for them; a node
-        # beyond the log's array takes ``_freed_node``'s growing path)
-        self._rows[idx] = None
+        # beyond the log's array takes ``_freed_node``'s growing path; the row made now, as
+        # in :meth:`take`: the next ``schedule`` call scans this freed node)
+        self._rows[idx] = free_row(free) if not self.devices and self.slots_per_node is None else None
         if self._limits_np is not None:
             self._np_stale.add(idx)
         for tree, k in self._member_of.get(idx, ()):

@@ -223,6 +223,10 @@ class Scheduler:
         # masks stay as wide as the shapes present at once; ``_numbering`` counts the
         # numbers given and taken back (what the freed-node scan read stays true until then)
         self._shape_ids: dict[tuple, int] = {}
+        # by number, the shape's group in ``_shape_jobs`` (None: the number is free): the
+        # candidates of a freed node's shapes read by the numbers the scan kept, with no
+        # key hashed (a key is a tuple of tuples: hashed anew at every lookup)
+        self._groups_by_number: list[dict[str, None] | None] = []
         self._free_shape_ids: list[int] = []
         self._numbering = 0
         # the pending task shapes (minimal ones, saturation) and where they fit
@@ -232,6 +236,7 @@ class Scheduler:
         # pending task fitted anywhere (None: unknown); ``shapes.new``: shapes since
         self._quiet_mark: int | None = None
         self._filed = 0  # jobs in _shape_jobs
+        self._refiled = 0  # moves in _shape_jobs (a job filed, unfiled or moved): its version
         # the candidate path's limits (-1 turns it off: the plain path, for comparisons)
         self.pick_among_max = self.sorter.among_max
         self._among_cost = self.sorter.among_cost
@@ -656,9 +661,12 @@ class Scheduler:
         self._quiet_mark = None
         self.shapes.new.clear()
         jobs, locate, chosen = self.jobs, fits.locate, {}
+        restrict, rows, fit_row = fits.restrict, pool._rows, pool._fit_row
         exclude, exclude_shape = self.sorter.exclude, self.sorter.exclude_shape
         self.sorter.reset_excluded()
         last_node, last_key = -1, None
+        # the candidates last listed: (shapes, ``_refiled`` then, the jobs or None)
+        among_of: tuple = (None, -1, None)
         # without a quiet point: shapes found to fit nowhere in this call, and how many
         # jobs wanted them; once the others are few, switch to the candidate list
         dead: set[tuple] = set()
@@ -726,7 +734,9 @@ class Scheduler:
             found = fitting_on.get(node)
             if found is None:
                 return
-            still = fits.still_fitting(node, found)
+            # (``fits.still_fitting(node, found)`` read without its two calls: its test on
+            # the node's limits as ``pool.fit_limits`` reads them; one per launch)
+            still = restrict(found[0], found[1], found[2], (rows[node] or fit_row(node))[1], found)
             if still is found:
                 return
             fitting_on[node] = still
@@ -793,13 +803,27 @@ class Scheduler:
                     # the candidates: the jobs of these shapes, shape by shape, unless they
                     # are too many (with among_cost >= 0 the test holds for every longer list
                     # once it holds for one, so testing the whole count once is testing it
-                    # after each shape, as the loop this replaces did)
-                    groups = list(filter(None, map(self._shape_jobs.get, shapes)))
-                    n = sum(map(len, groups))
-                    if n > self.pick_among_max or n * n * self._among_cost > self._filed:
-                        among = None
+                    # after each shape, as the loop this replaces did). They depend on the
+                    # shapes and on ``_shape_jobs`` alone: the same shapes list (a launch left
+                    # every shape fitting, ``shrunk``) and no job refiled since give the same
+                    # list, kept (a copy to the sorter: it may keep or change what it gets)
+                    if shapes is among_of[0] and self._refiled == among_of[1]:
+                        among = None if among_of[2] is None else list(among_of[2])
                     else:
-                        among = list(chain.from_iterable(groups))
+                        if local is None and not searched and numbered == self._numbering:
+                            # the one freed node's shapes (``shapes``, in column order) by the
+                            # numbers the scan read (none given or taken back since: each
+                            # number >= 0 is its key's, whose group is not empty; -1: no job)
+                            by_number = self._groups_by_number
+                            groups = [by_number[i] for i in fitting_on[only_node][2].tolist() if i >= 0]
+                        else:
+                            groups = list(filter(None, map(self._shape_jobs.get, shapes)))
+                        n = sum(map(len, groups))
+                        if n > self.pick_among_max or n * n * self._among_cost > self._filed:
+                            among = None
+                        else:
+                            among = list(chain.from_iterable(groups))
+                        among_of = (shapes, self._refiled, None if among is None else tuple(among))
                 if among is None:  # the descent: only jobs of these shapes can run (``only_shapes``)
                     if local is None and not searched and numbered == self._numbering:
                         # the one freed node's shapes: their numbers as the scan read them
@@ -909,13 +933,16 @@ class Scheduler:
         if key == rt.shape_key:
             return
         name = rt.job.name
+        self._refiled += 1
         if rt.shape_key is not None:
             group = self._shape_jobs[rt.shape_key]
             del group[name]
             self._filed -= 1
             if not group:
                 del self._shape_jobs[rt.shape_key]
-                heapq.heappush(self._free_shape_ids, self._shape_ids.pop(rt.shape_key))
+                number = self._shape_ids.pop(rt.shape_key)
+                heapq.heappush(self._free_shape_ids, number)
+                self._groups_by_number[number] = None
                 self._numbering += 1
                 self.fits.shape_filed(rt.shape_key, None)
         rt.shape_key = key
@@ -926,6 +953,11 @@ class Scheduler:
                 group = self._shape_jobs[key] = {}
                 ids = self._free_shape_ids
                 number = self._shape_ids[key] = heapq.heappop(ids) if ids else len(self._shape_ids)
+                by_number = self._groups_by_number
+                if number == len(by_number):
+                    by_number.append(group)
+                else:
+                    by_number[number] = group
                 self._numbering += 1
                 self.fits.shape_filed(key, number)
             group[name] = None
