@@ -385,3 +385,29 @@ def test_the_freed_node_scan_reads_each_shapes_filed_number(seed):
     events = [(2.0, "lose", "n1"), (4.0, "add", sc.cluster.nodes[1])]
     assert replay(sched, sc.jobs, lambda launch: lengths[launch.job], node_events=events, until=60.0)
     assert seen["scans"] > 20 and seen["numbers"] > 20 and seen["rechecks"] > 20
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_groups_by_number_follow_the_filing(seed):
+    # Scheduler._decide reads the candidates of the one freed node's shapes by the numbers
+    # the scan kept (``_groups_by_number``): at every call each filed number must lead to
+    # its key's group, and every number taken back to None
+    sc = random_scenario(seed, jobs=30)
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("hdrf"))
+    decide, checked = sched._decide, {"calls": 0, "numbers": 0}
+
+    def checked_decide(now, launches):
+        by_number, ids = sched._groups_by_number, sched._shape_ids
+        for key, number in ids.items():
+            assert by_number[number] is sched._shape_jobs[key]
+        assert [i for i, group in enumerate(by_number) if group is not None] == sorted(ids.values())
+        checked["calls"] += 1
+        checked["numbers"] += len(ids)
+        return decide(now, launches)
+
+    sched._decide = checked_decide
+    rng = random.Random(seed)
+    lengths = {j.name: rng.choice([1.0, 1.5, 2.0, 3.0]) for j in sc.jobs}
+    assert replay(sched, sc.jobs, lambda launch: lengths[launch.job], until=60.0)
+    assert checked["calls"] > 20 and checked["numbers"] > 20
+

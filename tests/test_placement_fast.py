@@ -296,6 +296,27 @@ def test_a_node_row_is_its_free_vector_and_its_limits_either_way(monkeypatch):
     assert rows[0] == rows[1]
 
 
+def test_a_task_start_and_end_leave_the_node_row_made():
+    # NodePool.take and give_back make the node's row at once (the engine reads it right
+    # after): the row ``_fit_row`` would make from the free list, kept; with devices or
+    # slots the row is left to be made on first use, as any other change leaves it
+    pool = NodePool([Node("a", (4.0, 2.0)), Node("b", (1.0, 3.0))], 2)
+    pool.take(0, (1.5, 0.5))
+    assert pool._rows[0] == placement.free_row_reference([2.5, 1.5])
+    pool.give_back(0, (1.5, 0.5))
+    assert pool._rows[0] == placement.free_row_reference([4.0, 2.0])
+    pool.take(1, (0.25, 3.0))
+    made = pool._rows[1]
+    pool._rows[1] = None
+    assert made == pool._fit_row(1)
+    slots = NodePool([Node("a", (4.0, 2.0))], 2, slots_per_node=2)
+    slots.take(0, (1.0, 1.0))
+    assert slots._rows[0] is None and slots._fit_row(0) == ((math.inf, math.inf), fit_limits((math.inf, math.inf)))
+    gpus = NodePool([Node("a", (4.0, 2.0))], 2, devices=(1,))
+    gpus.take(0, (1.0, 0.5))
+    assert gpus._rows[0] is None
+
+
 @pytest.mark.skipif(placement.compiled_taken is None, reason="engine/_fit_kernel.pyx not built")
 @settings(max_examples=400, deadline=None)
 @given(st.integers(1, 4).flatmap(lambda m: st.tuples(*[st.lists(st.one_of(floats, st.sampled_from(EDGE)),
