@@ -52,6 +52,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
+from operator import gt
 
 from fairshare.engine.bounds import QueueBounds
 from fairshare.engine.constrained import EligibleCapacity
@@ -662,6 +663,7 @@ class Scheduler:
         self.shapes.new.clear()
         jobs, locate, chosen = self.jobs, fits.locate, {}
         restrict, rows, fit_row = fits.restrict, pool._rows, pool._fit_row
+        eligible_sets = fits._eligible_sets
         exclude, exclude_shape = self.sorter.exclude, self.sorter.exclude_shape
         self.sorter.reset_excluded()
         last_node, last_key = -1, None
@@ -701,8 +703,13 @@ class Scheduler:
                 # (eligible): this one is one of them now exactly when it is not new and fits
                 # there now (it was pending at the scan, as pending shapes only go within a
                 # call, and a fit now is one then and after every launch since)
-                if key not in new_keys and only_node in only_eligible(cls.constraints) and \
-                        pool.fits_on(only_node, cls.demand):
+                # (``fits.eligible_set`` and ``pool.fits_on`` read without their calls, as
+                # they read: the kept set, the row's limits, the need as ``_effective``'s)
+                demand = cls.demand
+                if (not new_keys or key not in new_keys) and \
+                        only_node in (eligible_sets.get(cls.constraints) or only_eligible(cls.constraints)) and \
+                        not any(map(gt, demand if pool.headroom is None and not pool.devices else pool._effective(demand),
+                                    (rows[only_node] or fit_row(only_node))[1])):
                     node = only_node
                 else:
                     node = locate(key, cls.demand, cls.constraints, allowed, fit)
