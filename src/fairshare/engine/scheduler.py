@@ -224,10 +224,10 @@ class Scheduler:
         # masks stay as wide as the shapes present at once; ``_numbering`` counts the
         # numbers given and taken back (what the freed-node scan read stays true until then)
         self._shape_ids: dict[tuple, int] = {}
-        # by number, the shape's group in ``_shape_jobs`` (None: the number is free): the
+        # by number, the shape's group in ``_shape_jobs`` (a free number: none): the
         # candidates of a freed node's shapes read by the numbers the scan kept, with no
         # key hashed (a key is a tuple of tuples: hashed anew at every lookup)
-        self._groups_by_number: list[dict[str, None] | None] = []
+        self._groups_by_number: dict[int, dict[str, None]] = {}
         self._free_shape_ids: list[int] = []
         self._numbering = 0
         # the pending task shapes (minimal ones, saturation) and where they fit
@@ -821,8 +821,8 @@ class Scheduler:
                             # the one freed node's shapes (``shapes``, in column order) by the
                             # numbers the scan read (none given or taken back since: each
                             # number >= 0 is its key's, whose group is not empty; -1: no job)
-                            by_number = self._groups_by_number
-                            groups = [by_number[i] for i in fitting_on[only_node][2].tolist() if i >= 0]
+                            groups = list(filter(None, map(self._groups_by_number.get,
+                                                           fitting_on[only_node][2].tolist())))
                         else:
                             groups = list(filter(None, map(self._shape_jobs.get, shapes)))
                         n = sum(map(len, groups))
@@ -949,7 +949,7 @@ class Scheduler:
                 del self._shape_jobs[rt.shape_key]
                 number = self._shape_ids.pop(rt.shape_key)
                 heapq.heappush(self._free_shape_ids, number)
-                self._groups_by_number[number] = None
+                del self._groups_by_number[number]
                 self._numbering += 1
                 self.fits.shape_filed(rt.shape_key, None)
         rt.shape_key = key
@@ -960,11 +960,7 @@ class Scheduler:
                 group = self._shape_jobs[key] = {}
                 ids = self._free_shape_ids
                 number = self._shape_ids[key] = heapq.heappop(ids) if ids else len(self._shape_ids)
-                by_number = self._groups_by_number
-                if number == len(by_number):
-                    by_number.append(group)
-                else:
-                    by_number[number] = group
+                self._groups_by_number[number] = group
                 self._numbering += 1
                 self.fits.shape_filed(key, number)
             group[name] = None
