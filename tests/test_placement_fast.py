@@ -14,8 +14,10 @@ import hashlib
 import importlib
 import inspect
 import math
+import random
 from operator import gt
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -188,6 +190,7 @@ PORTS = {
     "TREE_PORTED_FROM": (placement.pull_levels_reference, placement.first_fit_reference),
     "LIMITS_PORTED_FROM": (resources.fit_limit, placement.free_row_reference),
     "ACCOUNTS_PORTED_FROM": (placement.taken_reference, placement.given_back_reference),
+    "NODE_PORTED_FROM": (placement.take_plain_reference, placement.give_back_plain_reference),
 }
 
 
@@ -207,6 +210,8 @@ def test_the_pure_python_walks_run_where_the_kernel_is_not(monkeypatch):
     try:
         assert fresh.tree_first_fit is fresh.first_fit_reference
         assert fresh.pull_levels is fresh.pull_levels_reference
+        assert fresh.take_plain is fresh.take_plain_reference
+        assert fresh.give_back_plain is fresh.give_back_plain_reference
     finally:
         monkeypatch.delenv("FAIRSHARE_PURE_PYTHON")
         importlib.reload(placement)
@@ -294,6 +299,45 @@ def test_a_node_row_is_its_free_vector_and_its_limits_either_way(monkeypatch):
     monkeypatch.undo()
     importlib.reload(placement)
     assert rows[0] == rows[1]
+
+
+@pytest.mark.skipif(placement.compiled_take_plain is None, reason="engine/_fit_kernel.pyx not built")
+@pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_task_start_and_end_are_the_references(seed):
+    # _fit_kernel.take_plain / give_back_plain against take_plain_reference /
+    # give_back_plain_reference on twin pools: after every step the same free lists (the
+    # same floats), totals, rows, stale sets, dirty leaves, freed-nodes logs; the log is
+    # trimmed on the way (its growing and trimming path) and a node lost ends a task
+    rng = random.Random(seed)
+    nodes = [Node(f"n{i}", (rng.choice([4.0, 8.0, 0.1 * 7]), rng.choice([2.0, 3.0]))) for i in range(6)]
+    pools = [NodePool(nodes, 2) for _ in range(2)]
+    steps = [(placement.compiled_take_plain, placement.compiled_give_back_plain),
+             (placement.take_plain_reference, placement.give_back_plain_reference)]
+    trees = [pool._tree(()) for pool in pools]  # (a tree told of each change)
+    for pool in pools:
+        pool._limits_np = np.zeros((6, 2))  # (built: each change marks its row stale)
+    running: list[tuple[int, tuple]] = []
+    for step in range(3 * placement._FREED_LOG):
+        if step == 40:
+            for pool in pools:
+                pool.remove_node("n5")
+        if running and (rng.random() < 0.5 or len(running) > 12):
+            node, demand = running.pop(rng.randrange(len(running)))
+            for pool, (_take, give_back) in zip(pools, steps):
+                assert give_back(pool, node, demand) is None
+        else:
+            node, demand = rng.randrange(6), (rng.choice([0.5, 0.1 * 3, 1.0]), rng.choice([0.25, 1.0]))
+            for pool, (take, _give_back) in zip(pools, steps):
+                assert take(pool, node, demand) == ()
+            running.append((node, demand))
+        a, b = pools
+        assert [st.free for st in a.states] == [st.free for st in b.states]
+        assert [st.tasks for st in a.states] == [st.tasks for st in b.states]
+        assert a.total_free == b.total_free and a._rows == b._rows and a._np_stale == b._np_stale
+        assert trees[0].dirty == trees[1].dirty
+        assert (a._freed, a._freed_base) == (b._freed, b._freed_base)
+        assert a._last_freed.tolist() == b._last_freed.tolist()
+    assert pools[0]._freed_base > 0  # (the log was trimmed)
 
 
 def test_a_task_start_and_end_leave_the_node_row_made():

@@ -293,3 +293,61 @@ def given_back(list free, demand, capacity, list total):
             x = PyFloat_AS_DOUBLE(cap)
         total[i] = PyFloat_AS_DOUBLE(PySequence_Fast_GET_ITEM(total, i)) + (x - f)
     return out
+
+
+# --- a task's start and end on a plain node (engine/placement.py, ``take_plain_reference``
+# and ``give_back_plain_reference``) --------------------------------------------------------
+# The same steps on the same objects, in one call per launch and per task end: ``taken`` /
+# ``given_back`` and ``free_row`` above (the compiled forms ``placement`` uses where this is
+# built), the pool's attributes read and set as the reference reads and sets them (generic
+# attribute access, CPython's own); ``_freed_node`` called where the reference calls it.
+# No arithmetic of its own: nothing is computed that the reference does not compute.
+
+cimport cython
+
+cdef Py_ssize_t _LOG_MAX = -1  # placement._FREED_LOG, read at the first task end (placement
+                                # imports this module: not at import time)
+
+
+@cython.boundscheck(True)
+@cython.wraparound(True)  # (indexes as the reference's: checked, negative from the end)
+def take_plain(pool, Py_ssize_t idx, demand):
+    """``placement.take_plain_reference``, compiled."""
+    st = pool.states[idx]
+    free = taken(st.free, demand, pool.total_free)
+    st.free = free
+    st.tasks += 1
+    pool._rows[idx] = free_row(free) if st.alive else None
+    if pool._limits_np is not None:
+        pool._np_stale.add(idx)
+    for tree, k in pool._member_of.get(idx, ()):
+        tree.dirty.add(k)
+    return ()
+
+
+@cython.boundscheck(True)
+@cython.wraparound(True)
+def give_back_plain(pool, Py_ssize_t idx, demand):
+    """``placement.give_back_plain_reference``, compiled."""
+    global _LOG_MAX
+    if _LOG_MAX < 0:
+        from fairshare.engine.placement import _FREED_LOG
+        _LOG_MAX = _FREED_LOG
+    st = pool.states[idx]
+    if not st.alive:
+        return
+    free = given_back(st.free, demand, st.node.capacity, pool.total_free)
+    st.free = free
+    st.tasks -= 1
+    pool._rows[idx] = free_row(free)
+    if pool._limits_np is not None:
+        pool._np_stale.add(idx)
+    for tree, k in pool._member_of.get(idx, ()):
+        tree.dirty.add(k)
+    last = pool._last_freed
+    freed = pool._freed
+    if idx >= len(last) or len(freed) >= _LOG_MAX:
+        pool._freed_node(idx)
+    else:
+        last[idx] = pool._freed_base + len(freed)
+        freed.append(idx)

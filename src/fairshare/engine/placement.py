@@ -67,11 +67,14 @@ from fairshare.policies.machinery.compiled import forced_pure_python
 try:
     from fairshare.engine._fit_kernel import first_fit as compiled_first_fit
     from fairshare.engine._fit_kernel import free_row as compiled_free_row
+    from fairshare.engine._fit_kernel import give_back_plain as compiled_give_back_plain
     from fairshare.engine._fit_kernel import given_back as compiled_given_back
     from fairshare.engine._fit_kernel import pull_levels as compiled_pull_levels
+    from fairshare.engine._fit_kernel import take_plain as compiled_take_plain
     from fairshare.engine._fit_kernel import taken as compiled_taken
 except ImportError:  # not built (setup.py): the Python forms below run
     compiled_first_fit = compiled_pull_levels = compiled_free_row = compiled_taken = compiled_given_back = None
+    compiled_take_plain = compiled_give_back_plain = None
 
 STRATEGIES = ("first-fit", "best-fit", "packing")
 #: device fractions (each in [0, 1], where the fit test's tolerance is absolute) are
@@ -315,6 +318,62 @@ else:
     taken, given_back = compiled_taken, compiled_given_back
 
 
+#: the sha256 (first 16 hex digits) of :func:`take_plain_reference` and
+#: :func:`give_back_plain_reference`'s sources as ``_fit_kernel.take_plain``/``give_back_plain``
+#: port them: a change to one must be mirrored there, then this renewed
+#: (``tests/test_placement_fast.py``)
+NODE_PORTED_FROM = "d214f915e1da6259"
+
+
+def take_plain_reference(pool: NodePool, idx: int, demand: Vector) -> DeviceAssignment:
+    """:meth:`NodePool.take` on a pool without devices or slots (``pool.plain``): the free
+    amounts and the pool's total moved (:func:`taken`), the node's row made at once (what
+    ``_fit_row`` would make from the same free list: the engine reads it right after, to
+    test what still fits there), the row matrix and the trees told (``_touch``'s work, no
+    call for it); no devices held. The reference of ``_fit_kernel.take_plain`` (the same
+    steps in one call, per launch), and what runs where it is not built."""
+    st = pool.states[idx]
+    st.free = free = taken(st.free, demand, pool.total_free)
+    st.tasks += 1
+    pool._rows[idx] = free_row(free) if st.alive else None
+    if pool._limits_np is not None:
+        pool._np_stale.add(idx)
+    for tree, k in pool._member_of.get(idx, ()):
+        tree.dirty.add(k)
+    return ()
+
+
+def give_back_plain_reference(pool: NodePool, idx: int, demand: Vector) -> None:
+    """:meth:`NodePool.give_back` on a pool without devices or slots: the free amounts and
+    the pool's total moved back (:func:`given_back`), the row made at once (the next
+    ``schedule`` call scans this freed node), ``_touch``'s work, and the node logged as
+    freed (``_freed_node``'s, inlined; a node beyond the log's array, or a full log, takes
+    its growing and trimming path). The reference of ``_fit_kernel.give_back_plain``, and
+    what runs where it is not built."""
+    st = pool.states[idx]
+    if not st.alive:
+        return
+    st.free = free = given_back(st.free, demand, st.node.capacity, pool.total_free)
+    st.tasks -= 1
+    pool._rows[idx] = free_row(free)
+    if pool._limits_np is not None:
+        pool._np_stale.add(idx)
+    for tree, k in pool._member_of.get(idx, ()):
+        tree.dirty.add(k)
+    last, freed = pool._last_freed, pool._freed
+    if idx >= len(last) or len(freed) >= _FREED_LOG:
+        pool._freed_node(idx)
+    else:
+        last[idx] = pool._freed_base + len(freed)
+        freed.append(idx)
+
+
+if compiled_take_plain is None or forced_pure_python():
+    take_plain, give_back_plain = take_plain_reference, give_back_plain_reference
+else:
+    take_plain, give_back_plain = compiled_take_plain, compiled_give_back_plain
+
+
 
 @dataclass
 class _NodeState:
@@ -345,6 +404,9 @@ class NodePool:
         self.strategy = strategy
         self.headroom = tuple(headroom) if headroom is not None else None
         self.slots_per_node = slots_per_node
+        #: no devices, no slots (both fixed here): a task's start and end are
+        #: :func:`take_plain` and :func:`give_back_plain`, one call each
+        self.plain = not self.devices and slots_per_node is None
         self.states: list[_NodeState] = []
         self.index_of: dict[str, int] = {}
         self._trees: dict[tuple, _MaxTree] = {}
@@ -490,22 +552,17 @@ class NodePool:
         """Use ``demand`` on the node; returns the devices the task holds (give them back
         with :meth:`give_back`). The caller has checked that it fits. The free amounts and
         the pool's total move by :func:`taken_reference` (compiled where the engine's kernel
-        is built: the same subtractions)."""
+        is built: the same subtractions). Without devices or slots: :func:`take_plain`."""
+        if self.plain:
+            return take_plain(self, idx, demand)
         st = self.states[idx]
-        st.free = free = taken(st.free, demand, self.total_free)
+        st.free = taken(st.free, demand, self.total_free)
         st.tasks += 1
         held: DeviceAssignment = ()
         if self.devices and self.slots_per_node is None:
             held = tuple((r, self._take_devices(st.device_free[k], demand[r]))
                          for k, r in enumerate(self.devices) if demand[r] > 0)
-        # (``_touch`` inlined: a launch's one node change, no call for it; the node's row
-        # made now where ``_fit_row`` would make it from the same free list: the engine
-        # reads it right after, to test what still fits there)
-        self._rows[idx] = free_row(free) if st.alive and not self.devices and self.slots_per_node is None else None
-        if self._limits_np is not None:
-            self._np_stale.add(idx)
-        for tree, k in self._member_of.get(idx, ()):
-            tree.dirty.add(k)
+        self._touch(idx)
         return held
 
     @staticmethod
@@ -531,11 +588,15 @@ class NodePool:
     def give_back(self, idx: int, demand: Vector, devices: DeviceAssignment = ()) -> None:
         """A task of ``demand`` on the node ended: its free amounts and the pool's total
         move back by :func:`given_back_reference` (compiled where the kernel is built), its
-        devices are freed, and the node joins the freed-nodes log."""
+        devices are freed, and the node joins the freed-nodes log. Without devices or slots:
+        :func:`give_back_plain`."""
+        if self.plain:
+            give_back_plain(self, idx, demand)
+            return
         st = self.states[idx]
         if not st.alive:
             return
-        st.free = free = given_back(st.free, demand, st.node.capacity, self.total_free)
+        st.free = given_back(st.free, demand, st.node.capacity, self.total_free)
         for r, held in devices:
             fractions = st.device_free[self.devices.index(r)]
             share = demand[r] if demand[r] < 1.0 else 1.0
@@ -544,20 +605,8 @@ class NodePool:
                 # snap float noise so a device whose tasks all left counts as entirely free
                 fractions[i] = 1.0 if back > 1.0 - _EPS else back
         st.tasks -= 1
-        # (``_touch`` and ``_freed_node`` inlined: a task's end, no call for them; a node
-        # beyond the log's array takes ``_freed_node``'s growing path; the row made now, as
-        # in :meth:`take`: the next ``schedule`` call scans this freed node)
-        self._rows[idx] = free_row(free) if not self.devices and self.slots_per_node is None else None
-        if self._limits_np is not None:
-            self._np_stale.add(idx)
-        for tree, k in self._member_of.get(idx, ()):
-            tree.dirty.add(k)
-        last, freed = self._last_freed, self._freed
-        if idx >= len(last) or len(freed) >= _FREED_LOG:
-            self._freed_node(idx)
-        else:
-            last[idx] = self._freed_base + len(freed)
-            freed.append(idx)
+        self._touch(idx)
+        self._freed_node(idx)
 
     def oversubscription(self, idx: int) -> float:
         """max_r used_r / capacity_r over the resources the node has (above 1 only under

@@ -58,6 +58,7 @@ from fairshare.engine.bounds import QueueBounds
 from fairshare.engine.constrained import EligibleCapacity
 from fairshare.engine.fitmemo import FitMemo, NodeFits
 from fairshare.engine.gangs import gang_members, place_gang
+from fairshare.engine import placement as nodes_module
 from fairshare.engine.placement import DeviceAssignment, NodePool
 from fairshare.engine.reserve import GangReserve, NextDuration, TaskEnds
 from fairshare.engine.shapes import PendingShapes
@@ -984,7 +985,8 @@ class Scheduler:
                 task_id = self._task_ids(name, j)
         demand = cls.demand
         pool = self.pool
-        held = pool.take(node, demand)
+        # (a plain pool: ``pool.take``'s one call, without its own)
+        held = nodes_module.take_plain(pool, node, demand) if pool.plain else pool.take(node, demand)
         if cls.max_per_node is not None:
             self._per_node.setdefault((name, j), Counter())[node] += 1
         pending = rt.pending
@@ -1019,7 +1021,11 @@ class Scheduler:
 
     def _release(self, rt: JobRuntime, task: RunningTask, now: float) -> None:
         """Give a task's resources back to its node, its per-node slot, and the sorter."""
-        self.pool.give_back(task.node_index, task.demand, task.devices)
+        pool = self.pool
+        if pool.plain:  # (``pool.give_back``'s one call, without its own)
+            nodes_module.give_back_plain(pool, task.node_index, task.demand)
+        else:
+            pool.give_back(task.node_index, task.demand, task.devices)
         if self.bounds is not None:
             self.bounds.give_back(rt.job.queue, task.demand)
         rt.running -= 1
