@@ -364,9 +364,22 @@ cdef _Batch batch_of(sorter, view, long rebuild_every):
     return b
 
 
+#: per node, during a batch: 0 when not among the nodes to recompute, else 1 + whether a
+#: child's contribution moved (the reference's per-depth dicts' values); all 0 between calls
+cdef array.array _queued = array.array("B")
+
+
 def propagate(sorter, view, leaves, long rebuild_every):
     """``HDRFSorter._propagate``: bring ``view`` up to date after the given leaves
-    changed, each ancestor recomputed once, deepest first."""
+    changed, each ancestor recomputed once, deepest first.
+
+    The reference's per-depth dicts ``{node: moved}`` are a list per depth, the nodes in
+    the order the dict first saw them (a dict keeps a key's first position when its
+    value is set again), and the values in ``_queued``: ``level[p] = repost(...) or
+    level.get(p, False)`` is the repost, then the node listed if new and its flag or'ed;
+    a depth is read only after every insertion into it (leaves first, then the depth
+    below it), as the reference iterates its dict."""
+    global _queued
     cdef _Batch b = batch_of(sorter, view, rebuild_every)
     cdef list key = b.key, parent = b.parent, depth = b.depth, usage = b.usage, share = b.share
     cdef long long *unblocked = b.unblocked.data.as_longlongs
@@ -375,44 +388,60 @@ def propagate(sorter, view, leaves, long rebuild_every):
     node_share, capacity, counted, blocking = b.node_share, b.capacity, b.counted, b.blocking
     cdef bint batch = len(leaves) != 1
     cdef bint same, moved
-    cdef list levels = [{} for _ in range(<long>sorter.max_depth + 1)] if batch else []
-    cdef dict level
-    cdef Py_ssize_t idx, p, a, v, d
+    cdef list levels = [[] for _ in range(<long>sorter.max_depth + 1)] if batch else []
+    cdef list level
+    cdef unsigned char *queued
+    if batch and len(_queued) < len(key):
+        _queued = array.clone(_queued, 2 * len(key), True)
+    queued = <unsigned char *>_queued.data.as_uchars
+    cdef Py_ssize_t idx, p, a, v, d, k
     cdef long now, d_unblocked
-    for leaf in leaves:
-        idx = leaf
-        u = usage[idx] = leaf_usage[idx]
-        now = 0
-        if key[idx]:
-            share[idx] = b.leaf_share(u, idx)
-            now = 1 if live[idx] and not needs[idx] & blocking else 0
-        d_unblocked = now - unblocked[idx]
-        unblocked[idx] = now
-        p = parent[idx]
-        if d_unblocked:
-            a = p
-            while a >= 0:
-                unblocked[a] = unblocked[a] + d_unblocked
-                a = parent[a]
-        if not batch:  # one leaf: its path, bottom up (the root is not recomputed: repost)
-            v, same = idx, False
-            while p > 0:
-                same = not b.recompute(p, b.repost(v, p, same))
-                v, p = p, parent[p]
-            if p == 0:
-                b.repost(v, 0)
-            return
-        if p >= 0:
-            level = <dict>levels[<long>depth[p]]
-            level[p] = b.repost(idx, p) or level.get(p, False)
-    for d in range(<long>sorter.max_depth, 0, -1):
-        for node, moved in (<dict>levels[d]).items():
-            p = node
-            same = not b.recompute(p, moved)
-            a = parent[p]
-            if a >= 0:
-                level = <dict>levels[d - 1]
-                level[a] = b.repost(p, a, same) or level.get(a, False)
+    try:
+        for leaf in leaves:
+            idx = leaf
+            u = usage[idx] = leaf_usage[idx]
+            now = 0
+            if key[idx]:
+                share[idx] = b.leaf_share(u, idx)
+                now = 1 if live[idx] and not needs[idx] & blocking else 0
+            d_unblocked = now - unblocked[idx]
+            unblocked[idx] = now
+            p = parent[idx]
+            if d_unblocked:
+                a = p
+                while a >= 0:
+                    unblocked[a] = unblocked[a] + d_unblocked
+                    a = parent[a]
+            if not batch:  # one leaf: its path, bottom up (the root is not recomputed: repost)
+                v, same = idx, False
+                while p > 0:
+                    same = not b.recompute(p, b.repost(v, p, same))
+                    v, p = p, parent[p]
+                if p == 0:
+                    b.repost(v, 0)
+                return
+            if p >= 0:
+                moved = b.repost(idx, p)
+                if not queued[p]:
+                    (<list>levels[<long>depth[p]]).append(p)
+                queued[p] = 2 if moved or queued[p] == 2 else 1
+        for d in range(<long>sorter.max_depth, 0, -1):
+            level = <list>levels[d]
+            for k in range(len(level)):
+                p = level[k]
+                moved = queued[p] == 2
+                queued[p] = 0
+                same = not b.recompute(p, moved)
+                a = parent[p]
+                if a >= 0:
+                    moved = b.repost(p, a, same)
+                    if not queued[a]:
+                        (<list>levels[d - 1]).append(a)
+                    queued[a] = 2 if moved or queued[a] == 2 else 1
+    finally:  # (after an error, the marks still set)
+        for level in levels:
+            for node in level:
+                queued[<Py_ssize_t>node] = 0
 
 
 def rebuild(sorter, view, long rebuild_every):
