@@ -757,3 +757,14 @@ def renew_pick_entries(dict repick, list heaps, *, list version, list share, lis
 def share_key(share):
     """``round(share, DIGITS)`` through the kernel's memo (``rounded_share``), for the tests."""
     return rounded_share(share)
+
+
+def pool_heap_ops(list heap, list ops):
+    """Apply ``ops`` to a pool heap with the kernel's sifts, for the tests: an entry
+    ``(share, version, child)`` is pushed (``pool_push``), None pops the lowest
+    (``pool_pop``); the list is left as ``heapq`` would leave it."""
+    for entry in ops:
+        if entry is None:
+            pool_pop(heap)
+        else:
+            pool_push(heap, <tuple>entry)
