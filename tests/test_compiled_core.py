@@ -407,6 +407,26 @@ def test_the_kernels_pool_heap_sifts_are_heapqs():
         assert [tuple(map(id, e[:1])) + e[1:] for e in ours] == [tuple(map(id, e[:1])) + e[1:] for e in theirs]
 
 
+@needs_compiled
+def test_the_kernels_pick_heap_push_is_heapqs():
+    """``pick_push`` leaves each list as ``heapq.heappush`` does: entries ``(share,
+    running, position, version, node)`` with tied shares (one float object or equal
+    ones, ``-0.0``, NaN), tied counts, and a non-int field compared by Python."""
+    import heapq
+
+    rng = random.Random(2)
+    shared = 0.5
+    shares = [shared, shared, 0.5, 0.0, -0.0, float("nan"), 0.75]
+    for _ in range(200):
+        ours, theirs = [], []
+        entries = [(rng.choice(shares), rng.randint(0, 2), rng.choice([0, 1, 2.0]), rng.randint(0, 3),
+                    rng.randint(0, 4)) for _ in range(rng.randint(1, 50))]
+        for entry in entries:
+            heapq.heappush(theirs, entry)
+        _hdrf_kernel.pick_heap_push(ours, entries)
+        assert list(map(id, ours)) == list(map(id, theirs))
+
+
 def test_a_views_counters_are_c_integers():
     """A view's ``unblocked``, ``pool_version`` and ``updates`` are ``array('q')``
     (``hdrf_online.counters``: the kernel reads them through their buffers), appended to

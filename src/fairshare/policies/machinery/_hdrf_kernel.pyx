@@ -130,6 +130,45 @@ cdef inline bint pool_less(tuple a, tuple b) except -1:
     return <long>a[2] < <long>b[2]
 
 
+cdef bint entry_less(tuple a, tuple b) except -1:
+    """``a < b`` for two pick entries ``(share, running, position, version, node)`` as
+    Python compares the tuples: at the first items not the same object and not ``==``,
+    ``<`` decides; floats compared as C doubles, ints as C integers (theirs are far from
+    the 64-bit bounds), anything else by Python; equal tuples are not less."""
+    cdef Py_ssize_t r, n = min(len(a), len(b))
+    for r in range(n):
+        x = a[r]
+        y = b[r]
+        if x is y:
+            continue
+        if type(x) is float and type(y) is float:
+            if PyFloat_AS_DOUBLE(x) != PyFloat_AS_DOUBLE(y):
+                return PyFloat_AS_DOUBLE(x) < PyFloat_AS_DOUBLE(y)
+        elif type(x) is int and type(y) is int:
+            if <long long>x != <long long>y:
+                return <long long>x < <long long>y
+        elif x != y:
+            return x < y
+    return len(a) < len(b)
+
+
+cdef int pick_push(list heap, tuple entry) except -1:
+    """``heapq.heappush(heap, entry)`` for pick entries: ``heapq``'s sift (as
+    ``pool_push``) with ``entry_less``, so the same list."""
+    heap.append(entry)
+    cdef Py_ssize_t pos = len(heap) - 1, up
+    while pos > 0:
+        up = (pos - 1) >> 1
+        parent = heap[up]
+        if entry_less(entry, <tuple>parent):
+            heap[pos] = parent
+            pos = up
+            continue
+        break
+    heap[pos] = entry
+    return 0
+
+
 cdef int pool_push(list heap, tuple entry) except -1:
     """``heapq.heappush(heap, entry)`` for pool entries: the same sift (``_siftdown``), the
     same comparisons (``pool_less``), so the same list."""
@@ -747,7 +786,7 @@ def renew_pick_entries(dict repick, list heaps, *, list version, list share, lis
             heapify(heap)
         else:
             for k in range(len(fresh)):
-                heappush(heap, fresh[k])
+                pick_push(heap, <tuple>fresh[k])
         if len(heap) > 4 * <long>kids[p] + 16:
             heap = [e for e in heap if e[3] == version[e[4]] and live[e[4]] > 0 and present[e[4]]]
             heapify(heap)
@@ -757,6 +796,13 @@ def renew_pick_entries(dict repick, list heaps, *, list version, list share, lis
 def share_key(share):
     """``round(share, DIGITS)`` through the kernel's memo (``rounded_share``), for the tests."""
     return rounded_share(share)
+
+
+def pick_heap_push(list heap, list entries):
+    """Push ``entries`` onto a pick heap with the kernel's sift (``pick_push``), for the
+    tests: the list is left as ``heapq.heappush`` would leave it."""
+    for entry in entries:
+        pick_push(heap, <tuple>entry)
 
 
 def pool_heap_ops(list heap, list ops):
