@@ -385,7 +385,7 @@ def test_the_kernels_rounding_memo_is_round():
 
 @needs_compiled
 def test_the_kernels_pool_heap_sifts_are_heapqs():
-    """``pool_push``/``pool_pop`` leave each list as ``heapq.heappush``/``heappop`` do:
+    """``heap_push``/``pool_pop`` leave each list as ``heapq.heappush``/``heappop`` do:
     shares with ties (one float object, or equal ones), NaN, ints and a ``-0.0``."""
     import heapq
 
@@ -409,7 +409,7 @@ def test_the_kernels_pool_heap_sifts_are_heapqs():
 
 @needs_compiled
 def test_the_kernels_pick_heap_push_is_heapqs():
-    """``pick_push`` leaves each list as ``heapq.heappush`` does: entries ``(share,
+    """``heap_push`` leaves each list as ``heapq.heappush`` does: entries ``(share,
     running, position, version, node)`` with tied shares (one float object or equal
     ones, ``-0.0``, NaN), tied counts, and a non-int field compared by Python."""
     import heapq

@@ -91,50 +91,11 @@ cdef tuple pooled(double low, array.array s1, array.array s2, Py_ssize_t m):
     return atomic(t)
 
 
-cdef bint tuples_differ(tuple a, tuple b) except -1:
-    """``a != b`` as Python compares two tuples: lengths, then item by item, an item equal
-    when it is the same object or ``==`` (two floats: their doubles' ``==``, what
-    ``float.__eq__`` computes; anything else: Python's ``!=``)."""
-    cdef Py_ssize_t r, n = len(a)
-    if len(b) != n:
-        return True
-    for r in range(n):
-        x = a[r]
-        y = b[r]
-        if x is y:
-            continue
-        if type(x) is float and type(y) is float:
-            if PyFloat_AS_DOUBLE(x) != PyFloat_AS_DOUBLE(y):
-                return True
-        elif x != y:
-            return True
-    return False
-
-
-cdef inline bint pool_less(tuple a, tuple b) except -1:
-    """``a < b`` for two pool entries ``(share, version, child)`` as Python compares the
-    tuples: the first items not the same object and not ``==`` decide by ``<``. The
-    versions and children are ints, compared as C integers; a share not a float (a custom
-    ``node_share``'s) is compared by Python."""
-    x = a[0]
-    y = b[0]
-    if x is not y:
-        if type(x) is float and type(y) is float:
-            if PyFloat_AS_DOUBLE(x) != PyFloat_AS_DOUBLE(y):
-                return PyFloat_AS_DOUBLE(x) < PyFloat_AS_DOUBLE(y)
-        elif x != y:
-            return x < y
-    cdef long va = a[1], vb = b[1]
-    if va != vb:
-        return va < vb
-    return <long>a[2] < <long>b[2]
-
-
-cdef bint entry_less(tuple a, tuple b) except -1:
-    """``a < b`` for two pick entries ``(share, running, position, version, node)`` as
-    Python compares the tuples: at the first items not the same object and not ``==``,
-    ``<`` decides; floats compared as C doubles, ints as C integers (theirs are far from
-    the 64-bit bounds), anything else by Python; equal tuples are not less."""
+cdef Py_ssize_t first_unequal(tuple a, tuple b) except -1:
+    """Where Python's comparison of two tuples stops: the first index whose items are not
+    the same object and not ``==`` (two floats: their doubles' ``==``, what
+    ``float.__eq__`` computes; two ints: as C integers, theirs far from the 64-bit bounds;
+    anything else: Python's ``!=``), or the shorter length when there is none."""
     cdef Py_ssize_t r, n = min(len(a), len(b))
     for r in range(n):
         x = a[r]
@@ -143,18 +104,40 @@ cdef bint entry_less(tuple a, tuple b) except -1:
             continue
         if type(x) is float and type(y) is float:
             if PyFloat_AS_DOUBLE(x) != PyFloat_AS_DOUBLE(y):
-                return PyFloat_AS_DOUBLE(x) < PyFloat_AS_DOUBLE(y)
+                return r
         elif type(x) is int and type(y) is int:
             if <long long>x != <long long>y:
-                return <long long>x < <long long>y
+                return r
         elif x != y:
-            return x < y
-    return len(a) < len(b)
+            return r
+    return n
 
 
-cdef int pick_push(list heap, tuple entry) except -1:
-    """``heapq.heappush(heap, entry)`` for pick entries: ``heapq``'s sift (as
-    ``pool_push``) with ``entry_less``, so the same list."""
+cdef bint tuples_differ(tuple a, tuple b) except -1:
+    """``a != b`` for two tuples, as Python: lengths, then item by item."""
+    return len(a) != len(b) or first_unequal(a, b) < len(a)
+
+
+cdef bint entry_less(tuple a, tuple b) except -1:
+    """``a < b`` for two heap entries (a pick entry ``(share, running, position, version,
+    node)``, a pool entry ``(share, version, child)``) as Python compares the tuples: the
+    first unequal items decide by ``<`` (floats as C doubles, ints as C integers, anything
+    else by Python); equal up to the shorter, the shorter is less."""
+    cdef Py_ssize_t k = first_unequal(a, b)
+    if k == min(len(a), len(b)):
+        return len(a) < len(b)
+    x = a[k]
+    y = b[k]
+    if type(x) is float and type(y) is float:
+        return PyFloat_AS_DOUBLE(x) < PyFloat_AS_DOUBLE(y)
+    if type(x) is int and type(y) is int:
+        return <long long>x < <long long>y
+    return x < y
+
+
+cdef int heap_push(list heap, tuple entry) except -1:
+    """``heapq.heappush(heap, entry)`` for pick and pool entries: ``heapq``'s sift
+    (``_siftdown``) with the comparisons Python makes (``entry_less``), so the same list."""
     heap.append(entry)
     cdef Py_ssize_t pos = len(heap) - 1, up
     while pos > 0:
@@ -169,27 +152,10 @@ cdef int pick_push(list heap, tuple entry) except -1:
     return 0
 
 
-cdef int pool_push(list heap, tuple entry) except -1:
-    """``heapq.heappush(heap, entry)`` for pool entries: the same sift (``_siftdown``), the
-    same comparisons (``pool_less``), so the same list."""
-    heap.append(entry)
-    cdef Py_ssize_t pos = len(heap) - 1, up
-    while pos > 0:
-        up = (pos - 1) >> 1
-        parent = heap[up]
-        if pool_less(entry, <tuple>parent):
-            heap[pos] = parent
-            pos = up
-            continue
-        break
-    heap[pos] = entry
-    return 0
-
-
 cdef int pool_pop(list heap) except -1:
     """``heapq.heappop(heap)`` for pool entries, the popped entry dropped: the last entry
     moved to the top and sifted as ``heapq._siftup`` sifts it (down to a leaf by the
-    smaller child, then up), the same comparisons, so the same list."""
+    smaller child, then up), the same comparisons (``entry_less``), so the same list."""
     last = heap.pop()
     cdef Py_ssize_t end = len(heap), pos = 0, child, right, up
     if not end:
@@ -197,7 +163,7 @@ cdef int pool_pop(list heap) except -1:
     child = 1
     while child < end:
         right = child + 1
-        if right < end and not pool_less(<tuple>heap[child], <tuple>heap[right]):
+        if right < end and not entry_less(<tuple>heap[child], <tuple>heap[right]):
             child = right
         heap[pos] = heap[child]
         pos = child
@@ -205,7 +171,7 @@ cdef int pool_pop(list heap) except -1:
     while pos > 0:
         up = (pos - 1) >> 1
         parent = heap[up]
-        if pool_less(<tuple>last, <tuple>parent):
+        if entry_less(<tuple>last, <tuple>parent):
             heap[pos] = parent
             pos = up
             continue
@@ -337,7 +303,7 @@ cdef class _Batch:
         self.pool_version.data.as_longlongs[v] = pool_ver
         if in_new:
             heap = <list>self.pool_heap[p]
-            pool_push(heap, atomic((self.share[v], pool_ver, v)))
+            heap_push(heap, atomic((self.share[v], pool_ver, v)))
             if len(heap) > 4 * <long>self.kids[p] + 16:
                 self.sorter._compact_pool(self.view, p)
         updates = self.updates.data.as_longlongs[p] + 1
@@ -786,7 +752,7 @@ def renew_pick_entries(dict repick, list heaps, *, list version, list share, lis
             heapify(heap)
         else:
             for k in range(len(fresh)):
-                pick_push(heap, <tuple>fresh[k])
+                heap_push(heap, <tuple>fresh[k])
         if len(heap) > 4 * <long>kids[p] + 16:
             heap = [e for e in heap if e[3] == version[e[4]] and live[e[4]] > 0 and present[e[4]]]
             heapify(heap)
@@ -799,18 +765,18 @@ def share_key(share):
 
 
 def pick_heap_push(list heap, list entries):
-    """Push ``entries`` onto a pick heap with the kernel's sift (``pick_push``), for the
+    """Push ``entries`` onto a pick heap with the kernel's sift (``heap_push``), for the
     tests: the list is left as ``heapq.heappush`` would leave it."""
     for entry in entries:
-        pick_push(heap, <tuple>entry)
+        heap_push(heap, <tuple>entry)
 
 
 def pool_heap_ops(list heap, list ops):
     """Apply ``ops`` to a pool heap with the kernel's sifts, for the tests: an entry
-    ``(share, version, child)`` is pushed (``pool_push``), None pops the lowest
+    ``(share, version, child)`` is pushed (``heap_push``), None pops the lowest
     (``pool_pop``); the list is left as ``heapq`` would leave it."""
     for entry in ops:
         if entry is None:
             pool_pop(heap)
         else:
-            pool_push(heap, <tuple>entry)
+            heap_push(heap, <tuple>entry)
