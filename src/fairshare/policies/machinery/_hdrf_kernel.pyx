@@ -11,9 +11,12 @@ in both, read and written here through their C doubles), so every float is the o
 reference computes: each ``/``, ``*``, ``+`` and ``-`` is one IEEE double operation as in CPython,
 never reassociated or fused (setup.py compiles with ``-ffp-contract=off``: a fused
 multiply-add in ``low * a + b`` would round once where Python rounds twice), and tuple
-comparisons stay Python's (``vec_new != vec_old``). What it saves is the interpreter:
-local lists read with C indexing, integers and flags as C values, no frames for the
-per-node helpers. The rare paths (a pool heap's compaction, the periodic exact re-sum)
+comparisons are Python's, item by item (``first_unequal``: the same object or ``==``,
+then ``<``; floats and ints compared as C values, anything else by Python), in
+``vec_new != vec_old`` and in the heaps' sifts (``heap_push``, ``pool_pop``: ``heapq``'s,
+so the same lists). What it saves is the interpreter: local lists read with C indexing,
+integers and flags as C values (a view's counters are ``array('q')``,
+``hdrf_online.counters``), no frames for the per-node helpers. The rare paths (a pool heap's compaction, the periodic exact re-sum)
 call back into the sorter's Python methods.
 
 Three shortcuts, each exact (the same picks; see the functions): ``hdrf.hdrf_share``
