@@ -117,7 +117,10 @@ def view_floats(sorter) -> tuple:
     # (a job node has no running sums: None)
     bits = lambda xs: None if xs is None else [x.hex() if isinstance(x, float) else x for x in xs]  # noqa: E731
     return (bits(view.share), [bits(u) for u in view.usage], [bits(s) for s in view.s1],
-            [bits(s) for s in view.s2], bits(view.low), list(view.unblocked))
+            [bits(s) for s in view.s2], bits(view.low), list(view.unblocked),
+            # (the pool heaps as lists: the kernel sifts them as ``heapq`` does)
+            [heap and [(bits([x])[0], *rest) for x, *rest in heap] for heap in view.pool_heap],
+            [bits(c[1]) for c in view.contrib], list(view.pool_version), list(view.updates))
 
 
 @needs_compiled
@@ -378,6 +381,63 @@ def test_the_kernels_rounding_memo_is_round():
     shares = [rng.random() * 10 ** rng.randint(-6, 2) for _ in range(20_000)] + SHARES + [0.0, -0.0]
     for x in shares + shares[::-1]:
         assert _hdrf_kernel.share_key(x) == round(x, 12), x
+
+
+@needs_compiled
+def test_the_kernels_pool_heap_sifts_are_heapqs():
+    """``heap_push``/``pool_pop`` leave each list as ``heapq.heappush``/``heappop`` do:
+    shares with ties (one float object, or equal ones), NaN, ints and a ``-0.0``."""
+    import heapq
+
+    rng = random.Random(1)
+    shared = 0.25
+    shares = [shared, shared, 0.25, 0.5, 0.0, -0.0, float("nan"), 1, 2, 0.125]
+    for _ in range(200):
+        ours, theirs = [], []
+        ops = []
+        for step in range(rng.randint(1, 60)):
+            if theirs and rng.random() < 0.35:
+                ops.append(None)
+                heapq.heappop(theirs)
+            else:
+                entry = (rng.choice(shares), rng.randint(0, 3), rng.randint(0, 5))
+                ops.append(entry)
+                heapq.heappush(theirs, entry)
+        _hdrf_kernel.pool_heap_ops(ours, ops)
+        assert [tuple(map(id, e[:1])) + e[1:] for e in ours] == [tuple(map(id, e[:1])) + e[1:] for e in theirs]
+
+
+@needs_compiled
+def test_the_kernels_pick_heap_push_is_heapqs():
+    """``heap_push`` leaves each list as ``heapq.heappush`` does: entries ``(share,
+    running, position, version, node)`` with tied shares (one float object or equal
+    ones, ``-0.0``, NaN), tied counts, and a non-int field compared by Python."""
+    import heapq
+
+    rng = random.Random(2)
+    shared = 0.5
+    shares = [shared, shared, 0.5, 0.0, -0.0, float("nan"), 0.75]
+    for _ in range(200):
+        ours, theirs = [], []
+        entries = [(rng.choice(shares), rng.randint(0, 2), rng.choice([0, 1, 2.0]), rng.randint(0, 3),
+                    rng.randint(0, 4)) for _ in range(rng.randint(1, 50))]
+        for entry in entries:
+            heapq.heappush(theirs, entry)
+        _hdrf_kernel.pick_heap_push(ours, entries)
+        assert list(map(id, ours)) == list(map(id, theirs))
+
+
+def test_a_views_counters_are_c_integers():
+    """A view's ``unblocked``, ``pool_version`` and ``updates`` are ``array('q')``
+    (``hdrf_online.counters``: the kernel reads them through their buffers), appended to
+    as jobs arrive (``_compact`` squeezes them into arrays again: test_hdrf_compaction.py)."""
+    from array import array
+
+    view = hdrf_online._View(frozenset(), 5, 2)
+    for table in (view.unblocked, view.pool_version, view.updates):
+        assert isinstance(table, array) and table.typecode == "q" and list(table) == [0] * 5
+    view.grow(2)
+    assert len(view.updates) == 6
 
 
 def test_the_makefiles_compiler_check_runs_before_the_package_is_installed():

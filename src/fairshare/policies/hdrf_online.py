@@ -105,6 +105,15 @@ def zero_sums(m: int) -> array:
     return array("d", bytes(8 * m))
 
 
+def counters(n: int) -> array:
+    """``n`` counters at zero (a view's per-node ``unblocked``, ``pool_version`` and
+    ``updates``): 64-bit C integers, read and written as Python ints here and through their
+    buffer by the compiled core (``_hdrf_kernel``), without an int object per update (a
+    version past 256 is a new object at each increment in a list). Their values are the
+    ints a list would hold: they only count up from zero, far below 2**63."""
+    return array("q", bytes(8 * n))
+
+
 class _View(SaturatedView):
     """Everything that depends on the saturated set: shares, pools, sums, heaps."""
 
@@ -114,7 +123,7 @@ class _View(SaturatedView):
         self.usage: list[tuple[float, ...]] = [(0.0,) * m] * n  # tuples, replaced, never mutated
         self.share = [0.0] * n
         self.low: list[float | None] = [None] * n  # the pool minimum M each usage was computed with
-        self.unblocked = [0] * n
+        self.unblocked = counters(n)
         # a queue's running sums and heaps (Alg. 3; the descent's), set by the rebuild that
         # follows every new view (``ViewCache.select``); a job has none (None), so a new view
         # allocates O(queues) lists, not O(nodes) (on 10,000 jobs, a third of its build)
@@ -122,10 +131,10 @@ class _View(SaturatedView):
         self.s2: list[array | None] = [None] * n
         self.contrib: list[tuple[bool, tuple[float, ...]]] = [(False, (0.0,) * m)] * n
         self.version = [0] * n  # of each node's pick entries (share, running, demand)
-        self.pool_version = [0] * n  # of its pool entries (share, pool membership)
+        self.pool_version = counters(n)  # of its pool entries (share, pool membership)
         self.pick_heap: list[list | None] = [None] * n
         self.pool_heap: list[list | None] = [None] * n
-        self.updates = [0] * n
+        self.updates = counters(n)
         #: nodes whose pick entry is out of date, renewed before the next descent
         #: (:meth:`HDRFSorter._flush_picks`): most decisions on a full cluster compare the
         #: candidates' paths (``pick_among``) and never read the pick heaps
@@ -371,8 +380,9 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             return
         new_of = dict(zip(keep, range(len(keep))))
 
-        def squeeze(table: list) -> None:
-            table[:] = [table[v] for v in keep]
+        def squeeze(table: list | array) -> None:  # (an array takes an array: ``counters``)
+            kept = [table[v] for v in keep]
+            table[:] = array(table.typecode, kept) if isinstance(table, array) else kept
 
         for table in (key, self.parent, self.weight, is_job, self.position, self.leaf_usage, self.running,
                       self.live, self.kids, self.added, self.children, self.depth, self.needs, self.excluded,

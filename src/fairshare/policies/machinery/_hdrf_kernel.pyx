@@ -11,9 +11,12 @@ in both, read and written here through their C doubles), so every float is the o
 reference computes: each ``/``, ``*``, ``+`` and ``-`` is one IEEE double operation as in CPython,
 never reassociated or fused (setup.py compiles with ``-ffp-contract=off``: a fused
 multiply-add in ``low * a + b`` would round once where Python rounds twice), and tuple
-comparisons stay Python's (``vec_new != vec_old``). What it saves is the interpreter:
-local lists read with C indexing, integers and flags as C values, no frames for the
-per-node helpers. The rare paths (a pool heap's compaction, the periodic exact re-sum)
+comparisons are Python's, item by item (``first_unequal``: the same object or ``==``,
+then ``<``; floats and ints compared as C values, anything else by Python), in
+``vec_new != vec_old`` and in the heaps' sifts (``heap_push``, ``pool_pop``: ``heapq``'s,
+so the same lists). What it saves is the interpreter: local lists read with C indexing,
+integers and flags as C values (a view's counters are ``array('q')``,
+``hdrf_online.counters``), no frames for the per-node helpers. The rare paths (a pool heap's compaction, the periodic exact re-sum)
 call back into the sorter's Python methods.
 
 Three shortcuts, each exact (the same picks; see the functions): ``hdrf.hdrf_share``
@@ -32,6 +35,9 @@ Its parity with the reference is tested decision by decision
 from heapq import heapify, heappop, heappush
 
 from cpython cimport array
+from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_FromDouble
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.string cimport memcpy
 
 import array
@@ -56,6 +62,127 @@ from fairshare.policies.machinery.descent import try_by_paths
 from fairshare.policies.machinery.ties import DIGITS
 
 
+
+# --- the catch-up's per-node objects, without the interpreter's generic paths ----------------
+# (each gives the value or the order the Python expression it replaces gives)
+
+cdef tuple scaled(tuple usage, double by):
+    """``tuple([x / by for x in usage])`` (each ``x`` a float: one IEEE division, as
+    Python's), built in place: no list in between."""
+    cdef Py_ssize_t r, n = len(usage)
+    cdef tuple t = PyTuple_New(n)
+    cdef object item
+    for r in range(n):
+        item = PyFloat_FromDouble(<double>usage[r] / by)
+        Py_INCREF(item)  # (PyTuple_SET_ITEM steals the reference)
+        PyTuple_SET_ITEM(t, r, item)
+    return atomic(t)
+
+
+cdef tuple pooled(double low, array.array s1, array.array s2, Py_ssize_t m):
+    """``tuple([low * a + b for a, b in zip(s1, s2)])``: one multiplication, then one
+    addition, each rounded (no fused multiply-add: setup.py), built in place."""
+    cdef Py_ssize_t r
+    cdef tuple t = PyTuple_New(m)
+    cdef object item
+    cdef double *a = s1.data.as_doubles
+    cdef double *b = s2.data.as_doubles
+    for r in range(m):
+        item = PyFloat_FromDouble(low * a[r] + b[r])
+        Py_INCREF(item)
+        PyTuple_SET_ITEM(t, r, item)
+    return atomic(t)
+
+
+cdef Py_ssize_t first_unequal(tuple a, tuple b) except -1:
+    """Where Python's comparison of two tuples stops: the first index whose items are not
+    the same object and not ``==`` (two floats: their doubles' ``==``, what
+    ``float.__eq__`` computes; two ints: as C integers, theirs far from the 64-bit bounds;
+    anything else: Python's ``!=``), or the shorter length when there is none."""
+    cdef Py_ssize_t r, n = min(len(a), len(b))
+    for r in range(n):
+        x = a[r]
+        y = b[r]
+        if x is y:
+            continue
+        if type(x) is float and type(y) is float:
+            if PyFloat_AS_DOUBLE(x) != PyFloat_AS_DOUBLE(y):
+                return r
+        elif type(x) is int and type(y) is int:
+            if <long long>x != <long long>y:
+                return r
+        elif x != y:
+            return r
+    return n
+
+
+cdef bint tuples_differ(tuple a, tuple b) except -1:
+    """``a != b`` for two tuples, as Python: lengths, then item by item."""
+    return len(a) != len(b) or first_unequal(a, b) < len(a)
+
+
+cdef bint entry_less(tuple a, tuple b) except -1:
+    """``a < b`` for two heap entries (a pick entry ``(share, running, position, version,
+    node)``, a pool entry ``(share, version, child)``) as Python compares the tuples: the
+    first unequal items decide by ``<`` (floats as C doubles, ints as C integers, anything
+    else by Python); equal up to the shorter, the shorter is less."""
+    cdef Py_ssize_t k = first_unequal(a, b)
+    if k == min(len(a), len(b)):
+        return len(a) < len(b)
+    x = a[k]
+    y = b[k]
+    if type(x) is float and type(y) is float:
+        return PyFloat_AS_DOUBLE(x) < PyFloat_AS_DOUBLE(y)
+    if type(x) is int and type(y) is int:
+        return <long long>x < <long long>y
+    return x < y
+
+
+cdef int heap_push(list heap, tuple entry) except -1:
+    """``heapq.heappush(heap, entry)`` for pick and pool entries: ``heapq``'s sift
+    (``_siftdown``) with the comparisons Python makes (``entry_less``), so the same list."""
+    heap.append(entry)
+    cdef Py_ssize_t pos = len(heap) - 1, up
+    while pos > 0:
+        up = (pos - 1) >> 1
+        parent = heap[up]
+        if entry_less(entry, <tuple>parent):
+            heap[pos] = parent
+            pos = up
+            continue
+        break
+    heap[pos] = entry
+    return 0
+
+
+cdef int pool_pop(list heap) except -1:
+    """``heapq.heappop(heap)`` for pool entries, the popped entry dropped: the last entry
+    moved to the top and sifted as ``heapq._siftup`` sifts it (down to a leaf by the
+    smaller child, then up), the same comparisons (``entry_less``), so the same list."""
+    last = heap.pop()
+    cdef Py_ssize_t end = len(heap), pos = 0, child, right, up
+    if not end:
+        return 0
+    child = 1
+    while child < end:
+        right = child + 1
+        if right < end and not entry_less(<tuple>heap[child], <tuple>heap[right]):
+            child = right
+        heap[pos] = heap[child]
+        pos = child
+        child = 2 * pos + 1
+    while pos > 0:
+        up = (pos - 1) >> 1
+        parent = heap[up]
+        if entry_less(<tuple>last, <tuple>parent):
+            heap[pos] = parent
+            pos = up
+            continue
+        break
+    heap[pos] = last
+    return 0
+
+
 cdef object _hdrf_share = None
 #: a queue's running sums are ``array("d")`` (``hdrf_online.zero_sums``): made by cloning this
 cdef array.array _DOUBLES = array.array("d")
@@ -73,8 +200,11 @@ cdef object the_hdrf_share():
 cdef class _Batch:
     """A view's tables and its sorter's, read once (kept on the view: ``batch_of``)."""
     cdef object sorter, view, node_share, capacity, blocking, zero
-    cdef list key, parent, depth, usage, share, unblocked, leaf_usage, live, needs, weight
-    cdef list contrib, s1, s2, pool_version, pool_heap, updates, low, kids, counted
+    cdef list key, parent, depth, usage, share, leaf_usage, live, needs, weight
+    cdef list contrib, s1, s2, pool_heap, low, kids, counted
+    # per node, C integers (``hdrf_online.counters``): read through their buffers, taken
+    # afresh at each use (a job added grows them, ``_compact`` shrinks them: in place)
+    cdef array.array unblocked, pool_version, updates
     cdef dict repick
     cdef int pool_rule, m
     cdef long rebuild_every
@@ -139,7 +269,7 @@ cdef class _Batch:
         cdef double *new_sums
         cdef double sv
         cdef Py_ssize_t r
-        cdef long pool_ver, updates
+        cdef long long pool_ver, updates
         self.repick[v] = None
         if not p:
             return False
@@ -149,7 +279,7 @@ cdef class _Batch:
         if not self.key[v]:
             in_new = False
         elif self.pool_rule == 1:
-            in_new = <long>self.unblocked[v] > 0
+            in_new = self.unblocked.data.as_longlongs[v] > 0
         else:
             in_new = self.pool_rule == 2 and <long>self.live[v] > 0
         if same and in_new == in_old:
@@ -157,12 +287,12 @@ cdef class _Batch:
         if in_new:
             sv = self.share[v]
             if sv > 0:
-                vec_new = atomic(tuple([<double>x / sv for x in <tuple>self.usage[v]]))
+                vec_new = scaled(<tuple>self.usage[v], sv)
             else:
                 vec_new = <tuple>self.zero
         else:
             vec_new = <tuple>self.usage[v]
-        moved = in_new != in_old or vec_new != vec_old
+        moved = in_new != in_old or tuples_differ(vec_new, vec_old)
         if moved:
             s_old = <array.array>(self.s1[p] if in_old else self.s2[p])
             s_new = <array.array>(self.s1[p] if in_new else self.s2[p])
@@ -172,15 +302,15 @@ cdef class _Batch:
                 old_sums[r] = old_sums[r] - <double>vec_old[r]
                 new_sums[r] = new_sums[r] + <double>vec_new[r]
             self.contrib[v] = atomic((in_new, vec_new))
-        pool_ver = <long>self.pool_version[v] + 1
-        self.pool_version[v] = pool_ver
+        pool_ver = self.pool_version.data.as_longlongs[v] + 1
+        self.pool_version.data.as_longlongs[v] = pool_ver
         if in_new:
             heap = <list>self.pool_heap[p]
-            heappush(heap, atomic((self.share[v], pool_ver, v)))
+            heap_push(heap, atomic((self.share[v], pool_ver, v)))
             if len(heap) > 4 * <long>self.kids[p] + 16:
                 self.sorter._compact_pool(self.view, p)
-        updates = <long>self.updates[p] + 1
-        self.updates[p] = updates
+        updates = self.updates.data.as_longlongs[p] + 1
+        self.updates.data.as_longlongs[p] = updates
         if updates % self.rebuild_every == 0:
             self.sorter._resum(self.view, p)
             return True
@@ -190,7 +320,8 @@ cdef class _Batch:
         """``HDRFSorter._recompute``: p's usage (its pool rescaled to its lowest share) and
         share; False when unchanged and so not recomputed."""
         cdef list heap = <list>self.pool_heap[p]
-        cdef list version = self.pool_version, contrib = self.contrib
+        cdef long long *version = self.pool_version.data.as_longlongs
+        cdef list contrib = self.contrib
         cdef array.array s1, s2
         cdef tuple entry, u
         cdef object low = None
@@ -199,10 +330,10 @@ cdef class _Batch:
         while heap:  # the pool's minimum share: its lowest current entry
             entry = <tuple>heap[0]
             c = entry[2]
-            if entry[1] == version[c] and (<tuple>contrib[c])[0]:
+            if <long long>entry[1] == version[c] and (<tuple>contrib[c])[0]:
                 low = entry[0]
                 break
-            heappop(heap)
+            pool_pop(heap)
         if not sums_moved and low == self.low[p]:
             return False
         self.low[p] = low
@@ -212,7 +343,7 @@ cdef class _Batch:
             u = atomic(tuple(s2))
         else:
             lo = low
-            u = atomic(tuple([lo * s1.data.as_doubles[r] + s2.data.as_doubles[r] for r in range(self.m)]))
+            u = pooled(lo, s1, s2, self.m)
         self.usage[p] = u
         if p:
             cap = self.capacity
@@ -241,54 +372,84 @@ cdef _Batch batch_of(sorter, view, long rebuild_every):
     return b
 
 
+#: per node, during a batch: 0 when not among the nodes to recompute, else 1 + whether a
+#: child's contribution moved (the reference's per-depth dicts' values); all 0 between calls
+cdef array.array _queued = array.array("B")
+
+
 def propagate(sorter, view, leaves, long rebuild_every):
     """``HDRFSorter._propagate``: bring ``view`` up to date after the given leaves
-    changed, each ancestor recomputed once, deepest first."""
+    changed, each ancestor recomputed once, deepest first.
+
+    The reference's per-depth dicts ``{node: moved}`` are a list per depth, the nodes in
+    the order the dict first saw them (a dict keeps a key's first position when its
+    value is set again), and the values in ``_queued``: ``level[p] = repost(...) or
+    level.get(p, False)`` is the repost, then the node listed if new and its flag or'ed;
+    a depth is read only after every insertion into it (leaves first, then the depth
+    below it), as the reference iterates its dict."""
+    global _queued
     cdef _Batch b = batch_of(sorter, view, rebuild_every)
     cdef list key = b.key, parent = b.parent, depth = b.depth, usage = b.usage, share = b.share
-    cdef list unblocked = b.unblocked, leaf_usage = b.leaf_usage, live = b.live, needs = b.needs
+    cdef long long *unblocked = b.unblocked.data.as_longlongs
+    cdef list leaf_usage = b.leaf_usage, live = b.live, needs = b.needs
     cdef list weight = b.weight
     node_share, capacity, counted, blocking = b.node_share, b.capacity, b.counted, b.blocking
     cdef bint batch = len(leaves) != 1
     cdef bint same, moved
-    cdef list levels = [{} for _ in range(<long>sorter.max_depth + 1)] if batch else []
-    cdef dict level
-    cdef Py_ssize_t idx, p, a, v, d
+    cdef list levels = [[] for _ in range(<long>sorter.max_depth + 1)] if batch else []
+    cdef list level
+    cdef unsigned char *queued
+    if batch and len(_queued) < len(key):
+        _queued = array.clone(_queued, 2 * len(key), True)
+    queued = <unsigned char *>_queued.data.as_uchars
+    cdef Py_ssize_t idx, p, a, v, d, k
     cdef long now, d_unblocked
-    for leaf in leaves:
-        idx = leaf
-        u = usage[idx] = leaf_usage[idx]
-        now = 0
-        if key[idx]:
-            share[idx] = b.leaf_share(u, idx)
-            now = 1 if live[idx] and not needs[idx] & blocking else 0
-        d_unblocked = now - <long>unblocked[idx]
-        unblocked[idx] = now
-        p = parent[idx]
-        if d_unblocked:
-            a = p
-            while a >= 0:
-                unblocked[a] = <long>unblocked[a] + d_unblocked
-                a = parent[a]
-        if not batch:  # one leaf: its path, bottom up (the root is not recomputed: repost)
-            v, same = idx, False
-            while p > 0:
-                same = not b.recompute(p, b.repost(v, p, same))
-                v, p = p, parent[p]
-            if p == 0:
-                b.repost(v, 0)
-            return
-        if p >= 0:
-            level = <dict>levels[<long>depth[p]]
-            level[p] = b.repost(idx, p) or level.get(p, False)
-    for d in range(<long>sorter.max_depth, 0, -1):
-        for node, moved in (<dict>levels[d]).items():
-            p = node
-            same = not b.recompute(p, moved)
-            a = parent[p]
-            if a >= 0:
-                level = <dict>levels[d - 1]
-                level[a] = b.repost(p, a, same) or level.get(a, False)
+    try:
+        for leaf in leaves:
+            idx = leaf
+            u = usage[idx] = leaf_usage[idx]
+            now = 0
+            if key[idx]:
+                share[idx] = b.leaf_share(u, idx)
+                now = 1 if live[idx] and not needs[idx] & blocking else 0
+            d_unblocked = now - unblocked[idx]
+            unblocked[idx] = now
+            p = parent[idx]
+            if d_unblocked:
+                a = p
+                while a >= 0:
+                    unblocked[a] = unblocked[a] + d_unblocked
+                    a = parent[a]
+            if not batch:  # one leaf: its path, bottom up (the root is not recomputed: repost)
+                v, same = idx, False
+                while p > 0:
+                    same = not b.recompute(p, b.repost(v, p, same))
+                    v, p = p, parent[p]
+                if p == 0:
+                    b.repost(v, 0)
+                return
+            if p >= 0:
+                moved = b.repost(idx, p)
+                if not queued[p]:
+                    (<list>levels[<long>depth[p]]).append(p)
+                queued[p] = 2 if moved or queued[p] == 2 else 1
+        for d in range(<long>sorter.max_depth, 0, -1):
+            level = <list>levels[d]
+            for k in range(len(level)):
+                p = level[k]
+                moved = queued[p] == 2
+                queued[p] = 0
+                same = not b.recompute(p, moved)
+                a = parent[p]
+                if a >= 0:
+                    moved = b.repost(p, a, same)
+                    if not queued[a]:
+                        (<list>levels[d - 1]).append(a)
+                    queued[a] = 2 if moved or queued[a] == 2 else 1
+    finally:  # (after an error, the marks still set)
+        for level in levels:
+            for node in level:
+                queued[<Py_ssize_t>node] = 0
 
 
 def rebuild(sorter, view, long rebuild_every):
@@ -307,8 +468,10 @@ def rebuild(sorter, view, long rebuild_every):
         v = stack.pop()
         order.append(v)
         stack.extend(<dict>children[v])
-    cdef list usage = b.usage, share = b.share, unblocked = b.unblocked, contrib = b.contrib
-    cdef list pool_version = b.pool_version, s1_of = b.s1, s2_of = b.s2, pool_heap_of = b.pool_heap
+    cdef list usage = b.usage, share = b.share, contrib = b.contrib
+    cdef long long *unblocked = b.unblocked.data.as_longlongs
+    cdef long long *pool_version = b.pool_version.data.as_longlongs
+    cdef list s1_of = b.s1, s2_of = b.s2, pool_heap_of = b.pool_heap
     cdef list pick_heap_of = view.pick_heap
     cdef dict repick = b.repick
     cdef list is_job = sorter.is_job, key = b.key, live = b.live, needs = b.needs, leaf_usage = b.leaf_usage
@@ -316,7 +479,7 @@ def rebuild(sorter, view, long rebuild_every):
     blocking = b.blocking
     cdef int pool_rule = b.pool_rule
     cdef Py_ssize_t idx, c, r, k
-    cdef long total, version
+    cdef long long total, version
     cdef bint in_pool
     cdef double sc
     cdef list pool_heap
@@ -335,7 +498,7 @@ def rebuild(sorter, view, long rebuild_every):
         kids = <dict>children[idx]
         total = 0
         for child in kids:
-            total += <long>unblocked[child]
+            total += unblocked[<Py_ssize_t>child]
         unblocked[idx] = total
         s1 = array.clone(_DOUBLES, m, True)  # (``zero_sums``)
         s2 = array.clone(_DOUBLES, m, True)
@@ -345,7 +508,7 @@ def rebuild(sorter, view, long rebuild_every):
             if not key[c]:
                 in_pool = False
             elif pool_rule == 1:
-                in_pool = <long>unblocked[c] > 0
+                in_pool = unblocked[c] > 0
             else:
                 in_pool = pool_rule == 2 and <long>live[c] > 0
             if in_pool:
@@ -358,7 +521,7 @@ def rebuild(sorter, view, long rebuild_every):
             contrib[c] = atomic((in_pool, vec))
             for r in range(m):
                 target[r] = target[r] + <double>vec[r]
-            version = <long>pool_version[c] + 1
+            version = pool_version[c] + 1
             pool_version[c] = version
             if in_pool:
                 pool_heap.append(atomic((share[c], version, child)))
@@ -592,7 +755,7 @@ def renew_pick_entries(dict repick, list heaps, *, list version, list share, lis
             heapify(heap)
         else:
             for k in range(len(fresh)):
-                heappush(heap, fresh[k])
+                heap_push(heap, <tuple>fresh[k])
         if len(heap) > 4 * <long>kids[p] + 16:
             heap = [e for e in heap if e[3] == version[e[4]] and live[e[4]] > 0 and present[e[4]]]
             heapify(heap)
@@ -602,3 +765,21 @@ def renew_pick_entries(dict repick, list heaps, *, list version, list share, lis
 def share_key(share):
     """``round(share, DIGITS)`` through the kernel's memo (``rounded_share``), for the tests."""
     return rounded_share(share)
+
+
+def pick_heap_push(list heap, list entries):
+    """Push ``entries`` onto a pick heap with the kernel's sift (``heap_push``), for the
+    tests: the list is left as ``heapq.heappush`` would leave it."""
+    for entry in entries:
+        heap_push(heap, <tuple>entry)
+
+
+def pool_heap_ops(list heap, list ops):
+    """Apply ``ops`` to a pool heap with the kernel's sifts, for the tests: an entry
+    ``(share, version, child)`` is pushed (``heap_push``), None pops the lowest
+    (``pool_pop``); the list is left as ``heapq`` would leave it."""
+    for entry in ops:
+        if entry is None:
+            pool_pop(heap)
+        else:
+            heap_push(heap, <tuple>entry)
