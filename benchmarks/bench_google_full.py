@@ -18,6 +18,7 @@ the same files; ``simulate_cpu_s`` is then this process's CPU only, the child's 
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_google_full.py --fraction 0.001 --policy hdrf
     ... --profile out.prof    # cProfile the simulation; the top functions go to stderr
+    ... --profile out.prof --profile-from 0.8    # only from 80% of the runs on (the late trace)
 
 ``--report RUNS.jsonl --plot FILE.svg`` reads the JSON lines of several runs, fits CPU
 time and peak memory against the task runs per policy (least squares, ``a + b * runs``
@@ -67,11 +68,12 @@ class Backlog:
     def __init__(self, simulator) -> None:
         self.simulator = simulator
         self.calls = dict.fromkeys(self.COUNTED, 0)
-        self.items = {"catch_up": 0, "flush": 0}  # leaves replayed, pick entries renewed
+        # candidates compared, leaves replayed, pick entries renewed
+        self.items = {"pick_among": 0, "catch_up": 0, "flush": 0}
         self.previous = (0, 0, dict(self.calls), dict(self.items))  # (completed, decisions, ...)
         sorter = simulator.scheduler.sorter
         self._count(sorter, "pick", "pick")
-        self._count(sorter, "pick_among", "pick_among")
+        self._count(sorter, "pick_among", "pick_among", sized=0)
         views = getattr(sorter, "views", None)
         if views is not None and hasattr(views, "_replay"):
             self._count(views, "_replay", "catch_up", sized=1)
@@ -85,6 +87,11 @@ class Backlog:
             def counted(*args, **kwargs):
                 calls[name] += 1
                 return inner(*args, **kwargs)
+        elif sized == 0:  # (the first argument is the candidates)
+            def counted(names, *args, **kwargs):
+                calls[name] += 1
+                items[name] += len(names)
+                return inner(names, *args, **kwargs)
         elif sized == 1:  # (the second argument is the batch of leaves)
             def counted(view, leaves):
                 calls[name] += 1
@@ -109,7 +116,8 @@ class Backlog:
         text = (f", {len(sim._in_system):,} jobs in the system ({scheduler._filed:,} demanding, "
                 f"{len(getattr(sorter, 'key', ())):,} sorter slots), per run: "
                 f"{(decisions - decisions0) / runs:.2f} decisions, {per_run['pick']:.2f} descents, "
-                f"{per_run['pick_among']:.2f} comparisons")
+                f"{per_run['pick_among']:.2f} comparisons "
+                f"({(self.items['pick_among'] - items0['pick_among']) / max(self.calls['pick_among'] - calls0['pick_among'], 1):.1f} candidates)")
         catch_ups = self.calls["catch_up"] - calls0["catch_up"]
         if catch_ups or self.calls["rebuild"]:
             text += (f", {per_run['catch_up']:.2f} catch-ups ("
@@ -135,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--traces", type=Path, default=REPO.parent / "shared" / "traces")
     ap.add_argument("--timeout", type=float, default=None, metavar="S", help="stop the simulation after S s")
     ap.add_argument("--profile", type=Path, default=None, metavar="FILE", help="cProfile the simulation into FILE")
+    ap.add_argument("--profile-from", type=float, default=0.0, metavar="SHARE",
+                    help="with --profile: start profiling once this share of the runs is done (a late stretch)")
     ap.add_argument("--materialize", action="store_true",
                     help="build the whole scenario first and simulate it up front (the non-streaming path)")
     ap.add_argument("--timeline", action="store_true",
@@ -195,9 +205,20 @@ def main(argv: list[str] | None = None) -> int:
     backlog: list[Backlog] = []  # (the streamed run's, once its simulator exists)
     next_line = w2 + args.progress if args.progress > 0 else math.inf
 
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+    profile_from = args.profile_from * runs if profiler is not None and args.profile_from > 0 else None
+
     def progress(now: float, completed: int) -> None:
-        nonlocal next_line
+        nonlocal next_line, profile_from
         reached["now"], reached["completed"] = now, completed
+        if profile_from is not None and completed >= profile_from:
+            profile_from = None
+            print(f"[{args.policy} {args.fraction:g}] profiling from {completed:,} runs", file=sys.stderr, flush=True)
+            profiler.enable()
         if deadline is not None and time.process_time() > deadline:
             raise _OutOfTime
         wall = time.monotonic()
@@ -211,11 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"load {loads[-1]:.1f}{backlog[0].line(completed) if backlog else ''}",
                   file=sys.stderr, flush=True)
 
-    profiler = None
-    if args.profile:
-        import cProfile
-
-        profiler = cProfile.Profile()
+    if profiler is not None and profile_from is None:
         profiler.enable()
     finished = True
     result = None
