@@ -113,8 +113,8 @@ class Backlog:
         runs = max(completed - done0, 1)
         decisions = scheduler.decisions
         per_run = {k: (self.calls[k] - calls0[k]) / runs for k in self.COUNTED}
-        text = (f", {len(sim._in_system):,} jobs in the system ({scheduler._filed:,} demanding, "
-                f"{len(getattr(sorter, 'key', ())):,} sorter slots), per run: "
+        slots = f", {len(sorter.key):,} sorter slots" if hasattr(sorter, "key") else ""  # (the tree sorters' table)
+        text = (f", {len(sim._in_system):,} jobs in the system ({scheduler._filed:,} demanding{slots}), per run: "
                 f"{(decisions - decisions0) / runs:.2f} decisions, {per_run['pick']:.2f} descents, "
                 f"{per_run['pick_among']:.2f} comparisons "
                 f"({(self.items['pick_among'] - items0['pick_among']) / max(self.calls['pick_among'] - calls0['pick_among'], 1):.1f} candidates)")

@@ -52,5 +52,6 @@ def test_backlog_counts_the_runs_decisions_and_changes_nothing(tmp_path, policy)
     line = backlog.line(result.tasks_completed)
     assert f"{result.decisions / result.tasks_completed:.2f} decisions" in line
     assert "0 jobs in the system (0 demanding" in line  # (all finished)
+    assert ("sorter slots" in line) == (policy == "hdrf")  # (only a tree sorter has a node table)
     # the next line counts from this one: nothing since
     assert "0.00 decisions" in backlog.line(result.tasks_completed)
