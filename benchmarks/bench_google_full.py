@@ -25,8 +25,9 @@ time and peak memory against the task runs per policy (least squares, ``a + b * 
 over the finished runs), prints the extrapolation to the full size and draws both.
 
 ``--progress S`` prints a line to stderr every S seconds of wall time (runs done, the
-simulated time, CPU seconds, runs per CPU second, peak memory, load average; default 60,
-0 for none); the result's ``load_average_mean`` is the mean of the load averages those
+simulated time, CPU seconds, runs per CPU second, peak memory, load average, and what
+grows with the backlog: ``Backlog``'s counts; default 60, 0 for none, and 0 for timing:
+the counters cost a call per sorter call); the result's ``load_average_mean`` is the mean of the load averages those
 lines read (a full-size run outlives the 1-minute average read at its end).
 
 ``--timeout S`` stops the simulation after S seconds of this process's CPU time (a
