@@ -18,14 +18,16 @@ the same files; ``simulate_cpu_s`` is then this process's CPU only, the child's 
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_google_full.py --fraction 0.001 --policy hdrf
     ... --profile out.prof    # cProfile the simulation; the top functions go to stderr
+    ... --profile out.prof --profile-from 0.8    # only from 80% of the runs on (the late trace)
 
 ``--report RUNS.jsonl --plot FILE.svg`` reads the JSON lines of several runs, fits CPU
 time and peak memory against the task runs per policy (least squares, ``a + b * runs``
 over the finished runs), prints the extrapolation to the full size and draws both.
 
 ``--progress S`` prints a line to stderr every S seconds of wall time (runs done, the
-simulated time, CPU seconds, runs per CPU second, peak memory, load average; default 60,
-0 for none); the result's ``load_average_mean`` is the mean of the load averages those
+simulated time, CPU seconds, runs per CPU second, peak memory, load average, and what
+grows with the backlog: ``Backlog``'s counts; default 60, 0 for none, and 0 for timing:
+the counters cost a call per sorter call); the result's ``load_average_mean`` is the mean of the load averages those
 lines read (a full-size run outlives the 1-minute average read at its end).
 
 ``--timeout S`` stops the simulation after S seconds of this process's CPU time (a
@@ -54,6 +56,82 @@ class _OutOfTime(Exception):
     pass
 
 
+class Backlog:
+    """What grows with the jobs waiting at once, for the ``--progress`` lines: the jobs in
+    the system and those demanding, the sorter's node slots, and per task run since the
+    previous line the decisions, the descents and candidate comparisons, the views'
+    catch-ups (with their mean pending leaves) and rebuilds, the pick-entry flushes (with
+    their mean renewed nodes). The sorter's entry points are wrapped on the instance (a
+    call each: well under 1% of a decision), counted only, their results untouched."""
+
+    COUNTED = ("pick", "pick_among", "catch_up", "rebuild", "flush")
+
+    def __init__(self, simulator) -> None:
+        self.simulator = simulator
+        self.calls = dict.fromkeys(self.COUNTED, 0)
+        # candidates compared, leaves replayed, pick entries renewed
+        self.items = {"pick_among": 0, "catch_up": 0, "flush": 0}
+        self.previous = (0, 0, dict(self.calls), dict(self.items))  # (completed, decisions, ...)
+        sorter = simulator.scheduler.sorter
+        self._count(sorter, "pick", "pick")
+        self._count(sorter, "pick_among", "pick_among", sized=0)
+        views = getattr(sorter, "views", None)
+        if views is not None and hasattr(views, "_replay"):
+            self._count(views, "_replay", "catch_up", sized=1)
+            self._count(views, "_rebuild", "rebuild")
+        if hasattr(sorter, "_flush_picks"):
+            self._count(sorter, "_flush_picks", "flush", sized=lambda view: len(view.repick))
+
+    def _count(self, owner, attribute: str, name: str, sized=None) -> None:
+        calls, items, inner = self.calls, self.items, getattr(owner, attribute)
+        if sized is None:
+            def counted(*args, **kwargs):
+                calls[name] += 1
+                return inner(*args, **kwargs)
+        elif sized == 0:  # (the first argument is the candidates)
+            def counted(names, *args, **kwargs):
+                calls[name] += 1
+                items[name] += len(names)
+                return inner(names, *args, **kwargs)
+        elif sized == 1:  # (the second argument is the batch of leaves)
+            def counted(view, leaves):
+                calls[name] += 1
+                items[name] += len(leaves)
+                return inner(view, leaves)
+        else:
+            def counted(view):
+                calls[name] += 1
+                items[name] += sized(view)
+                return inner(view)
+        setattr(owner, attribute, counted)
+
+    def line(self, completed: int) -> str:
+        """``, 1,234 jobs in the system (567 demanding), ...`` since the previous line."""
+        sim = self.simulator
+        scheduler = sim.scheduler
+        sorter = scheduler.sorter
+        done0, decisions0, calls0, items0 = self.previous
+        runs = max(completed - done0, 1)
+        decisions = scheduler.decisions
+        per_run = {k: (self.calls[k] - calls0[k]) / runs for k in self.COUNTED}
+        slots = f", {len(sorter.key):,} sorter slots" if hasattr(sorter, "key") else ""  # (the tree sorters' table)
+        text = (f", {len(sim._in_system):,} jobs in the system ({scheduler._filed:,} demanding{slots}), per run: "
+                f"{(decisions - decisions0) / runs:.2f} decisions, {per_run['pick']:.2f} descents, "
+                f"{per_run['pick_among']:.2f} comparisons "
+                f"({(self.items['pick_among'] - items0['pick_among']) / max(self.calls['pick_among'] - calls0['pick_among'], 1):.1f} candidates)")
+        catch_ups = self.calls["catch_up"] - calls0["catch_up"]
+        if catch_ups or self.calls["rebuild"]:
+            text += (f", {per_run['catch_up']:.2f} catch-ups ("
+                     f"{(self.items['catch_up'] - items0['catch_up']) / max(catch_ups, 1):.1f} leaves), "
+                     f"{per_run['rebuild']:.3f} view rebuilds")
+        flushes = self.calls["flush"] - calls0["flush"]
+        if flushes:
+            text += (f", {per_run['flush']:.2f} pick flushes "
+                     f"({(self.items['flush'] - items0['flush']) / flushes:.1f} entries)")
+        self.previous = (completed, decisions, dict(self.calls), dict(self.items))
+        return text
+
+
 def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
@@ -66,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--traces", type=Path, default=REPO.parent / "shared" / "traces")
     ap.add_argument("--timeout", type=float, default=None, metavar="S", help="stop the simulation after S s")
     ap.add_argument("--profile", type=Path, default=None, metavar="FILE", help="cProfile the simulation into FILE")
+    ap.add_argument("--profile-from", type=float, default=0.0, metavar="SHARE",
+                    help="with --profile: start profiling once this share of the runs is done (a late stretch)")
     ap.add_argument("--materialize", action="store_true",
                     help="build the whole scenario first and simulate it up front (the non-streaming path)")
     ap.add_argument("--timeline", action="store_true",
@@ -123,11 +203,23 @@ def main(argv: list[str] | None = None) -> int:
     # the load average sampled at every progress line: its mean goes into the result (a
     # long run outlives the 1-minute average read at its end)
     loads: list[float] = []
+    backlog: list[Backlog] = []  # (the streamed run's, once its simulator exists)
     next_line = w2 + args.progress if args.progress > 0 else math.inf
 
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+    profile_from = args.profile_from * runs if profiler is not None and args.profile_from > 0 else None
+
     def progress(now: float, completed: int) -> None:
-        nonlocal next_line
+        nonlocal next_line, profile_from
         reached["now"], reached["completed"] = now, completed
+        if profile_from is not None and completed >= profile_from:
+            profile_from = None
+            print(f"[{args.policy} {args.fraction:g}] profiling from {completed:,} runs", file=sys.stderr, flush=True)
+            profiler.enable()
         if deadline is not None and time.process_time() > deadline:
             raise _OutOfTime
         wall = time.monotonic()
@@ -138,13 +230,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{args.policy} {args.fraction:g}] {completed:,} of {runs:,} runs ({completed / max(runs, 1):.1%}), "
                   f"simulated {now / 3600:.1f} h (arrivals over the first {google_full.span_of(args.fraction) / 3600:.1f} h), "
                   f"{cpu:.0f} s CPU, {completed / max(cpu, 1e-9):,.0f} runs/s, peak {peak_mb():.0f} MB, "
-                  f"load {loads[-1]:.1f}", file=sys.stderr, flush=True)
+                  f"load {loads[-1]:.1f}{backlog[0].line(completed) if backlog else ''}",
+                  file=sys.stderr, flush=True)
 
-    profiler = None
-    if args.profile:
-        import cProfile
-
-        profiler = cProfile.Profile()
+    if profiler is not None and profile_from is None:
         profiler.enable()
     finished = True
     result = None
@@ -172,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
                 sink = StreamingOutput(empty, out_dir, timeline=args.timeline)
             sim = Simulator(empty, make_policy(args.policy), SimOptions(seed=args.seed), progress,
                             arrivals=google_full.generate(templates, args.fraction, args.seed), sink=sink)
+            if args.progress > 0:
+                backlog.append(Backlog(sim))
             result = sim.run()
             sink.finish(result)
             rows = sink.rows_written
