@@ -240,3 +240,23 @@ def test_a_replay_keeps_the_pool_entries_that_would_not_change(core, seed):
     assert view.version == versions
     assert set(jobs) <= set(view.repick)
     assert decided_view(sorter, view) == before
+
+
+@pytest.mark.parametrize("seed", [0, 2, 4])
+def test_a_single_node_catch_up_keeps_the_pool_entries_that_would_not_change(core, seed):
+    # a catch-up of one node takes the batch's path: a job replayed unchanged renews no
+    # version on its way up (walked up alone, it and every ancestor were pushed again)
+    sc = steady_scenario(seed)
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff"))
+    for job in sc.jobs:
+        sched.submit(job, 0.0)
+    sched.schedule(0.0)
+    sorter = sched.sorter
+    view = sorter.views.current
+    before = decided_view(sorter, view)  # (caught up)
+    for job in (v for v in sorter.alive_nodes if sorter.is_job[v] and sorter.live[v]):
+        versions = list(view.version)
+        sorter.views._replay(view, {job: None})
+        assert view.version == versions, job
+        assert job in view.repick
+    assert decided_view(sorter, view) == before
