@@ -181,6 +181,52 @@ cdef inline bint _same_float(object a, object b):
     return x == y and (x != 0.0 or signbit(x) == signbit(y))
 
 
+cdef int replay_one(_Replay b, Py_ssize_t idx) except -1:
+    """:func:`replay` of one node without the batch's per-level dicts: its levels then
+    hold one node each, the node's queue (or the queue itself) and its ancestors, so the
+    batch's loop, deepest level first, is this walk up (to the root, which is at level 0
+    and never re-keyed), with the same pushes and listings in the same order; a queue's
+    count before the walk moved it (``counted``) is its count less the job's change."""
+    cdef list parent = b.parent, unblocked = b.unblocked, share = b.share, raw = b.raw
+    cdef dict repick = b.repick
+    cdef Py_ssize_t q, p, a
+    cdef long now, delta = 0
+    cdef bint was
+    if not b.is_job[idx]:
+        if not idx:
+            share[0] = raw[0]  # (the root has no override, no parent)
+            return 0
+        q = idx
+    else:
+        now = 0 if b.leaf_blocked(idx) else 1
+        delta = now - <long>unblocked[idx]
+        unblocked[idx] = now
+        before = share[idx]
+        share[idx] = raw[idx]
+        q = parent[idx]
+        if delta:
+            a = q
+            while a >= 0:
+                unblocked[a] = <long>unblocked[a] + delta
+                a = parent[a]
+            b.push(q, idx)
+        elif now and not _same_float(before, share[idx]):
+            b.push(q, idx)
+        else:
+            repick[idx] = None  # (its pool entry stands)
+    while q:  # (every node but the root, 0, is at level 1 or deeper)
+        before = share[q]
+        share[q] = b.fairness(q)
+        p = parent[q]
+        was = <long>unblocked[q] - delta > 0
+        if was != (<long>unblocked[q] > 0) or (was and not _same_float(before, share[q])):
+            b.push(p, q)
+        else:
+            repick[q] = None  # (its pool entry stands)
+        q = p
+    return 0
+
+
 def replay(sorter, view, nodes):
     """``DFFSorter._replay``: bring ``view`` up to date after ``nodes`` changed, each
     ancestor re-keyed once, deepest level first; a node whose pool entry would not change
@@ -196,6 +242,10 @@ def replay(sorter, view, nodes):
     cdef long now, delta
     cdef bint was
     cdef dict level
+    if len(nodes) == 1:
+        for node in nodes:
+            replay_one(b, node)
+        return
     levels = [{} for _ in range(<long>sorter.max_depth + 1)]
     for node in nodes:
         idx = node
