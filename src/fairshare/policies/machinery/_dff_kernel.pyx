@@ -104,6 +104,12 @@ cdef inline void heap_pop(list heap):
         sift_up(heap, 0)
 
 
+cdef inline bint _same_float(object a, object b):
+    """``dff_online._same_float``: the same double, zeros' signs included."""
+    cdef double x = a, y = b
+    return x == y and (x != 0.0 or signbit(x) == signbit(y))
+
+
 cdef class _Replay:
     """A view's state for ``replay``: the sorter's and the view's tables, read once (the
     tables are the same lists for the sorter's life: nodes are appended in place)."""
@@ -175,10 +181,31 @@ cdef class _Replay:
             self.sorter._compact_pool(self.view, p)
         return 0
 
-cdef inline bint _same_float(object a, object b):
-    """``dff_online._same_float``: the same double, zeros' signs included."""
-    cdef double x = a, y = b
-    return x == y and (x != 0.0 or signbit(x) == signbit(y))
+    cdef long rekey_job(self, Py_ssize_t idx, dict counted) except? -1:
+        """``DFFSorter._replay``'s first pass for job ``idx``: its blocked flag, share and
+        the schedulable counts along its path (each queue's count before the batch moved
+        it kept in ``counted``, when given), then its pool entry pushed, or kept and the
+        job only listed for a new pick entry. Returns the change of its count."""
+        cdef list parent = self.parent, unblocked = self.unblocked, share = self.share
+        cdef Py_ssize_t p = parent[idx], a
+        cdef long now = 0 if self.leaf_blocked(idx) else 1
+        cdef long delta = now - <long>unblocked[idx]
+        unblocked[idx] = now
+        before = share[idx]
+        share[idx] = self.raw[idx]
+        if delta:
+            a = p
+            while a >= 0:
+                if counted is not None and a not in counted:
+                    counted[a] = unblocked[a]
+                unblocked[a] = <long>unblocked[a] + delta
+                a = parent[a]
+            self.push(p, idx)
+        elif now and not _same_float(before, share[idx]):
+            self.push(p, idx)
+        else:
+            self.repick[idx] = None  # (its pool entry stands)
+        return delta
 
 
 cdef int replay_one(_Replay b, Py_ssize_t idx) except -1:
@@ -198,22 +225,8 @@ cdef int replay_one(_Replay b, Py_ssize_t idx) except -1:
             return 0
         q = idx
     else:
-        now = 0 if b.leaf_blocked(idx) else 1
-        delta = now - <long>unblocked[idx]
-        unblocked[idx] = now
-        before = share[idx]
-        share[idx] = raw[idx]
+        delta = b.rekey_job(idx, None)
         q = parent[idx]
-        if delta:
-            a = q
-            while a >= 0:
-                unblocked[a] = <long>unblocked[a] + delta
-                a = parent[a]
-            b.push(q, idx)
-        elif now and not _same_float(before, share[idx]):
-            b.push(q, idx)
-        else:
-            repick[idx] = None  # (its pool entry stands)
     while q:  # (every node but the root, 0, is at level 1 or deeper)
         before = share[q]
         share[q] = b.fairness(q)
@@ -255,24 +268,8 @@ def replay(sorter, view, nodes):
             else:
                 share[0] = raw[0]  # (the root has no override, no parent)
             continue
-        now = 0 if b.leaf_blocked(idx) else 1
-        delta = now - <long>unblocked[idx]
-        unblocked[idx] = now
-        before = share[idx]
-        share[idx] = raw[idx]
+        b.rekey_job(idx, counted)
         p = parent[idx]
-        if delta:
-            a = p
-            while a >= 0:
-                if a not in counted:
-                    counted[a] = unblocked[a]
-                unblocked[a] = <long>unblocked[a] + delta
-                a = parent[a]
-            b.push(p, idx)
-        elif now and not _same_float(before, share[idx]):
-            b.push(p, idx)
-        else:
-            repick[idx] = None  # (its pool entry stands)
         (<dict>levels[<long>depth[p]])[p] = None
     for d in range(<long>sorter.max_depth, 0, -1):
         level = <dict>levels[d - 1]
