@@ -218,12 +218,9 @@ def test_a_set_first_seen_copies_the_current_view_and_equals_a_rebuild(core, mon
     assert len(copies) >= 3, (len(made), len(copies))
 
 
-@pytest.mark.parametrize("seed", [0, 2, 4])  # (seeds with jobs blocked after the fill)
-def test_a_replay_keeps_the_pool_entries_that_would_not_change(core, seed):
-    # a catch-up's batch re-pushes no node whose pool entry stands (schedulable before
-    # and after with the same share, or unschedulable both times): replaying nodes that
-    # did not change renews no version on the way up, and lists them for new pick
-    # entries only; what decisions read stays the same
+def filled_view(seed: int) -> tuple:
+    """A full cluster's DFF sorter after the fill: the sorter, its current view, what
+    decisions read of it (caught up: ``decided_view``) and its demanding jobs."""
     sc = steady_scenario(seed)
     sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff"))
     for job in sc.jobs:
@@ -231,12 +228,34 @@ def test_a_replay_keeps_the_pool_entries_that_would_not_change(core, seed):
     sched.schedule(0.0)
     sorter = sched.sorter
     view = sorter.views.current
-    before = decided_view(sorter, view)  # (caught up)
-    jobs = [v for v in sorter.alive_nodes if sorter.is_job[v] and sorter.live[v]]
+    before = decided_view(sorter, view)
+    return sorter, view, before, [v for v in sorter.alive_nodes if sorter.is_job[v] and sorter.live[v]]
+
+
+@pytest.mark.parametrize("seed", [0, 2, 4])  # (seeds with jobs blocked after the fill)
+def test_a_replay_keeps_the_pool_entries_that_would_not_change(core, seed):
+    # a catch-up's batch re-pushes no node whose pool entry stands (schedulable before
+    # and after with the same share, or unschedulable both times): replaying nodes that
+    # did not change renews no version on the way up, and lists them for new pick
+    # entries only; what decisions read stays the same
+    sorter, view, before, jobs = filled_view(seed)
     assert {view.unblocked[v] for v in jobs} == {0, 1}  # (both kinds of job are replayed)
     versions = list(view.version)
     view.repick.clear()
     sorter.views._replay(view, dict.fromkeys(jobs))
     assert view.version == versions
     assert set(jobs) <= set(view.repick)
+    assert decided_view(sorter, view) == before
+
+
+@pytest.mark.parametrize("seed", [0, 2, 4])
+def test_a_single_node_catch_up_keeps_the_pool_entries_that_would_not_change(core, seed):
+    # a catch-up of one node takes the batch's path: a job replayed unchanged renews no
+    # version on its way up (walked up alone, it and every ancestor were pushed again)
+    sorter, view, before, jobs = filled_view(seed)
+    for job in jobs:
+        versions = list(view.version)
+        sorter.views._replay(view, {job: None})
+        assert view.version == versions, job
+        assert job in view.repick
     assert decided_view(sorter, view) == before

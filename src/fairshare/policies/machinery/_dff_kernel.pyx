@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=False
 """The compiled DFF view catch-up: ``DFFSorter._replay`` with the methods it calls per
-node (``_sync_leaf``, ``_changed``, ``_leaf_blocked``, ``_fairness``, ``_pool_min``,
+node (``_leaf_blocked``, ``_fairness``, ``_pool_min``,
 ``_push``; ``policies/dff_online.py``), statement for statement.
 
 The pure-Python methods are the reference and the fallback (``machinery/compiled.py``
@@ -14,17 +14,105 @@ entry. What it saves is the interpreter: the tables read with C indexing, counts
 versions as C integers, no frame per node. The rare paths (a queue with a history leaf,
 a pool heap's compaction) call back into the sorter's Python methods.
 
+Three savings leave every value as it was. The pool heaps are pushed and popped here
+(``heap_push``, ``heap_pop``) by ``heapq``'s own algorithm (CPython's ``Modules/_heapqmodule.c``:
+the same sift moves, the same comparisons in the same order), an entry compared with
+another as its tuple is, ``(share, version, node)`` lexicographically, but on C doubles and
+integers (a share is never NaN, so ``==`` then ``<`` on the first differing field is the
+tuple's order), so each heap holds the same entries in the same layout. The entries are
+taken off the cyclic garbage collector (``atomic``: a tuple of a float and two ints is in
+no cycle, and CPython untracks it at the first collection that meets it anyway): fewer
+young-generation collections, no identity or value changed. And a view's tables are read
+once per view, not once per catch-up (``_Replay`` kept on the view, ``view.kernel``;
+rebuilt if the sorter is another, which a copied view's is not: ``_View.derive`` clears it).
+
 Its parity with the reference is tested decision by decision
 (``tests/test_dff_kernel.py``).
 """
 
-from heapq import heappop, heappush
-
 from libc.math cimport signbit
 
 
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(void *op)
+
+
+cdef inline tuple atomic(tuple t):
+    """``t`` (a float and two ints) taken off the cyclic garbage collector's lists, as
+    ``_hdrf_kernel.atomic`` does: it can be in no reference cycle, and CPython untracks it
+    at the first collection that meets it; values and identities are unchanged."""
+    PyObject_GC_UnTrack(<void*>t)
+    return t
+
+
+cdef inline bint entry_lt(tuple a, tuple b):
+    """``a < b`` for two pool entries ``(share, version, node)``, as tuples compare: the
+    first field that differs (``==``) decides (``<``). Shares are doubles, never NaN (a
+    NaN would make the tuple order differ); versions and nodes are ints."""
+    cdef double x = a[0], y = b[0]
+    cdef long u, w
+    if x != y:
+        return x < y
+    u = a[1]
+    w = b[1]
+    if u != w:
+        return u < w
+    return <long>a[2] < <long>b[2]
+
+
+cdef void sift_down(list heap, Py_ssize_t startpos, Py_ssize_t pos):
+    """``heapq``'s ``siftdown`` (``_heapqmodule.c``): move the entry at ``pos`` up towards
+    ``startpos`` while it is lower than its parent."""
+    cdef object newitem = heap[pos], parent
+    cdef Py_ssize_t parentpos
+    while pos > startpos:
+        parentpos = (pos - 1) >> 1
+        parent = heap[parentpos]
+        if not entry_lt(<tuple>newitem, <tuple>parent):
+            break
+        heap[pos] = parent
+        pos = parentpos
+    heap[pos] = newitem
+
+
+cdef void sift_up(list heap, Py_ssize_t pos):
+    """``heapq``'s ``siftup`` (``_heapqmodule.c``): move the lower child up until a leaf,
+    then the entry at ``pos`` down into place with :func:`sift_down`."""
+    cdef Py_ssize_t endpos = len(heap), startpos = pos, childpos, limit = endpos >> 1
+    cdef object newitem = heap[pos]
+    while pos < limit:
+        childpos = 2 * pos + 1
+        if childpos + 1 < endpos and not entry_lt(<tuple>heap[childpos], <tuple>heap[childpos + 1]):
+            childpos += 1
+        heap[pos] = heap[childpos]
+        pos = childpos
+    heap[pos] = newitem
+    sift_down(heap, startpos, pos)
+
+
+cdef inline void heap_push(list heap, tuple entry):
+    """``heapq.heappush`` on a pool heap."""
+    heap.append(entry)
+    sift_down(heap, 0, len(heap) - 1)
+
+
+cdef inline void heap_pop(list heap):
+    """``heapq.heappop`` on a pool heap, its lowest entry dropped."""
+    cdef object last = heap.pop()
+    if heap:
+        heap[0] = last
+        sift_up(heap, 0)
+
+
+cdef inline bint _same_float(object a, object b):
+    """``dff_online._same_float``: the same double, zeros' signs included."""
+    cdef double x = a, y = b
+    return x == y and (x != 0.0 or signbit(x) == signbit(y))
+
+
 cdef class _Replay:
-    """One ``replay`` call's state: the sorter's and the view's tables, read once."""
+    """A view's state for ``replay``: the sorter's and the view's tables, read once (the
+    tables are the same lists for the sorter's life: nodes are appended in place)."""
     cdef object sorter, view, saturated_mask
     cdef list parent, depth, is_job, raw, alive, kids, live, needs
     cdef list unblocked, share, version, pool_heap
@@ -64,9 +152,9 @@ cdef class _Replay:
         while heap:
             entry = <tuple>heap[0]
             c = entry[2]
-            if entry[1] == version[c] and <long>unblocked[c] > 0 and alive[c]:
+            if <long>entry[1] == <long>version[c] and <long>unblocked[c] > 0 and alive[c]:
                 return entry[0]
-            heappop(heap)
+            heap_pop(heap)
         return None
 
     cdef object fairness(self, Py_ssize_t p):
@@ -86,51 +174,80 @@ cdef class _Replay:
         cdef list heap
         self.version[c] = ver
         if <long>self.unblocked[c] > 0:
-            heappush(<list>self.pool_heap[p], (self.share[c], ver, c))
+            heap_push(<list>self.pool_heap[p], atomic((self.share[c], ver, c)))
         self.repick[c] = None
         heap = <list>self.pool_heap[p]
         if len(heap) > 4 * <long>self.kids[p] + 16:
             self.sorter._compact_pool(self.view, p)
         return 0
 
-    cdef int changed(self, Py_ssize_t idx, long d_unblocked) except -1:
-        """``DFFSorter._changed``: re-key node ``idx`` and its ancestors."""
+    cdef long rekey_job(self, Py_ssize_t idx, dict counted) except? -1:
+        """``DFFSorter._replay``'s first pass for job ``idx``: its blocked flag, share and
+        the schedulable counts along its path (each queue's count before the batch moved
+        it kept in ``counted``, when given), then its pool entry pushed, or kept and the
+        job only listed for a new pick entry. Returns the change of its count."""
         cdef list parent = self.parent, unblocked = self.unblocked, share = self.share
-        cdef Py_ssize_t v, p
-        share[idx] = self.fairness(idx) if idx and not self.is_job[idx] else self.raw[idx]
-        v = idx
-        while True:
-            p = parent[v]
-            if p < 0:
-                return 0
-            unblocked[p] = <long>unblocked[p] + d_unblocked
-            self.push(p, v)
-            if p:
-                share[p] = self.fairness(p)
-            v = p
-
-    cdef int sync_leaf(self, Py_ssize_t idx) except -1:
-        """``DFFSorter._sync_leaf``."""
-        cdef long was, now
-        if not self.is_job[idx]:  # a queue whose raw fairness changed (an FR update)
-            return self.changed(idx, 0)
-        was = self.unblocked[idx]
-        now = 0 if self.leaf_blocked(idx) else 1
-        self.unblocked[idx] = now
-        return self.changed(idx, now - was)
+        cdef Py_ssize_t p = parent[idx], a
+        cdef long now = 0 if self.leaf_blocked(idx) else 1
+        cdef long delta = now - <long>unblocked[idx]
+        unblocked[idx] = now
+        before = share[idx]
+        share[idx] = self.raw[idx]
+        if delta:
+            a = p
+            while a >= 0:
+                if counted is not None and a not in counted:
+                    counted[a] = unblocked[a]
+                unblocked[a] = <long>unblocked[a] + delta
+                a = parent[a]
+            self.push(p, idx)
+        elif now and not _same_float(before, share[idx]):
+            self.push(p, idx)
+        else:
+            self.repick[idx] = None  # (its pool entry stands)
+        return delta
 
 
-cdef inline bint _same_float(object a, object b):
-    """``dff_online._same_float``: the same double, zeros' signs included."""
-    cdef double x = a, y = b
-    return x == y and (x != 0.0 or signbit(x) == signbit(y))
+cdef int replay_one(_Replay b, Py_ssize_t idx) except -1:
+    """:func:`replay` of one node without the batch's per-level dicts: its levels then
+    hold one node each, the node's queue (or the queue itself) and its ancestors, so the
+    batch's loop, deepest level first, is this walk up (to the root, which is at level 0
+    and never re-keyed), with the same pushes and listings in the same order; a queue's
+    count before the walk moved it (``counted``) is its count less the job's change."""
+    cdef list parent = b.parent, unblocked = b.unblocked, share = b.share, raw = b.raw
+    cdef dict repick = b.repick
+    cdef Py_ssize_t q, p, a
+    cdef long now, delta = 0
+    cdef bint was
+    if not b.is_job[idx]:
+        if not idx:
+            share[0] = raw[0]  # (the root has no override, no parent)
+            return 0
+        q = idx
+    else:
+        delta = b.rekey_job(idx, None)
+        q = parent[idx]
+    while q:  # (every node but the root, 0, is at level 1 or deeper)
+        before = share[q]
+        share[q] = b.fairness(q)
+        p = parent[q]
+        was = <long>unblocked[q] - delta > 0
+        if was != (<long>unblocked[q] > 0) or (was and not _same_float(before, share[q])):
+            b.push(p, q)
+        else:
+            repick[q] = None  # (its pool entry stands)
+        q = p
+    return 0
 
 
 def replay(sorter, view, nodes):
     """``DFFSorter._replay``: bring ``view`` up to date after ``nodes`` changed, each
     ancestor re-keyed once, deepest level first; a node whose pool entry would not change
     is only listed for a new pick entry (the reference's docstring says why)."""
-    cdef _Replay b = _Replay(sorter, view)
+    cdef _Replay b = view.kernel
+    if b is None or b.sorter is not sorter:
+        b = _Replay(sorter, view)
+        view.kernel = b
     cdef list parent = b.parent, depth = b.depth, is_job = b.is_job, raw = b.raw
     cdef list unblocked = b.unblocked, share = b.share, levels
     cdef dict repick = b.repick, counted = {}
@@ -140,7 +257,7 @@ def replay(sorter, view, nodes):
     cdef dict level
     if len(nodes) == 1:
         for node in nodes:
-            b.sync_leaf(node)
+            replay_one(b, node)
         return
     levels = [{} for _ in range(<long>sorter.max_depth + 1)]
     for node in nodes:
@@ -149,26 +266,10 @@ def replay(sorter, view, nodes):
             if idx:
                 (<dict>levels[<long>depth[idx]])[idx] = None
             else:
-                share[0] = raw[0]  # (as _changed: the root has no override, no parent)
+                share[0] = raw[0]  # (the root has no override, no parent)
             continue
-        now = 0 if b.leaf_blocked(idx) else 1
-        delta = now - <long>unblocked[idx]
-        unblocked[idx] = now
-        before = share[idx]
-        share[idx] = raw[idx]
+        b.rekey_job(idx, counted)
         p = parent[idx]
-        if delta:
-            a = p
-            while a >= 0:
-                if a not in counted:
-                    counted[a] = unblocked[a]
-                unblocked[a] = <long>unblocked[a] + delta
-                a = parent[a]
-            b.push(p, idx)
-        elif now and not _same_float(before, share[idx]):
-            b.push(p, idx)
-        else:
-            repick[idx] = None  # (its pool entry stands)
         (<dict>levels[<long>depth[p]])[p] = None
     for d in range(<long>sorter.max_depth, 0, -1):
         level = <dict>levels[d - 1]

@@ -158,9 +158,7 @@ except ImportError:  # not built (as _hdrf_kernel above: the pure-Python method 
 #: the pure-Python methods ``_dff_kernel.pyx`` ports, digests as in :data:`PORTED_FROM`
 #: (tests/test_dff_kernel.py compares them)
 DFF_PORTED_FROM = {
-    "DFFSorter._replay": "cdd3884a259e8419",
-    "DFFSorter._sync_leaf": "edfca2f8e08422ed",
-    "DFFSorter._changed": "d2df155a59d1298f",
+    "DFFSorter._replay": "73457f70daa48dcd",
     "DFFSorter._leaf_blocked": "d8c36f8be4f7fd34",
     "DFFSorter._fairness": "25f8e91e5d896570",
     "DFFSorter._pool_min": "af01a0126519df1d",
