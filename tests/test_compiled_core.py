@@ -116,11 +116,12 @@ def view_floats(sorter) -> tuple:
     view = sorter.view
     # (a job node has no running sums: None)
     bits = lambda xs: None if xs is None else [x.hex() if isinstance(x, float) else x for x in xs]  # noqa: E731
-    return (bits(view.share), [bits(u) for u in view.usage], [bits(s) for s in view.s1],
-            [bits(s) for s in view.s2], bits(view.low), list(view.unblocked),
+    # (usage and contributions: every node's row of the flat tables, hdrf_online._View)
+    return (bits(view.share), bits(view.usage), [bits(s) for s in view.s1],
+            [bits(s) for s in view.s2], bits(view.low), list(view.low_set), list(view.unblocked),
             # (the pool heaps as lists: the kernel sifts them as ``heapq`` does)
             [heap and [(bits([x])[0], *rest) for x, *rest in heap] for heap in view.pool_heap],
-            [bits(c[1]) for c in view.contrib], list(view.pool_version), list(view.updates))
+            list(view.contrib_in), bits(view.contrib_vec), list(view.pool_version), list(view.updates))
 
 
 @needs_compiled
@@ -174,9 +175,9 @@ def test_a_descent_leaves_no_cyclic_garbage(core):
 
 @needs_compiled
 def test_the_kernels_view_tuples_are_off_the_cyclic_collector(monkeypatch):
-    """The tuples the kernel makes for a view (usage, contributions, pool-heap entries)
-    are untracked at once (``_hdrf_kernel.atomic``); the same values as the reference's
-    (the lockstep test above)."""
+    """The tuples the kernel makes for a view (pool-heap entries) are untracked at once
+    (``_hdrf_kernel.atomic``); the same values as the reference's (the lockstep test
+    above). Usage and contributions are rows of typed arrays: no object per node."""
     monkeypatch.delenv(compiled.PURE_PYTHON_ENV, raising=False)
     sc = steady_scenario(3)
     was_enabled = gc.isenabled()
@@ -191,10 +192,9 @@ def test_the_kernels_view_tuples_are_off_the_cyclic_collector(monkeypatch):
         if was_enabled:
             gc.enable()
     queues = [v for v in range(1, len(sched.sorter.key)) if not sched.sorter.is_job[v]]
-    contributions = [view.contrib[v] for v in range(1, len(sched.sorter.key))]
     entries = [e for p in queues for e in view.pool_heap[p]]
     assert queues and entries
-    assert not any(gc.is_tracked(t) for t in [*contributions, *entries, *(view.usage[q] for q in queues)])
+    assert not any(gc.is_tracked(t) for t in entries)
 
 
 # --- the candidates' comparison and the pick-heap renewal (``machinery/descent.py``) -----------
@@ -438,6 +438,21 @@ def test_a_views_counters_are_c_integers():
         assert isinstance(table, array) and table.typecode == "q" and list(table) == [0] * 5
     view.grow(2)
     assert len(view.updates) == 6
+
+
+def test_a_views_per_node_state_is_typed_arrays():
+    """A view's shares, pool minima and per-node vectors (usage, contributions) are C
+    doubles and flags (``hdrf_online.doubles`` / ``flags``), a node's vector a row of m in
+    one flat array, grown a row per job added (the kernel reads them through their
+    buffers: no float object or tuple per node)."""
+    from array import array
+
+    view = hdrf_online._View(frozenset({1}), 5, 3)
+    for table, typecode, length in ((view.share, "d", 5), (view.low, "d", 5), (view.low_set, "b", 5),
+                                    (view.contrib_in, "b", 5), (view.usage, "d", 15), (view.contrib_vec, "d", 15)):
+        assert isinstance(table, array) and table.typecode == typecode and list(table) == [0] * length
+    view.grow(3)
+    assert (len(view.share), len(view.usage), len(view.contrib_vec), len(view.low_set)) == (6, 18, 18, 6)
 
 
 def test_the_makefiles_compiler_check_runs_before_the_package_is_installed():

@@ -131,7 +131,7 @@ def test_resum_counts_a_removed_job_not_yet_reposted():
 
     def counted(self, view, p):  # (the path this scenario is for: a re-sum before a removed job's repost)
         unposted_at_resum.extend(c for c in view.pending if self.parent[c] == p and not self.key[c]
-                                 and any(view.contrib[c][1]))
+                                 and any(view.contrib_vec[c * self.m:(c + 1) * self.m]))
         return original(self, view, p)
 
     def launches(reference: bool):

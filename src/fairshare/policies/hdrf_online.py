@@ -114,22 +114,49 @@ def counters(n: int) -> array:
     return array("q", bytes(8 * n))
 
 
+def doubles(n: int) -> array:
+    """``n`` C doubles at zero: a view's per-node floats (``share``, ``low``) and its per-node
+    vectors laid end to end (``usage``, ``contrib_vec``: node i's at ``[i*m, (i+1)*m)``).
+    An item read is a Python float of the same double, an item written is stored as the
+    double the float holds, so the reference computes what it computed on lists and tuples
+    (the same IEEE operations in the same order), and the compiled core reads and writes
+    the same doubles through the buffer, without a float object or a tuple per node."""
+    return array("d", bytes(8 * n))
+
+
+def flags(n: int) -> array:
+    """``n`` false flags as C bytes (a view's ``contrib_in`` and ``low_set``)."""
+    return array("b", bytes(n))
+
+
 class _View(SaturatedView):
-    """Everything that depends on the saturated set: shares, pools, sums, heaps."""
+    """Everything that depends on the saturated set: shares, pools, sums, heaps.
+
+    The per-node state the catch-up writes is in typed arrays (``doubles``, ``flags``,
+    ``counters``) shared by the reference and the compiled core: a node's usage and its
+    contribution to its parent's sums are rows of m doubles in one flat array, the pool
+    minimum its usage was computed with a double and a flag (``low_set``: the reference's
+    None when 0)."""
 
     def __init__(self, saturated: frozenset[int], n: int, m: int):
         super().__init__(saturated)
+        self.m = m
         self.counted: list[int] = []
-        self.usage: list[tuple[float, ...]] = [(0.0,) * m] * n  # tuples, replaced, never mutated
-        self.share = [0.0] * n
-        self.low: list[float | None] = [None] * n  # the pool minimum M each usage was computed with
+        self.usage = doubles(n * m)  # node v's vector at [v*m, (v+1)*m)
+        self.share = doubles(n)
+        # the pool minimum M each usage was computed with (``low_set`` false: none, no pool)
+        self.low = doubles(n)
+        self.low_set = flags(n)
         self.unblocked = counters(n)
         # a queue's running sums and heaps (Alg. 3; the descent's), set by the rebuild that
         # follows every new view (``ViewCache.select``); a job has none (None), so a new view
         # allocates O(queues) lists, not O(nodes) (on 10,000 jobs, a third of its build)
         self.s1: list[array | None] = [None] * n  # (``zero_sums``)
         self.s2: list[array | None] = [None] * n
-        self.contrib: list[tuple[bool, tuple[float, ...]]] = [(False, (0.0,) * m)] * n
+        # each node's contribution to its parent's sums: whether in the pool (into S1), and
+        # the vector it added (U_v / s_v into S1, else U_v into S2), node v's at [v*m, (v+1)*m)
+        self.contrib_in = flags(n)
+        self.contrib_vec = doubles(n * m)
         self.version = [0] * n  # of each node's pick entries (share, running, demand)
         self.pool_version = counters(n)  # of its pool entries (share, pool membership)
         self.pick_heap: list[list | None] = [None] * n
@@ -148,13 +175,15 @@ class _View(SaturatedView):
     def grow(self, m: int) -> None:
         """A node added while the view exists: a job (the queues are all added before the
         first view is made), so no sums and no heaps."""
-        self.usage.append((0.0,) * m)
+        self.usage.extend(doubles(m))
         self.share.append(0.0)
-        self.low.append(None)
+        self.low.append(0.0)
+        self.low_set.append(0)
         self.unblocked.append(0)
         self.s1.append(None)
         self.s2.append(None)
-        self.contrib.append((False, (0.0,) * m))
+        self.contrib_in.append(0)
+        self.contrib_vec.extend(doubles(m))
         self.version.append(0)
         self.pool_version.append(0)
         self.pick_heap.append(None)
@@ -408,10 +437,18 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                 here = list(jobs)
                 jobs.clear()
                 jobs.update((new_of[c], None) for c in here)
+        def squeeze_rows(table: array, m: int) -> None:  # (node v's row: [v*m, (v+1)*m))
+            kept = array(table.typecode)
+            for v in keep:
+                kept.extend(table[v * m:(v + 1) * m])
+            table[:] = kept
+
         for view in self.views.views:
-            for table in (view.usage, view.share, view.low, view.unblocked, view.s1, view.s2, view.contrib,
+            for table in (view.share, view.low, view.low_set, view.unblocked, view.s1, view.s2, view.contrib_in,
                           view.version, view.pool_version, view.pick_heap, view.pool_heap, view.updates):
                 squeeze(table)
+            for table in (view.usage, view.contrib_vec):
+                squeeze_rows(table, self.m)
             for marks in (view.pending, view.repick, *view.deferred.values()):
                 here = list(marks)
                 marks.clear()
@@ -501,7 +538,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         and ``running`` counters are already committed): each leaf's usage, share and
         blocked flag, then every ancestor's sums, heaps and share, deepest first, each
         ancestor once (:meth:`_repost` and :meth:`_recompute`, as the rebuild uses)."""
-        key, parent, depth = self.key, self.parent, self.depth
+        key, parent, depth, m = self.key, self.parent, self.depth, self.m
         usage, share, unblocked = view.usage, view.share, view.unblocked
         leaf_usage, live, needs, weight, node_share = self.leaf_usage, self.live, self.needs, self.weight, self.node_share
         capacity, counted = self.capacity, view.counted
@@ -511,7 +548,8 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # per depth: the changed nodes, and whether any child's contribution moved
         levels: list[dict[int, bool]] = [{} for _ in range(self.max_depth + 1)] if batch else []
         for idx in leaves:
-            u = usage[idx] = leaf_usage[idx]
+            u = leaf_usage[idx]
+            usage[idx * m:(idx + 1) * m] = array("d", u)
             now = 0
             if key[idx]:
                 share[idx] = node_share(u, capacity, counted, weight[idx])
@@ -557,8 +595,10 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         view.repick[v] = None
         if not p:
             return False
-        contrib = view.contrib
-        in_old, vec_old = contrib[v]
+        m = self.m
+        row = slice(v * m, (v + 1) * m)  # (v's vectors in the flat tables, _View)
+        in_old = view.contrib_in[v] == 1
+        vec_old = view.contrib_vec[row]
         # in the pool (the rule, _pool_rule) and the vector it adds: U_v / s_v into S1
         # when in the pool, else U_v into S2 (Alg. 3, module docstring)
         pool_rule = self._pool_rule
@@ -568,19 +608,22 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             return False
         if in_new:
             sv = view.share[v]
-            vec_new = tuple([x / sv for x in view.usage[v]]) if sv > 0 else self._zero
+            vec_new = array("d", [x / sv for x in view.usage[row]]) if sv > 0 else doubles(m)
         else:
-            vec_new = view.usage[v]
+            vec_new = view.usage[row]
+        # (two arrays of doubles compare item by item by ``==``, as the tuples did: no
+        # usage is a NaN, the one double for which identity and ``==`` differ)
         moved = in_new != in_old or vec_new != vec_old
         if moved:
             # (a single-class job in the pool keeps U/s fixed as its tasks come and go,
             # and so, up the tree, do pools without blocked children: nothing to move)
             s_old = view.s1[p] if in_old else view.s2[p]
             s_new = view.s1[p] if in_new else view.s2[p]
-            for r in range(self.m):
+            for r in range(m):
                 s_old[r] -= vec_old[r]
                 s_new[r] += vec_new[r]
-            contrib[v] = (in_new, vec_new)
+            view.contrib_in[v] = in_new
+            view.contrib_vec[row] = vec_new
         pool_ver = view.pool_version[v] + 1
         view.pool_version[v] = pool_ver
         if in_new:
@@ -611,8 +654,8 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                                  parent=self.parent, kids=self.kids)
 
     def _compact_pool(self, view: _View, p: int) -> None:
-        version, contrib = view.pool_version, view.contrib
-        heap = [e for e in view.pool_heap[p] if e[1] == version[e[2]] and contrib[e[2]][0]]
+        version, contrib_in = view.pool_version, view.contrib_in
+        heap = [e for e in view.pool_heap[p] if e[1] == version[e[2]] and contrib_in[e[2]]]
         heapq.heapify(heap)
         view.pool_heap[p] = heap
 
@@ -620,23 +663,25 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         """p's usage (Alg. 3: its pool rescaled to the lowest share in it) and share.
         Unchanged, and so not recomputed (returns False), when its sums did not move and
         the pool's minimum is the one it was computed with."""
-        heap, version, contrib = view.pool_heap[p], view.pool_version, view.contrib
+        heap, version, contrib_in = view.pool_heap[p], view.pool_version, view.contrib_in
         low = None
         while heap:  # the pool's minimum share: its lowest current entry
             entry = heap[0]
             c = entry[2]
-            if entry[1] == version[c] and contrib[c][0]:
+            if entry[1] == version[c] and contrib_in[c]:
                 low = entry[0]
                 break
             heapq.heappop(heap)
-        if not sums_moved and low == view.low[p]:
+        if not sums_moved and low == (view.low[p] if view.low_set[p] else None):
             return False
-        view.low[p] = low
+        view.low_set[p] = low is not None
+        view.low[p] = 0.0 if low is None else low
         if low is None or low <= 0:
-            u = tuple(view.s2[p])
+            u = view.s2[p]
         else:
-            u = tuple([low * a + b for a, b in zip(view.s1[p], view.s2[p])])
-        view.usage[p] = u
+            u = array("d", [low * a + b for a, b in zip(view.s1[p], view.s2[p])])
+        m = self.m
+        view.usage[p * m:(p + 1) * m] = u
         if p:
             cap = self.capacity
             best = 0.0
@@ -658,10 +703,11 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         s2 = zero_sums(self.m)
         key, parent = self.key, self.parent
         unposted = [c for c in view.pending if parent[c] == p and not key[c]]
+        m = self.m
         for c in (*self.children[p], *unposted):
-            in_pool, vec = view.contrib[c]
-            target = s1 if in_pool else s2
-            for r in range(self.m):
+            vec = view.contrib_vec[c * m:(c + 1) * m]
+            target = s1 if view.contrib_in[c] else s2
+            for r in range(m):
                 target[r] += vec[r]
         view.s1[p], view.s2[p] = s1, s2
 
@@ -680,17 +726,19 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             stack.extend(children[v])
         # (the leaf rule of _propagate and the pool rule of _repost, inlined as there: with
         # decayed usage every leaf changes at each new instant, and the view in use is rebuilt)
-        usage, share, unblocked, contrib = view.usage, view.share, view.unblocked, view.contrib
+        usage, share, unblocked, contrib_in, contrib_vec = (view.usage, view.share, view.unblocked, view.contrib_in,
+                                                            view.contrib_vec)
         pool_version, repick = view.pool_version, view.repick
         is_job, key, live, needs, weight, running, position = (self.is_job, self.key, self.live, self.needs,
                                                               self.weight, self.running, self.position)
-        leaf_usage, node_share, counted, zero = self.leaf_usage, self.node_share, view.counted, self._zero
+        leaf_usage, node_share, counted, m = self.leaf_usage, self.node_share, view.counted, self.m
         blocking = view.saturated_mask if self.ignore_blocked else 0
         pool_rule = self._pool_rule
-        resources = range(self.m)
+        resources = range(m)
         for v in reversed(order):
             if is_job[v]:
-                u = usage[v] = leaf_usage[v]
+                u = leaf_usage[v]
+                usage[v * m:(v + 1) * m] = array("d", u)
                 share[v] = node_share(u, cap, counted, weight[v])
                 unblocked[v] = 1 if live[v] and not needs[v] & blocking else 0
                 continue
@@ -700,14 +748,16 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             pool_heap = []
             for c in children[v]:
                 in_pool = bool(key[c]) and (unblocked[c] > 0 if pool_rule == 1 else pool_rule == 2 and live[c] > 0)
+                row = slice(c * m, (c + 1) * m)
                 if in_pool:
                     sc = share[c]
-                    vec = tuple([x / sc for x in usage[c]]) if sc > 0 else zero
+                    vec = array("d", [x / sc for x in usage[row]]) if sc > 0 else doubles(m)
                     target = s1
                 else:
-                    vec = usage[c]
+                    vec = usage[row]
                     target = s2
-                contrib[c] = (in_pool, vec)
+                contrib_in[c] = in_pool
+                contrib_vec[row] = vec
                 for r in resources:
                     target[r] += vec[r]
                 pool_version[c] += 1

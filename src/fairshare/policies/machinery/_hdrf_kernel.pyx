@@ -35,9 +35,7 @@ Its parity with the reference is tested decision by decision
 from heapq import heapify, heappop, heappush
 
 from cpython cimport array
-from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_FromDouble
-from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.float cimport PyFloat_AS_DOUBLE
 from libc.string cimport memcpy
 
 import array
@@ -66,34 +64,6 @@ from fairshare.policies.machinery.ties import DIGITS
 # --- the catch-up's per-node objects, without the interpreter's generic paths ----------------
 # (each gives the value or the order the Python expression it replaces gives)
 
-cdef tuple scaled(tuple usage, double by):
-    """``tuple([x / by for x in usage])`` (each ``x`` a float: one IEEE division, as
-    Python's), built in place: no list in between."""
-    cdef Py_ssize_t r, n = len(usage)
-    cdef tuple t = PyTuple_New(n)
-    cdef object item
-    for r in range(n):
-        item = PyFloat_FromDouble(<double>usage[r] / by)
-        Py_INCREF(item)  # (PyTuple_SET_ITEM steals the reference)
-        PyTuple_SET_ITEM(t, r, item)
-    return atomic(t)
-
-
-cdef tuple pooled(double low, array.array s1, array.array s2, Py_ssize_t m):
-    """``tuple([low * a + b for a, b in zip(s1, s2)])``: one multiplication, then one
-    addition, each rounded (no fused multiply-add: setup.py), built in place."""
-    cdef Py_ssize_t r
-    cdef tuple t = PyTuple_New(m)
-    cdef object item
-    cdef double *a = s1.data.as_doubles
-    cdef double *b = s2.data.as_doubles
-    for r in range(m):
-        item = PyFloat_FromDouble(low * a[r] + b[r])
-        Py_INCREF(item)
-        PyTuple_SET_ITEM(t, r, item)
-    return atomic(t)
-
-
 cdef Py_ssize_t first_unequal(tuple a, tuple b) except -1:
     """Where Python's comparison of two tuples stops: the first index whose items are not
     the same object and not ``==`` (two floats: their doubles' ``==``, what
@@ -114,11 +84,6 @@ cdef Py_ssize_t first_unequal(tuple a, tuple b) except -1:
         elif x != y:
             return r
     return n
-
-
-cdef bint tuples_differ(tuple a, tuple b) except -1:
-    """``a != b`` for two tuples, as Python: lengths, then item by item."""
-    return len(a) != len(b) or first_unequal(a, b) < len(a)
 
 
 cdef bint entry_less(tuple a, tuple b) except -1:
@@ -186,6 +151,7 @@ cdef int pool_pop(list heap) except -1:
 cdef object _hdrf_share = None
 #: a queue's running sums are ``array("d")`` (``hdrf_online.zero_sums``): made by cloning this
 cdef array.array _DOUBLES = array.array("d")
+cdef array.array _INDICES = array.array("q")
 
 
 cdef object the_hdrf_share():
@@ -198,18 +164,37 @@ cdef object the_hdrf_share():
 
 
 cdef class _Batch:
-    """A view's tables and its sorter's, read once (kept on the view: ``batch_of``)."""
-    cdef object sorter, view, node_share, capacity, blocking, zero
-    cdef list key, parent, depth, usage, share, leaf_usage, live, needs, weight
-    cdef list contrib, s1, s2, pool_heap, low, kids, counted
-    # per node, C integers (``hdrf_online.counters``): read through their buffers, taken
-    # afresh at each use (a job added grows them, ``_compact`` shrinks them: in place)
-    cdef array.array unblocked, pool_version, updates
+    """A view's tables and its sorter's, read once (kept on the view: ``batch_of``).
+
+    The view's per-node state is typed arrays (``hdrf_online._View``: ``doubles``,
+    ``flags``, ``counters``), read and written here through their buffers, no Python
+    object per value; the buffers are taken afresh at each call (``refresh``): a job added
+    grows the arrays and ``_compact`` squeezes them, in place, which may move a buffer."""
+    cdef object sorter, view, node_share, capacity, blocking
+    cdef list key, parent, depth, leaf_usage, live, needs, weight
+    cdef list s1, s2, pool_heap, kids, counted
     cdef dict repick
-    cdef int pool_rule, m
+    cdef int pool_rule
+    cdef Py_ssize_t m, n_counted
     cdef long rebuild_every
     # the sorter's node_share is hdrf.hdrf_share, computed here (``leaf_share``)
     cdef bint inline_share
+    # the buffers (``refresh``): node v's vectors at [v*m, (v+1)*m)
+    cdef double *usage
+    cdef double *share
+    cdef double *low
+    cdef signed char *low_set
+    cdef signed char *contrib_in
+    cdef double *contrib_vec
+    cdef long long *unblocked
+    cdef long long *pool_version
+    cdef long long *updates
+    # the counted resources and the capacity as C values, and one row a new contribution
+    # is built in before it is compared with the stored one (``repost``)
+    cdef array.array counted_of, cap_of, scratch_of
+    cdef long long *counted_r
+    cdef double *cap
+    cdef double *scratch
 
     def __init__(self, sorter, view, long rebuild_every):
         self.sorter = sorter
@@ -225,92 +210,147 @@ cdef class _Batch:
         self.kids = sorter.kids
         self.node_share = sorter.node_share
         self.capacity = sorter.capacity
-        self.zero = sorter._zero
         self.pool_rule = sorter._pool_rule
         self.m = sorter.m
-        self.usage = view.usage
-        self.share = view.share
-        self.unblocked = view.unblocked
         self.counted = view.counted
-        self.contrib = view.contrib
         self.s1 = view.s1
         self.s2 = view.s2
-        self.pool_version = view.pool_version
         self.pool_heap = view.pool_heap
-        self.updates = view.updates
-        self.low = view.low
         self.repick = view.repick
         # _leaf_blocked, inlined: not demanding, or (with ignore_blocked) needs a saturated resource
         self.blocking = view.saturated_mask if sorter.ignore_blocked else 0
         self.inline_share = self.node_share is the_hdrf_share()
+        self.scratch_of = array.clone(_DOUBLES, max(self.m, 1), True)
+        self.scratch = self.scratch_of.data.as_doubles
 
-    cdef object leaf_share(self, tuple u, Py_ssize_t idx):
-        """``node_share(u, capacity, counted, weight[idx])``; ``hdrf.hdrf_share`` itself
-        computed here, its operations in its order (``max_r u[r] / cap[r]`` by ``>`` from
-        0.0, then ``/ weight``): the call costs more than the arithmetic."""
-        cdef double best, x
-        if not self.inline_share:
-            return self.node_share(u, self.capacity, self.counted, self.weight[idx])
-        cap = self.capacity
-        best = 0.0
-        for r in self.counted:
-            x = <double>u[r] / <double>cap[r]
+    cdef int refresh(self) except -1:
+        """Take the view's buffers, the counted resources and the capacity afresh."""
+        view = self.view
+        cdef array.array table
+        table = view.usage
+        self.usage = table.data.as_doubles
+        table = view.share
+        self.share = table.data.as_doubles
+        table = view.low
+        self.low = table.data.as_doubles
+        table = view.low_set
+        self.low_set = table.data.as_schars
+        table = view.contrib_in
+        self.contrib_in = table.data.as_schars
+        table = view.contrib_vec
+        self.contrib_vec = table.data.as_doubles
+        table = view.unblocked
+        self.unblocked = table.data.as_longlongs
+        table = view.pool_version
+        self.pool_version = table.data.as_longlongs
+        table = view.updates
+        self.updates = table.data.as_longlongs
+        self.counted_of = array.array("q", self.counted)
+        self.n_counted = len(self.counted)
+        self.counted_r = self.counted_of.data.as_longlongs
+        self.cap_of = array.array("d", self.capacity)
+        self.cap = self.cap_of.data.as_doubles
+        return 0
+
+    cdef double counted_share(self, double *u, double weight):
+        """``hdrf.hdrf_share`` on the row ``u``: ``max_r u[r] / cap[r]`` over the counted
+        resources by ``>`` from 0.0, then ``/ weight``, its operations in its order (the
+        reference's ``_recompute`` inlines it the same way)."""
+        cdef double best = 0.0, x
+        cdef Py_ssize_t k, r
+        for k in range(self.n_counted):
+            r = self.counted_r[k]
+            x = u[r] / self.cap[r]
             if x > best:
                 best = x
-        return best / <double>self.weight[idx]
+        return best / weight
+
+    cdef double leaf_share(self, tuple u, Py_ssize_t idx) except? -1.0:
+        """``node_share(u, capacity, counted, weight[idx])``, with u already in the leaf's
+        usage row; ``hdrf.hdrf_share`` itself computed here (``counted_share``): the call
+        costs more than the arithmetic."""
+        if not self.inline_share:
+            return self.node_share(u, self.capacity, self.counted, self.weight[idx])
+        return self.counted_share(self.usage + idx * self.m, <double>self.weight[idx])
+
+    cdef int set_leaf(self, Py_ssize_t idx) except -1:
+        """A leaf's usage row from the sorter's ``leaf_usage`` (the reference's
+        ``array("d", u)``: each item as its double), and its share."""
+        cdef tuple u = <tuple>self.leaf_usage[idx]
+        cdef double *row = self.usage + idx * self.m
+        cdef Py_ssize_t r
+        for r in range(self.m):
+            row[r] = <double>u[r]
+        if self.key[idx]:
+            self.share[idx] = self.leaf_share(u, idx)
+        return 0
 
     cdef bint repost(self, Py_ssize_t v, Py_ssize_t p, bint same=False) except -1:
-        """``HDRFSorter._repost``: child ``v`` of ``p`` changed; whether p's sums moved."""
+        """``HDRFSorter._repost``: child ``v`` of ``p`` changed; whether p's sums moved.
+        The new contribution is built in ``scratch`` and compared with the stored row
+        double by double (the reference's arrays' ``!=``: item by item by ``==``)."""
         cdef bint in_old, in_new, moved
-        cdef tuple entry, vec_old, vec_new
         cdef list heap
         cdef array.array s_old, s_new
         cdef double *old_sums
         cdef double *new_sums
+        cdef double *vec_old
+        cdef double *vec_new = self.scratch
+        cdef double *u
         cdef double sv
-        cdef Py_ssize_t r
+        cdef Py_ssize_t r, m = self.m
         cdef long long pool_ver, updates
         self.repick[v] = None
         if not p:
             return False
-        entry = <tuple>self.contrib[v]
-        in_old = entry[0]
-        vec_old = <tuple>entry[1]
+        in_old = self.contrib_in[v] != 0
+        vec_old = self.contrib_vec + v * m
         if not self.key[v]:
             in_new = False
         elif self.pool_rule == 1:
-            in_new = self.unblocked.data.as_longlongs[v] > 0
+            in_new = self.unblocked[v] > 0
         else:
             in_new = self.pool_rule == 2 and <long>self.live[v] > 0
         if same and in_new == in_old:
             return False
+        u = self.usage + v * m
         if in_new:
             sv = self.share[v]
             if sv > 0:
-                vec_new = scaled(<tuple>self.usage[v], sv)
+                for r in range(m):
+                    vec_new[r] = u[r] / sv
             else:
-                vec_new = <tuple>self.zero
+                for r in range(m):
+                    vec_new[r] = 0.0
         else:
-            vec_new = <tuple>self.usage[v]
-        moved = in_new != in_old or tuples_differ(vec_new, vec_old)
+            for r in range(m):
+                vec_new[r] = u[r]
+        moved = in_new != in_old
+        if not moved:
+            for r in range(m):
+                if vec_new[r] != vec_old[r]:
+                    moved = True
+                    break
         if moved:
             s_old = <array.array>(self.s1[p] if in_old else self.s2[p])
             s_new = <array.array>(self.s1[p] if in_new else self.s2[p])
             old_sums = s_old.data.as_doubles
             new_sums = s_new.data.as_doubles
-            for r in range(self.m):  # (the reference's ``-=`` and ``+=``, in place on the doubles)
-                old_sums[r] = old_sums[r] - <double>vec_old[r]
-                new_sums[r] = new_sums[r] + <double>vec_new[r]
-            self.contrib[v] = atomic((in_new, vec_new))
-        pool_ver = self.pool_version.data.as_longlongs[v] + 1
-        self.pool_version.data.as_longlongs[v] = pool_ver
+            for r in range(m):  # (the reference's ``-=`` and ``+=``, in place on the doubles)
+                old_sums[r] = old_sums[r] - vec_old[r]
+                new_sums[r] = new_sums[r] + vec_new[r]
+            for r in range(m):
+                vec_old[r] = vec_new[r]
+            self.contrib_in[v] = in_new
+        pool_ver = self.pool_version[v] + 1
+        self.pool_version[v] = pool_ver
         if in_new:
             heap = <list>self.pool_heap[p]
             heap_push(heap, atomic((self.share[v], pool_ver, v)))
             if len(heap) > 4 * <long>self.kids[p] + 16:
                 self.sorter._compact_pool(self.view, p)
-        updates = self.updates.data.as_longlongs[p] + 1
-        self.updates.data.as_longlongs[p] = updates
+        updates = self.updates[p] + 1
+        self.updates[p] = updates
         if updates % self.rebuild_every == 0:
             self.sorter._resum(self.view, p)
             return True
@@ -318,41 +358,43 @@ cdef class _Batch:
 
     cdef bint recompute(self, Py_ssize_t p, bint sums_moved=True) except -1:
         """``HDRFSorter._recompute``: p's usage (its pool rescaled to its lowest share) and
-        share; False when unchanged and so not recomputed."""
+        share; False when unchanged and so not recomputed. The pool minimum is a double
+        and a flag (``low_set``: the reference's None when false)."""
         cdef list heap = <list>self.pool_heap[p]
-        cdef long long *version = self.pool_version.data.as_longlongs
-        cdef list contrib = self.contrib
         cdef array.array s1, s2
-        cdef tuple entry, u
-        cdef object low = None
-        cdef double best, x, lo
-        cdef Py_ssize_t c, r
+        cdef tuple entry
+        cdef bint has_low = False
+        cdef double lo = 0.0
+        cdef double *a
+        cdef double *b
+        cdef double *u
+        cdef Py_ssize_t c, r, m = self.m
         while heap:  # the pool's minimum share: its lowest current entry
             entry = <tuple>heap[0]
             c = entry[2]
-            if <long long>entry[1] == version[c] and (<tuple>contrib[c])[0]:
-                low = entry[0]
+            if <long long>entry[1] == self.pool_version[c] and self.contrib_in[c]:
+                lo = entry[0]
+                has_low = True
                 break
             pool_pop(heap)
-        if not sums_moved and low == self.low[p]:
+        # (``low == view.low[p]`` of the reference: both None, or both floats and ``==``)
+        if not sums_moved and has_low == (self.low_set[p] != 0) and (not has_low or lo == self.low[p]):
             return False
-        self.low[p] = low
+        self.low_set[p] = has_low
+        self.low[p] = lo if has_low else 0.0
         s1 = <array.array>self.s1[p]
         s2 = <array.array>self.s2[p]
-        if low is None or low <= 0:
-            u = atomic(tuple(s2))
+        a = s1.data.as_doubles
+        b = s2.data.as_doubles
+        u = self.usage + p * m
+        if not has_low or lo <= 0:
+            for r in range(m):
+                u[r] = b[r]
         else:
-            lo = low
-            u = pooled(lo, s1, s2, self.m)
-        self.usage[p] = u
+            for r in range(m):
+                u[r] = lo * a[r] + b[r]
         if p:
-            cap = self.capacity
-            best = 0.0
-            for r in self.counted:  # (hdrf.hdrf_share, inlined as in the reference)
-                x = <double>u[r] / <double>cap[r]
-                if x > best:
-                    best = x
-            self.share[p] = best / <double>self.weight[p]
+            self.share[p] = self.counted_share(u, <double>self.weight[p])
         return True
 
 
@@ -360,7 +402,8 @@ cdef _Batch batch_of(sorter, view, long rebuild_every):
     """The view's tables (a ``_Batch``), made at its first catch-up and kept on it: every
     list is the sorter's or the view's own for their lifetime (appended to, never
     replaced), but for ``counted`` (a rebuild's new list) and the sorter's capacity
-    (``set_capacity``), read again at each call."""
+    (``set_capacity``), read again at each call, with the typed arrays' buffers
+    (``refresh``)."""
     cdef _Batch b = getattr(view, "_kernel_batch", None)
     if b is None or b.sorter is not sorter:
         b = _Batch(sorter, view, rebuild_every)
@@ -369,6 +412,7 @@ cdef _Batch batch_of(sorter, view, long rebuild_every):
         b.counted = view.counted
         b.capacity = sorter.capacity
         b.rebuild_every = rebuild_every
+    b.refresh()
     return b
 
 
@@ -389,11 +433,10 @@ def propagate(sorter, view, leaves, long rebuild_every):
     below it), as the reference iterates its dict."""
     global _queued
     cdef _Batch b = batch_of(sorter, view, rebuild_every)
-    cdef list key = b.key, parent = b.parent, depth = b.depth, usage = b.usage, share = b.share
-    cdef long long *unblocked = b.unblocked.data.as_longlongs
-    cdef list leaf_usage = b.leaf_usage, live = b.live, needs = b.needs
-    cdef list weight = b.weight
-    node_share, capacity, counted, blocking = b.node_share, b.capacity, b.counted, b.blocking
+    cdef list key = b.key, parent = b.parent, depth = b.depth
+    cdef long long *unblocked = b.unblocked
+    cdef list live = b.live, needs = b.needs
+    blocking = b.blocking
     cdef bint batch = len(leaves) != 1
     cdef bint same, moved
     cdef list levels = [[] for _ in range(<long>sorter.max_depth + 1)] if batch else []
@@ -407,10 +450,9 @@ def propagate(sorter, view, leaves, long rebuild_every):
     try:
         for leaf in leaves:
             idx = leaf
-            u = usage[idx] = leaf_usage[idx]
+            b.set_leaf(idx)
             now = 0
             if key[idx]:
-                share[idx] = b.leaf_share(u, idx)
                 now = 1 if live[idx] and not needs[idx] & blocking else 0
             d_unblocked = now - unblocked[idx]
             unblocked[idx] = now
@@ -468,14 +510,16 @@ def rebuild(sorter, view, long rebuild_every):
         v = stack.pop()
         order.append(v)
         stack.extend(<dict>children[v])
-    cdef list usage = b.usage, share = b.share, contrib = b.contrib
-    cdef long long *unblocked = b.unblocked.data.as_longlongs
-    cdef long long *pool_version = b.pool_version.data.as_longlongs
+    cdef double *usage = b.usage
+    cdef double *share = b.share
+    cdef double *contrib_vec = b.contrib_vec
+    cdef signed char *contrib_in = b.contrib_in
+    cdef long long *unblocked = b.unblocked
+    cdef long long *pool_version = b.pool_version
     cdef list s1_of = b.s1, s2_of = b.s2, pool_heap_of = b.pool_heap
     cdef list pick_heap_of = view.pick_heap
     cdef dict repick = b.repick
-    cdef list is_job = sorter.is_job, key = b.key, live = b.live, needs = b.needs, leaf_usage = b.leaf_usage
-    zero = b.zero
+    cdef list is_job = sorter.is_job, key = b.key, live = b.live, needs = b.needs
     blocking = b.blocking
     cdef int pool_rule = b.pool_rule
     cdef Py_ssize_t idx, c, r, k
@@ -485,14 +529,13 @@ def rebuild(sorter, view, long rebuild_every):
     cdef list pool_heap
     cdef array.array s1, s2
     cdef double *target
+    cdef double *vec
+    cdef double *row
     cdef dict kids
-    cdef tuple u, vec
     for k in range(len(order) - 1, -1, -1):
         idx = order[k]
         if is_job[idx]:
-            u = <tuple>leaf_usage[idx]
-            usage[idx] = u
-            share[idx] = b.leaf_share(u, idx)
+            b.set_leaf(idx)
             unblocked[idx] = 1 if live[idx] and not needs[idx] & blocking else 0
             continue
         kids = <dict>children[idx]
@@ -511,16 +554,24 @@ def rebuild(sorter, view, long rebuild_every):
                 in_pool = unblocked[c] > 0
             else:
                 in_pool = pool_rule == 2 and <long>live[c] > 0
+            vec = contrib_vec + c * m
+            row = usage + c * m
             if in_pool:
                 sc = share[c]
-                vec = atomic(tuple([<double>x / sc for x in <tuple>usage[c]])) if sc > 0 else <tuple>zero
+                if sc > 0:
+                    for r in range(m):
+                        vec[r] = row[r] / sc
+                else:
+                    for r in range(m):
+                        vec[r] = 0.0
                 target = s1.data.as_doubles
             else:
-                vec = <tuple>usage[c]
+                for r in range(m):
+                    vec[r] = row[r]
                 target = s2.data.as_doubles
-            contrib[c] = atomic((in_pool, vec))
+            contrib_in[c] = in_pool
             for r in range(m):
-                target[r] = target[r] + <double>vec[r]
+                target[r] = target[r] + vec[r]
             version = pool_version[c] + 1
             pool_version[c] = version
             if in_pool:
@@ -547,10 +598,9 @@ cdef double _round_value[ROUND_SLOTS]
 cdef bint _round_filled[ROUND_SLOTS]
 
 
-cdef double rounded_share(object share) except? -1.0:
-    """``round(share, DIGITS)`` as a double (the same value: Python's own ``round`` fills
+cdef double rounded_share(double x) except? -1.0:
+    """``round(x, DIGITS)`` as a double (the same value: Python's own ``round`` fills
     the table; the key is the share's bit pattern, so no two doubles ever share a value)."""
-    cdef double x = share
     cdef unsigned long long bits
     memcpy(&bits, &x, sizeof(bits))
     cdef Py_ssize_t slot = <Py_ssize_t>(((bits * 0x9E3779B97F4A7C15ULL) >> 51) & (ROUND_SLOTS - 1))
@@ -561,6 +611,23 @@ cdef double rounded_share(object share) except? -1.0:
     _round_value[slot] = r
     _round_filled[slot] = True
     return r
+
+cdef double *doubles_of(object table):
+    """The buffer of a table of shares when it is an ``array("d")`` (an H-DRF view's,
+    ``hdrf_online.doubles``), else NULL (a list: DFF's, the tests'), read as Python items."""
+    cdef array.array doubles
+    if type(table) is array.array and table.typecode == "d":
+        doubles = table
+        return doubles.data.as_doubles
+    return NULL
+
+
+cdef inline double share_at(object table, double *doubles, Py_ssize_t v) except? -1.0:
+    """``table[v]`` as a double, from the buffer when there is one (``doubles_of``)."""
+    if doubles != NULL:
+        return doubles[v]
+    return table[v]
+
 
 cdef inline bint _key_less(double share_a, long long running_a, long long position_a,
                            double share_b, long long running_b, long long position_b):
@@ -593,7 +660,8 @@ def pick_among_tree(names, *, dict index, list parent, list live, node_key, fifo
     cdef double share_best, share_c
     cdef long long running_best, running_c, position_best, position_c
     cdef bint readied = False
-    cdef list share, running, position
+    cdef list running, position
+    cdef double *shares = NULL
     for name in names:
         candidates[index[name]] = name
     for cand, name in candidates.items():
@@ -627,6 +695,7 @@ def pick_among_tree(names, *, dict index, list parent, list live, node_key, fifo
         return None
     if tables is not None:
         share, running, position, ready = tables
+        shares = doubles_of(share)
     v = 0
     while True:
         kids = below.get(v)
@@ -642,12 +711,12 @@ def pick_among_tree(names, *, dict index, list parent, list live, node_key, fifo
                 ready()
                 readied = True
             best = kids[0]
-            share_best = rounded_share(share[best])
+            share_best = rounded_share(share_at(share, shares, best))
             running_best = running[best]
             position_best = position[best]
             for k in range(1, n):
                 c = kids[k]
-                share_c = rounded_share(share[c])
+                share_c = rounded_share(share_at(share, shares, c))
                 running_c = running[c]
                 position_c = position[c]
                 if _key_less(share_c, running_c, position_c, share_best, running_best, position_best):
@@ -700,7 +769,7 @@ def first_runnable_by_key(list jobs, *, list live, excluded, list shape_mask, li
     return None
 
 
-def renew_pick_entries(dict repick, list heaps, *, list version, list share, list running, list position,
+def renew_pick_entries(dict repick, list heaps, *, list version, share, list running, list position,
                        list live, present, list parent, list kids, list lazy=None, dict deferred=None):
     """``descent.renew_pick_entries``: each node in ``repick`` gets a new version and,
     while demanding and present, the entry ``(round(share, DIGITS), running, position,
@@ -724,6 +793,7 @@ def renew_pick_entries(dict repick, list heaps, *, list version, list share, lis
     cdef list heap, fresh
     cdef dict new_entries = {}
     cdef dict later
+    cdef double *shares = doubles_of(share)
     for node in repick:
         v = node
         if lazy is not None:
@@ -739,7 +809,7 @@ def renew_pick_entries(dict repick, list heaps, *, list version, list share, lis
         version[v] = ver
         if <long>live[v] > 0 and present[v]:
             p = parent[v]
-            entry = atomic((rounded_share(share[v]), running[v], position[v], ver, node))
+            entry = atomic((rounded_share(share_at(share, shares, v)), running[v], position[v], ver, node))
             fresh = new_entries.get(p)
             if fresh is None:
                 new_entries[p] = [entry]

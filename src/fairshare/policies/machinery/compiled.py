@@ -50,10 +50,10 @@ PURE_PYTHON_ENV = "FAIRSHARE_PURE_PYTHON"
 #: digest here updated (tests/test_compiled_core.py compares them, compiler or not).
 #: ``HDRFSorter.*`` are in ``policies/hdrf_online.py``, ``descent.*`` in ``machinery/descent.py``
 PORTED_FROM = {
-    "HDRFSorter._propagate": "ae066a8f03671c52",
-    "HDRFSorter._repost": "db08bdcbc5367439",
-    "HDRFSorter._recompute": "cb9a5323fccde326",
-    "HDRFSorter._rebuild": "6ce1e335ef025ed2",
+    "HDRFSorter._propagate": "6c4e6741466446e5",
+    "HDRFSorter._repost": "6ddc327453f46cb2",
+    "HDRFSorter._recompute": "d17635644fe7fe81",
+    "HDRFSorter._rebuild": "bf65105ca3efa990",
     "descent.pick_among_tree": "8bf57239bdf6a3d9",
     "descent.renew_pick_entries": "429e4a73d48cee39",
     "descent.first_runnable_by_key": "ab3252270eda6a94",
