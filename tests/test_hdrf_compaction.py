@@ -57,7 +57,7 @@ def run(sc, policy: str, *, reference: bool = False, seed: int = 0, half_life: f
         sizes["slots"] = max(sizes["slots"], len(sched.sorter.key))
         sizes["live"] = max(sizes["live"], len(sched.sorter.jobs))
         sizes["heap"] = max(sizes["heap"], *(len(heap) for view in sched.sorter.views
-                                             for heap in (*view.pick_heap, *view.pool_heap) if heap))
+                                             for heap in (*view.pick_heap, *map(hdrf_online.pool_entries, view.pool_heap)) if heap))
 
     log = replay(sched, sc.jobs, lambda launch: lengths[launch.job], observe=observe)
     return log, shares, sizes
@@ -117,7 +117,7 @@ def test_compaction_renumbers_in_order_and_keeps_the_views_heaps_current():
             assert all(sorter.parent[c] == p for c in children)
             assert list(children) == sorted(children)
         for view in sorter.views:
-            for heap in (*view.pick_heap, *view.pool_heap):
+            for heap in (*view.pick_heap, *map(hdrf_online.pool_entries, view.pool_heap)):
                 assert all(0 <= e[-1] < len(sorter.key) for e in heap or ())
         checked.append(sorter.dropped)
 
@@ -153,6 +153,6 @@ def test_a_queues_heaps_stay_bounded_by_its_children_in_the_table(monkeypatch, p
         if len(live) > 4:
             sorter.remove_job(live.pop(0))
         view = sorter.views.current
-        largest = max(largest, *(len(heap) for heap in (*view.pick_heap, *view.pool_heap) if heap))
+        largest = max(largest, *(len(heap) for heap in (*view.pick_heap, *map(hdrf_online.pool_entries, view.pool_heap)) if heap))
     assert largest <= 4 * 5 + 17, largest
 

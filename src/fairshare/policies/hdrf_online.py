@@ -129,6 +129,84 @@ def flags(n: int) -> array:
     return array("b", bytes(n))
 
 
+#: a queue's pool heap (Alg. 3's pool minimum M, lazily): its entries ``(share, version,
+#: child)`` as typed arrays, the shares in one (``keys``, C doubles) and each entry's
+#: version and child in the other (``ids``, two C integers an entry), in ``heapq``'s layout
+PoolHeap = tuple[array, array]
+
+
+def pool_heap(entries: Sequence[tuple[float, int, int]] = ()) -> PoolHeap:
+    """A pool heap holding ``entries`` in their order (a list ``heapq`` keeps as a heap
+    is the same heap here: ``pool_push``/``pool_pop`` are ``heapq``'s sifts)."""
+    ids = array("q")
+    for _share, version, child in entries:
+        ids.append(version)
+        ids.append(child)
+    return array("d", [e[0] for e in entries]), ids
+
+
+def pool_entries(heap: PoolHeap | None) -> list[tuple[float, int, int]]:
+    """A pool heap's entries, ``(share, version, child)`` in its layout (none for None)."""
+    if heap is None:
+        return []
+    keys, ids = heap
+    return [(keys[i], ids[2 * i], ids[2 * i + 1]) for i in range(len(keys))]
+
+
+def pool_push(heap: PoolHeap, share: float, version: int, child: int) -> None:
+    """``heapq.heappush(entries, (share, version, child))`` on the typed arrays: its
+    ``_siftdown``, entries compared as the tuples are (share by ``<``/``==`` on the
+    doubles, no share is a NaN; then version, then child), so the same layout. The
+    compiled core sifts the same arrays the same way (``_hdrf_kernel.typed_push``)."""
+    keys, ids = heap
+    keys.append(share)
+    ids.append(version)
+    ids.append(child)
+    _pool_sift_down(keys, ids, 0, len(keys) - 1)
+
+
+def pool_pop(heap: PoolHeap) -> None:
+    """``heapq.heappop`` on the typed arrays, the lowest entry dropped: the last moved to
+    the top and sifted as ``heapq._siftup`` does."""
+    keys, ids = heap
+    last = (keys.pop(), ids[-2], ids[-1])
+    del ids[-2:]
+    if keys:
+        keys[0], ids[0], ids[1] = last
+        _pool_sift_up(keys, ids, 0)
+
+
+def _pool_sift_down(keys: array, ids: array, start: int, pos: int) -> None:
+    """``heapq._siftdown``: the entry at ``pos`` moved up past the greater parents."""
+    new = (keys[pos], ids[2 * pos], ids[2 * pos + 1])
+    while pos > start:
+        up = (pos - 1) >> 1
+        parent = (keys[up], ids[2 * up], ids[2 * up + 1])
+        if new < parent:
+            keys[pos], ids[2 * pos], ids[2 * pos + 1] = parent
+            pos = up
+            continue
+        break
+    keys[pos], ids[2 * pos], ids[2 * pos + 1] = new
+
+
+def _pool_sift_up(keys: array, ids: array, pos: int) -> None:
+    """``heapq._siftup``: the entry at ``pos`` down to a leaf by the smaller child, then up."""
+    end, start = len(keys), pos
+    new = (keys[pos], ids[2 * pos], ids[2 * pos + 1])
+    child = 2 * pos + 1
+    while child < end:
+        right = child + 1
+        if right < end and not (keys[child], ids[2 * child], ids[2 * child + 1]) < \
+                (keys[right], ids[2 * right], ids[2 * right + 1]):
+            child = right
+        keys[pos], ids[2 * pos], ids[2 * pos + 1] = keys[child], ids[2 * child], ids[2 * child + 1]
+        pos = child
+        child = 2 * pos + 1
+    keys[pos], ids[2 * pos], ids[2 * pos + 1] = new
+    _pool_sift_down(keys, ids, start, pos)
+
+
 class _View(SaturatedView):
     """Everything that depends on the saturated set: shares, pools, sums, heaps.
 
@@ -160,7 +238,7 @@ class _View(SaturatedView):
         self.version = [0] * n  # of each node's pick entries (share, running, demand)
         self.pool_version = counters(n)  # of its pool entries (share, pool membership)
         self.pick_heap: list[list | None] = [None] * n
-        self.pool_heap: list[list | None] = [None] * n
+        self.pool_heap: list[PoolHeap | None] = [None] * n  # (``pool_heap``)
         self.updates = counters(n)
         #: nodes whose pick entry is out of date, renewed before the next descent
         #: (:meth:`HDRFSorter._flush_picks`): most decisions on a full cluster compare the
@@ -459,9 +537,10 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                     heap[:] = [(*e[:4], new_of[e[4]]) for e in heap if e[4] in new_of]
                     heapq.heapify(heap)
                 heap = view.pool_heap[q]
-                if heap:
-                    heap[:] = [(e[0], e[1], new_of[e[2]]) for e in heap if e[2] in new_of]
-                    heapq.heapify(heap)
+                if heap is not None:
+                    entries = [(e[0], e[1], new_of[e[2]]) for e in pool_entries(heap) if e[2] in new_of]
+                    heapq.heapify(entries)
+                    view.pool_heap[q] = pool_heap(entries)
         self.dropped += dead
         self.tombstones -= dead
         self._kept_tombstones = self.tombstones
@@ -628,8 +707,8 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         view.pool_version[v] = pool_ver
         if in_new:
             heap = view.pool_heap[p]
-            heapq.heappush(heap, (view.share[v], pool_ver, v))
-            if len(heap) > 4 * self.kids[p] + 16:
+            pool_push(heap, view.share[v], pool_ver, v)
+            if len(heap[0]) > 4 * self.kids[p] + 16:
                 self._compact_pool(view, p)
         updates = view.updates[p] + 1
         view.updates[p] = updates
@@ -655,23 +734,23 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
 
     def _compact_pool(self, view: _View, p: int) -> None:
         version, contrib_in = view.pool_version, view.contrib_in
-        heap = [e for e in view.pool_heap[p] if e[1] == version[e[2]] and contrib_in[e[2]]]
-        heapq.heapify(heap)
-        view.pool_heap[p] = heap
+        entries = [e for e in pool_entries(view.pool_heap[p]) if e[1] == version[e[2]] and contrib_in[e[2]]]
+        heapq.heapify(entries)
+        view.pool_heap[p] = pool_heap(entries)
 
     def _recompute(self, view: _View, p: int, sums_moved: bool = True) -> bool:
         """p's usage (Alg. 3: its pool rescaled to the lowest share in it) and share.
         Unchanged, and so not recomputed (returns False), when its sums did not move and
         the pool's minimum is the one it was computed with."""
         heap, version, contrib_in = view.pool_heap[p], view.pool_version, view.contrib_in
+        keys, ids = heap
         low = None
-        while heap:  # the pool's minimum share: its lowest current entry
-            entry = heap[0]
-            c = entry[2]
-            if entry[1] == version[c] and contrib_in[c]:
-                low = entry[0]
+        while keys:  # the pool's minimum share: its lowest current entry
+            c = ids[1]
+            if ids[0] == version[c] and contrib_in[c]:
+                low = keys[0]
                 break
-            heapq.heappop(heap)
+            pool_pop(heap)
         if not sums_moved and low == (view.low[p] if view.low_set[p] else None):
             return False
         view.low_set[p] = low is not None
@@ -745,7 +824,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             unblocked[v] = sum(unblocked[c] for c in children[v])
             s1 = zero_sums(self.m)
             s2 = zero_sums(self.m)
-            pool_heap = []
+            entries = []
             for c in children[v]:
                 in_pool = bool(key[c]) and (unblocked[c] > 0 if pool_rule == 1 else pool_rule == 2 and live[c] > 0)
                 row = slice(c * m, (c + 1) * m)
@@ -762,14 +841,14 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                     target[r] += vec[r]
                 pool_version[c] += 1
                 if in_pool:
-                    pool_heap.append((share[c], pool_version[c], c))
+                    entries.append((share[c], pool_version[c], c))
                 if live[c] > 0:
                     repick[c] = None
-            heapq.heapify(pool_heap)
+            heapq.heapify(entries)  # (as ``pool_heap``'s arrays: the layout ``heapq`` gives)
             # the pick entries are made before the next descent (``_flush_picks``, which
             # gives each a new version): with decay a view may be rebuilt at every instant,
             # and most decisions compare candidates' paths without reading these heaps
-            view.s1[v], view.s2[v], view.pool_heap[v], view.pick_heap[v] = s1, s2, pool_heap, []
+            view.s1[v], view.s2[v], view.pool_heap[v], view.pick_heap[v] = s1, s2, pool_heap(entries), []
             self._recompute(view, v)
 
     # --- decisions ----------------------------------------------------------------------------------

@@ -120,31 +120,97 @@ cdef int heap_push(list heap, tuple entry) except -1:
     return 0
 
 
-cdef int pool_pop(list heap) except -1:
-    """``heapq.heappop(heap)`` for pool entries, the popped entry dropped: the last entry
-    moved to the top and sifted as ``heapq._siftup`` sifts it (down to a leaf by the
-    smaller child, then up), the same comparisons (``entry_less``), so the same list."""
-    last = heap.pop()
-    cdef Py_ssize_t end = len(heap), pos = 0, child, right, up
-    if not end:
-        return 0
-    child = 1
-    while child < end:
-        right = child + 1
-        if right < end and not entry_less(<tuple>heap[child], <tuple>heap[right]):
-            child = right
-        heap[pos] = heap[child]
-        pos = child
-        child = 2 * pos + 1
-    while pos > 0:
+# --- a queue's pool heap as typed arrays (``hdrf_online.pool_heap``: ``(keys, ids)``) -------
+
+cdef inline bint pool_less(double share_a, long long version_a, long long child_a,
+                           double share_b, long long version_b, long long child_b):
+    """``(share_a, version_a, child_a) < (share_b, version_b, child_b)`` as Python compares
+    the tuples: the first unequal item decides (no share is a NaN)."""
+    if share_a != share_b:
+        return share_a < share_b
+    if version_a != version_b:
+        return version_a < version_b
+    return child_a < child_b
+
+
+cdef void pool_sift_down(double *keys, long long *ids, Py_ssize_t start, Py_ssize_t pos) noexcept:
+    """``heapq._siftdown`` (``hdrf_online._pool_sift_down``): the entry at ``pos`` moved up
+    past the greater parents."""
+    cdef double share = keys[pos]
+    cdef long long version = ids[2 * pos], child = ids[2 * pos + 1]
+    cdef Py_ssize_t up
+    while pos > start:
         up = (pos - 1) >> 1
-        parent = heap[up]
-        if entry_less(<tuple>last, <tuple>parent):
-            heap[pos] = parent
+        if pool_less(share, version, child, keys[up], ids[2 * up], ids[2 * up + 1]):
+            keys[pos] = keys[up]
+            ids[2 * pos] = ids[2 * up]
+            ids[2 * pos + 1] = ids[2 * up + 1]
             pos = up
             continue
         break
-    heap[pos] = last
+    keys[pos] = share
+    ids[2 * pos] = version
+    ids[2 * pos + 1] = child
+
+
+cdef void pool_sift_up(double *keys, long long *ids, Py_ssize_t end, Py_ssize_t pos) noexcept:
+    """``heapq._siftup`` (``hdrf_online._pool_sift_up``): the entry at ``pos`` down to a
+    leaf by the smaller child, then up."""
+    cdef Py_ssize_t start = pos, child = 2 * pos + 1, right
+    cdef double share = keys[pos]
+    cdef long long version = ids[2 * pos], node = ids[2 * pos + 1]
+    while child < end:
+        right = child + 1
+        if right < end and not pool_less(keys[child], ids[2 * child], ids[2 * child + 1],
+                                         keys[right], ids[2 * right], ids[2 * right + 1]):
+            child = right
+        keys[pos] = keys[child]
+        ids[2 * pos] = ids[2 * child]
+        ids[2 * pos + 1] = ids[2 * child + 1]
+        pos = child
+        child = 2 * pos + 1
+    keys[pos] = share
+    ids[2 * pos] = version
+    ids[2 * pos + 1] = node
+    pool_sift_down(keys, ids, start, pos)
+
+
+cdef int typed_push(tuple heap, double share, long long version, long long child) except -1:
+    """``hdrf_online.pool_push``: the entry appended to the arrays, then sifted in C."""
+    cdef array.array keys = <array.array>heap[0], ids = <array.array>heap[1]
+    cdef Py_ssize_t n = len(keys)
+    array.resize_smart(keys, n + 1)
+    array.resize_smart(ids, 2 * n + 2)
+    keys.data.as_doubles[n] = share
+    ids.data.as_longlongs[2 * n] = version
+    ids.data.as_longlongs[2 * n + 1] = child
+    pool_sift_down(keys.data.as_doubles, ids.data.as_longlongs, 0, n)
+    return 0
+
+
+cdef int typed_pop(tuple heap) except -1:
+    """``hdrf_online.pool_pop``: the lowest entry dropped, the last moved to the top and
+    sifted."""
+    cdef array.array keys = <array.array>heap[0], ids = <array.array>heap[1]
+    cdef Py_ssize_t n = len(keys) - 1
+    cdef double share = keys.data.as_doubles[n]
+    cdef long long version = ids.data.as_longlongs[2 * n], child = ids.data.as_longlongs[2 * n + 1]
+    array.resize_smart(keys, n)
+    array.resize_smart(ids, 2 * n)
+    if n:
+        keys.data.as_doubles[0] = share
+        ids.data.as_longlongs[0] = version
+        ids.data.as_longlongs[1] = child
+        pool_sift_up(keys.data.as_doubles, ids.data.as_longlongs, n, 0)
+    return 0
+
+
+cdef int typed_heapify(tuple heap) except -1:
+    """``heapq.heapify`` on the arrays (its sifts, from the last parent to the top)."""
+    cdef array.array keys = <array.array>heap[0], ids = <array.array>heap[1]
+    cdef Py_ssize_t n = len(keys), i
+    for i in range(n // 2 - 1, -1, -1):
+        pool_sift_up(keys.data.as_doubles, ids.data.as_longlongs, n, i)
     return 0
 
 
@@ -290,7 +356,7 @@ cdef class _Batch:
         The new contribution is built in ``scratch`` and compared with the stored row
         double by double (the reference's arrays' ``!=``: item by item by ``==``)."""
         cdef bint in_old, in_new, moved
-        cdef list heap
+        cdef tuple heap
         cdef array.array s_old, s_new
         cdef double *old_sums
         cdef double *new_sums
@@ -345,9 +411,9 @@ cdef class _Batch:
         pool_ver = self.pool_version[v] + 1
         self.pool_version[v] = pool_ver
         if in_new:
-            heap = <list>self.pool_heap[p]
-            heap_push(heap, atomic((self.share[v], pool_ver, v)))
-            if len(heap) > 4 * <long>self.kids[p] + 16:
+            heap = <tuple>self.pool_heap[p]
+            typed_push(heap, self.share[v], pool_ver, v)
+            if len(<array.array>heap[0]) > 4 * <long>self.kids[p] + 16:
                 self.sorter._compact_pool(self.view, p)
         updates = self.updates[p] + 1
         self.updates[p] = updates
@@ -360,23 +426,22 @@ cdef class _Batch:
         """``HDRFSorter._recompute``: p's usage (its pool rescaled to its lowest share) and
         share; False when unchanged and so not recomputed. The pool minimum is a double
         and a flag (``low_set``: the reference's None when false)."""
-        cdef list heap = <list>self.pool_heap[p]
+        cdef tuple heap = <tuple>self.pool_heap[p]
+        cdef array.array keys = <array.array>heap[0], ids = <array.array>heap[1]
         cdef array.array s1, s2
-        cdef tuple entry
         cdef bint has_low = False
         cdef double lo = 0.0
         cdef double *a
         cdef double *b
         cdef double *u
         cdef Py_ssize_t c, r, m = self.m
-        while heap:  # the pool's minimum share: its lowest current entry
-            entry = <tuple>heap[0]
-            c = entry[2]
-            if <long long>entry[1] == self.pool_version[c] and self.contrib_in[c]:
-                lo = entry[0]
+        while len(keys):  # the pool's minimum share: its lowest current entry
+            c = ids.data.as_longlongs[1]
+            if ids.data.as_longlongs[0] == self.pool_version[c] and self.contrib_in[c]:
+                lo = keys.data.as_doubles[0]
                 has_low = True
                 break
-            pool_pop(heap)
+            typed_pop(heap)
         # (``low == view.low[p]`` of the reference: both None, or both floats and ``==``)
         if not sums_moved and has_low == (self.low_set[p] != 0) and (not has_low or lo == self.low[p]):
             return False
@@ -526,8 +591,9 @@ def rebuild(sorter, view, long rebuild_every):
     cdef long long total, version
     cdef bint in_pool
     cdef double sc
-    cdef list pool_heap
-    cdef array.array s1, s2
+    cdef tuple pool_heap
+    cdef array.array s1, s2, keys, ids
+    cdef Py_ssize_t n
     cdef double *target
     cdef double *vec
     cdef double *row
@@ -545,7 +611,9 @@ def rebuild(sorter, view, long rebuild_every):
         unblocked[idx] = total
         s1 = array.clone(_DOUBLES, m, True)  # (``zero_sums``)
         s2 = array.clone(_DOUBLES, m, True)
-        pool_heap = []
+        keys = array.clone(_DOUBLES, len(kids), False)  # (``pool_heap``, at most a child each)
+        ids = array.clone(_INDICES, 2 * len(kids), False)
+        n = 0
         for child in kids:
             c = child
             if not key[c]:
@@ -574,11 +642,17 @@ def rebuild(sorter, view, long rebuild_every):
                 target[r] = target[r] + vec[r]
             version = pool_version[c] + 1
             pool_version[c] = version
-            if in_pool:
-                pool_heap.append(atomic((share[c], version, child)))
+            if in_pool:  # (the reference's entries list, in its order)
+                keys.data.as_doubles[n] = share[c]
+                ids.data.as_longlongs[2 * n] = version
+                ids.data.as_longlongs[2 * n + 1] = c
+                n += 1
             if <long>live[c] > 0:
                 repick[child] = None
-        heapify(pool_heap)
+        array.resize_smart(keys, n)
+        array.resize_smart(ids, 2 * n)
+        pool_heap = (keys, ids)
+        typed_heapify(pool_heap)  # (``heapq.heapify`` of the reference's list)
         # the pick entries are made before the next descent (``_flush_picks``)
         s1_of[idx], s2_of[idx], pool_heap_of[idx], pick_heap_of[idx] = s1, s2, pool_heap, []
         b.recompute(idx)
@@ -844,12 +918,14 @@ def pick_heap_push(list heap, list entries):
         heap_push(heap, <tuple>entry)
 
 
-def pool_heap_ops(list heap, list ops):
-    """Apply ``ops`` to a pool heap with the kernel's sifts, for the tests: an entry
-    ``(share, version, child)`` is pushed (``heap_push``), None pops the lowest
-    (``pool_pop``); the list is left as ``heapq`` would leave it."""
-    for entry in ops:
-        if entry is None:
-            pool_pop(heap)
+def pool_heap_ops(tuple heap, list ops):
+    """Apply ``ops`` to a pool heap (``hdrf_online.pool_heap``) with the kernel's sifts,
+    for the tests: an entry ``(share, version, child)`` is pushed (``typed_push``), None
+    pops the lowest (``typed_pop``), ``"heapify"`` heapifies (``typed_heapify``)."""
+    for op in ops:
+        if op is None:
+            typed_pop(heap)
+        elif op == "heapify":
+            typed_heapify(heap)
         else:
-            heap_push(heap, <tuple>entry)
+            typed_push(heap, op[0], op[1], op[2])

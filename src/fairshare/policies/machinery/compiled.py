@@ -51,9 +51,9 @@ PURE_PYTHON_ENV = "FAIRSHARE_PURE_PYTHON"
 #: ``HDRFSorter.*`` are in ``policies/hdrf_online.py``, ``descent.*`` in ``machinery/descent.py``
 PORTED_FROM = {
     "HDRFSorter._propagate": "6c4e6741466446e5",
-    "HDRFSorter._repost": "6ddc327453f46cb2",
-    "HDRFSorter._recompute": "d17635644fe7fe81",
-    "HDRFSorter._rebuild": "bf65105ca3efa990",
+    "HDRFSorter._repost": "5cf9653ba0273924",
+    "HDRFSorter._recompute": "c651b87e2b1b008a",
+    "HDRFSorter._rebuild": "9ba38f1eb12a10db",
     "descent.pick_among_tree": "8bf57239bdf6a3d9",
     "descent.renew_pick_entries": "429e4a73d48cee39",
     "descent.first_runnable_by_key": "ab3252270eda6a94",
