@@ -5,26 +5,32 @@ and the tree sorters' candidate comparison and pick-entry renewal
 (``descent.pick_among_tree``, ``renew_pick_entries``).
 
 The pure-Python methods are the reference and the fallback (``machinery/compiled.py``
-chooses); this port runs the same operations in the same order on the same Python
-objects (the view's lists, tuples and heaps; a queue's running sums are ``array("d")``
-in both, read and written here through their C doubles), so every float is the one the
-reference computes: each ``/``, ``*``, ``+`` and ``-`` is one IEEE double operation as in CPython,
-never reassociated or fused (setup.py compiles with ``-ffp-contract=off``: a fused
-multiply-add in ``low * a + b`` would round once where Python rounds twice), and tuple
-comparisons are Python's, item by item (``first_unequal``: the same object or ``==``,
-then ``<``; floats and ints compared as C values, anything else by Python), in
-``vec_new != vec_old`` and in the heaps' sifts (``heap_push``, ``pool_pop``: ``heapq``'s,
-so the same lists). What it saves is the interpreter: local lists read with C indexing,
-integers and flags as C values (a view's counters are ``array('q')``,
-``hdrf_online.counters``), no frames for the per-node helpers. The rare paths (a pool heap's compaction, the periodic exact re-sum)
-call back into the sorter's Python methods.
+chooses); this port runs the same operations in the same order on the same data: a
+view's per-node state is typed arrays in both (``hdrf_online._View``: shares, pool
+minima and their flags, usage and contribution vectors as rows of one flat
+``array("d")``, counters as ``array("q")``; a queue's running sums an ``array("d")``
+each, its pool heap a pair of arrays, ``hdrf_online.pool_heap``), read and written here
+through their buffers, so every float is the one the reference computes: each ``/``,
+``*``, ``+`` and ``-`` is one IEEE double operation as in CPython, never reassociated or
+fused (setup.py compiles with ``-ffp-contract=off``: a fused multiply-add in
+``low * a + b`` would round once where Python rounds twice); the reference's array
+``!=`` (item by item by ``==``) is a loop over the doubles, and the pool heaps are sifted
+by ``heapq``'s algorithm in both (``typed_push``, ``typed_pop``, ``typed_heapify``; entries
+compared as the tuples ``(share, version, child)`` are), so the same layout. What it
+saves is the interpreter and the objects: no float, tuple or int object per node
+update, no frames for the per-node helpers. The rare paths (a pool heap's compaction,
+the periodic exact re-sum) call back into the sorter's Python methods. The pick heaps
+stay lists of tuples (``descent``'s readers), sifted here with Python's tuple
+comparison (``first_unequal``: the same object or ``==``, then ``<``; floats and ints
+compared as C values, anything else by Python; ``heap_push``: ``heapq``'s, so the same
+lists).
 
 Three shortcuts, each exact (the same picks; see the functions): ``hdrf.hdrf_share``
 computed here rather than called (its operations in its order, ``_Batch.leaf_share``);
 ``round(share, DIGITS)`` memoized by the share's bits (``rounded_share``: Python's own
 ``round`` fills the memo); and a pick heap given many entries at once filled by one
 ``heapify`` (``renew_pick_entries``: the same set of current entries, so the same pops).
-The tuples it makes for a view are untracked by the cyclic garbage collector at once
+The pick-heap tuples it makes are untracked by the cyclic garbage collector at once
 (``atomic``: they hold only numbers, so no cycle can pass through them); that changes
 what the collector walks, never a value.
 
@@ -32,7 +38,7 @@ Its parity with the reference is tested decision by decision
 (``tests/test_compiled_core.py``).
 """
 
-from heapq import heapify, heappop, heappush
+from heapq import heapify
 
 from cpython cimport array
 from cpython.float cimport PyFloat_AS_DOUBLE
@@ -87,8 +93,8 @@ cdef Py_ssize_t first_unequal(tuple a, tuple b) except -1:
 
 
 cdef bint entry_less(tuple a, tuple b) except -1:
-    """``a < b`` for two heap entries (a pick entry ``(share, running, position, version,
-    node)``, a pool entry ``(share, version, child)``) as Python compares the tuples: the
+    """``a < b`` for two pick-heap entries ``(share, running, position, version, node)``
+    as Python compares the tuples: the
     first unequal items decide by ``<`` (floats as C doubles, ints as C integers, anything
     else by Python); equal up to the shorter, the shorter is less."""
     cdef Py_ssize_t k = first_unequal(a, b)
@@ -104,7 +110,7 @@ cdef bint entry_less(tuple a, tuple b) except -1:
 
 
 cdef int heap_push(list heap, tuple entry) except -1:
-    """``heapq.heappush(heap, entry)`` for pick and pool entries: ``heapq``'s sift
+    """``heapq.heappush(heap, entry)`` for pick entries: ``heapq``'s sift
     (``_siftdown``) with the comparisons Python makes (``entry_less``), so the same list."""
     heap.append(entry)
     cdef Py_ssize_t pos = len(heap) - 1, up
@@ -229,6 +235,18 @@ cdef object the_hdrf_share():
     return _hdrf_share
 
 
+cdef inline double *doubles_in(array.array table):
+    return table.data.as_doubles
+
+
+cdef inline signed char *flags_in(array.array table):
+    return table.data.as_schars
+
+
+cdef inline long long *counters_in(array.array table):
+    return table.data.as_longlongs
+
+
 cdef class _Batch:
     """A view's tables and its sorter's, read once (kept on the view: ``batch_of``).
 
@@ -292,25 +310,11 @@ cdef class _Batch:
     cdef int refresh(self) except -1:
         """Take the view's buffers, the counted resources and the capacity afresh."""
         view = self.view
-        cdef array.array table
-        table = view.usage
-        self.usage = table.data.as_doubles
-        table = view.share
-        self.share = table.data.as_doubles
-        table = view.low
-        self.low = table.data.as_doubles
-        table = view.low_set
-        self.low_set = table.data.as_schars
-        table = view.contrib_in
-        self.contrib_in = table.data.as_schars
-        table = view.contrib_vec
-        self.contrib_vec = table.data.as_doubles
-        table = view.unblocked
-        self.unblocked = table.data.as_longlongs
-        table = view.pool_version
-        self.pool_version = table.data.as_longlongs
-        table = view.updates
-        self.updates = table.data.as_longlongs
+        self.usage, self.share, self.low, self.contrib_vec = (
+            doubles_in(view.usage), doubles_in(view.share), doubles_in(view.low), doubles_in(view.contrib_vec))
+        self.low_set, self.contrib_in = flags_in(view.low_set), flags_in(view.contrib_in)
+        self.unblocked, self.pool_version, self.updates = (
+            counters_in(view.unblocked), counters_in(view.pool_version), counters_in(view.updates))
         self.counted_of = array.array("q", self.counted)
         self.n_counted = len(self.counted)
         self.counted_r = self.counted_of.data.as_longlongs
@@ -351,6 +355,36 @@ cdef class _Batch:
             self.share[idx] = self.leaf_share(u, idx)
         return 0
 
+    cdef bint pool_member(self, Py_ssize_t v) except -1:
+        """Whether child ``v`` is in its parent's pool: Alg. 3's rule (``_pool_rule``: 1
+        an unblocked demanding job below, 2 a demanding one, 0 no pool); a removed job
+        (its key the empty tombstone) never is."""
+        if not self.key[v]:
+            return False
+        if self.pool_rule == 1:
+            return self.unblocked[v] > 0
+        return self.pool_rule == 2 and <long>self.live[v] > 0
+
+    cdef int contribution(self, Py_ssize_t v, bint in_pool, double *out) except -1:
+        """v's contribution to its parent's sums, into ``out``: U_v / s_v in the pool (into
+        S1; zeros when s_v is not positive), else U_v (into S2), each one IEEE operation
+        as the reference's ``x / sv``."""
+        cdef double *u = self.usage + v * self.m
+        cdef double sv
+        cdef Py_ssize_t r
+        if in_pool:
+            sv = self.share[v]
+            if sv > 0:
+                for r in range(self.m):
+                    out[r] = u[r] / sv
+            else:
+                for r in range(self.m):
+                    out[r] = 0.0
+        else:
+            for r in range(self.m):
+                out[r] = u[r]
+        return 0
+
     cdef bint repost(self, Py_ssize_t v, Py_ssize_t p, bint same=False) except -1:
         """``HDRFSorter._repost``: child ``v`` of ``p`` changed; whether p's sums moved.
         The new contribution is built in ``scratch`` and compared with the stored row
@@ -362,8 +396,6 @@ cdef class _Batch:
         cdef double *new_sums
         cdef double *vec_old
         cdef double *vec_new = self.scratch
-        cdef double *u
-        cdef double sv
         cdef Py_ssize_t r, m = self.m
         cdef long long pool_ver, updates
         self.repick[v] = None
@@ -371,26 +403,10 @@ cdef class _Batch:
             return False
         in_old = self.contrib_in[v] != 0
         vec_old = self.contrib_vec + v * m
-        if not self.key[v]:
-            in_new = False
-        elif self.pool_rule == 1:
-            in_new = self.unblocked[v] > 0
-        else:
-            in_new = self.pool_rule == 2 and <long>self.live[v] > 0
+        in_new = self.pool_member(v)
         if same and in_new == in_old:
             return False
-        u = self.usage + v * m
-        if in_new:
-            sv = self.share[v]
-            if sv > 0:
-                for r in range(m):
-                    vec_new[r] = u[r] / sv
-            else:
-                for r in range(m):
-                    vec_new[r] = 0.0
-        else:
-            for r in range(m):
-                vec_new[r] = u[r]
+        self.contribution(v, in_new, vec_new)
         moved = in_new != in_old
         if not moved:
             for r in range(m):
@@ -575,7 +591,6 @@ def rebuild(sorter, view, long rebuild_every):
         v = stack.pop()
         order.append(v)
         stack.extend(<dict>children[v])
-    cdef double *usage = b.usage
     cdef double *share = b.share
     cdef double *contrib_vec = b.contrib_vec
     cdef signed char *contrib_in = b.contrib_in
@@ -586,17 +601,14 @@ def rebuild(sorter, view, long rebuild_every):
     cdef dict repick = b.repick
     cdef list is_job = sorter.is_job, key = b.key, live = b.live, needs = b.needs
     blocking = b.blocking
-    cdef int pool_rule = b.pool_rule
     cdef Py_ssize_t idx, c, r, k
     cdef long long total, version
     cdef bint in_pool
-    cdef double sc
     cdef tuple pool_heap
     cdef array.array s1, s2, keys, ids
     cdef Py_ssize_t n
     cdef double *target
     cdef double *vec
-    cdef double *row
     cdef dict kids
     for k in range(len(order) - 1, -1, -1):
         idx = order[k]
@@ -616,27 +628,10 @@ def rebuild(sorter, view, long rebuild_every):
         n = 0
         for child in kids:
             c = child
-            if not key[c]:
-                in_pool = False
-            elif pool_rule == 1:
-                in_pool = unblocked[c] > 0
-            else:
-                in_pool = pool_rule == 2 and <long>live[c] > 0
+            in_pool = b.pool_member(c)
             vec = contrib_vec + c * m
-            row = usage + c * m
-            if in_pool:
-                sc = share[c]
-                if sc > 0:
-                    for r in range(m):
-                        vec[r] = row[r] / sc
-                else:
-                    for r in range(m):
-                        vec[r] = 0.0
-                target = s1.data.as_doubles
-            else:
-                for r in range(m):
-                    vec[r] = row[r]
-                target = s2.data.as_doubles
+            b.contribution(c, in_pool, vec)
+            target = s1.data.as_doubles if in_pool else s2.data.as_doubles
             contrib_in[c] = in_pool
             for r in range(m):
                 target[r] = target[r] + vec[r]

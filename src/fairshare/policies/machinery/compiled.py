@@ -10,8 +10,9 @@ sorters' candidate comparison and pick-heap renewal (``descent.pick_among_tree``
 compiles it where a C compiler and the Python headers are present (setup.py; an optional
 extension, so a failed compile never fails the install); the pure-Python methods stay the
 reference and are what runs where it is not built, with the same decisions (the port
-repeats every float operation in the same order; ``tests/test_compiled_core.py`` holds
-the two equal decision by decision).
+repeats every float operation in the same order on the same typed arrays, a view's
+state, ``hdrf_online._View``; ``tests/test_compiled_core.py`` holds the two equal
+decision by decision and the views' floats event by event).
 
 A sorter asks :func:`hdrf_replay` once, when it is built: setting the environment
 variable ``FAIRSHARE_PURE_PYTHON=1`` forces the fallback for the sorters built after it
