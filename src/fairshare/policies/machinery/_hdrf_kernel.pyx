@@ -255,6 +255,8 @@ cdef class _Batch:
     object per value; the buffers are taken afresh at each call (``refresh``): a job added
     grows the arrays and ``_compact`` squeezes them, in place, which may move a buffer."""
     cdef object sorter, view, node_share, capacity, blocking
+    cdef bint small_masks
+    cdef long long blocking_bits
     cdef list key, parent, depth, leaf_usage, live, needs, weight
     cdef list s1, s2, pool_heap, kids, counted
     cdef dict repick
@@ -276,6 +278,7 @@ cdef class _Batch:
     # the counted resources and the capacity as C values, and one row a new contribution
     # is built in before it is compared with the stored one (``repost``)
     cdef array.array counted_of, cap_of, scratch_of
+    cdef object counted_made, capacity_made  # (the lists they were made from)
     cdef long long *counted_r
     cdef double *cap
     cdef double *scratch
@@ -303,6 +306,9 @@ cdef class _Batch:
         self.repick = view.repick
         # _leaf_blocked, inlined: not demanding, or (with ignore_blocked) needs a saturated resource
         self.blocking = view.saturated_mask if sorter.ignore_blocked else 0
+        # (the masks as C integers where every resource's bit fits in one)
+        self.small_masks = self.m <= 62
+        self.blocking_bits = self.blocking if self.small_masks else 0
         self.inline_share = self.node_share is the_hdrf_share()
         self.scratch_of = array.clone(_DOUBLES, max(self.m, 1), True)
         self.scratch = self.scratch_of.data.as_doubles
@@ -315,11 +321,17 @@ cdef class _Batch:
         self.low_set, self.contrib_in = flags_in(view.low_set), flags_in(view.contrib_in)
         self.unblocked, self.pool_version, self.updates = (
             counters_in(view.unblocked), counters_in(view.pool_version), counters_in(view.updates))
-        self.counted_of = array.array("q", self.counted)
-        self.n_counted = len(self.counted)
-        self.counted_r = self.counted_of.data.as_longlongs
-        self.cap_of = array.array("d", self.capacity)
-        self.cap = self.cap_of.data.as_doubles
+        # (remade only when a rebuild made a new ``counted`` or the capacity changed:
+        # both are replaced, never mutated)
+        if self.counted is not self.counted_made:
+            self.counted_of = array.array("q", self.counted)
+            self.n_counted = len(self.counted)
+            self.counted_r = self.counted_of.data.as_longlongs
+            self.counted_made = self.counted
+        if self.capacity is not self.capacity_made:
+            self.cap_of = array.array("d", self.capacity)
+            self.cap = self.cap_of.data.as_doubles
+            self.capacity_made = self.capacity
         return 0
 
     cdef double counted_share(self, double *u, double weight):
@@ -342,6 +354,15 @@ cdef class _Batch:
         if not self.inline_share:
             return self.node_share(u, self.capacity, self.counted, self.weight[idx])
         return self.counted_share(self.usage + idx * self.m, <double>self.weight[idx])
+
+    cdef long leaf_unblocked(self, Py_ssize_t idx) except -1:
+        """A present leaf's blocked flag as the reference's: 1 when demanding and needing
+        no saturated resource (``live[idx] and not needs[idx] & blocking``), else 0."""
+        if not self.live[idx]:
+            return 0
+        if self.small_masks:
+            return 0 if <long long>self.needs[idx] & self.blocking_bits else 1
+        return 0 if self.needs[idx] & self.blocking else 1
 
     cdef int set_leaf(self, Py_ssize_t idx) except -1:
         """A leaf's usage row from the sorter's ``leaf_usage`` (the reference's
@@ -516,8 +537,6 @@ def propagate(sorter, view, leaves, long rebuild_every):
     cdef _Batch b = batch_of(sorter, view, rebuild_every)
     cdef list key = b.key, parent = b.parent, depth = b.depth
     cdef long long *unblocked = b.unblocked
-    cdef list live = b.live, needs = b.needs
-    blocking = b.blocking
     cdef bint batch = len(leaves) != 1
     cdef bint same, moved
     cdef list levels = [[] for _ in range(<long>sorter.max_depth + 1)] if batch else []
@@ -534,7 +553,7 @@ def propagate(sorter, view, leaves, long rebuild_every):
             b.set_leaf(idx)
             now = 0
             if key[idx]:
-                now = 1 if live[idx] and not needs[idx] & blocking else 0
+                now = b.leaf_unblocked(idx)
             d_unblocked = now - unblocked[idx]
             unblocked[idx] = now
             p = parent[idx]
@@ -599,8 +618,7 @@ def rebuild(sorter, view, long rebuild_every):
     cdef list s1_of = b.s1, s2_of = b.s2, pool_heap_of = b.pool_heap
     cdef list pick_heap_of = view.pick_heap
     cdef dict repick = b.repick
-    cdef list is_job = sorter.is_job, key = b.key, live = b.live, needs = b.needs
-    blocking = b.blocking
+    cdef list is_job = sorter.is_job, live = b.live
     cdef Py_ssize_t idx, c, r, k
     cdef long long total, version
     cdef bint in_pool
@@ -614,7 +632,7 @@ def rebuild(sorter, view, long rebuild_every):
         idx = order[k]
         if is_job[idx]:
             b.set_leaf(idx)
-            unblocked[idx] = 1 if live[idx] and not needs[idx] & blocking else 0
+            unblocked[idx] = b.leaf_unblocked(idx)
             continue
         kids = <dict>children[idx]
         total = 0
