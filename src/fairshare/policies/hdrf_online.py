@@ -292,8 +292,9 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self.is_job: list[bool] = []
         self.position: list[int] = []  # among siblings: queues in file order, then jobs by arrival
         self.index: dict[str, int] = {}
-        # usage vectors are tuples, replaced and never mutated (shared by the views; and
-        # tuples of floats are not traced by the garbage collector)
+        # a leaf's usage vector: a tuple, replaced and never mutated (tuples of floats are
+        # not traced by the garbage collector); each view copies it into its usage row
+        # when it catches up (``_View.usage``)
         self.leaf_usage: list[tuple[float, ...]] = []
         self.running: list[int] = []
         self.live: list[int] = []  # demanding leaves below (1 for a demanding leaf)
