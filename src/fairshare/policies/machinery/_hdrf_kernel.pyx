@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=False
 """The compiled H-DRF view maintenance: ``HDRFSorter._propagate``, ``_repost``,
-``_recompute`` and ``_rebuild`` (``policies/hdrf_online.py``), statement for statement;
+``_recompute``, ``_compact_pool`` and ``_rebuild`` (``policies/hdrf_online.py``), statement for statement;
 and the tree sorters' candidate comparison and pick-entry renewal
 (``descent.pick_among_tree``, ``renew_pick_entries``).
 
@@ -18,8 +18,10 @@ fused (setup.py compiles with ``-ffp-contract=off``: a fused multiply-add in
 by ``heapq``'s algorithm in both (``typed_push``, ``typed_pop``, ``typed_heapify``; entries
 compared as the tuples ``(share, version, child)`` are), so the same layout. What it
 saves is the interpreter and the objects: no float, tuple or int object per node
-update, no frames for the per-node helpers. The rare paths (a pool heap's compaction,
-the periodic exact re-sum) call back into the sorter's Python methods. The pick heaps
+update, no frames for the per-node helpers. A pool heap's compaction is ported too
+(``_Batch.compact_pool``: on a full cluster a queue's heap passes its bound every few
+dozen reposts); the rare periodic exact re-sum calls back into the sorter's
+``_resum``. The pick heaps
 stay lists of tuples (``descent``'s readers), sifted here with Python's tuple
 comparison (``first_unequal``: the same object or ``==``, then ``<``; floats and ints
 compared as C values, anything else by Python; ``heap_push``: ``heapq``'s, so the same
@@ -406,6 +408,27 @@ cdef class _Batch:
                 out[r] = u[r]
         return 0
 
+    cdef int compact_pool(self, tuple heap) except -1:
+        """``HDRFSorter._compact_pool``: the heap's current entries (their version the
+        child's, the child in the pool), kept in their order, then heapified
+        (``typed_heapify``: ``heapq.heapify``), in place: the layout the reference's
+        filtered list and ``heapify`` give."""
+        cdef array.array keys = <array.array>heap[0], ids = <array.array>heap[1]
+        cdef double *share = keys.data.as_doubles
+        cdef long long *entry = ids.data.as_longlongs
+        cdef Py_ssize_t i, kept = 0, n = len(keys), c
+        for i in range(n):
+            c = entry[2 * i + 1]
+            if entry[2 * i] == self.pool_version[c] and self.contrib_in[c]:
+                share[kept] = share[i]
+                entry[2 * kept] = entry[2 * i]
+                entry[2 * kept + 1] = c
+                kept += 1
+        array.resize_smart(keys, kept)
+        array.resize_smart(ids, 2 * kept)
+        typed_heapify(heap)
+        return 0
+
     cdef bint repost(self, Py_ssize_t v, Py_ssize_t p, bint same=False) except -1:
         """``HDRFSorter._repost``: child ``v`` of ``p`` changed; whether p's sums moved.
         The new contribution is built in ``scratch`` and compared with the stored row
@@ -451,7 +474,7 @@ cdef class _Batch:
             heap = <tuple>self.pool_heap[p]
             typed_push(heap, self.share[v], pool_ver, v)
             if len(<array.array>heap[0]) > 4 * <long>self.kids[p] + 16:
-                self.sorter._compact_pool(self.view, p)
+                self.compact_pool(heap)
         updates = self.updates[p] + 1
         self.updates[p] = updates
         if updates % self.rebuild_every == 0:

@@ -54,6 +54,7 @@ PORTED_FROM = {
     "HDRFSorter._propagate": "6c4e6741466446e5",
     "HDRFSorter._repost": "5cf9653ba0273924",
     "HDRFSorter._recompute": "c651b87e2b1b008a",
+    "HDRFSorter._compact_pool": "70be770a09f5f8d0",
     "HDRFSorter._rebuild": "9ba38f1eb12a10db",
     "descent.pick_among_tree": "8bf57239bdf6a3d9",
     "descent.renew_pick_entries": "429e4a73d48cee39",
