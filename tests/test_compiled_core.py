@@ -146,6 +146,34 @@ def test_compiled_and_pure_python_hold_the_same_floats_event_by_event(monkeypatc
     assert launches > 300
 
 
+@pytest.mark.parametrize("core", CORES)
+def test_a_copied_scheduler_decides_as_the_original(monkeypatch, core):
+    """A deep copy of a scheduler whose views have caught up (``explain`` and ``forecast``
+    probe one) decides as the original: the copy's views hold no compiled batch (its
+    buffers are the original's, ``_Batch.__reduce__``) and make their own."""
+    import copy
+
+    if core == "compiled" and not compiled.available():
+        pytest.skip("the compiled core is not built")
+    monkeypatch.setenv(compiled.PURE_PYTHON_ENV, "1" if core == "pure-python" else "0")
+    sc = steady_scenario(4)
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("hdrf"))
+    for job in sc.jobs:
+        sched.submit(job, 0.0)
+    sched.schedule(0.0)
+    for k, _ in lockstep(sched, copy.deepcopy(sched), 20, seed=4):
+        pass  # (the views catch up, the compiled ones make their batches)
+    batches = [getattr(view, "_kernel_batch", None) for view in sched.sorter.views]
+    assert any(batches) == (core == "compiled")
+    twin = copy.deepcopy(sched)
+    assert not any(getattr(view, "_kernel_batch", None) for view in twin.sorter.views)
+    launches = 0
+    for k, got in lockstep(sched, twin, 200, seed=4):
+        assert view_floats(sched.sorter) == view_floats(twin.sorter), k
+        launches += len(got)
+    assert launches > 100
+
+
 def test_a_descent_leaves_no_cyclic_garbage(core):
     """Each descent's closures are freed by reference counting (``descend_tree`` breaks its
     recursion's cycle), not left for the cyclic collector: on the steady state they were

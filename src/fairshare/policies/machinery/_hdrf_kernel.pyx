@@ -315,6 +315,12 @@ cdef class _Batch:
         self.scratch_of = array.clone(_DOUBLES, max(self.m, 1), True)
         self.scratch = self.scratch_of.data.as_doubles
 
+    def __reduce__(self):
+        """A copy of the view (``copy.deepcopy`` of a scheduler: ``explain``, ``forecast``)
+        or a pickle holds no batch (its buffers are the original view's): ``batch_of``
+        makes the copy its own at its first catch-up."""
+        return _no_batch, ()
+
     cdef int refresh(self) except -1:
         """Take the view's buffers, the counted resources and the capacity afresh."""
         view = self.view
@@ -521,6 +527,11 @@ cdef class _Batch:
         if p:
             self.share[p] = self.counted_share(u, <double>self.weight[p])
         return True
+
+
+def _no_batch():
+    """What a view's copy holds for its batch (``_Batch.__reduce__``): none."""
+    return None
 
 
 cdef _Batch batch_of(sorter, view, long rebuild_every):
