@@ -675,10 +675,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         view.repick[v] = None
         if not p:
             return False
-        m = self.m
-        row = slice(v * m, (v + 1) * m)  # (v's vectors in the flat tables, _View)
         in_old = view.contrib_in[v] == 1
-        vec_old = view.contrib_vec[row]
         # in the pool (the rule, _pool_rule) and the vector it adds: U_v / s_v into S1
         # when in the pool, else U_v into S2 (Alg. 3, module docstring)
         pool_rule = self._pool_rule
@@ -686,6 +683,9 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                                         pool_rule == 2 and self.live[v] > 0)
         if same and in_new == in_old:
             return False
+        m = self.m
+        row = slice(v * m, (v + 1) * m)  # (v's vectors in the flat tables, _View)
+        vec_old = view.contrib_vec[row]
         if in_new:
             sv = view.share[v]
             vec_new = array("d", [x / sv for x in view.usage[row]]) if sv > 0 else doubles(m)

@@ -52,7 +52,7 @@ PURE_PYTHON_ENV = "FAIRSHARE_PURE_PYTHON"
 #: ``HDRFSorter.*`` are in ``policies/hdrf_online.py``, ``descent.*`` in ``machinery/descent.py``
 PORTED_FROM = {
     "HDRFSorter._propagate": "6c4e6741466446e5",
-    "HDRFSorter._repost": "5cf9653ba0273924",
+    "HDRFSorter._repost": "b4f61397b8dacf1e",
     "HDRFSorter._recompute": "c651b87e2b1b008a",
     "HDRFSorter._compact_pool": "70be770a09f5f8d0",
     "HDRFSorter._rebuild": "9ba38f1eb12a10db",
