@@ -30,78 +30,97 @@ Its parity with the reference is tested decision by decision
 (``tests/test_dff_kernel.py``).
 """
 
+from cpython cimport array
 from libc.math cimport signbit
 
 
-cdef extern from "Python.h":
-    void PyObject_GC_UnTrack(void *op)
-
-
-cdef inline tuple atomic(tuple t):
-    """``t`` (a float and two ints) taken off the cyclic garbage collector's lists, as
-    ``_hdrf_kernel.atomic`` does: it can be in no reference cycle, and CPython untracks it
-    at the first collection that meets it; values and identities are unchanged."""
-    PyObject_GC_UnTrack(<void*>t)
-    return t
-
-
-cdef inline bint entry_lt(tuple a, tuple b):
-    """``a < b`` for two pool entries ``(share, version, node)``, as tuples compare: the
-    first field that differs (``==``) decides (``<``). Shares are doubles, never NaN (a
-    NaN would make the tuple order differ); versions and nodes are ints."""
-    cdef double x = a[0], y = b[0]
-    cdef long u, w
+cdef inline bint entry_lt(double x, long long u, long long a, double y, long long w, long long b):
+    """``(x, u, a) < (y, w, b)`` for two pool entries ``(share, version, child)``, as
+    tuples compare: the first field that differs (``==``) decides (``<``). Shares are
+    doubles, never NaN (a NaN would make the tuple order differ)."""
     if x != y:
         return x < y
-    u = a[1]
-    w = b[1]
     if u != w:
         return u < w
-    return <long>a[2] < <long>b[2]
+    return a < b
 
 
-cdef void sift_down(list heap, Py_ssize_t startpos, Py_ssize_t pos):
-    """``heapq``'s ``siftdown`` (``_heapqmodule.c``): move the entry at ``pos`` up towards
-    ``startpos`` while it is lower than its parent."""
-    cdef object newitem = heap[pos], parent
+cdef void sift_down(double *share, long long *version, long long *child, Py_ssize_t startpos,
+                    Py_ssize_t pos):
+    """``heapq``'s ``_siftdown`` on a pool's arrays (``PoolHeap._sift_down``): the entry
+    at ``pos`` moved up towards ``startpos`` while it is lower than its parent."""
+    cdef double s = share[pos]
+    cdef long long v = version[pos], c = child[pos]
     cdef Py_ssize_t parentpos
     while pos > startpos:
         parentpos = (pos - 1) >> 1
-        parent = heap[parentpos]
-        if not entry_lt(<tuple>newitem, <tuple>parent):
+        if not entry_lt(s, v, c, share[parentpos], version[parentpos], child[parentpos]):
             break
-        heap[pos] = parent
+        share[pos], version[pos], child[pos] = share[parentpos], version[parentpos], child[parentpos]
         pos = parentpos
-    heap[pos] = newitem
+    share[pos], version[pos], child[pos] = s, v, c
 
 
-cdef void sift_up(list heap, Py_ssize_t pos):
-    """``heapq``'s ``siftup`` (``_heapqmodule.c``): move the lower child up until a leaf,
-    then the entry at ``pos`` down into place with :func:`sift_down`."""
-    cdef Py_ssize_t endpos = len(heap), startpos = pos, childpos, limit = endpos >> 1
-    cdef object newitem = heap[pos]
-    while pos < limit:
-        childpos = 2 * pos + 1
-        if childpos + 1 < endpos and not entry_lt(<tuple>heap[childpos], <tuple>heap[childpos + 1]):
-            childpos += 1
-        heap[pos] = heap[childpos]
+cdef void sift_up(double *share, long long *version, long long *child, Py_ssize_t endpos, Py_ssize_t pos):
+    """``heapq``'s ``_siftup`` (``PoolHeap._sift_up``): the lower child moved up until a
+    leaf, then the entry at ``pos`` down into place with :func:`sift_down`."""
+    cdef Py_ssize_t startpos = pos, childpos = 2 * pos + 1, rightpos
+    cdef double s = share[pos]
+    cdef long long v = version[pos], c = child[pos]
+    while childpos < endpos:
+        rightpos = childpos + 1
+        if rightpos < endpos and not entry_lt(share[childpos], version[childpos], child[childpos],
+                                              share[rightpos], version[rightpos], child[rightpos]):
+            childpos = rightpos
+        share[pos], version[pos], child[pos] = share[childpos], version[childpos], child[childpos]
         pos = childpos
-    heap[pos] = newitem
-    sift_down(heap, startpos, pos)
+        childpos = 2 * pos + 1
+    share[pos], version[pos], child[pos] = s, v, c
+    sift_down(share, version, child, startpos, pos)
 
 
-cdef inline void heap_push(list heap, tuple entry):
-    """``heapq.heappush`` on a pool heap."""
-    heap.append(entry)
-    sift_down(heap, 0, len(heap) - 1)
+cdef int pool_push(object pool, double s, long long v, long long c) except -1:
+    """``PoolHeap.push``: the entry appended to the three arrays (grown as ``array``
+    grows, ``resize_smart``), then sifted in C."""
+    cdef array.array share = pool.share, version = pool.version, child = pool.child
+    cdef Py_ssize_t n = len(share)
+    array.resize_smart(share, n + 1)
+    array.resize_smart(version, n + 1)
+    array.resize_smart(child, n + 1)
+    share.data.as_doubles[n] = s
+    version.data.as_longlongs[n] = v
+    child.data.as_longlongs[n] = c
+    sift_down(share.data.as_doubles, version.data.as_longlongs, child.data.as_longlongs, 0, n)
+    return 0
 
 
-cdef inline void heap_pop(list heap):
-    """``heapq.heappop`` on a pool heap, its lowest entry dropped."""
-    cdef object last = heap.pop()
-    if heap:
-        heap[0] = last
-        sift_up(heap, 0)
+cdef int pool_pop(object pool) except -1:
+    """``PoolHeap.pop``: the last entry moved to the top, the arrays shortened, the top
+    sifted in C."""
+    cdef array.array share = pool.share, version = pool.version, child = pool.child
+    cdef Py_ssize_t n = len(share) - 1
+    cdef double *s = share.data.as_doubles
+    cdef long long *v = version.data.as_longlongs
+    cdef long long *c = child.data.as_longlongs
+    if n > 0:
+        s[0], v[0], c[0] = s[n], v[n], c[n]
+    array.resize_smart(share, n)
+    array.resize_smart(version, n)
+    array.resize_smart(child, n)
+    if n > 1:
+        sift_up(share.data.as_doubles, version.data.as_longlongs, child.data.as_longlongs, n, 0)
+    return 0
+
+
+def pool_heap_ops(pool, list ops):
+    """Apply ``ops`` to a ``PoolHeap`` with the kernel's sifts, for the tests: an entry
+    ``(share, version, child)`` is pushed (``pool_push``), None pops the lowest
+    (``pool_pop``)."""
+    for entry in ops:
+        if entry is None:
+            pool_pop(pool)
+        else:
+            pool_push(pool, entry[0], entry[1], entry[2])
 
 
 cdef inline bint _same_float(object a, object b):
@@ -112,10 +131,15 @@ cdef inline bint _same_float(object a, object b):
 
 cdef class _Replay:
     """A view's state for ``replay``: the sorter's and the view's tables, read once (the
-    tables are the same lists for the sorter's life: nodes are appended in place)."""
+    tables are the same lists and arrays for the sorter's life: nodes are appended in
+    place), and the counters' buffers, read at each replay (:meth:`load`: an appended node
+    may have moved them)."""
     cdef object sorter, view, saturated_mask
     cdef list parent, depth, is_job, raw, alive, kids, live, needs
-    cdef list unblocked, share, version, pool_heap
+    cdef list share, pool_heap
+    cdef array.array unblocked_of, version_of
+    cdef long long *unblocked
+    cdef long long *version
     cdef dict repick, history
 
     def __init__(self, sorter, view):
@@ -130,12 +154,17 @@ cdef class _Replay:
         self.live = sorter.live
         self.needs = sorter.needs
         self.history = sorter._history
-        self.unblocked = view.unblocked
+        self.unblocked_of = view.unblocked
         self.share = view.share
-        self.version = view.version
+        self.version_of = view.version
         self.pool_heap = view.pool_heap
         self.repick = view.repick
         self.saturated_mask = view.saturated_mask
+
+    cdef inline void load(self):
+        """The counters' buffers as they are now (no node is appended during a replay)."""
+        self.unblocked = self.unblocked_of.data.as_longlongs
+        self.version = self.version_of.data.as_longlongs
 
     cdef inline bint leaf_blocked(self, Py_ssize_t idx) except -1:
         """``DFFSorter._leaf_blocked``."""
@@ -143,41 +172,42 @@ cdef class _Replay:
             return True
         return bool(self.needs[idx] & self.saturated_mask)  # needs a saturated resource
 
-    cdef object pool_min(self, Py_ssize_t p):
-        """``DFFSorter._pool_min``: the lowest current schedulable entry's share, or None."""
-        cdef list heap = <list>self.pool_heap[p]
-        cdef list version = self.version, unblocked = self.unblocked, alive = self.alive
-        cdef tuple entry
+    cdef bint pool_min(self, Py_ssize_t p, double *low) except -1:
+        """``DFFSorter._pool_min``: whether ``p``'s pool has a current schedulable entry,
+        its share in ``low`` (the stale entries above it popped)."""
+        cdef object pool = self.pool_heap[p]
+        cdef array.array share_of = pool.share, version_of = pool.version, child_of = pool.child
+        cdef list alive = self.alive
         cdef Py_ssize_t c
-        while heap:
-            entry = <tuple>heap[0]
-            c = entry[2]
-            if <long>entry[1] == <long>version[c] and <long>unblocked[c] > 0 and alive[c]:
-                return entry[0]
-            heap_pop(heap)
-        return None
+        while len(share_of):
+            c = child_of.data.as_longlongs[0]
+            if version_of.data.as_longlongs[0] == self.version[c] and self.unblocked[c] > 0 and alive[c]:
+                low[0] = share_of.data.as_doubles[0]
+                return True
+            pool_pop(pool)
+        return False
 
     cdef object fairness(self, Py_ssize_t p):
-        """``DFFSorter._fairness``: Alg. 2 line 9 (strict, as the pseudo-code)."""
+        """``DFFSorter._fairness``: Alg. 2 line 9 (strict, as the pseudo-code). The
+        pool's share is read from its array as the reference reads it (a new float of
+        the same double)."""
+        cdef double low
         raw = self.raw[p]
         if p in self.history:  # (only with decayed usage)
             return self.sorter._fairness_with_history(self.view, p)
         if <double>raw > 1.0:
-            low = self.pool_min(p)
-            if low is not None and <double>low < <double>raw:
+            if self.pool_min(p, &low) and low < <double>raw:
                 return low
         return raw
 
     cdef int push(self, Py_ssize_t p, Py_ssize_t c) except -1:
         """``DFFSorter._push``: re-key child ``c`` of ``p``."""
-        cdef long ver = <long>self.version[c] + 1
-        cdef list heap
+        cdef long long ver = self.version[c] + 1
         self.version[c] = ver
-        if <long>self.unblocked[c] > 0:
-            heap_push(<list>self.pool_heap[p], atomic((self.share[c], ver, c)))
+        if self.unblocked[c] > 0:
+            pool_push(self.pool_heap[p], <double>self.share[c], ver, c)
         self.repick[c] = None
-        heap = <list>self.pool_heap[p]
-        if len(heap) > 4 * <long>self.kids[p] + 16:
+        if len(self.pool_heap[p].share) > 4 * <long>self.kids[p] + 16:
             self.sorter._compact_pool(self.view, p)
         return 0
 
@@ -186,10 +216,11 @@ cdef class _Replay:
         the schedulable counts along its path (each queue's count before the batch moved
         it kept in ``counted``, when given), then its pool entry pushed, or kept and the
         job only listed for a new pick entry. Returns the change of its count."""
-        cdef list parent = self.parent, unblocked = self.unblocked, share = self.share
+        cdef list parent = self.parent, share = self.share
+        cdef long long *unblocked = self.unblocked
         cdef Py_ssize_t p = parent[idx], a
         cdef long now = 0 if self.leaf_blocked(idx) else 1
-        cdef long delta = now - <long>unblocked[idx]
+        cdef long delta = now - unblocked[idx]
         unblocked[idx] = now
         before = share[idx]
         share[idx] = self.raw[idx]
@@ -198,7 +229,7 @@ cdef class _Replay:
             while a >= 0:
                 if counted is not None and a not in counted:
                     counted[a] = unblocked[a]
-                unblocked[a] = <long>unblocked[a] + delta
+                unblocked[a] += delta
                 a = parent[a]
             self.push(p, idx)
         elif now and not _same_float(before, share[idx]):
@@ -214,7 +245,8 @@ cdef int replay_one(_Replay b, Py_ssize_t idx) except -1:
     batch's loop, deepest level first, is this walk up (to the root, which is at level 0
     and never re-keyed), with the same pushes and listings in the same order; a queue's
     count before the walk moved it (``counted``) is its count less the job's change."""
-    cdef list parent = b.parent, unblocked = b.unblocked, share = b.share, raw = b.raw
+    cdef list parent = b.parent, share = b.share, raw = b.raw
+    cdef long long *unblocked = b.unblocked
     cdef dict repick = b.repick
     cdef Py_ssize_t q, p, a
     cdef long now, delta = 0
@@ -231,8 +263,8 @@ cdef int replay_one(_Replay b, Py_ssize_t idx) except -1:
         before = share[q]
         share[q] = b.fairness(q)
         p = parent[q]
-        was = <long>unblocked[q] - delta > 0
-        if was != (<long>unblocked[q] > 0) or (was and not _same_float(before, share[q])):
+        was = unblocked[q] - delta > 0
+        if was != (unblocked[q] > 0) or (was and not _same_float(before, share[q])):
             b.push(p, q)
         else:
             repick[q] = None  # (its pool entry stands)
@@ -248,8 +280,10 @@ def replay(sorter, view, nodes):
     if b is None or b.sorter is not sorter:
         b = _Replay(sorter, view)
         view.kernel = b
+    b.load()
     cdef list parent = b.parent, depth = b.depth, is_job = b.is_job, raw = b.raw
-    cdef list unblocked = b.unblocked, share = b.share, levels
+    cdef list share = b.share, levels
+    cdef long long *unblocked = b.unblocked
     cdef dict repick = b.repick, counted = {}
     cdef Py_ssize_t idx, p, a, q, d
     cdef long now, delta
@@ -279,7 +313,7 @@ def replay(sorter, view, nodes):
             share[q] = b.fairness(q)
             p = parent[q]
             was = <long>counted.get(q, unblocked[q]) > 0
-            if was != (<long>unblocked[q] > 0) or (was and not _same_float(before, share[q])):
+            if was != (unblocked[q] > 0) or (was and not _same_float(before, share[q])):
                 b.push(p, q)
             else:
                 repick[q] = None  # (its pool entry stands)
