@@ -306,3 +306,32 @@ def test_the_kernel_sifts_a_pool_heap_as_the_reference_does(seed):
         else:
             pure.push(*entry)
         assert [(s.hex(), v, c) for s, v, c in fast.entries()] == [(s.hex(), v, c) for s, v, c in pure.entries()]
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", [0, 2, 4])
+def test_the_kernel_pushes_and_compacts_a_pool_as_the_reference_does(monkeypatch, seed):
+    # re-keying a queue's children over and over grows its pool with stale entries until
+    # it is compacted (past 4 x children + 16): the kernel's in-place compaction keeps
+    # the reference's entries in the reference's layout, push by push
+    monkeypatch.delenv(compiled.PURE_PYTHON_ENV, raising=False)
+    from fairshare.policies.machinery import _dff_kernel
+    sorter, view, _, jobs = filled_view(seed)
+    queue = max(range(1, sorter.queue_count), key=lambda q: sum(sorter.parent[c] == q for c in jobs))
+    children = [c for c in jobs if sorter.parent[c] == queue]
+    assert len(children) >= 4
+    fast, pure = view.derive(view.saturated), view.derive(view.saturated)
+    for c in children:  # (all schedulable: every child's entry is kept by a compaction)
+        fast.unblocked[c] = pure.unblocked[c] = 1
+    compactions = []
+    compact = sorter._compact_pool
+    monkeypatch.setattr(sorter, "_compact_pool", lambda v, p: compactions.append(p) or compact(v, p))
+    rng = random.Random(seed)
+    for k in range(6 * (sorter.kids[queue] + 16)):
+        child = children[k % len(children)]
+        fast.share[child] = pure.share[child] = rng.random()  # (so the kept entries need the heapify)
+        _dff_kernel.push_entries(sorter, fast, queue, [child])
+        sorter._push(pure, queue, child)
+        assert fast.pool_heap[queue].entries() == pure.pool_heap[queue].entries(), k
+        assert list(fast.version) == list(pure.version), k
+    assert compactions

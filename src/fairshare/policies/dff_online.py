@@ -48,7 +48,8 @@ What each node keeps, and what changes it:
 * Alg. 2 line 9, the override: a queue's fairness is ``raw``, unless ``raw > 1`` and its
   lowest *schedulable* child (demanding and not needing a saturated resource, i.e. with
   an unblocked job below it) is lower, in which case it takes that child's fairness. The
-  lowest schedulable child comes from a lazy min-heap per node (``pool_heap``).
+  lowest schedulable child comes from a lazy min-heap per node (``pool_heap``, a
+  :class:`PoolHeap` of typed arrays the compiled catch-up sifts in C).
 
 Only the override depends on the saturated set (leaf fairness does not: DFF has no Y of
 resources). Like the H-DRF sorter (``hdrf_online.py``), the sorter keeps one *view* per

@@ -1,30 +1,32 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=False
 """The compiled DFF view catch-up: ``DFFSorter._replay`` with the methods it calls per
-node (``_leaf_blocked``, ``_fairness``, ``_pool_min``,
-``_push``; ``policies/dff_online.py``), statement for statement.
+node (``_leaf_blocked``, ``_fairness``, ``_pool_min``, ``_push``, ``_compact_pool``;
+``policies/dff_online.py``), statement for statement.
 
 The pure-Python methods are the reference and the fallback (``machinery/compiled.py``
 chooses). A view's catch-up does no float arithmetic: Alg. 2 line 9's override only
 compares a queue's raw fairness with 1 and with its lowest schedulable child's, and
-moves floats (the shared ``raw``, the view's ``share`` and heap entries) from list to
-list. This port makes the same comparisons on the same doubles and stores the same
-Python float objects, pushes the same tuples on the same heaps (``heapq``, in the same
-order) and renews the same versions, so the view it leaves is the reference's, entry for
-entry. What it saves is the interpreter: the tables read with C indexing, counts and
-versions as C integers, no frame per node. The rare paths (a queue with a history leaf,
-a pool heap's compaction) call back into the sorter's Python methods.
+moves floats (the shared ``raw``, the view's ``share`` and pool entries). The reference
+and this port share one layout of what a replay writes (issue 24, round 7): a view's
+schedulable counts and pool-entry versions are ``array('q')`` (``dff_online._counters``),
+each queue's pool heap three parallel typed arrays (``dff_online.PoolHeap``: shares as
+doubles, versions and children as 64-bit ints). The reference moves them with
+``heapq``'s algorithm on ``(share, version, child)`` tuples built from the arrays; this
+port reads and writes the same buffers through C pointers (``pool_push``, ``pool_pop``,
+``_Replay.compact_pool``: the same sift moves, the same comparisons in the same order,
+an entry compared with another as its tuple is, lexicographically, on C doubles and
+integers; a share is never NaN, so ``==`` then ``<`` on the first differing field is the
+tuple's order), so each pool holds the same entries in the same layout, and renews the
+same versions: the view it leaves is the reference's, entry for entry, with no tuple,
+boxed version or boxed share per pool entry. ``share`` stays a list of the shared float
+objects (the pick side's walks read it as a list); an override's share is read from the
+pool's array, a new float of the same double in both. The one rare path left (a queue
+with a history leaf) calls back into the sorter's Python method.
 
-Three savings leave every value as it was. The pool heaps are pushed and popped here
-(``heap_push``, ``heap_pop``) by ``heapq``'s own algorithm (CPython's ``Modules/_heapqmodule.c``:
-the same sift moves, the same comparisons in the same order), an entry compared with
-another as its tuple is, ``(share, version, node)`` lexicographically, but on C doubles and
-integers (a share is never NaN, so ``==`` then ``<`` on the first differing field is the
-tuple's order), so each heap holds the same entries in the same layout. The entries are
-taken off the cyclic garbage collector (``atomic``: a tuple of a float and two ints is in
-no cycle, and CPython untracks it at the first collection that meets it anyway): fewer
-young-generation collections, no identity or value changed. And a view's tables are read
-once per view, not once per catch-up (``_Replay`` kept on the view, ``view.kernel``;
-rebuilt if the sorter is another, which a copied view's is not: ``_View.derive`` clears it).
+A view's tables are read once per view, not once per catch-up (``_Replay`` kept on the
+view, ``view.kernel``; rebuilt if the sorter is another, which a copied view's is not:
+``_View.derive`` clears it); the counters' buffers are read at each replay
+(``_Replay.load``: an appended job may have moved them).
 
 Its parity with the reference is tested decision by decision
 (``tests/test_dff_kernel.py``).
@@ -208,7 +210,32 @@ cdef class _Replay:
             pool_push(self.pool_heap[p], <double>self.share[c], ver, c)
         self.repick[c] = None
         if len(self.pool_heap[p].share) > 4 * <long>self.kids[p] + 16:
-            self.sorter._compact_pool(self.view, p)
+            self.compact_pool(p)
+        return 0
+
+    cdef int compact_pool(self, Py_ssize_t p) except -1:
+        """``DFFSorter._compact_pool``, in place: the current schedulable entries kept in
+        heap order (the reference's filter), then ``heapq.heapify``'s loop (``siftup``
+        from the last parent to the root; CPython's cache-friendly order for lists past
+        2,500 entries sifts every node after its children's subtrees too, and a sift
+        touches only its subtree, so it gives the same layout)."""
+        cdef object pool = self.pool_heap[p]
+        cdef array.array share_of = pool.share, version_of = pool.version, child_of = pool.child
+        cdef double *share = share_of.data.as_doubles
+        cdef long long *version = version_of.data.as_longlongs
+        cdef long long *child = child_of.data.as_longlongs
+        cdef list alive = self.alive
+        cdef Py_ssize_t n = len(share_of), i, k = 0, c
+        for i in range(n):
+            c = child[i]
+            if version[i] == self.version[c] and self.unblocked[c] > 0 and alive[c]:
+                share[k], version[k], child[k] = share[i], version[i], child[i]
+                k += 1
+        array.resize_smart(share_of, k)
+        array.resize_smart(version_of, k)
+        array.resize_smart(child_of, k)
+        for i in range((k >> 1) - 1, -1, -1):
+            sift_up(share_of.data.as_doubles, version_of.data.as_longlongs, child_of.data.as_longlongs, k, i)
         return 0
 
     cdef long rekey_job(self, Py_ssize_t idx, dict counted) except? -1:
@@ -318,6 +345,16 @@ def replay(sorter, view, nodes):
             else:
                 repick[q] = None  # (its pool entry stands)
             level[p] = None
+
+
+def push_entries(sorter, view, Py_ssize_t p, children):
+    """Re-key each of ``children`` of queue ``p`` in ``view`` in turn with the kernel's
+    push (``_Replay.push``, its pool compacted when grown past its bound), for the tests:
+    ``DFFSorter._push`` on each gives the same pool."""
+    cdef _Replay b = _Replay(sorter, view)
+    b.load()
+    for c in children:
+        b.push(p, c)
 
 
 # --- a task start or end: ``DFFSorter._leaf_changed`` -------------------------------------------

@@ -163,6 +163,7 @@ DFF_PORTED_FROM = {
     "DFFSorter._fairness": "25f8e91e5d896570",
     "DFFSorter._pool_min": "11142ec3467d6540",
     "DFFSorter._push": "d85b08a57d01ccdd",
+    "DFFSorter._compact_pool": "bf64b7bd4341364c",
     # a task's start or end (``task_changed``, ``leaf_changed``)
     "DFFSorter.allocated": "f1926df849398ae9",
     "DFFSorter.released": "084366f2bd42459f",
