@@ -137,6 +137,9 @@ cdef class _Replay:
     place), and the counters' buffers, read at each replay (:meth:`load`: an appended node
     may have moved them)."""
     cdef object sorter, view, saturated_mask
+    cdef long long mask
+    cdef bint small_masks
+    cdef list levels
     cdef list parent, depth, is_job, raw, alive, kids, live, needs
     cdef list share, pool_heap
     cdef array.array unblocked_of, version_of
@@ -162,6 +165,11 @@ cdef class _Replay:
         self.pool_heap = view.pool_heap
         self.repick = view.repick
         self.saturated_mask = view.saturated_mask
+        # the masks as C integers when every resource's bit fits in one (``needs`` has a
+        # bit per resource): the same ``&``
+        self.small_masks = <long>sorter.m <= 62
+        self.mask = view.saturated_mask if self.small_masks else 0
+        self.levels = []
 
     cdef inline void load(self):
         """The counters' buffers as they are now (no node is appended during a replay)."""
@@ -172,6 +180,8 @@ cdef class _Replay:
         """``DFFSorter._leaf_blocked``."""
         if not self.live[idx]:
             return True
+        if self.small_masks:
+            return (<long long>self.needs[idx] & self.mask) != 0
         return bool(self.needs[idx] & self.saturated_mask)  # needs a saturated resource
 
     cdef bint pool_min(self, Py_ssize_t p, double *low) except -1:
@@ -320,7 +330,13 @@ def replay(sorter, view, nodes):
         for node in nodes:
             replay_one(b, node)
         return
-    levels = [{} for _ in range(<long>sorter.max_depth + 1)]
+    # the per-level dicts kept on the view's ``_Replay`` between batches (emptied here)
+    levels = b.levels
+    if len(levels) != <long>sorter.max_depth + 1:
+        levels = b.levels = [{} for _ in range(<long>sorter.max_depth + 1)]
+    else:
+        for level in levels:
+            level.clear()
     for node in nodes:
         idx = node
         if not is_job[idx]:
