@@ -205,9 +205,6 @@ class PoolHeap:
         pool.share, pool.version, pool.child = self.share[:], self.version[:], self.child[:]
         return pool
 
-    def _put(self, i: int, entry: tuple[float, int, int]) -> None:
-        self.share[i], self.version[i], self.child[i] = entry
-
     def push(self, share: float, version: int, child: int) -> None:
         """``heapq.heappush``."""
         self.share.append(share)
@@ -217,37 +214,41 @@ class PoolHeap:
 
     def pop(self) -> None:
         """``heapq.heappop``, the lowest entry dropped."""
-        last = (self.share.pop(), self.version.pop(), self.child.pop())
-        if self.share:
-            self._put(0, last)
+        share, version, child = self.share, self.version, self.child
+        last = (share.pop(), version.pop(), child.pop())
+        if share:
+            share[0], version[0], child[0] = last
             self._sift_up(0)
 
     def _sift_down(self, startpos: int, pos: int) -> None:
         """``heapq._siftdown``: the entry at ``pos`` moved up while lower than its parent."""
-        new = self.entry(pos)
+        share, version, child = self.share, self.version, self.child
+        new = (share[pos], version[pos], child[pos])
         while pos > startpos:
             parentpos = (pos - 1) >> 1
-            parent = self.entry(parentpos)
+            parent = (share[parentpos], version[parentpos], child[parentpos])
             if new < parent:
-                self._put(pos, parent)
+                share[pos], version[pos], child[pos] = parent
                 pos = parentpos
                 continue
             break
-        self._put(pos, new)
+        share[pos], version[pos], child[pos] = new
 
     def _sift_up(self, pos: int) -> None:
         """``heapq._siftup``: the lower child moved up until a leaf, then the entry at
         ``pos`` down into place."""
-        endpos, startpos, new = len(self.share), pos, self.entry(pos)
+        share, version, child = self.share, self.version, self.child
+        endpos, startpos, new = len(share), pos, (share[pos], version[pos], child[pos])
         childpos = 2 * pos + 1
         while childpos < endpos:
             rightpos = childpos + 1
-            if rightpos < endpos and not self.entry(childpos) < self.entry(rightpos):
+            if rightpos < endpos and not ((share[childpos], version[childpos], child[childpos])
+                                          < (share[rightpos], version[rightpos], child[rightpos])):
                 childpos = rightpos
-            self._put(pos, self.entry(childpos))
+            share[pos], version[pos], child[pos] = share[childpos], version[childpos], child[childpos]
             pos = childpos
             childpos = 2 * pos + 1
-        self._put(pos, new)
+        share[pos], version[pos], child[pos] = new
         self._sift_down(startpos, pos)
 
 
