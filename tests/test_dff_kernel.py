@@ -335,3 +335,25 @@ def test_the_kernel_pushes_and_compacts_a_pool_as_the_reference_does(monkeypatch
         assert fast.pool_heap[queue].entries() == pure.pool_heap[queue].entries(), k
         assert list(fast.version) == list(pure.version), k
     assert compactions
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", [0, 2, 4])
+def test_the_kernel_follows_the_pools_a_rebuild_puts_in_place(monkeypatch, seed):
+    # the compiled replay keeps each queue's pool arrays between catch-ups; a rebuild of
+    # the view (past a quarter of the nodes pending) puts new pools in place, and the next
+    # replay must push into those: it leaves the pools the reference's replay leaves
+    monkeypatch.delenv(compiled.PURE_PYTHON_ENV, raising=False)
+    sorter, view, _, jobs = filled_view(seed)
+    sorter.views._replay(view, dict.fromkeys(jobs))  # (the kernel's hold on the view made)
+    assert view.kernel is not None
+    sorter._rebuild(view)
+    copy = view.derive(view.saturated)
+    rng = random.Random(seed)
+    changed = rng.sample(jobs, min(len(jobs), 6))
+    for job in changed:
+        sorter.raw[job] = rng.random() * 2  # (a share both views take: pushed again)
+    sorter.views._replay(view, dict.fromkeys(changed))
+    sorter._replay(copy, dict.fromkeys(changed))
+    assert [pool.entries() for pool in view.pool_heap] == [pool.entries() for pool in copy.pool_heap]
+    assert list(view.version) == list(copy.version)

@@ -81,36 +81,46 @@ cdef void sift_up(double *share, long long *version, long long *child, Py_ssize_
     sift_down(share, version, child, startpos, pos)
 
 
-cdef int pool_push(object pool, double s, long long v, long long c) except -1:
+cdef class _PoolArrays:
+    """A ``PoolHeap``'s three arrays held as C fields (``_Replay.arrays_of``): read without
+    an attribute lookup per heap operation. The arrays are the pool's own (pushed and
+    popped in place); ``source`` is the pool they are of."""
+    cdef object source
+    cdef array.array share, version, child
+
+    def __init__(self, pool):
+        self.source = pool
+        self.share, self.version, self.child = pool.share, pool.version, pool.child
+
+
+cdef int pool_push(_PoolArrays pool, double s, long long v, long long c) except -1:
     """``PoolHeap.push``: the entry appended to the three arrays (grown as ``array``
     grows, ``resize_smart``), then sifted in C."""
-    cdef array.array share = pool.share, version = pool.version, child = pool.child
-    cdef Py_ssize_t n = len(share)
-    array.resize_smart(share, n + 1)
-    array.resize_smart(version, n + 1)
-    array.resize_smart(child, n + 1)
-    share.data.as_doubles[n] = s
-    version.data.as_longlongs[n] = v
-    child.data.as_longlongs[n] = c
-    sift_down(share.data.as_doubles, version.data.as_longlongs, child.data.as_longlongs, 0, n)
+    cdef Py_ssize_t n = len(pool.share)
+    array.resize_smart(pool.share, n + 1)
+    array.resize_smart(pool.version, n + 1)
+    array.resize_smart(pool.child, n + 1)
+    pool.share.data.as_doubles[n] = s
+    pool.version.data.as_longlongs[n] = v
+    pool.child.data.as_longlongs[n] = c
+    sift_down(pool.share.data.as_doubles, pool.version.data.as_longlongs, pool.child.data.as_longlongs, 0, n)
     return 0
 
 
-cdef int pool_pop(object pool) except -1:
+cdef int pool_pop(_PoolArrays pool) except -1:
     """``PoolHeap.pop``: the last entry moved to the top, the arrays shortened, the top
     sifted in C."""
-    cdef array.array share = pool.share, version = pool.version, child = pool.child
-    cdef Py_ssize_t n = len(share) - 1
-    cdef double *s = share.data.as_doubles
-    cdef long long *v = version.data.as_longlongs
-    cdef long long *c = child.data.as_longlongs
+    cdef Py_ssize_t n = len(pool.share) - 1
+    cdef double *s = pool.share.data.as_doubles
+    cdef long long *v = pool.version.data.as_longlongs
+    cdef long long *c = pool.child.data.as_longlongs
     if n > 0:
         s[0], v[0], c[0] = s[n], v[n], c[n]
-    array.resize_smart(share, n)
-    array.resize_smart(version, n)
-    array.resize_smart(child, n)
+    array.resize_smart(pool.share, n)
+    array.resize_smart(pool.version, n)
+    array.resize_smart(pool.child, n)
     if n > 1:
-        sift_up(share.data.as_doubles, version.data.as_longlongs, child.data.as_longlongs, n, 0)
+        sift_up(pool.share.data.as_doubles, pool.version.data.as_longlongs, pool.child.data.as_longlongs, n, 0)
     return 0
 
 
@@ -118,11 +128,12 @@ def pool_heap_ops(pool, list ops):
     """Apply ``ops`` to a ``PoolHeap`` with the kernel's sifts, for the tests: an entry
     ``(share, version, child)`` is pushed (``pool_push``), None pops the lowest
     (``pool_pop``)."""
+    cdef _PoolArrays arrays = _PoolArrays(pool)
     for entry in ops:
         if entry is None:
-            pool_pop(pool)
+            pool_pop(arrays)
         else:
-            pool_push(pool, entry[0], entry[1], entry[2])
+            pool_push(arrays, entry[0], entry[1], entry[2])
 
 
 cdef inline bint _same_float(object a, object b):
@@ -141,7 +152,7 @@ cdef class _Replay:
     cdef bint small_masks
     cdef list levels
     cdef list parent, depth, is_job, raw, alive, kids, live, needs
-    cdef list share, pool_heap
+    cdef list share, pool_heap, pools
     cdef array.array unblocked_of, version_of
     cdef long long *unblocked
     cdef long long *version
@@ -170,6 +181,20 @@ cdef class _Replay:
         self.small_masks = <long>sorter.m <= 62
         self.mask = view.saturated_mask if self.small_masks else 0
         self.levels = []
+        self.pools = []
+
+    cdef _PoolArrays arrays_of(self, Py_ssize_t p):
+        """Queue ``p``'s pool arrays, kept per queue while its ``PoolHeap`` is the same
+        object (a rebuild or the reference's compaction puts a new one in its place)."""
+        cdef object pool = self.pool_heap[p]
+        cdef _PoolArrays arrays
+        if p >= len(self.pools):
+            self.pools.extend([None] * (len(self.pool_heap) - len(self.pools)))
+        arrays = <_PoolArrays>self.pools[p]
+        if arrays is None or arrays.source is not pool:
+            arrays = _PoolArrays(pool)
+            self.pools[p] = arrays
+        return arrays
 
     cdef inline void load(self):
         """The counters' buffers as they are now (no node is appended during a replay)."""
@@ -187,14 +212,13 @@ cdef class _Replay:
     cdef bint pool_min(self, Py_ssize_t p, double *low) except -1:
         """``DFFSorter._pool_min``: whether ``p``'s pool has a current schedulable entry,
         its share in ``low`` (the stale entries above it popped)."""
-        cdef object pool = self.pool_heap[p]
-        cdef array.array share_of = pool.share, version_of = pool.version, child_of = pool.child
+        cdef _PoolArrays pool = self.arrays_of(p)
         cdef list alive = self.alive
         cdef Py_ssize_t c
-        while len(share_of):
-            c = child_of.data.as_longlongs[0]
-            if version_of.data.as_longlongs[0] == self.version[c] and self.unblocked[c] > 0 and alive[c]:
-                low[0] = share_of.data.as_doubles[0]
+        while len(pool.share):
+            c = pool.child.data.as_longlongs[0]
+            if pool.version.data.as_longlongs[0] == self.version[c] and self.unblocked[c] > 0 and alive[c]:
+                low[0] = pool.share.data.as_doubles[0]
                 return True
             pool_pop(pool)
         return False
@@ -215,21 +239,21 @@ cdef class _Replay:
     cdef int push(self, Py_ssize_t p, Py_ssize_t c) except -1:
         """``DFFSorter._push``: re-key child ``c`` of ``p``."""
         cdef long long ver = self.version[c] + 1
+        cdef _PoolArrays pool = self.arrays_of(p)
         self.version[c] = ver
         if self.unblocked[c] > 0:
-            pool_push(self.pool_heap[p], <double>self.share[c], ver, c)
+            pool_push(pool, <double>self.share[c], ver, c)
         self.repick[c] = None
-        if len(self.pool_heap[p].share) > 4 * <long>self.kids[p] + 16:
-            self.compact_pool(p)
+        if len(pool.share) > 4 * <long>self.kids[p] + 16:
+            self.compact_pool(pool)
         return 0
 
-    cdef int compact_pool(self, Py_ssize_t p) except -1:
+    cdef int compact_pool(self, _PoolArrays pool) except -1:
         """``DFFSorter._compact_pool``, in place: the current schedulable entries kept in
         heap order (the reference's filter), then ``heapq.heapify``'s loop (``siftup``
         from the last parent to the root; CPython's cache-friendly order for lists past
         2,500 entries sifts every node after its children's subtrees too, and a sift
         touches only its subtree, so it gives the same layout)."""
-        cdef object pool = self.pool_heap[p]
         cdef array.array share_of = pool.share, version_of = pool.version, child_of = pool.child
         cdef double *share = share_of.data.as_doubles
         cdef long long *version = version_of.data.as_longlongs
