@@ -236,14 +236,16 @@ cdef class _Replay:
                 return low
         return raw
 
-    cdef int push(self, Py_ssize_t p, Py_ssize_t c) except -1:
-        """``DFFSorter._push``: re-key child ``c`` of ``p``."""
+    cdef int push(self, Py_ssize_t p, object node) except -1:
+        """``DFFSorter._push``: re-key child ``node`` of ``p`` (the node as the int object
+        the tables hold, the key ``repick`` takes: no int made per push)."""
+        cdef Py_ssize_t c = node
         cdef long long ver = self.version[c] + 1
         cdef _PoolArrays pool = self.arrays_of(p)
         self.version[c] = ver
         if self.unblocked[c] > 0:
             pool_push(pool, <double>self.share[c], ver, c)
-        self.repick[c] = None
+        self.repick[node] = None
         if len(pool.share) > 4 * <long>self.kids[p] + 16:
             self.compact_pool(pool)
         return 0
@@ -272,35 +274,38 @@ cdef class _Replay:
             sift_up(share_of.data.as_doubles, version_of.data.as_longlongs, child_of.data.as_longlongs, k, i)
         return 0
 
-    cdef long rekey_job(self, Py_ssize_t idx, dict counted) except? -1:
+    cdef long rekey_job(self, object node, dict counted) except? -1:
         """``DFFSorter._replay``'s first pass for job ``idx``: its blocked flag, share and
         the schedulable counts along its path (each queue's count before the batch moved
         it kept in ``counted``, when given), then its pool entry pushed, or kept and the
-        job only listed for a new pick entry. Returns the change of its count."""
+        job only listed for a new pick entry. Returns the change of its count. (Dict keys
+        are the int objects of the tables, ``node`` and ``parent``'s items.)"""
         cdef list parent = self.parent, share = self.share
         cdef long long *unblocked = self.unblocked
-        cdef Py_ssize_t p = parent[idx], a
+        cdef Py_ssize_t idx = node, p = parent[idx], a
         cdef long now = 0 if self.leaf_blocked(idx) else 1
         cdef long delta = now - unblocked[idx]
         unblocked[idx] = now
         before = share[idx]
         share[idx] = self.raw[idx]
         if delta:
-            a = p
+            up = parent[idx]
+            a = up
             while a >= 0:
-                if counted is not None and a not in counted:
-                    counted[a] = unblocked[a]
+                if counted is not None and up not in counted:
+                    counted[up] = unblocked[a]
                 unblocked[a] += delta
-                a = parent[a]
-            self.push(p, idx)
+                up = parent[a]
+                a = up
+            self.push(p, node)
         elif now and not _same_float(before, share[idx]):
-            self.push(p, idx)
+            self.push(p, node)
         else:
-            self.repick[idx] = None  # (its pool entry stands)
+            self.repick[node] = None  # (its pool entry stands)
         return delta
 
 
-cdef int replay_one(_Replay b, Py_ssize_t idx) except -1:
+cdef int replay_one(_Replay b, object node) except -1:
     """:func:`replay` of one node without the batch's per-level dicts: its levels then
     hold one node each, the node's queue (or the queue itself) and its ancestors, so the
     batch's loop, deepest level first, is this walk up (to the root, which is at level 0
@@ -309,26 +314,28 @@ cdef int replay_one(_Replay b, Py_ssize_t idx) except -1:
     cdef list parent = b.parent, share = b.share, raw = b.raw
     cdef long long *unblocked = b.unblocked
     cdef dict repick = b.repick
-    cdef Py_ssize_t q, p, a
-    cdef long now, delta = 0
+    cdef Py_ssize_t idx = node, q, p
+    cdef long delta = 0
     cdef bint was
     if not b.is_job[idx]:
         if not idx:
             share[0] = raw[0]  # (the root has no override, no parent)
             return 0
-        q = idx
+        up = node
     else:
-        delta = b.rekey_job(idx, None)
-        q = parent[idx]
+        delta = b.rekey_job(node, None)
+        up = parent[idx]
+    q = up
     while q:  # (every node but the root, 0, is at level 1 or deeper)
         before = share[q]
         share[q] = b.fairness(q)
         p = parent[q]
         was = unblocked[q] - delta > 0
         if was != (unblocked[q] > 0) or (was and not _same_float(before, share[q])):
-            b.push(p, q)
+            b.push(p, up)
         else:
-            repick[q] = None  # (its pool entry stands)
+            repick[up] = None  # (its pool entry stands)
+        up = parent[q]
         q = p
     return 0
 
@@ -361,30 +368,33 @@ def replay(sorter, view, nodes):
     else:
         for level in levels:
             level.clear()
+    # (dict keys are the int objects of ``nodes`` and ``parent``: none made per node)
     for node in nodes:
         idx = node
         if not is_job[idx]:
             if idx:
-                (<dict>levels[<long>depth[idx]])[idx] = None
+                (<dict>levels[<long>depth[idx]])[node] = None
             else:
                 share[0] = raw[0]  # (the root has no override, no parent)
             continue
-        b.rekey_job(idx, counted)
-        p = parent[idx]
-        (<dict>levels[<long>depth[p]])[p] = None
+        b.rekey_job(node, counted)
+        up = parent[idx]
+        (<dict>levels[<long>depth[up]])[up] = None
     for d in range(<long>sorter.max_depth, 0, -1):
         level = <dict>levels[d - 1]
         for node in <dict>levels[d]:
             q = node
             before = share[q]
             share[q] = b.fairness(q)
-            p = parent[q]
-            was = <long>counted.get(q, unblocked[q]) > 0
+            up = parent[q]
+            p = up
+            kept = counted.get(node)
+            was = (unblocked[q] if kept is None else <long>kept) > 0
             if was != (unblocked[q] > 0) or (was and not _same_float(before, share[q])):
-                b.push(p, q)
+                b.push(p, node)
             else:
-                repick[q] = None  # (its pool entry stands)
-            level[p] = None
+                repick[node] = None  # (its pool entry stands)
+            level[up] = None
 
 
 def push_entries(sorter, view, Py_ssize_t p, children):
