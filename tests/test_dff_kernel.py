@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import heapq
 import inspect
 import random
 
@@ -113,7 +114,7 @@ def view_state(sorter) -> tuple:
     view = sorter.views.current
     if view.pending:
         sorter.views.catch_up(view)
-    pools = [[(share.hex(), ver, c) for share, ver, c in heap] for heap in view.pool_heap]
+    pools = [[(share.hex(), ver, c) for share, ver, c in pool.entries()] for pool in view.pool_heap]
     picks = [sorted((key.hex(), *rest) for key, *rest in heap
                     if rest[2] == view.pick_version[rest[3]] and sorter.live[rest[3]] > 0 and sorter.alive[rest[3]])
              for heap in view.pick_heap]
@@ -243,7 +244,7 @@ def test_a_replay_keeps_the_pool_entries_that_would_not_change(core, seed):
     versions = list(view.version)
     view.repick.clear()
     sorter.views._replay(view, dict.fromkeys(jobs))
-    assert view.version == versions
+    assert list(view.version) == versions
     assert set(jobs) <= set(view.repick)
     assert decided_view(sorter, view) == before
 
@@ -256,6 +257,103 @@ def test_a_single_node_catch_up_keeps_the_pool_entries_that_would_not_change(cor
     for job in jobs:
         versions = list(view.version)
         sorter.views._replay(view, {job: None})
-        assert view.version == versions, job
+        assert list(view.version) == versions, job
         assert job in view.repick
     assert decided_view(sorter, view) == before
+
+
+def pool_ops(seed: int) -> list:
+    """Random pushes and pops on a pool: shares with ties (equal shares, zeros of both
+    signs), versions with ties, so every field of the order decides somewhere."""
+    rng = random.Random(seed)
+    ops, size = [], 0
+    for _ in range(400):
+        if size and rng.random() < 0.4:
+            ops.append(None)
+            size -= 1
+        else:
+            ops.append((rng.choice([0.0, -0.0, 0.5, 1.25, 3.0, rng.random()]), rng.randrange(4), rng.randrange(50)))
+            size += 1
+    return ops
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_pool_heap_holds_what_a_heapq_list_of_tuples_holds(seed):
+    # the typed-array pool (``PoolHeap``) moves entries as ``heapq`` moves the tuples:
+    # the same entries in the same layout after every push and pop
+    pool, heap = dff_online.PoolHeap(), []
+    for entry in pool_ops(seed):
+        if entry is None:
+            pool.pop()
+            heapq.heappop(heap)
+        else:
+            pool.push(*entry)
+            heapq.heappush(heap, entry)
+        assert [(s.hex(), v, c) for s, v, c in pool.entries()] == [(float(s).hex(), v, c) for s, v, c in heap]
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(4))
+def test_the_kernel_sifts_a_pool_heap_as_the_reference_does(seed):
+    # ``_dff_kernel``'s C sifts on the pool's arrays leave the layout ``PoolHeap``'s do,
+    # op by op (a wrong comparison field or sift step reorders some entry)
+    from fairshare.policies.machinery import _dff_kernel
+    fast, pure = dff_online.PoolHeap(), dff_online.PoolHeap()
+    for entry in pool_ops(seed):
+        _dff_kernel.pool_heap_ops(fast, [entry])
+        if entry is None:
+            pure.pop()
+        else:
+            pure.push(*entry)
+        assert [(s.hex(), v, c) for s, v, c in fast.entries()] == [(s.hex(), v, c) for s, v, c in pure.entries()]
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", [0, 2, 4])
+def test_the_kernel_pushes_and_compacts_a_pool_as_the_reference_does(monkeypatch, seed):
+    # re-keying a queue's children over and over grows its pool with stale entries until
+    # it is compacted (past 4 x children + 16): the kernel's in-place compaction keeps
+    # the reference's entries in the reference's layout, push by push
+    monkeypatch.delenv(compiled.PURE_PYTHON_ENV, raising=False)
+    from fairshare.policies.machinery import _dff_kernel
+    sorter, view, _, jobs = filled_view(seed)
+    queue = max(range(1, sorter.queue_count), key=lambda q: sum(sorter.parent[c] == q for c in jobs))
+    children = [c for c in jobs if sorter.parent[c] == queue]
+    assert len(children) >= 4
+    fast, pure = view.derive(view.saturated), view.derive(view.saturated)
+    for c in children:  # (all schedulable: every child's entry is kept by a compaction)
+        fast.unblocked[c] = pure.unblocked[c] = 1
+    compactions = []
+    compact = sorter._compact_pool
+    monkeypatch.setattr(sorter, "_compact_pool", lambda v, p: compactions.append(p) or compact(v, p))
+    rng = random.Random(seed)
+    for k in range(6 * (sorter.kids[queue] + 16)):
+        child = children[k % len(children)]
+        fast.share[child] = pure.share[child] = rng.random()  # (so the kept entries need the heapify)
+        _dff_kernel.push_entries(sorter, fast, queue, [child])
+        sorter._push(pure, queue, child)
+        assert fast.pool_heap[queue].entries() == pure.pool_heap[queue].entries(), k
+        assert list(fast.version) == list(pure.version), k
+    assert compactions
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", [0, 2, 4])
+def test_the_kernel_follows_the_pools_a_rebuild_puts_in_place(monkeypatch, seed):
+    # the compiled replay keeps each queue's pool arrays between catch-ups; a rebuild of
+    # the view (past a quarter of the nodes pending) puts new pools in place, and the next
+    # replay must push into those: it leaves the pools the reference's replay leaves
+    monkeypatch.delenv(compiled.PURE_PYTHON_ENV, raising=False)
+    sorter, view, _, jobs = filled_view(seed)
+    sorter.views._replay(view, dict.fromkeys(jobs))  # (the kernel's hold on the view made)
+    assert view.kernel is not None
+    sorter._rebuild(view)
+    copy = view.derive(view.saturated)
+    rng = random.Random(seed)
+    changed = rng.sample(jobs, min(len(jobs), 6))
+    for job in changed:
+        sorter.raw[job] = rng.random() * 2  # (a share both views take: pushed again)
+    sorter.views._replay(view, dict.fromkeys(changed))
+    sorter._replay(copy, dict.fromkeys(changed))
+    assert [pool.entries() for pool in view.pool_heap] == [pool.entries() for pool in copy.pool_heap]
+    assert list(view.version) == list(copy.version)

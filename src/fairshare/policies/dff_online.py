@@ -48,7 +48,8 @@ What each node keeps, and what changes it:
 * Alg. 2 line 9, the override: a queue's fairness is ``raw``, unless ``raw > 1`` and its
   lowest *schedulable* child (demanding and not needing a saturated resource, i.e. with
   an unblocked job below it) is lower, in which case it takes that child's fairness. The
-  lowest schedulable child comes from a lazy min-heap per node (``pool_heap``).
+  lowest schedulable child comes from a lazy min-heap per node (``pool_heap``, a
+  :class:`PoolHeap` of typed arrays the compiled catch-up sifts in C).
 
 Only the override depends on the saturated set (leaf fairness does not: DFF has no Y of
 resources). Like the H-DRF sorter (``hdrf_online.py``), the sorter keeps one *view* per
@@ -119,6 +120,7 @@ counts it; it never demands, so the descent never enters it either way.
 from __future__ import annotations
 
 import heapq
+from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from functools import reduce
@@ -161,14 +163,103 @@ def _exactly_summable(x: float) -> bool:
 
 
 
+def _counters(n: int) -> array:
+    """``n`` counters at zero (a view's ``unblocked`` and ``version``): 64-bit C integers,
+    read and written as Python ints here and through their buffer by the compiled
+    catch-up (``_dff_kernel``), without an int object per update (a version past 256 is
+    a new object at each increment in a list). They hold the ints a list would: they
+    only count up from zero (or are sums of 0/1 flags), far below 2**63."""
+    return array("q", bytes(8 * n))
+
+
+class PoolHeap:
+    """A queue's pool in one view (Alg. 2 line 9's lowest schedulable child): a min-heap
+    of the entries ``(share, version, child)``, held as three parallel typed arrays
+    (``share`` doubles, ``version`` and ``child`` 64-bit ints), so the compiled catch-up
+    (``_dff_kernel``) pushes, pops and compares entries in C without a tuple or a boxed
+    value per entry. The order is the tuples' (lexicographic; a share is never NaN) and
+    the moves are ``heapq``'s (``_siftdown``/``_siftup``, CPython's ``Lib/heapq.py``), so
+    the arrays hold the entries a ``heapq`` list of tuples would, in the same layout: an
+    array stores the same double and the same int the tuple held."""
+
+    __slots__ = ("share", "version", "child")
+
+    def __init__(self, entries: list[tuple[float, int, int]] = ()):
+        """The heap of ``entries``, already in heap order (``heapq.heapify``'s)."""
+        self.share = array("d", [e[0] for e in entries])
+        self.version = array("q", [e[1] for e in entries])
+        self.child = array("q", [e[2] for e in entries])
+
+    def __len__(self) -> int:
+        return len(self.share)
+
+    def entry(self, i: int) -> tuple[float, int, int]:
+        return self.share[i], self.version[i], self.child[i]
+
+    def entries(self) -> list[tuple[float, int, int]]:
+        """The entries in heap order."""
+        return list(zip(self.share, self.version, self.child))
+
+    def copy(self) -> PoolHeap:
+        pool = PoolHeap.__new__(PoolHeap)
+        pool.share, pool.version, pool.child = self.share[:], self.version[:], self.child[:]
+        return pool
+
+    def push(self, share: float, version: int, child: int) -> None:
+        """``heapq.heappush``."""
+        self.share.append(share)
+        self.version.append(version)
+        self.child.append(child)
+        self._sift_down(0, len(self.share) - 1)
+
+    def pop(self) -> None:
+        """``heapq.heappop``, the lowest entry dropped."""
+        share, version, child = self.share, self.version, self.child
+        last = (share.pop(), version.pop(), child.pop())
+        if share:
+            share[0], version[0], child[0] = last
+            self._sift_up(0)
+
+    def _sift_down(self, startpos: int, pos: int) -> None:
+        """``heapq._siftdown``: the entry at ``pos`` moved up while lower than its parent."""
+        share, version, child = self.share, self.version, self.child
+        new = (share[pos], version[pos], child[pos])
+        while pos > startpos:
+            parentpos = (pos - 1) >> 1
+            parent = (share[parentpos], version[parentpos], child[parentpos])
+            if new < parent:
+                share[pos], version[pos], child[pos] = parent
+                pos = parentpos
+                continue
+            break
+        share[pos], version[pos], child[pos] = new
+
+    def _sift_up(self, pos: int) -> None:
+        """``heapq._siftup``: the lower child moved up until a leaf, then the entry at
+        ``pos`` down into place."""
+        share, version, child = self.share, self.version, self.child
+        endpos, startpos, new = len(share), pos, (share[pos], version[pos], child[pos])
+        childpos = 2 * pos + 1
+        while childpos < endpos:
+            rightpos = childpos + 1
+            if rightpos < endpos and not ((share[childpos], version[childpos], child[childpos])
+                                          < (share[rightpos], version[rightpos], child[rightpos])):
+                childpos = rightpos
+            share[pos], version[pos], child[pos] = share[childpos], version[childpos], child[childpos]
+            pos = childpos
+            childpos = 2 * pos + 1
+        share[pos], version[pos], child[pos] = new
+        self._sift_down(startpos, pos)
+
+
 class _View(SaturatedView):
     """What depends on the saturated set: schedulable counts, override, heaps."""
 
     def __init__(self, saturated: frozenset[int], n: int, queues: int):
         super().__init__(saturated)
-        self.unblocked = [0] * n  # unblocked (schedulable) jobs in the subtree
+        self.unblocked = _counters(n)  # unblocked (schedulable) jobs in the subtree
         self.share = [0.0] * n  # fairness after Alg. 2 line 9
-        self.version = [0] * n  # of each node's pool entry
+        self.version = _counters(n)  # of each node's pool entry
         self.pick_version = [0] * n  # of its pick entry
         #: nodes whose pick entry is out of date, renewed before the next descent
         #: (``DFFSorter._flush_picks``): most decisions on a full cluster compare the
@@ -182,7 +273,7 @@ class _View(SaturatedView):
         # heaps only for the queues (indices below ``queues``: jobs are never parents), so
         # building a view does not allocate a list per job ever seen
         self.pick_heap: list[list] = [[] for _ in range(queues)]  # demanding children
-        self.pool_heap: list[list] = [[] for _ in range(queues)]  # schedulable children, by fairness
+        self.pool_heap: list[PoolHeap] = [PoolHeap() for _ in range(queues)]  # schedulable children, by fairness
         #: a copy of another set's view whose differences wait in ``pending``
         #: (``DFFSorter._new_view``), until the view cache's first build call
         self.derived = False
@@ -191,8 +282,8 @@ class _View(SaturatedView):
 
     def derive(self, saturated: frozenset[int]) -> _View:
         """A copy of this view for the set ``saturated`` (``DFFSorter._new_view``): every
-        table, heap and pending node copied (the heaps' tuples are shared: they are never
-        changed in place), marked ``derived`` until the sorter's build callback sees it."""
+        table, heap and pending node copied (the pick heaps' tuples are shared: they are
+        never changed in place), marked ``derived`` until the sorter's build callback sees it."""
         view = _View.__new__(_View)
         SaturatedView.__init__(view, saturated)
         view.pending = dict(self.pending)
@@ -204,7 +295,7 @@ class _View(SaturatedView):
         view.deferred = {q: dict(nodes) for q, nodes in self.deferred.items()}
         view.saturated_mask = sum(1 << r for r in saturated)
         view.pick_heap = [heap[:] for heap in self.pick_heap]
-        view.pool_heap = [heap[:] for heap in self.pool_heap]
+        view.pool_heap = [pool.copy() for pool in self.pool_heap]
         view.derived = True
         view.kernel = None  # (its tables are the copies)
         return view
@@ -896,12 +987,12 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         return bool(self.needs[idx] & view.saturated_mask)  # needs a saturated resource
 
     def _pool_min(self, view: _View, p: int) -> float | None:
-        heap = view.pool_heap[p]
-        while heap:
-            share, ver, c = heap[0]
+        pool = view.pool_heap[p]
+        while pool:
+            share, ver, c = pool.entry(0)
             if ver == view.version[c] and view.unblocked[c] > 0 and self.alive[c]:
                 return share
-            heapq.heappop(heap)
+            pool.pop()
         return None
 
     def _fairness(self, view: _View, p: int) -> float:
@@ -936,7 +1027,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         ver = view.version[c] + 1
         view.version[c] = ver
         if view.unblocked[c] > 0:
-            heapq.heappush(view.pool_heap[p], (view.share[c], ver, c))
+            view.pool_heap[p].push(view.share[c], ver, c)
         view.repick[c] = None
         if len(view.pool_heap[p]) > 4 * self.kids[p] + 16:
             self._compact_pool(view, p)
@@ -944,9 +1035,10 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
     def _compact_pool(self, view: _View, p: int) -> None:
         """Drop the stale entries of ``p``'s pool heap (grown past ``4 x children + 16``:
         stale for good, a re-keyed child has a new version), so heaps stay O(children)."""
-        view.pool_heap[p] = [e for e in view.pool_heap[p]
-                             if e[1] == view.version[e[2]] and view.unblocked[e[2]] > 0 and self.alive[e[2]]]
-        heapq.heapify(view.pool_heap[p])
+        heap = [e for e in view.pool_heap[p].entries()
+                if e[1] == view.version[e[2]] and view.unblocked[e[2]] > 0 and self.alive[e[2]]]
+        heapq.heapify(heap)
+        view.pool_heap[p] = PoolHeap(heap)
 
     def _flush_picks(self, view: _View) -> None:
         """Renew the pick entries of the nodes re-keyed since the last descent in ``view``
@@ -1030,7 +1122,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                 view.deferred[v] = later
             heapq.heapify(pool)
             heapq.heapify(pick)
-            view.pool_heap[v], view.pick_heap[v] = pool, pick
+            view.pool_heap[v], view.pick_heap[v] = PoolHeap(pool), pick
             if v:
                 view.share[v] = self._fairness(view, v)
 

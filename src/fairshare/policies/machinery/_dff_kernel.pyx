@@ -1,107 +1,139 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=False
 """The compiled DFF view catch-up: ``DFFSorter._replay`` with the methods it calls per
-node (``_leaf_blocked``, ``_fairness``, ``_pool_min``,
-``_push``; ``policies/dff_online.py``), statement for statement.
+node (``_leaf_blocked``, ``_fairness``, ``_pool_min``, ``_push``, ``_compact_pool``;
+``policies/dff_online.py``), statement for statement.
 
 The pure-Python methods are the reference and the fallback (``machinery/compiled.py``
 chooses). A view's catch-up does no float arithmetic: Alg. 2 line 9's override only
 compares a queue's raw fairness with 1 and with its lowest schedulable child's, and
-moves floats (the shared ``raw``, the view's ``share`` and heap entries) from list to
-list. This port makes the same comparisons on the same doubles and stores the same
-Python float objects, pushes the same tuples on the same heaps (``heapq``, in the same
-order) and renews the same versions, so the view it leaves is the reference's, entry for
-entry. What it saves is the interpreter: the tables read with C indexing, counts and
-versions as C integers, no frame per node. The rare paths (a queue with a history leaf,
-a pool heap's compaction) call back into the sorter's Python methods.
+moves floats (the shared ``raw``, the view's ``share`` and pool entries). The reference
+and this port share one layout of what a replay writes (issue 24, round 7): a view's
+schedulable counts and pool-entry versions are ``array('q')`` (``dff_online._counters``),
+each queue's pool heap three parallel typed arrays (``dff_online.PoolHeap``: shares as
+doubles, versions and children as 64-bit ints). The reference moves them with
+``heapq``'s algorithm on ``(share, version, child)`` tuples built from the arrays; this
+port reads and writes the same buffers through C pointers (``pool_push``, ``pool_pop``,
+``_Replay.compact_pool``: the same sift moves, the same comparisons in the same order,
+an entry compared with another as its tuple is, lexicographically, on C doubles and
+integers; a share is never NaN, so ``==`` then ``<`` on the first differing field is the
+tuple's order), so each pool holds the same entries in the same layout, and renews the
+same versions: the view it leaves is the reference's, entry for entry, with no tuple,
+boxed version or boxed share per pool entry. ``share`` stays a list of the shared float
+objects (the pick side's walks read it as a list); an override's share is read from the
+pool's array, a new float of the same double in both. The one rare path left (a queue
+with a history leaf) calls back into the sorter's Python method.
 
-Three savings leave every value as it was. The pool heaps are pushed and popped here
-(``heap_push``, ``heap_pop``) by ``heapq``'s own algorithm (CPython's ``Modules/_heapqmodule.c``:
-the same sift moves, the same comparisons in the same order), an entry compared with
-another as its tuple is, ``(share, version, node)`` lexicographically, but on C doubles and
-integers (a share is never NaN, so ``==`` then ``<`` on the first differing field is the
-tuple's order), so each heap holds the same entries in the same layout. The entries are
-taken off the cyclic garbage collector (``atomic``: a tuple of a float and two ints is in
-no cycle, and CPython untracks it at the first collection that meets it anyway): fewer
-young-generation collections, no identity or value changed. And a view's tables are read
-once per view, not once per catch-up (``_Replay`` kept on the view, ``view.kernel``;
-rebuilt if the sorter is another, which a copied view's is not: ``_View.derive`` clears it).
+A view's tables are read once per view, not once per catch-up (``_Replay`` kept on the
+view, ``view.kernel``; rebuilt if the sorter is another, which a copied view's is not:
+``_View.derive`` clears it); the counters' buffers are read at each replay
+(``_Replay.load``: an appended job may have moved them).
 
 Its parity with the reference is tested decision by decision
 (``tests/test_dff_kernel.py``).
 """
 
+from cpython cimport array
 from libc.math cimport signbit
 
 
-cdef extern from "Python.h":
-    void PyObject_GC_UnTrack(void *op)
-
-
-cdef inline tuple atomic(tuple t):
-    """``t`` (a float and two ints) taken off the cyclic garbage collector's lists, as
-    ``_hdrf_kernel.atomic`` does: it can be in no reference cycle, and CPython untracks it
-    at the first collection that meets it; values and identities are unchanged."""
-    PyObject_GC_UnTrack(<void*>t)
-    return t
-
-
-cdef inline bint entry_lt(tuple a, tuple b):
-    """``a < b`` for two pool entries ``(share, version, node)``, as tuples compare: the
-    first field that differs (``==``) decides (``<``). Shares are doubles, never NaN (a
-    NaN would make the tuple order differ); versions and nodes are ints."""
-    cdef double x = a[0], y = b[0]
-    cdef long u, w
+cdef inline bint entry_lt(double x, long long u, long long a, double y, long long w, long long b):
+    """``(x, u, a) < (y, w, b)`` for two pool entries ``(share, version, child)``, as
+    tuples compare: the first field that differs (``==``) decides (``<``). Shares are
+    doubles, never NaN (a NaN would make the tuple order differ)."""
     if x != y:
         return x < y
-    u = a[1]
-    w = b[1]
     if u != w:
         return u < w
-    return <long>a[2] < <long>b[2]
+    return a < b
 
 
-cdef void sift_down(list heap, Py_ssize_t startpos, Py_ssize_t pos):
-    """``heapq``'s ``siftdown`` (``_heapqmodule.c``): move the entry at ``pos`` up towards
-    ``startpos`` while it is lower than its parent."""
-    cdef object newitem = heap[pos], parent
+cdef void sift_down(double *share, long long *version, long long *child, Py_ssize_t startpos,
+                    Py_ssize_t pos):
+    """``heapq``'s ``_siftdown`` on a pool's arrays (``PoolHeap._sift_down``): the entry
+    at ``pos`` moved up towards ``startpos`` while it is lower than its parent."""
+    cdef double s = share[pos]
+    cdef long long v = version[pos], c = child[pos]
     cdef Py_ssize_t parentpos
     while pos > startpos:
         parentpos = (pos - 1) >> 1
-        parent = heap[parentpos]
-        if not entry_lt(<tuple>newitem, <tuple>parent):
+        if not entry_lt(s, v, c, share[parentpos], version[parentpos], child[parentpos]):
             break
-        heap[pos] = parent
+        share[pos], version[pos], child[pos] = share[parentpos], version[parentpos], child[parentpos]
         pos = parentpos
-    heap[pos] = newitem
+    share[pos], version[pos], child[pos] = s, v, c
 
 
-cdef void sift_up(list heap, Py_ssize_t pos):
-    """``heapq``'s ``siftup`` (``_heapqmodule.c``): move the lower child up until a leaf,
-    then the entry at ``pos`` down into place with :func:`sift_down`."""
-    cdef Py_ssize_t endpos = len(heap), startpos = pos, childpos, limit = endpos >> 1
-    cdef object newitem = heap[pos]
-    while pos < limit:
-        childpos = 2 * pos + 1
-        if childpos + 1 < endpos and not entry_lt(<tuple>heap[childpos], <tuple>heap[childpos + 1]):
-            childpos += 1
-        heap[pos] = heap[childpos]
+cdef void sift_up(double *share, long long *version, long long *child, Py_ssize_t endpos, Py_ssize_t pos):
+    """``heapq``'s ``_siftup`` (``PoolHeap._sift_up``): the lower child moved up until a
+    leaf, then the entry at ``pos`` down into place with :func:`sift_down`."""
+    cdef Py_ssize_t startpos = pos, childpos = 2 * pos + 1, rightpos
+    cdef double s = share[pos]
+    cdef long long v = version[pos], c = child[pos]
+    while childpos < endpos:
+        rightpos = childpos + 1
+        if rightpos < endpos and not entry_lt(share[childpos], version[childpos], child[childpos],
+                                              share[rightpos], version[rightpos], child[rightpos]):
+            childpos = rightpos
+        share[pos], version[pos], child[pos] = share[childpos], version[childpos], child[childpos]
         pos = childpos
-    heap[pos] = newitem
-    sift_down(heap, startpos, pos)
+        childpos = 2 * pos + 1
+    share[pos], version[pos], child[pos] = s, v, c
+    sift_down(share, version, child, startpos, pos)
 
 
-cdef inline void heap_push(list heap, tuple entry):
-    """``heapq.heappush`` on a pool heap."""
-    heap.append(entry)
-    sift_down(heap, 0, len(heap) - 1)
+cdef class _PoolArrays:
+    """A ``PoolHeap``'s three arrays held as C fields (``_Replay.arrays_of``): read without
+    an attribute lookup per heap operation. The arrays are the pool's own (pushed and
+    popped in place); ``source`` is the pool they are of."""
+    cdef object source
+    cdef array.array share, version, child
+
+    def __init__(self, pool):
+        self.source = pool
+        self.share, self.version, self.child = pool.share, pool.version, pool.child
 
 
-cdef inline void heap_pop(list heap):
-    """``heapq.heappop`` on a pool heap, its lowest entry dropped."""
-    cdef object last = heap.pop()
-    if heap:
-        heap[0] = last
-        sift_up(heap, 0)
+cdef int pool_push(_PoolArrays pool, double s, long long v, long long c) except -1:
+    """``PoolHeap.push``: the entry appended to the three arrays (grown as ``array``
+    grows, ``resize_smart``), then sifted in C."""
+    cdef Py_ssize_t n = len(pool.share)
+    array.resize_smart(pool.share, n + 1)
+    array.resize_smart(pool.version, n + 1)
+    array.resize_smart(pool.child, n + 1)
+    pool.share.data.as_doubles[n] = s
+    pool.version.data.as_longlongs[n] = v
+    pool.child.data.as_longlongs[n] = c
+    sift_down(pool.share.data.as_doubles, pool.version.data.as_longlongs, pool.child.data.as_longlongs, 0, n)
+    return 0
+
+
+cdef int pool_pop(_PoolArrays pool) except -1:
+    """``PoolHeap.pop``: the last entry moved to the top, the arrays shortened, the top
+    sifted in C."""
+    cdef Py_ssize_t n = len(pool.share) - 1
+    cdef double *s = pool.share.data.as_doubles
+    cdef long long *v = pool.version.data.as_longlongs
+    cdef long long *c = pool.child.data.as_longlongs
+    if n > 0:
+        s[0], v[0], c[0] = s[n], v[n], c[n]
+    array.resize_smart(pool.share, n)
+    array.resize_smart(pool.version, n)
+    array.resize_smart(pool.child, n)
+    if n > 1:
+        sift_up(pool.share.data.as_doubles, pool.version.data.as_longlongs, pool.child.data.as_longlongs, n, 0)
+    return 0
+
+
+def pool_heap_ops(pool, list ops):
+    """Apply ``ops`` to a ``PoolHeap`` with the kernel's sifts, for the tests: an entry
+    ``(share, version, child)`` is pushed (``pool_push``), None pops the lowest
+    (``pool_pop``)."""
+    cdef _PoolArrays arrays = _PoolArrays(pool)
+    for entry in ops:
+        if entry is None:
+            pool_pop(arrays)
+        else:
+            pool_push(arrays, entry[0], entry[1], entry[2])
 
 
 cdef inline bint _same_float(object a, object b):
@@ -112,10 +144,18 @@ cdef inline bint _same_float(object a, object b):
 
 cdef class _Replay:
     """A view's state for ``replay``: the sorter's and the view's tables, read once (the
-    tables are the same lists for the sorter's life: nodes are appended in place)."""
+    tables are the same lists and arrays for the sorter's life: nodes are appended in
+    place), and the counters' buffers, read at each replay (:meth:`load`: an appended node
+    may have moved them)."""
     cdef object sorter, view, saturated_mask
+    cdef long long mask
+    cdef bint small_masks
+    cdef list levels
     cdef list parent, depth, is_job, raw, alive, kids, live, needs
-    cdef list unblocked, share, version, pool_heap
+    cdef list share, pool_heap, pools
+    cdef array.array unblocked_of, version_of
+    cdef long long *unblocked
+    cdef long long *version
     cdef dict repick, history
 
     def __init__(self, sorter, view):
@@ -130,112 +170,172 @@ cdef class _Replay:
         self.live = sorter.live
         self.needs = sorter.needs
         self.history = sorter._history
-        self.unblocked = view.unblocked
+        self.unblocked_of = view.unblocked
         self.share = view.share
-        self.version = view.version
+        self.version_of = view.version
         self.pool_heap = view.pool_heap
         self.repick = view.repick
         self.saturated_mask = view.saturated_mask
+        # the masks as C integers when every resource's bit fits in one (``needs`` has a
+        # bit per resource): the same ``&``
+        self.small_masks = <long>sorter.m <= 62
+        self.mask = view.saturated_mask if self.small_masks else 0
+        self.levels = []
+        self.pools = []
+
+    cdef _PoolArrays arrays_of(self, Py_ssize_t p):
+        """Queue ``p``'s pool arrays, kept per queue while its ``PoolHeap`` is the same
+        object (a rebuild or the reference's compaction puts a new one in its place)."""
+        cdef object pool = self.pool_heap[p]
+        cdef _PoolArrays arrays
+        if p >= len(self.pools):
+            self.pools.extend([None] * (len(self.pool_heap) - len(self.pools)))
+        arrays = <_PoolArrays>self.pools[p]
+        if arrays is None or arrays.source is not pool:
+            arrays = _PoolArrays(pool)
+            self.pools[p] = arrays
+        return arrays
+
+    cdef inline void load(self):
+        """The counters' buffers as they are now (no node is appended during a replay)."""
+        self.unblocked = self.unblocked_of.data.as_longlongs
+        self.version = self.version_of.data.as_longlongs
 
     cdef inline bint leaf_blocked(self, Py_ssize_t idx) except -1:
         """``DFFSorter._leaf_blocked``."""
         if not self.live[idx]:
             return True
+        if self.small_masks:
+            return (<long long>self.needs[idx] & self.mask) != 0
         return bool(self.needs[idx] & self.saturated_mask)  # needs a saturated resource
 
-    cdef object pool_min(self, Py_ssize_t p):
-        """``DFFSorter._pool_min``: the lowest current schedulable entry's share, or None."""
-        cdef list heap = <list>self.pool_heap[p]
-        cdef list version = self.version, unblocked = self.unblocked, alive = self.alive
-        cdef tuple entry
+    cdef bint pool_min(self, Py_ssize_t p, double *low) except -1:
+        """``DFFSorter._pool_min``: whether ``p``'s pool has a current schedulable entry,
+        its share in ``low`` (the stale entries above it popped)."""
+        cdef _PoolArrays pool = self.arrays_of(p)
+        cdef list alive = self.alive
         cdef Py_ssize_t c
-        while heap:
-            entry = <tuple>heap[0]
-            c = entry[2]
-            if <long>entry[1] == <long>version[c] and <long>unblocked[c] > 0 and alive[c]:
-                return entry[0]
-            heap_pop(heap)
-        return None
+        while len(pool.share):
+            c = pool.child.data.as_longlongs[0]
+            if pool.version.data.as_longlongs[0] == self.version[c] and self.unblocked[c] > 0 and alive[c]:
+                low[0] = pool.share.data.as_doubles[0]
+                return True
+            pool_pop(pool)
+        return False
 
     cdef object fairness(self, Py_ssize_t p):
-        """``DFFSorter._fairness``: Alg. 2 line 9 (strict, as the pseudo-code)."""
+        """``DFFSorter._fairness``: Alg. 2 line 9 (strict, as the pseudo-code). The
+        pool's share is read from its array as the reference reads it (a new float of
+        the same double)."""
+        cdef double low
         raw = self.raw[p]
         if p in self.history:  # (only with decayed usage)
             return self.sorter._fairness_with_history(self.view, p)
         if <double>raw > 1.0:
-            low = self.pool_min(p)
-            if low is not None and <double>low < <double>raw:
+            if self.pool_min(p, &low) and low < <double>raw:
                 return low
         return raw
 
-    cdef int push(self, Py_ssize_t p, Py_ssize_t c) except -1:
-        """``DFFSorter._push``: re-key child ``c`` of ``p``."""
-        cdef long ver = <long>self.version[c] + 1
-        cdef list heap
+    cdef int push(self, Py_ssize_t p, object node) except -1:
+        """``DFFSorter._push``: re-key child ``node`` of ``p`` (the node as the int object
+        the tables hold, the key ``repick`` takes: no int made per push)."""
+        cdef Py_ssize_t c = node
+        cdef long long ver = self.version[c] + 1
+        cdef _PoolArrays pool = self.arrays_of(p)
         self.version[c] = ver
-        if <long>self.unblocked[c] > 0:
-            heap_push(<list>self.pool_heap[p], atomic((self.share[c], ver, c)))
-        self.repick[c] = None
-        heap = <list>self.pool_heap[p]
-        if len(heap) > 4 * <long>self.kids[p] + 16:
-            self.sorter._compact_pool(self.view, p)
+        if self.unblocked[c] > 0:
+            pool_push(pool, <double>self.share[c], ver, c)
+        self.repick[node] = None
+        if len(pool.share) > 4 * <long>self.kids[p] + 16:
+            self.compact_pool(pool)
         return 0
 
-    cdef long rekey_job(self, Py_ssize_t idx, dict counted) except? -1:
+    cdef int compact_pool(self, _PoolArrays pool) except -1:
+        """``DFFSorter._compact_pool``, in place: the current schedulable entries kept in
+        heap order (the reference's filter), then ``heapq.heapify``'s loop (``siftup``
+        from the last parent to the root; CPython's cache-friendly order for lists past
+        2,500 entries sifts every node after its children's subtrees too, and a sift
+        touches only its subtree, so it gives the same layout)."""
+        cdef array.array share_of = pool.share, version_of = pool.version, child_of = pool.child
+        cdef double *share = share_of.data.as_doubles
+        cdef long long *version = version_of.data.as_longlongs
+        cdef long long *child = child_of.data.as_longlongs
+        cdef list alive = self.alive
+        cdef Py_ssize_t n = len(share_of), i, k = 0, c
+        for i in range(n):
+            c = child[i]
+            if version[i] == self.version[c] and self.unblocked[c] > 0 and alive[c]:
+                share[k], version[k], child[k] = share[i], version[i], child[i]
+                k += 1
+        array.resize_smart(share_of, k)
+        array.resize_smart(version_of, k)
+        array.resize_smart(child_of, k)
+        for i in range((k >> 1) - 1, -1, -1):
+            sift_up(share_of.data.as_doubles, version_of.data.as_longlongs, child_of.data.as_longlongs, k, i)
+        return 0
+
+    cdef long rekey_job(self, object node, dict counted) except? -1:
         """``DFFSorter._replay``'s first pass for job ``idx``: its blocked flag, share and
         the schedulable counts along its path (each queue's count before the batch moved
         it kept in ``counted``, when given), then its pool entry pushed, or kept and the
-        job only listed for a new pick entry. Returns the change of its count."""
-        cdef list parent = self.parent, unblocked = self.unblocked, share = self.share
-        cdef Py_ssize_t p = parent[idx], a
+        job only listed for a new pick entry. Returns the change of its count. (Dict keys
+        are the int objects of the tables, ``node`` and ``parent``'s items.)"""
+        cdef list parent = self.parent, share = self.share
+        cdef long long *unblocked = self.unblocked
+        cdef Py_ssize_t idx = node, p = parent[idx], a
         cdef long now = 0 if self.leaf_blocked(idx) else 1
-        cdef long delta = now - <long>unblocked[idx]
+        cdef long delta = now - unblocked[idx]
         unblocked[idx] = now
         before = share[idx]
         share[idx] = self.raw[idx]
         if delta:
-            a = p
+            up = parent[idx]
+            a = up
             while a >= 0:
-                if counted is not None and a not in counted:
-                    counted[a] = unblocked[a]
-                unblocked[a] = <long>unblocked[a] + delta
-                a = parent[a]
-            self.push(p, idx)
+                if counted is not None and up not in counted:
+                    counted[up] = unblocked[a]
+                unblocked[a] += delta
+                up = parent[a]
+                a = up
+            self.push(p, node)
         elif now and not _same_float(before, share[idx]):
-            self.push(p, idx)
+            self.push(p, node)
         else:
-            self.repick[idx] = None  # (its pool entry stands)
+            self.repick[node] = None  # (its pool entry stands)
         return delta
 
 
-cdef int replay_one(_Replay b, Py_ssize_t idx) except -1:
+cdef int replay_one(_Replay b, object node) except -1:
     """:func:`replay` of one node without the batch's per-level dicts: its levels then
     hold one node each, the node's queue (or the queue itself) and its ancestors, so the
     batch's loop, deepest level first, is this walk up (to the root, which is at level 0
     and never re-keyed), with the same pushes and listings in the same order; a queue's
     count before the walk moved it (``counted``) is its count less the job's change."""
-    cdef list parent = b.parent, unblocked = b.unblocked, share = b.share, raw = b.raw
+    cdef list parent = b.parent, share = b.share, raw = b.raw
+    cdef long long *unblocked = b.unblocked
     cdef dict repick = b.repick
-    cdef Py_ssize_t q, p, a
-    cdef long now, delta = 0
+    cdef Py_ssize_t idx = node, q, p
+    cdef long delta = 0
     cdef bint was
     if not b.is_job[idx]:
         if not idx:
             share[0] = raw[0]  # (the root has no override, no parent)
             return 0
-        q = idx
+        up = node
     else:
-        delta = b.rekey_job(idx, None)
-        q = parent[idx]
+        delta = b.rekey_job(node, None)
+        up = parent[idx]
+    q = up
     while q:  # (every node but the root, 0, is at level 1 or deeper)
         before = share[q]
         share[q] = b.fairness(q)
         p = parent[q]
-        was = <long>unblocked[q] - delta > 0
-        if was != (<long>unblocked[q] > 0) or (was and not _same_float(before, share[q])):
-            b.push(p, q)
+        was = unblocked[q] - delta > 0
+        if was != (unblocked[q] > 0) or (was and not _same_float(before, share[q])):
+            b.push(p, up)
         else:
-            repick[q] = None  # (its pool entry stands)
+            repick[up] = None  # (its pool entry stands)
+        up = parent[q]
         q = p
     return 0
 
@@ -248,8 +348,10 @@ def replay(sorter, view, nodes):
     if b is None or b.sorter is not sorter:
         b = _Replay(sorter, view)
         view.kernel = b
+    b.load()
     cdef list parent = b.parent, depth = b.depth, is_job = b.is_job, raw = b.raw
-    cdef list unblocked = b.unblocked, share = b.share, levels
+    cdef list share = b.share, levels
+    cdef long long *unblocked = b.unblocked
     cdef dict repick = b.repick, counted = {}
     cdef Py_ssize_t idx, p, a, q, d
     cdef long now, delta
@@ -259,31 +361,50 @@ def replay(sorter, view, nodes):
         for node in nodes:
             replay_one(b, node)
         return
-    levels = [{} for _ in range(<long>sorter.max_depth + 1)]
+    # the per-level dicts kept on the view's ``_Replay`` between batches (emptied here)
+    levels = b.levels
+    if len(levels) != <long>sorter.max_depth + 1:
+        levels = b.levels = [{} for _ in range(<long>sorter.max_depth + 1)]
+    else:
+        for level in levels:
+            level.clear()
+    # (dict keys are the int objects of ``nodes`` and ``parent``: none made per node)
     for node in nodes:
         idx = node
         if not is_job[idx]:
             if idx:
-                (<dict>levels[<long>depth[idx]])[idx] = None
+                (<dict>levels[<long>depth[idx]])[node] = None
             else:
                 share[0] = raw[0]  # (the root has no override, no parent)
             continue
-        b.rekey_job(idx, counted)
-        p = parent[idx]
-        (<dict>levels[<long>depth[p]])[p] = None
+        b.rekey_job(node, counted)
+        up = parent[idx]
+        (<dict>levels[<long>depth[up]])[up] = None
     for d in range(<long>sorter.max_depth, 0, -1):
         level = <dict>levels[d - 1]
         for node in <dict>levels[d]:
             q = node
             before = share[q]
             share[q] = b.fairness(q)
-            p = parent[q]
-            was = <long>counted.get(q, unblocked[q]) > 0
-            if was != (<long>unblocked[q] > 0) or (was and not _same_float(before, share[q])):
-                b.push(p, q)
+            up = parent[q]
+            p = up
+            kept = counted.get(node)
+            was = (unblocked[q] if kept is None else <long>kept) > 0
+            if was != (unblocked[q] > 0) or (was and not _same_float(before, share[q])):
+                b.push(p, node)
             else:
-                repick[q] = None  # (its pool entry stands)
-            level[p] = None
+                repick[node] = None  # (its pool entry stands)
+            level[up] = None
+
+
+def push_entries(sorter, view, Py_ssize_t p, children):
+    """Re-key each of ``children`` of queue ``p`` in ``view`` in turn with the kernel's
+    push (``_Replay.push``, its pool compacted when grown past its bound), for the tests:
+    ``DFFSorter._push`` on each gives the same pool."""
+    cdef _Replay b = _Replay(sorter, view)
+    b.load()
+    for c in children:
+        b.push(p, c)
 
 
 # --- a task start or end: ``DFFSorter._leaf_changed`` -------------------------------------------

@@ -163,8 +163,9 @@ DFF_PORTED_FROM = {
     "DFFSorter._replay": "73457f70daa48dcd",
     "DFFSorter._leaf_blocked": "d8c36f8be4f7fd34",
     "DFFSorter._fairness": "25f8e91e5d896570",
-    "DFFSorter._pool_min": "af01a0126519df1d",
-    "DFFSorter._push": "94531bb5d20c2bbd",
+    "DFFSorter._pool_min": "11142ec3467d6540",
+    "DFFSorter._push": "d85b08a57d01ccdd",
+    "DFFSorter._compact_pool": "bf64b7bd4341364c",
     # a task's start or end (``task_changed``, ``leaf_changed``)
     "DFFSorter.allocated": "f1926df849398ae9",
     "DFFSorter.released": "084366f2bd42459f",
