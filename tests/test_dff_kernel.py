@@ -357,3 +357,28 @@ def test_the_kernel_follows_the_pools_a_rebuild_puts_in_place(monkeypatch, seed)
     sorter._replay(copy, dict.fromkeys(changed))
     assert [pool.entries() for pool in view.pool_heap] == [pool.entries() for pool in copy.pool_heap]
     assert list(view.version) == list(copy.version)
+
+
+def test_a_copied_scheduler_decides_as_the_original(core):
+    """A deep copy of a scheduler whose views have caught up (``explain`` and ``forecast``
+    probe one) decides as the original, view for view: the copy's views hold no compiled
+    ``_Replay`` (its C pointers are into the original's buffers, ``_Replay.__reduce__``)
+    and make their own at their first catch-up."""
+    import copy
+
+    sc = steady_scenario(4)
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("dff"))
+    for job in sc.jobs:
+        sched.submit(job, 0.0)
+    sched.schedule(0.0)
+    for _ in lockstep(sched, copy.deepcopy(sched), 20, seed=4):
+        pass  # (the views catch up: the compiled ones keep their ``_Replay``)
+    kept = [view.kernel for view in sched.sorter.views]
+    assert any(kept) == (core == "compiled")
+    twin = copy.deepcopy(sched)
+    assert not any(view.kernel for view in twin.sorter.views)
+    launches = 0
+    for k, got in lockstep(sched, twin, 200, seed=4):
+        assert view_state(sched.sorter) == view_state(twin.sorter), k
+        launches += len(got)
+    assert launches > 100

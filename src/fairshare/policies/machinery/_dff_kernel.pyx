@@ -183,6 +183,12 @@ cdef class _Replay:
         self.levels = []
         self.pools = []
 
+    def __reduce__(self):
+        """A copy of the view (``copy.deepcopy`` of a scheduler: ``explain``, ``forecast``)
+        or a pickle holds no ``_Replay`` (its C pointers are into the original view's
+        buffers): ``replay`` makes the copy its own at its first catch-up."""
+        return _no_replay, ()
+
     cdef _PoolArrays arrays_of(self, Py_ssize_t p):
         """Queue ``p``'s pool arrays, kept per queue while its ``PoolHeap`` is the same
         object (a rebuild or the reference's compaction puts a new one in its place)."""
@@ -338,6 +344,11 @@ cdef int replay_one(_Replay b, object node) except -1:
         up = parent[q]
         q = p
     return 0
+
+
+def _no_replay():
+    """What a view's copy holds for its ``_Replay`` (``_Replay.__reduce__``): none."""
+    return None
 
 
 def replay(sorter, view, nodes):
