@@ -481,7 +481,7 @@ def test_the_kernels_pick_heap_push_is_heapqs():
 
 def test_a_views_counters_are_c_integers():
     """A view's ``unblocked``, ``pool_version`` and ``updates`` are ``array('q')``
-    (``hdrf_online.counters``: the kernel reads them through their buffers), appended to
+    (``machinery.views.counters``: the kernel reads them through their buffers), appended to
     as jobs arrive (``_compact`` squeezes them into arrays again: test_hdrf_compaction.py)."""
     from array import array
 

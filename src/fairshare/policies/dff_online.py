@@ -135,7 +135,7 @@ from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MA
                                                     descend_tree)
 from fairshare.policies.machinery.history import HISTORY, QueueHistory
 from fairshare.policies.machinery.ties import DIGITS
-from fairshare.policies.machinery.views import SaturatedView, ViewCache
+from fairshare.policies.machinery.views import SaturatedView, ViewCache, counters
 from fairshare.policies.online import OnlineSorter, Runnable
 
 #: DFF Alg. 1 (``dff.update_fr``): (capacity, root, children, weight, jobs, ancestors) -> FR per node
@@ -160,16 +160,6 @@ def _exactly_summable(x: float) -> bool:
     """``x`` is a non-negative multiple of 2**-16 below :data:`_EXACT_LIMIT`."""
     x = float(x)
     return 0.0 <= x < _EXACT_LIMIT and (x * 65536.0).is_integer()
-
-
-
-def _counters(n: int) -> array:
-    """``n`` counters at zero (a view's ``unblocked`` and ``version``): 64-bit C integers,
-    read and written as Python ints here and through their buffer by the compiled
-    catch-up (``_dff_kernel``), without an int object per update (a version past 256 is
-    a new object at each increment in a list). They hold the ints a list would: they
-    only count up from zero (or are sums of 0/1 flags), far below 2**63."""
-    return array("q", bytes(8 * n))
 
 
 class PoolHeap:
@@ -257,9 +247,9 @@ class _View(SaturatedView):
 
     def __init__(self, saturated: frozenset[int], n: int, queues: int):
         super().__init__(saturated)
-        self.unblocked = _counters(n)  # unblocked (schedulable) jobs in the subtree
+        self.unblocked = counters(n)  # unblocked (schedulable) jobs in the subtree
         self.share = [0.0] * n  # fairness after Alg. 2 line 9
-        self.version = _counters(n)  # of each node's pool entry
+        self.version = counters(n)  # of each node's pool entry
         self.pick_version = [0] * n  # of its pick entry
         #: nodes whose pick entry is out of date, renewed before the next descent
         #: (``DFFSorter._flush_picks``): most decisions on a full cluster compare the

@@ -87,7 +87,7 @@ from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MA
                                                     descend_tree)
 from fairshare.policies.machinery.history import HISTORY, QueueHistory
 from fairshare.policies.machinery.ties import DIGITS
-from fairshare.policies.machinery.views import SaturatedView, ViewCache
+from fairshare.policies.machinery.views import SaturatedView, ViewCache, counters
 from fairshare.policies.online import OnlineSorter, Runnable
 
 REBUILD_EVERY = 4096
@@ -103,15 +103,6 @@ def zero_sums(m: int) -> array:
     compiled core (``_hdrf_kernel``) adds into the doubles in place, without a float
     object per resource and update."""
     return array("d", bytes(8 * m))
-
-
-def counters(n: int) -> array:
-    """``n`` counters at zero (a view's per-node ``unblocked``, ``pool_version`` and
-    ``updates``): 64-bit C integers, read and written as Python ints here and through their
-    buffer by the compiled core (``_hdrf_kernel``), without an int object per update (a
-    version past 256 is a new object at each increment in a list). Their values are the
-    ints a list would hold: they only count up from zero, far below 2**63."""
-    return array("q", bytes(8 * n))
 
 
 def doubles(n: int) -> array:

@@ -8,7 +8,7 @@ chooses). A view's catch-up does no float arithmetic: Alg. 2 line 9's override o
 compares a queue's raw fairness with 1 and with its lowest schedulable child's, and
 moves floats (the shared ``raw``, the view's ``share`` and pool entries). The reference
 and this port share one layout of what a replay writes (issue 24, round 7): a view's
-schedulable counts and pool-entry versions are ``array('q')`` (``dff_online._counters``),
+schedulable counts and pool-entry versions are ``array('q')`` (``views.counters``),
 each queue's pool heap three parallel typed arrays (``dff_online.PoolHeap``: shares as
 doubles, versions and children as 64-bit ints). The reference moves them with
 ``heapq``'s algorithm on ``(share, version, child)`` tuples built from the arrays; this

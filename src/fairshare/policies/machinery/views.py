@@ -22,6 +22,7 @@ unless the sorter asks for no time to live (``ttl=None``: the DFF sorter).
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
@@ -30,6 +31,17 @@ MAX_VIEWS = 16
 VIEW_TTL_EVENTS = 512
 #: events between two checks for views past their time to live
 PRUNE_EVERY = 64
+
+
+def counters(n: int) -> array:
+    """``n`` counters at zero, for a view's per-node counts and versions (the H-DRF
+    sorter's ``unblocked``, ``pool_version`` and ``updates``, the DFF sorter's ``unblocked``
+    and ``version``): 64-bit C integers, read and written as Python ints by the reference
+    and through their buffer by the compiled catch-ups (``_hdrf_kernel``, ``_dff_kernel``),
+    without an int object per update (a version past 256 is a new object at each increment
+    in a list). Their values are the ints a list would hold: they only count up from zero
+    (or are sums of 0/1 flags), far below 2**63."""
+    return array("q", bytes(8 * n))
 
 
 class SaturatedView:
