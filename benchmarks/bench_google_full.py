@@ -60,7 +60,8 @@ class Backlog:
     """What grows with the jobs waiting at once, for the ``--progress`` lines: the jobs in
     the system and those demanding, the sorter's node slots, and per task run since the
     previous line the decisions, the descents and candidate comparisons, the views'
-    catch-ups (with their mean pending leaves) and rebuilds, the pick-entry flushes (with
+    catch-ups (with their mean pending leaves) and rebuilds, the pick-entry renewals (DFF:
+    its flushes before descents; H-DRF: a heap's, as a descent reads it) (with
     their mean renewed nodes). The sorter's entry points are wrapped on the instance (a
     call each: well under 1% of a decision), counted only, their results untouched."""
 
@@ -79,8 +80,10 @@ class Backlog:
         if views is not None and hasattr(views, "_replay"):
             self._count(views, "_replay", "catch_up", sized=1)
             self._count(views, "_rebuild", "rebuild")
-        if hasattr(sorter, "_flush_picks"):
+        if hasattr(sorter, "_flush_picks"):  # (DFF: before each descent, every re-keyed node)
             self._count(sorter, "_flush_picks", "flush", sized=lambda view: len(view.repick))
+        elif hasattr(sorter, "_renew_deferred"):  # (H-DRF: a heap's re-keyed children as a descent reads it)
+            self._count(sorter, "_renew_deferred", "flush", sized=lambda view, nodes: len(nodes))
 
     def _count(self, owner, attribute: str, name: str, sized=None) -> None:
         calls, items, inner = self.calls, self.items, getattr(owner, attribute)
@@ -99,10 +102,10 @@ class Backlog:
                 items[name] += len(leaves)
                 return inner(view, leaves)
         else:
-            def counted(view):
+            def counted(view, *rest):
                 calls[name] += 1
-                items[name] += sized(view)
-                return inner(view)
+                items[name] += sized(view, *rest)
+                return inner(view, *rest)
         setattr(owner, attribute, counted)
 
     def line(self, completed: int) -> str:

@@ -236,18 +236,20 @@ def steady_run(sc, policy: str, *, reference: bool, seed: int, plain: bool):
         sched.freed_scan_max = -1
     seen = {"batches": 0, "flushes": 0, "deferred": 0, "sets": set()}
     if not reference:
-        views, replay_view, flush = sched.sorter.views, sched.sorter.views._replay, sched.sorter._flush_picks
+        # the pick heaps' renewal: DFF's before each descent, H-DRF's as a descent reads a heap
+        renewal = "_flush_picks" if hasattr(sched.sorter, "_flush_picks") else "_renew_deferred"
+        views, replay_view, flush = sched.sorter.views, sched.sorter.views._replay, getattr(sched.sorter, renewal)
 
         def counted_replay(view, leaves):
             seen["batches"] += len(leaves) > 1
             replay_view(view, leaves)
 
-        def counted_flush(view):
+        def counted_flush(view, *nodes):
             seen["flushes"] += 1
-            flush(view)
+            flush(view, *nodes)
 
         views._replay = counted_replay
-        sched.sorter._flush_picks = counted_flush
+        setattr(sched.sorter, renewal, counted_flush)
         set_saturated = sched.sorter.set_saturated
 
         def counted_set(resources):
@@ -299,3 +301,38 @@ def test_steady_state_on_a_full_cluster_matches_reference(policy, seed):
         assert seen["flushes"] >= (20 if plain else 5), seen
         assert plain or seen["deferred"] >= 20, seen
     assert len(want) > 400
+
+
+@pytest.mark.parametrize("seed", [0, 4])
+def test_hdrf_renews_a_heaps_pick_entries_only_when_a_descent_reads_it(seed):
+    # a re-keyed node's pick entry waits in its parent's ``deferred`` until a descent reads
+    # that parent's heap, queues of queues included (not renewed before every descent): the
+    # decisions are the reference's (the test above, ``plain``) while descents leave heaps
+    # of queues with sub-queues unread and their children's entries deferred
+    sc = steady_scenario(seed)
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("hdrf"))
+    sched.pick_among_max = -1  # (every decision a descent)
+    sched.freed_scan_max = -1
+    sorter = sched.sorter
+    read: list[int] = []
+    renew = sorter._renew_deferred
+
+    def counted_renew(view, nodes):
+        read.append(sorter.parent[next(iter(nodes))])
+        renew(view, nodes)
+
+    sorter._renew_deferred = counted_renew
+    for job in sc.jobs:
+        sched.submit(job, 0.0)
+    sched.schedule(0.0)
+    rng = random.Random(seed)
+    left_unread = 0
+    for k in range(1, 200):
+        sched.finish(rng.choice(sorted(sched.tasks)), float(k))
+        sched.schedule(float(k))
+        view = sorter.views.current
+        # after this call's descents: a queue with sub-queues whose children's entries wait
+        left_unread += any(p in sorter.has_queues and nodes for p, nodes in view.deferred.items())
+    # every heap read was renewed first (its children's entries), and some stayed unread
+    assert read and set(read) <= {v for v in range(len(sorter.key)) if not sorter.is_job[v]}
+    assert left_unread >= 20, left_unread

@@ -59,12 +59,15 @@ table (``kids``), not every child it ever had. So the tables, views and heaps st
 proportional to the jobs in the system, not to those that ever arrived.
 
 The descent (Alg. 4) takes, at each node, the lowest child by the tie rule (share,
-running tasks in the subtree, position) that has a runnable job below it. Pick-heap
-entries are renewed only before a descent (``_View.repick``, ``_flush_picks``): on a full
-cluster most decisions compare the candidates' paths of keys, computed from the shares
-directly, and never read the heaps; the heap of a fair queue with only jobs below
-(``lazy_heaps``) waits until a descent reads it (``_View.deferred``: the shape-indexed
-descent sorts such a queue's fitting jobs instead; exact, ``descent.renew_pick_entries``). In a
+running tasks in the subtree, position) that has a runnable job below it. A re-keyed
+node's pick entry is renewed only when a descent is about to read its parent's heap
+(``_View.deferred``, filled by ``_repost`` and ``_rebuild``; exact,
+``descent.renew_pick_entries``' ``lazy``): on a full cluster most decisions compare the
+candidates' paths of keys, computed from the shares directly, and never read the heaps,
+the shape-indexed descent sorts a jobs-only queue's fitting jobs instead of reading its
+heap, and a descent reads the heaps on its path only (at 10,000 jobs a flush of every
+re-keyed node before each descent renewed 49 entries a decision, 14 of them queues', for
+about 4 read). In a
 queue with ``order: fifo`` only its earliest runnable job competes with its sub-queues
 (a scan of that queue's jobs, as the reference does). Children whose demanding jobs the
 scheduler has all excluded in this call are passed over (``TreeExclusion``), and so are
@@ -231,12 +234,11 @@ class _View(SaturatedView):
         self.pick_heap: list[list | None] = [None] * n
         self.pool_heap: list[PoolHeap | None] = [None] * n  # (``pool_heap``)
         self.updates = counters(n)
-        #: nodes whose pick entry is out of date, renewed before the next descent
-        #: (:meth:`HDRFSorter._flush_picks`): most decisions on a full cluster compare the
-        #: candidates' paths (``pick_among``) and never read the pick heaps
-        self.repick: dict[int, None] = {}
-        #: per queue whose heap the shape-indexed descent does not read (``lazy_heaps``):
-        #: its children whose pick entries wait until a descent reads that heap
+        #: per queue, its children whose pick entries are out of date (re-keyed by
+        #: ``_repost``, or all its demanding children after ``_rebuild``), renewed just
+        #: before a descent reads that queue's heap (``descend_tree``'s ``deferred``): most
+        #: decisions on a full cluster compare the candidates' paths (``pick_among``) and
+        #: never read the pick heaps, and a descent reads only the heaps on its way
         self.deferred: dict[int, dict[int, None]] = {}
         #: the saturated set as a bit mask (a leaf needing one of them is blocked)
         self.saturated_mask = sum(1 << r for r in saturated)
@@ -329,12 +331,6 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # FIFO queues (not the root, as in the reference): their jobs by arrival, for the scan
         self.fifo_jobs: dict[int, list[int]] = {self.index[node.path]: [] for node in queues
                                                 if node.path != ROOT and node.order == "fifo"}
-        #: per queue (the queues are the first nodes): whether its pick heap is renewed only
-        #: when a descent reads it (``descent.renew_pick_entries``' ``lazy``): a fair queue
-        #: with only jobs below, whose heap the shape-indexed descent passes by (it sorts the
-        #: fitting shapes' jobs instead, ``descend_tree``), while its jobs' entries change at
-        #: every task start and end (at 10,000 jobs, most of the renewals)
-        self.lazy_heaps = [v not in self.has_queues and v not in self.fifo_jobs for v in range(len(self.key))]
         self.views.select(frozenset())
         self._init_history()  # decayed usage (``machinery/history.py``)
 
@@ -455,7 +451,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         the jobs that stay keep their relative order (``new < new'`` iff ``old < old'``),
         so every sum taken in index order (``children``, a rebuild's, a re-sum's) adds
         the same vectors in the same order, every dict keeps its insertion order
-        (``pending``, ``repick``, ``deferred``: a batch's replay order), and a heap entry
+        (``pending``, ``deferred``: a batch's replay order), and a heap entry
         compares with another as before (the node index is an entry's last field, so a
         monotone renaming keeps every comparison; entries of dropped slots are stale,
         dropped as a read would drop them, and the heaps re-heapified: only the lowest
@@ -519,7 +515,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                 squeeze(table)
             for table in (view.usage, view.contrib_vec):
                 squeeze_rows(table, self.m)
-            for marks in (view.pending, view.repick, *view.deferred.values()):
+            for marks in (view.pending, *view.deferred.values()):
                 here = list(marks)
                 marks.clear()
                 marks.update((new_of[c], None) for c in here if c in new_of)
@@ -655,15 +651,19 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
     def _repost(self, view: _View, v: int, p: int, same: bool = False) -> bool:
         """Child ``v`` of ``p`` changed: move its contribution in p's running sums, re-key
         it in p's pool heap (a new version; the old entries go stale) and mark its pick
-        entry for renewal (``repick``). Returns whether
+        entry for renewal (``deferred[p]``). Returns whether
         p's sums moved. ``same``: v's usage and share are as at its last repost (only its
         running count changed), so unless its pool membership changed, only its pick
         entry is renewed. Under the root only the pick heap matters: the root's own usage
         and share are never used (it has no parent), so its sums and pool are not kept."""
-        # v's pick entry is out of date: renewed before the next descent (_flush_picks),
+        # v's pick entry is out of date: renewed when a descent reads p's heap (deferred),
         # since on a full cluster most decisions compare candidates' paths (pick_among) and
         # never read the heaps, and a node re-keyed many times meanwhile is pushed once
-        view.repick[v] = None
+        later = view.deferred.get(p)
+        if later is None:
+            view.deferred[p] = {v: None}
+        else:
+            later[v] = None
         if not p:
             return False
         in_old = view.contrib_in[v] == 1
@@ -709,17 +709,16 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             return True
         return moved
 
-    def _flush_picks(self, view: _View) -> None:
-        """Renew the pick entries of the nodes changed since the last descent in ``view``
-        (``machinery.descent.renew_pick_entries``; a removed job is not ``present``: its
-        key is the empty tombstone)."""
-        self._renew_pick_entries(view.repick, view.pick_heap, version=view.version, share=view.share,
-                                 running=self.running, position=self.position, live=self.live, present=self.key,
-                                 parent=self.parent, kids=self.kids, lazy=self.lazy_heaps, deferred=view.deferred)
-
     def _renew_deferred(self, view: _View, nodes: dict[int, None]) -> None:
-        """Renew the pick entries ``_flush_picks`` left for a lazy heap (``lazy_heaps``),
-        just before a descent reads it."""
+        """Renew the pick entries of ``nodes``, children of one queue marked since its heap
+        was last read (``_View.deferred``), just before a descent reads it
+        (``machinery.descent.renew_pick_entries``; a removed job is not ``present``: its key
+        is the empty tombstone). Why the descent's pops are those of a renewal of every
+        re-keyed node before each descent: no key changes without its node being marked
+        again (every change of a share, running count or demand reposts the node), so the
+        entries pushed here carry the keys an eager renewal would have read; the entries
+        of nodes renewed later than they would have been carry an old version, stale, and
+        are dropped when met, as before (``renew_pick_entries``' ``lazy``)."""
         self._renew_pick_entries(nodes, view.pick_heap, version=view.version, share=view.share,
                                  running=self.running, position=self.position, live=self.live, present=self.key,
                                  parent=self.parent, kids=self.kids)
@@ -785,7 +784,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
     def _rebuild(self, view: _View) -> None:
         """Recompute a view bottom-up: O(nodes x resources)."""
         view.pending.clear()
-        view.repick.clear()  # (every live node is marked for a new pick entry below)
+        view.deferred.clear()  # (every queue's heap is emptied, its demanding children marked below)
         cap = self.capacity
         view.counted = [r for r in range(self.m) if cap[r] > 0 and r not in view.saturated]
         children = self.children
@@ -799,7 +798,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # decayed usage every leaf changes at each new instant, and the view in use is rebuilt)
         usage, share, unblocked, contrib_in, contrib_vec = (view.usage, view.share, view.unblocked, view.contrib_in,
                                                             view.contrib_vec)
-        pool_version, repick = view.pool_version, view.repick
+        pool_version, deferred = view.pool_version, view.deferred
         is_job, key, live, needs, weight, running, position = (self.is_job, self.key, self.live, self.needs,
                                                               self.weight, self.running, self.position)
         leaf_usage, node_share, counted, m = self.leaf_usage, self.node_share, view.counted, self.m
@@ -817,6 +816,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             s1 = zero_sums(self.m)
             s2 = zero_sums(self.m)
             entries = []
+            marked: dict[int, None] = {}
             for c in children[v]:
                 in_pool = bool(key[c]) and (unblocked[c] > 0 if pool_rule == 1 else pool_rule == 2 and live[c] > 0)
                 row = slice(c * m, (c + 1) * m)
@@ -835,11 +835,13 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                 if in_pool:
                     entries.append((share[c], pool_version[c], c))
                 if live[c] > 0:
-                    repick[c] = None
+                    marked[c] = None
+            if marked:
+                deferred[v] = marked
             heapq.heapify(entries)  # (as ``pool_heap``'s arrays: the layout ``heapq`` gives)
-            # the pick entries are made before the next descent (``_flush_picks``, which
-            # gives each a new version): with decay a view may be rebuilt at every instant,
-            # and most decisions compare candidates' paths without reading these heaps
+            # the pick entries are made when a descent reads this heap (``_renew_deferred``,
+            # which gives each a new version): with decay a view may be rebuilt at every
+            # instant, and most decisions compare candidates' paths without reading them
             view.s1[v], view.s2[v], view.pool_heap[v], view.pick_heap[v] = s1, s2, pool_heap(entries), []
             self._recompute(view, v)
 
@@ -850,8 +852,6 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         if self.decay is not None:
             self._advance(now)
         view = self.view
-        if view.repick:
-            self._flush_picks(view)
         share, running, position = view.share, self.running, self.position
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
                             fifo_jobs=self.fifo_jobs.get, version=view.version, present=self.key,

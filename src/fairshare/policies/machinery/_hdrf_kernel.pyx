@@ -261,7 +261,7 @@ cdef class _Batch:
     cdef long long blocking_bits
     cdef list key, parent, depth, leaf_usage, live, needs, weight
     cdef list s1, s2, pool_heap, kids, counted
-    cdef dict repick
+    cdef dict deferred
     cdef int pool_rule
     cdef Py_ssize_t m, n_counted
     cdef long rebuild_every
@@ -305,7 +305,7 @@ cdef class _Batch:
         self.s1 = view.s1
         self.s2 = view.s2
         self.pool_heap = view.pool_heap
-        self.repick = view.repick
+        self.deferred = view.deferred
         # _leaf_blocked, inlined: not demanding, or (with ignore_blocked) needs a saturated resource
         self.blocking = view.saturated_mask if sorter.ignore_blocked else 0
         # (the masks as C integers where every resource's bit fits in one)
@@ -448,7 +448,11 @@ cdef class _Batch:
         cdef double *vec_new = self.scratch
         cdef Py_ssize_t r, m = self.m
         cdef long long pool_ver, updates
-        self.repick[v] = None
+        cdef dict later = self.deferred.get(p)  # (v's pick entry, renewed when p's heap is read)
+        if later is None:
+            self.deferred[p] = {v: None}
+        else:
+            later[v] = None
         if not p:
             return False
         in_old = self.contrib_in[v] != 0
@@ -631,7 +635,7 @@ def propagate(sorter, view, leaves, long rebuild_every):
 def rebuild(sorter, view, long rebuild_every):
     """``HDRFSorter._rebuild``, statement for statement: recompute a view bottom-up."""
     view.pending.clear()
-    view.repick.clear()  # (every live node is marked for a new pick entry below)
+    view.deferred.clear()  # (every queue's heap is emptied, its demanding children marked below)
     cap = sorter.capacity
     cdef Py_ssize_t m = sorter.m
     saturated = view.saturated
@@ -651,7 +655,8 @@ def rebuild(sorter, view, long rebuild_every):
     cdef long long *pool_version = b.pool_version
     cdef list s1_of = b.s1, s2_of = b.s2, pool_heap_of = b.pool_heap
     cdef list pick_heap_of = view.pick_heap
-    cdef dict repick = b.repick
+    cdef dict deferred = b.deferred
+    cdef dict marked
     cdef list is_job = sorter.is_job, live = b.live
     cdef Py_ssize_t idx, c, r, k
     cdef long long total, version
@@ -678,6 +683,7 @@ def rebuild(sorter, view, long rebuild_every):
         keys = array.clone(_DOUBLES, len(kids), False)  # (``pool_heap``, at most a child each)
         ids = array.clone(_INDICES, 2 * len(kids), False)
         n = 0
+        marked = {}
         for child in kids:
             c = child
             in_pool = b.pool_member(c)
@@ -695,12 +701,14 @@ def rebuild(sorter, view, long rebuild_every):
                 ids.data.as_longlongs[2 * n + 1] = c
                 n += 1
             if <long>live[c] > 0:
-                repick[child] = None
+                marked[child] = None
+        if marked:
+            deferred[idx] = marked
         array.resize_smart(keys, n)
         array.resize_smart(ids, 2 * n)
         pool_heap = (keys, ids)
         typed_heapify(pool_heap)  # (``heapq.heapify`` of the reference's list)
-        # the pick entries are made before the next descent (``_flush_picks``)
+        # the pick entries are made when a descent reads this heap (``_renew_deferred``)
         s1_of[idx], s2_of[idx], pool_heap_of[idx], pick_heap_of[idx] = s1, s2, pool_heap, []
         b.recompute(idx)
 
