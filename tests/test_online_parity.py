@@ -336,3 +336,33 @@ def test_hdrf_renews_a_heaps_pick_entries_only_when_a_descent_reads_it(seed):
     # every heap read was renewed first (its children's entries), and some stayed unread
     assert read and set(read) <= {v for v in range(len(sorter.key)) if not sorter.is_job[v]}
     assert left_unread >= 20, left_unread
+
+
+@pytest.mark.parametrize("seed", [0, 4])
+def test_hdrf_rebuilds_queues_after_their_sub_queues(seed):
+    # a view's rebuild takes the queues in ``queues_bottom_up`` (no walk of the whole tree):
+    # every queue once, after each of its sub-queues; a rebuilt view is the view the
+    # catch-ups kept (the same floats, pool heaps' current entries and deferred marks)
+    sc = steady_scenario(seed)
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("hdrf"))
+    sorter = sched.sorter
+    queues = [v for v in range(len(sorter.key)) if not sorter.is_job[v]]
+    order = sorter.queues_bottom_up
+    assert sorted(order) == queues
+    assert all(order.index(sorter.parent[q]) > order.index(q) for q in queues if q)
+    for job in sc.jobs:
+        sched.submit(job, 0.0)
+    sched.schedule(0.0)
+    rng = random.Random(seed)
+    for k in range(1, 60):
+        sched.finish(rng.choice(sorted(sched.tasks)), float(k))
+        sched.schedule(float(k))
+    kept = sorter.view
+    fresh = sorter.views._make(kept.saturated)
+    sorter.views._rebuild(fresh)
+    m = sorter.m
+    for q in queues:
+        kept_row, fresh_row = kept.usage[q * m:(q + 1) * m], fresh.usage[q * m:(q + 1) * m]
+        assert kept_row == pytest.approx(fresh_row, rel=1e-9, abs=1e-12), q
+        assert kept.unblocked[q] == fresh.unblocked[q]
+        assert set(fresh.deferred.get(q, ())) == {c for c in sorter.children[q] if sorter.live[c] > 0}

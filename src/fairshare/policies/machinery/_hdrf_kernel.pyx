@@ -633,7 +633,8 @@ def propagate(sorter, view, leaves, long rebuild_every):
 
 
 def rebuild(sorter, view, long rebuild_every):
-    """``HDRFSorter._rebuild``, statement for statement: recompute a view bottom-up."""
+    """``HDRFSorter._rebuild``, statement for statement: recompute a view bottom-up, the
+    queues in ``queues_bottom_up``, each queue's jobs as its loop meets them."""
     view.pending.clear()
     view.deferred.clear()  # (every queue's heap is emptied, its demanding children marked below)
     cap = sorter.capacity
@@ -642,12 +643,7 @@ def rebuild(sorter, view, long rebuild_every):
     view.counted = [r for r in range(m) if cap[r] > 0 and r not in saturated]
     cdef _Batch b = batch_of(sorter, view, rebuild_every)
     cdef list children = sorter.children
-    cdef list order = []
-    cdef list stack = [0]
-    while stack:
-        v = stack.pop()
-        order.append(v)
-        stack.extend(<dict>children[v])
+    cdef list order = sorter.queues_bottom_up  # (each queue after its sub-queues)
     cdef double *share = b.share
     cdef double *contrib_vec = b.contrib_vec
     cdef signed char *contrib_in = b.contrib_in
@@ -667,17 +663,10 @@ def rebuild(sorter, view, long rebuild_every):
     cdef double *target
     cdef double *vec
     cdef dict kids
-    for k in range(len(order) - 1, -1, -1):
+    for k in range(len(order)):
         idx = order[k]
-        if is_job[idx]:
-            b.set_leaf(idx)
-            unblocked[idx] = b.leaf_unblocked(idx)
-            continue
         kids = <dict>children[idx]
         total = 0
-        for child in kids:
-            total += unblocked[<Py_ssize_t>child]
-        unblocked[idx] = total
         s1 = array.clone(_DOUBLES, m, True)  # (``zero_sums``)
         s2 = array.clone(_DOUBLES, m, True)
         keys = array.clone(_DOUBLES, len(kids), False)  # (``pool_heap``, at most a child each)
@@ -686,6 +675,10 @@ def rebuild(sorter, view, long rebuild_every):
         marked = {}
         for child in kids:
             c = child
+            if is_job[c]:  # (a job as its queue's loop meets it)
+                b.set_leaf(c)
+                unblocked[c] = b.leaf_unblocked(c)
+            total += unblocked[c]
             in_pool = b.pool_member(c)
             vec = contrib_vec + c * m
             b.contribution(c, in_pool, vec)
@@ -702,6 +695,7 @@ def rebuild(sorter, view, long rebuild_every):
                 n += 1
             if <long>live[c] > 0:
                 marked[child] = None
+        unblocked[idx] = total
         if marked:
             deferred[idx] = marked
         array.resize_smart(keys, n)

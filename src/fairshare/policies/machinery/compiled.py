@@ -55,7 +55,7 @@ PORTED_FROM = {
     "HDRFSorter._repost": "66752ff44eb25ddc",
     "HDRFSorter._recompute": "c651b87e2b1b008a",
     "HDRFSorter._compact_pool": "70be770a09f5f8d0",
-    "HDRFSorter._rebuild": "c21b19017214655b",
+    "HDRFSorter._rebuild": "243cc5c4bb0ad4a0",
     "descent.pick_among_tree": "8bf57239bdf6a3d9",
     "descent.renew_pick_entries": "429e4a73d48cee39",
     "descent.first_runnable_by_key": "ab3252270eda6a94",
