@@ -4,7 +4,8 @@ re-check after a launch (``engine/fitmemo.py``) in one call; the placement index
 climb and first-fit walk (``engine/placement.py``, below); a task's start and end on
 its node with the node's new row (``free_row``, ``taken``, ``given_back``); and, on a node
 without devices or slots, the whole of a launch's and a task end's pool work in one call
-(``take_plain``, ``give_back_plain``, at the end).
+(``take_plain``, ``give_back_plain``); and the one freed node's candidate jobs
+(``candidate_jobs``, at the end).
 
 :func:`restrict` is ``fitmemo.restrict_reference`` (the pure-NumPy form, the reference and
 the fallback where this is not built or ``FAIRSHARE_PURE_PYTHON`` is set): the columns ``c``

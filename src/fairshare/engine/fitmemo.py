@@ -27,6 +27,10 @@ and their keys, needs and numbers), which is compiled where the engine's kernel 
 (``engine/_fit_kernel.pyx``, ``restrict``: the same comparisons on the same doubles, in
 one call where NumPy takes eleven array operations; ``FAIRSHARE_PURE_PYTHON=1`` or no
 compiler: this NumPy form, the reference).
+
+From those numbers the scheduler lists the one freed node's candidate jobs
+(:func:`candidate_jobs_reference`, compiled as ``_fit_kernel.candidate_jobs``: the same
+list, and none built once the count passes the sorter's ``among_max``).
 """
 
 from __future__ import annotations
