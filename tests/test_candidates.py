@@ -16,12 +16,16 @@ and additions, headroom, the three placement strategies, finite and unbounded co
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import math
 import random
 
+import numpy as np
 import pytest
 from replay import replay
 
-from fairshare.engine import Scheduler
+from fairshare.engine import Scheduler, fitmemo
 from fairshare.model import parse_scenario
 from fairshare.policies import make_policy
 from fairshare.policies.machinery.descent import ShapeIndex, descend_tree, pick_among_tree
@@ -411,3 +415,82 @@ def test_the_groups_by_number_follow_the_filing(seed):
     assert replay(sched, sc.jobs, lambda launch: lengths[launch.job], until=60.0)
     assert checked["calls"] > 20 and checked["numbers"] > 20
 
+
+
+def saturated_scenario(seed: int, *, jobs: int = 40, nodes: int = 6):
+    """Jobs of many tasks from a few shapes over four leaf queues, on a few equal nodes: a
+    full cluster where each task end frees one node (the candidate path's one-node case)."""
+    rng = random.Random(seed)
+    shapes = [{"cpu": rng.choice([1, 2, 3]), "mem": rng.choice([1, 2, 4])} for _ in range(5)]
+    spec = {"resources": ["cpu", "mem"],
+            "cluster": {"nodes": [{"name": f"n{i}", "capacity": {"cpu": 8, "mem": 8}} for i in range(nodes)]},
+            "queues": [{"name": a, "children": [{"name": f"{a}{b}", "weight": rng.choice([1, 2])} for b in "xy"]}
+                       for a in "ab"],
+            "jobs": [{"name": f"j{i}", "queue": f"{top}.{top}{rng.choice('xy')}", "submit": float(rng.randint(0, 5)),
+                      "tasks": [{"demand": dict(rng.choice(shapes)), "count": 40}]}
+                     for i, top in enumerate(rng.choice("ab") for _ in range(jobs))]}
+    return parse_scenario(spec, "<saturated>")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_one_freed_node_candidates_are_the_shapes_jobs(seed):
+    # Scheduler._decide lists the one freed node's candidates in one call
+    # (``fits.candidate_jobs``, from the numbers the scan read): each answer must be the
+    # list the general path builds from the node's shape keys (each number >= 0 is its
+    # key's: ``test_the_freed_node_scan_reads_each_shapes_filed_number``), their groups
+    # shape by shape, None when too many for pick_among; and the call must be taken
+    sc = saturated_scenario(seed)
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("hdrf"))
+    fits = sched.fits
+    candidate_jobs = fits.candidate_jobs
+    seen = {"lists": 0, "none": 0}
+
+    def checked(numbers, groups_by_number, among_max, among_cost, filed):
+        got = candidate_jobs(numbers, groups_by_number, among_max, among_cost, filed)
+        key_of = {number: key for key, number in sched._shape_ids.items()}
+        groups = [sched._shape_jobs[key_of[number]] for number in numbers.tolist() if number >= 0]
+        n = sum(map(len, groups))
+        want = None if n > among_max or n * n * among_cost > filed else [name for g in groups for name in g]
+        assert got == want
+        seen["none" if got is None else "lists"] += 1
+        return got
+
+    fits.candidate_jobs = checked
+    rng = random.Random(seed)
+    lengths = {j.name: rng.uniform(1.0, 3.0) for j in sc.jobs}  # (task ends apart: one node freed at a time)
+    assert replay(sched, sc.jobs, lambda launch: lengths[launch.job], until=60.0)
+    assert seen["lists"] > 20 and seen["none"] > 20
+
+
+def test_the_candidate_kernel_ports_the_reference_as_it_is():
+    # engine/_fit_kernel.pyx's candidate_jobs repeats candidate_jobs_reference: one changed
+    # must be changed in the other too before the digest is renewed
+    digest = hashlib.sha256(inspect.getsource(fitmemo.candidate_jobs_reference).encode()).hexdigest()[:16]
+    assert digest == fitmemo.CANDIDATES_PORTED_FROM, \
+        f"candidate_jobs_reference changed since _fit_kernel.pyx ported it: mirror the change there, " \
+        f"then set its digest to {digest}"
+
+
+@pytest.mark.skipif(fitmemo.compiled_candidate_jobs is None, reason="engine/_fit_kernel.pyx not built")
+@pytest.mark.parametrize("seed", range(3))
+def test_the_compiled_candidate_list_is_the_reference_one(seed):
+    # the same list (or None) on random numbers: -1, numbers without a group, empty groups,
+    # counts at and around both limits (among_max; n * n * among_cost against filed,
+    # equality included), an infinite cost, a strided column of numbers
+    rng = random.Random(seed)
+    outcomes = set()
+    for _ in range(500):
+        groups = {i: {f"j{i}_{k}": None for k in range(rng.choice([0, 1, 2, 3, 5, 8]))}
+                  for i in range(12) if rng.random() < 0.8}
+        numbers = np.array([rng.choice([-1, *range(14)]) for _ in range(rng.randint(0, 10))], dtype=np.intp)
+        if rng.random() < 0.3:
+            numbers = np.repeat(numbers, 2)[::2]  # (a strided view, the same numbers)
+        n = sum(len(groups.get(i, ())) for i in numbers.tolist())
+        among_max = rng.choice([0, n - 1, n, n + 1, 1 << 30])
+        among_cost = rng.choice([0.1, 0.5, 1 / 32, 0.0, math.inf])
+        filed = rng.choice([0, n * n // 10, math.ceil(n * n * 0.1), n * n, 10_000])
+        want = fitmemo.candidate_jobs_reference(numbers, groups, among_max, among_cost, filed)
+        got = fitmemo.compiled_candidate_jobs(numbers, groups, among_max, among_cost, filed)
+        assert got == want and type(got) is type(want)
+        outcomes.add("none" if want is None else "empty" if not want else "list")
+    assert outcomes == {"none", "empty", "list"}

@@ -4,7 +4,8 @@ re-check after a launch (``engine/fitmemo.py``) in one call; the placement index
 climb and first-fit walk (``engine/placement.py``, below); a task's start and end on
 its node with the node's new row (``free_row``, ``taken``, ``given_back``); and, on a node
 without devices or slots, the whole of a launch's and a task end's pool work in one call
-(``take_plain``, ``give_back_plain``, at the end).
+(``take_plain``, ``give_back_plain``); and the one freed node's candidate jobs
+(``candidate_jobs``, at the end).
 
 :func:`restrict` is ``fitmemo.restrict_reference`` (the pure-NumPy form, the reference and
 the fallback where this is not built or ``FAIRSHARE_PURE_PYTHON`` is set): the columns ``c``
@@ -353,3 +354,39 @@ def give_back_plain(pool, Py_ssize_t idx, demand):
     else:
         last[idx] = pool._freed_base + len(freed)
         freed.append(idx)
+
+
+# --- the one freed node's candidate jobs (engine/fitmemo.py, ``candidate_jobs_reference``) ---
+# The same list from the same dicts: the groups of the numbers >= 0 found in
+# ``groups_by_number`` and not empty, in the order of ``numbers``, each group's keys in its
+# own order; None by the reference's test on the same count (``n * n * among_cost`` as
+# Python computes it: the int ``n * n`` converted to a double, exactly below 2**53, times the
+# double). The count only grows, so once it passes ``among_max`` the answer is None whatever
+# the other groups hold: the loop stops there and builds no list (at 10,000 jobs more than
+# half of the freed node's lists are too long, about 640 jobs in about 25 shapes).
+
+@cython.boundscheck(True)
+@cython.wraparound(False)
+def candidate_jobs(const Py_ssize_t[:] numbers, dict groups_by_number, Py_ssize_t among_max, double among_cost,
+                   Py_ssize_t filed):
+    """``fitmemo.candidate_jobs_reference``, compiled."""
+    cdef Py_ssize_t i, k = numbers.shape[0], n = 0
+    cdef list groups = []
+    cdef list out
+    cdef object group
+    for i in range(k):
+        if numbers[i] < 0:
+            continue  # (-1: no job; never a key of groups_by_number)
+        group = groups_by_number.get(numbers[i])
+        if not group:
+            continue
+        n += len(<dict> group)
+        if n > among_max:
+            return None
+        groups.append(group)
+    if n > among_max or <double> (n * n) * among_cost > <double> filed:  # (no group: n = 0, maybe above)
+        return None
+    out = []
+    for group in groups:
+        out.extend(<dict> group)
+    return out

@@ -27,9 +27,15 @@ and their keys, needs and numbers), which is compiled where the engine's kernel 
 (``engine/_fit_kernel.pyx``, ``restrict``: the same comparisons on the same doubles, in
 one call where NumPy takes eleven array operations; ``FAIRSHARE_PURE_PYTHON=1`` or no
 compiler: this NumPy form, the reference).
+
+From those numbers the scheduler lists the one freed node's candidate jobs
+(:func:`candidate_jobs_reference`, compiled as ``_fit_kernel.candidate_jobs``: the same
+list, and none built once the count passes the sorter's ``among_max``).
 """
 
 from __future__ import annotations
+
+from itertools import chain
 
 import numpy as np
 
@@ -39,9 +45,10 @@ from fairshare.model.resources import Vector
 from fairshare.policies.machinery.compiled import forced_pure_python
 
 try:
+    from fairshare.engine._fit_kernel import candidate_jobs as compiled_candidate_jobs
     from fairshare.engine._fit_kernel import restrict as compiled_restrict
 except ImportError:  # not built (setup.py; as the sorter core: the NumPy form runs)
-    compiled_restrict = None
+    compiled_restrict = compiled_candidate_jobs = None
 
 #: most shapes remembered by placement memos (a memo is cleared when it is full)
 _NOFIT_MAX = 100_000
@@ -75,6 +82,28 @@ def restrict_reference(keys: list[tuple], needs: np.ndarray, numbers: np.ndarray
     return [keys[i] for i in columns.tolist()], needs[:, columns], numbers[columns]
 
 
+#: the sha256 (first 16 hex digits) of :func:`candidate_jobs_reference`'s source as
+#: ``_fit_kernel.candidate_jobs`` ports it (``tests/test_candidates.py`` compares them)
+CANDIDATES_PORTED_FROM = "a0d10d3ce61d2246"
+
+
+def candidate_jobs_reference(numbers: np.ndarray, groups_by_number: dict[int, dict[str, None]], among_max: int,
+                             among_cost: float, filed: int) -> list[str] | None:
+    """The jobs whose next task has one of the shapes numbered ``numbers`` (a freed
+    node's fitting shapes as the scan numbered them, -1: no job), shape by shape in that
+    order, each shape's jobs in its group's order (``groups_by_number``: number -> its
+    jobs); None when they are more than ``among_max`` or ``n * n * among_cost > filed``
+    (``Scheduler._decide``'s test of whether comparing them beats the descent). The
+    reference of ``_fit_kernel.candidate_jobs``, which stops counting as soon as the
+    count passes ``among_max`` (the count only grows: the list is None whatever follows),
+    and what runs where it is not built."""
+    groups = list(filter(None, map(groups_by_number.get, numbers.tolist())))
+    n = sum(map(len, groups))
+    if n > among_max or n * n * among_cost > filed:
+        return None
+    return list(chain.from_iterable(groups))
+
+
 class FitMemo:
     def __init__(self, pool: NodePool, shapes: PendingShapes, shape_ids: dict[tuple, int] | None = None):
         self.pool = pool
@@ -95,6 +124,9 @@ class FitMemo:
         self._eligible_sets: dict[tuple, frozenset[int]] = {}
         # a node's fitting shapes (``restrict_reference``, or its compiled form)
         self.restrict = restrict_reference if compiled_restrict is None or forced_pure_python() else compiled_restrict
+        # the one freed node's candidate jobs (``candidate_jobs_reference``, or its compiled form)
+        self.candidate_jobs = candidate_jobs_reference if compiled_candidate_jobs is None or forced_pure_python() \
+            else compiled_candidate_jobs
 
     def nodes_changed(self) -> None:
         """A node was added: the index may be rebuilt (new node, other attributes)."""

@@ -821,16 +821,17 @@ class Scheduler:
                         if local is None and not searched and numbered == self._numbering:
                             # the one freed node's shapes (``shapes``, in column order) by the
                             # numbers the scan read (none given or taken back since: each
-                            # number >= 0 is its key's, whose group is not empty; -1: no job)
-                            groups = list(filter(None, map(self._groups_by_number.get,
-                                                           fitting_on[only_node][2].tolist())))
+                            # number >= 0 is its key's, whose group is not empty; -1: no job);
+                            # the same list as below, in one call (``fitmemo.candidate_jobs_reference``)
+                            among = fits.candidate_jobs(fitting_on[only_node][2], self._groups_by_number,
+                                                        self.pick_among_max, self._among_cost, self._filed)
                         else:
                             groups = list(filter(None, map(self._shape_jobs.get, shapes)))
-                        n = sum(map(len, groups))
-                        if n > self.pick_among_max or n * n * self._among_cost > self._filed:
-                            among = None
-                        else:
-                            among = list(chain.from_iterable(groups))
+                            n = sum(map(len, groups))
+                            if n > self.pick_among_max or n * n * self._among_cost > self._filed:
+                                among = None
+                            else:
+                                among = list(chain.from_iterable(groups))
                         among_of = (shapes, self._refiled, None if among is None else tuple(among))
                 if among is None:  # the descent: only jobs of these shapes can run (``only_shapes``)
                     if local is None and not searched and numbered == self._numbering:
