@@ -855,39 +855,33 @@ def first_runnable_by_key(list jobs, *, list live, excluded, list shape_mask, li
     """``descent.first_runnable_by_key``: ``jobs`` tried lowest key first, the first
     demanding, not excluded, of a live shape and runnable. With ``tables`` (``(share,
     running, position)``: the key of c is ``(round(share[c], DIGITS), running[c],
-    position[c])``, what ``node_key(c)`` returns) the keys are computed here and the lowest
-    untried one selected at each step instead of sorting them all (keys are distinct, by
-    position among siblings, so the selections meet the jobs in the sorted order; the
-    conditions are read at each job in that order, as the reference reads them). Usually
-    the first is runnable: one pass over the keys."""
-    cdef Py_ssize_t n = len(jobs), k, best, tried
-    cdef double share_best = 0.0
-    cdef long long running_best = 0, position_best = 0
-    cdef list shares_of, running_of, position_of, done
+    position[c])``, what ``node_key(c)`` returns) the keys are computed here and popped
+    from a heap of them (``keyed_heap``; keys are distinct, by position among siblings, so
+    the pops meet the jobs in the sorted order; the conditions are read at each job in that
+    order, as the reference reads them). Usually the first is runnable: one pass over the
+    keys to build the heap, where selecting the lowest untried key at each step had cost a
+    pass per job tried."""
+    cdef Py_ssize_t n, c
+    cdef _Keyed *heap
     if tables is None:
         for c in sorted(jobs, key=node_key):
             if live[c] > (0 if excluded is None else excluded[c]) and shape_mask[c] & alive[0] and runnable(key[c]):
                 return key[c]
         return None
+    n = len(jobs)
+    if n == 0:
+        return None
     share, running, position = tables
-    shares_of = [rounded_share(share[c]) for c in jobs]
-    running_of = [running[c] for c in jobs]
-    position_of = [position[c] for c in jobs]
-    done = [False] * n
-    for tried in range(n):
-        best = -1
-        for k in range(n):
-            if done[k]:
-                continue
-            if best < 0 or _key_less(shares_of[k], running_of[k], position_of[k],
-                                     share_best, running_best, position_best):
-                best = k
-                share_best, running_best, position_best = shares_of[k], running_of[k], position_of[k]
-        done[best] = True
-        c = jobs[best]
-        if live[c] > (0 if excluded is None else excluded[c]) and shape_mask[c] & alive[0] and runnable(key[c]):
-            return key[c]
-    return None
+    heap = keyed_heap(jobs, share, running, position)
+    try:
+        while n:
+            c = keyed_pop(heap, n)
+            n -= 1
+            if live[c] > (0 if excluded is None else excluded[c]) and shape_mask[c] & alive[0] and runnable(key[c]):
+                return key[c]
+        return None
+    finally:
+        PyMem_Free(heap)
 
 
 def renew_pick_entries(dict repick, list heaps, *, list version, share, list running, list position,
@@ -976,3 +970,118 @@ def pool_heap_ops(tuple heap, list ops):
             typed_heapify(heap)
         else:
             typed_push(heap, op[0], op[1], op[2])
+
+
+# --- the shape-restricted descent's children by key (``descent.first_runnable_child``) -------
+
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+
+
+cdef struct _Keyed:
+    # a child's key in its parent's pick heap, ``(round(share, DIGITS), running, position)``
+    double share
+    long long running
+    long long position
+    Py_ssize_t child
+
+
+cdef inline bint _keyed_less(_Keyed *a, _Keyed *b) noexcept:
+    return _key_less(a.share, a.running, a.position, b.share, b.running, b.position)
+
+
+cdef void _keyed_sift_down(_Keyed *heap, Py_ssize_t n, Py_ssize_t pos) noexcept:
+    """Move ``heap[pos]`` down to its place among ``heap[:n]`` (a binary min-heap)."""
+    cdef _Keyed item = heap[pos]
+    cdef Py_ssize_t low
+    while True:
+        low = 2 * pos + 1
+        if low >= n:
+            break
+        if low + 1 < n and _keyed_less(&heap[low + 1], &heap[low]):
+            low += 1
+        if not _keyed_less(&heap[low], &item):
+            break
+        heap[pos] = heap[low]
+        pos = low
+    heap[pos] = item
+
+
+cdef _Keyed *keyed_heap(list nodes, share, running, position) except NULL:
+    """The keys of ``nodes`` (``(round(share[c], DIGITS), running[c], position[c])``,
+    ``node_key``'s, the rounding ``rounded_share``'s) as a binary min-heap: the caller pops
+    with ``keyed_pop`` and frees it (``PyMem_Free``). Keys are distinct (by position among
+    siblings), so the pops meet the nodes in the order ``sorted(nodes, key=node_key)`` does,
+    whatever the heap's layout; O(n) to build, O(log n) a pop, where a walk that usually
+    stops at its first or second node would pay for sorting them all."""
+    cdef Py_ssize_t n = len(nodes), k, c
+    cdef double *shares = doubles_of(share)
+    cdef _Keyed *heap = <_Keyed *>PyMem_Malloc((n if n else 1) * sizeof(_Keyed))
+    if heap == NULL:
+        raise MemoryError()
+    try:
+        for k in range(n):
+            c = nodes[k]
+            heap[k].share = rounded_share(share_at(share, shares, c))
+            heap[k].running = running[c]
+            heap[k].position = position[c]
+            heap[k].child = c
+    except BaseException:
+        PyMem_Free(heap)
+        raise
+    for k in range(n // 2 - 1, -1, -1):
+        _keyed_sift_down(heap, n, k)
+    return heap
+
+
+cdef inline Py_ssize_t keyed_pop(_Keyed *heap, Py_ssize_t n) noexcept:
+    """The node of the lowest key among ``heap[:n]``, removed (the heap is then ``heap[:n - 1]``)."""
+    cdef Py_ssize_t c = heap[0].child
+    if n > 1:
+        heap[0] = heap[n - 1]
+        _keyed_sift_down(heap, n - 1, 0)
+    return c
+
+
+def first_runnable_child(list children, *, descend, is_job, list live, excluded, present, list shape_mask,
+                         list alive, list key, runnable, node_key, tables=None):
+    """``descent.first_runnable_child``: ``children`` tried lowest key first, the first
+    demanding, not all excluded, still there, of a live shape (read at each) and, a job,
+    runnable, or, a queue, with a runnable job below (``descend``). With ``tables``
+    (``(share, running, position)``: the key of c is ``(round(share[c], DIGITS),
+    running[c], position[c])``, what ``node_key(c)`` returns) the keys are computed here
+    and popped from a heap of them (``keyed_heap``: the sorted order, as keys are distinct)
+    instead of sorting them all; the conditions are read at each child in that order, as
+    the reference reads them."""
+    cdef Py_ssize_t n, c
+    cdef _Keyed *heap
+    if tables is None:
+        for c in sorted(children, key=node_key):
+            if live[c] > (0 if excluded is None else excluded[c]) and present[c] and shape_mask[c] & alive[0]:
+                if is_job[c]:
+                    if runnable(key[c]):
+                        return key[c]
+                else:
+                    found = descend(c)
+                    if found is not None:
+                        return found
+        return None
+    n = len(children)
+    if n == 0:
+        return None
+    share, running, position = tables
+    heap = keyed_heap(children, share, running, position)
+    try:
+        while n:
+            c = keyed_pop(heap, n)
+            n -= 1
+            if live[c] > (0 if excluded is None else excluded[c]) and present[c] and shape_mask[c] & alive[0]:
+                if is_job[c]:
+                    if runnable(key[c]):
+                        return key[c]
+                else:
+                    found = descend(c)
+                    if found is not None:
+                        return found
+        return None
+    finally:
+        PyMem_Free(heap)

@@ -82,7 +82,8 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
                  runnable: Runnable, excluded: list[int] | None = None, shapes: ShapeIndex | None = None,
                  node_key: Callable[[int], tuple] | None = None, deferred: dict[int, dict[int, None]] | None = None,
                  renew: Callable[[dict[int, None]], None] | None = None,
-                 first_runnable: Callable[..., str | None] | None = None, tables: tuple | None = None) -> str | None:
+                 first_runnable: Callable[..., str | None] | None = None,
+                 first_child: Callable[..., str | None] | None = None, tables: tuple | None = None) -> str | None:
     """H-DRF Alg. 4 / DFF Alg. 3's descent, shared by the tree sorters: from node ``v``,
     take the lowest child in ``heaps[v]`` (entries ``(share, running, position, version,
     child)``, ordered by the tie rule) that has a runnable job below it. An entry is
@@ -109,12 +110,34 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
     pick entries were left to renew until its heap is read; ``renew(deferred.pop(v))``
     renews them just before the walk reads ``heaps[v]``.
 
+    While the shapes are restricted, a node with queues among its children is walked the
+    same way (issue 24, round 8): its children with a live shape (queues from
+    ``ShapeIndex.alive_queues_under``, jobs from ``alive_jobs_under``; in a FIFO queue only
+    its earliest demanding runnable job) are tried lowest key first, each queue descended
+    into, until one gives a runnable job, without popping the others (:func:`first_runnable_child`).
+    Why it gives the heap walk's pick, with the same ``runnable`` calls in the same order:
+    after the renewal (``deferred`` included, which the walk reads through ``node_key``)
+    the heap's current entries are exactly the children with demanding jobs that are
+    still there, keyed by ``node_key``, and the walk pops them in that order (keys are
+    distinct among siblings, by position). The ones it would enter are those not all
+    excluded, of a FIFO queue's jobs only the earliest runnable one, and with a live shape
+    at the moment they are met; live bits are only cleared during a walk, never set, so a
+    child without a live shape when the node is entered is never entered later, and those
+    the new walk lists are checked again, in the same key order, at the moment they are
+    met. A child it does not list has no live shape, so no runnable job below; the heap
+    walk would have popped it and put it back. In a node whose heap it does not read, the
+    ``deferred`` renewals are left for the next heap walk there.
+
     ``first_runnable`` (default :func:`first_runnable_by_key`, or its compiled port) tries
-    a jobs-only queue's jobs by key; ``tables`` is what it may read for the keys
-    (``(share, running, position)``, as :func:`pick_among_tree`'s)."""
+    a jobs-only queue's jobs by key, ``first_child`` (default :func:`first_runnable_child`,
+    or its compiled port) the children of a node with queues below; ``tables`` is what
+    they may read for the keys (``(share, running, position)``, as
+    :func:`pick_among_tree`'s)."""
     heappop, heappush = heapq.heappop, heapq.heappush
     if first_runnable is None:
         first_runnable = first_runnable_by_key
+    if first_child is None:
+        first_child = first_runnable_child
     if shapes is None:
         alive, shape_mask, has_queues = [-1], [], ()
     else:
@@ -133,6 +156,17 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
             # jobs only, shapes restricted: the live shapes' jobs here, lowest key first
             return first_runnable(shapes.alive_jobs_under(v), live=live, excluded=excluded, shape_mask=shape_mask,
                                   alive=alive, key=key, runnable=runnable, node_key=node_key, tables=tables)
+        if alive[0] != -1 and node_key is not None:
+            # queues below, shapes restricted: the children with a live shape, lowest key
+            # first, without walking the heap past the others (``first_runnable_child``)
+            children = shapes.alive_queues_under(v)
+            if fifo_job >= 0:
+                children.append(fifo_job)  # (a FIFO queue's other jobs wait)
+            elif fifo_job == -1:
+                children.extend(shapes.alive_jobs_under(v))
+            return first_child(children, descend=descend, is_job=is_job, live=live, excluded=excluded,
+                               present=present, shape_mask=shape_mask, alive=alive, key=key, runnable=runnable,
+                               node_key=node_key, tables=tables)
         if deferred and v in deferred:
             renew(deferred.pop(v))
         heap = heaps[v]
@@ -181,6 +215,32 @@ def first_runnable_by_key(jobs: list[int], *, live: list[int], excluded: list[in
     for c in sorted(jobs, key=node_key):
         if live[c] > (0 if excluded is None else excluded[c]) and shape_mask[c] & alive[0] and runnable(key[c]):
             return key[c]
+    return None
+
+
+def first_runnable_child(children: list[int], *, descend: Callable[[int], str | None], is_job: list[bool],
+                         live: list[int], excluded: list[int] | None, present: list, shape_mask: list[int],
+                         alive: list[int], key: list[str], runnable: Runnable, node_key: Callable[[int], tuple],
+                         tables: tuple | None = None) -> str | None:
+    """:func:`descend_tree`'s walk of a node with queues among its children, while the
+    engine restricts the shapes: ``children`` (those with a live shape: queues and jobs,
+    each once) tried lowest key first (``node_key``; distinct among siblings, by position),
+    the first that is demanding and not all excluded, still there (``present``), of a still
+    live shape (``alive[0]``, read at each: a runnable check may clear a bit) and, a job,
+    runnable, or, a queue, with a runnable job below (``descend``, which walks it the same
+    way). ``tables`` (``(share, running, position)``, what ``node_key`` reads) is for the
+    compiled port (``_hdrf_kernel``), which pops the lowest key from a heap of the
+    children's keys instead of sorting them all; this one, the reference, sorts by
+    ``node_key``."""
+    for c in sorted(children, key=node_key):
+        if live[c] > (0 if excluded is None else excluded[c]) and present[c] and shape_mask[c] & alive[0]:
+            if is_job[c]:
+                if runnable(key[c]):
+                    return key[c]
+            else:
+                found = descend(c)
+                if found is not None:
+                    return found
     return None
 
 
@@ -369,6 +429,8 @@ class ShapeIndex:
         self._job_shape: dict[int, int] = {}  # job node -> the shape it is filed under
         # per node: its own job children per shape (what ``alive_jobs_under`` reads)
         self._shape_jobs_under: dict[int, dict[int, dict[int, None]]] = {}
+        # per node: its queue children per shape they have jobs of (``alive_queues_under``)
+        self._shape_queues_under: dict[int, dict[int, dict[int, None]]] = {}
         #: nodes with a queue among their children (the descent's jobs-only shortcut skips them)
         self.has_queues: set[int] = set()
         #: the shapes that may fit in this ``schedule`` call, a bit mask in a one-element
@@ -396,6 +458,25 @@ class ShapeIndex:
                 out.extend(jobs)
             bits ^= low
         return out
+
+    def alive_queues_under(self, v: int) -> list[int]:
+        """The queues directly under ``v`` with a job below filed under a shape that may
+        fit (read while the engine restricts the shapes), each once, in no given order."""
+        here = self._shape_queues_under.get(v)
+        if not here:
+            return []
+        bits = self.shape_mask[v] & self.alive_shapes[0]
+        if len(here) == 1:  # (one shape filed among the queues here: no union to make)
+            shape, queues = next(iter(here.items()))
+            return list(queues) if bits >> shape & 1 else []
+        seen: dict[int, None] = {}
+        while bits:
+            low = bits & -bits
+            queues = here.get(low.bit_length() - 1)
+            if queues:
+                seen.update(queues)
+            bits ^= low
+        return list(seen)
 
     def file_shape(self, name: str, shape: int | None) -> None:
         idx = self.index.get(name)
@@ -428,6 +509,7 @@ class ShapeIndex:
                 del here[shape]
         bit = 1 << shape
         parent, counts, mask = self.parent, self._shape_count, self.shape_mask
+        queues_under = self._shape_queues_under
         v = idx
         while v >= 0:
             per_shape = counts[v]
@@ -438,6 +520,17 @@ class ShapeIndex:
             else:
                 del per_shape[shape]
                 mask[v] &= ~bit
+            if v != idx and parent[v] >= 0 and (n == 0 or n == delta):
+                # queue v's first job of this shape came or its last went: so does v in its
+                # parent's index (``alive_queues_under``)
+                here = queues_under.setdefault(parent[v], {})
+                if n:
+                    here.setdefault(shape, {})[v] = None
+                else:
+                    queues = here[shape]
+                    del queues[v]
+                    if not queues:
+                        del here[shape]
             v = parent[v]
 
     def only_shapes(self, shapes) -> None:
