@@ -64,6 +64,8 @@ cdef inline tuple atomic(tuple t):
     PyObject_GC_UnTrack(<void*>t)
     return t
 
+from fairshare.policies.machinery.descent import first_runnable_by_key as reference_jobs_walk
+from fairshare.policies.machinery.descent import first_runnable_child as reference_children_walk
 from fairshare.policies.machinery.descent import try_by_paths
 from fairshare.policies.machinery.ties import DIGITS
 
@@ -856,32 +858,15 @@ def first_runnable_by_key(list jobs, *, list live, excluded, list shape_mask, li
     demanding, not excluded, of a live shape and runnable. With ``tables`` (``(share,
     running, position)``: the key of c is ``(round(share[c], DIGITS), running[c],
     position[c])``, what ``node_key(c)`` returns) the keys are computed here and popped
-    from a heap of them (``keyed_heap``; keys are distinct, by position among siblings, so
+    from a heap of them (``walk_by_key``; keys are distinct, by position among siblings, so
     the pops meet the jobs in the sorted order; the conditions are read at each job in that
     order, as the reference reads them). Usually the first is runnable: one pass over the
     keys to build the heap, where selecting the lowest untried key at each step had cost a
-    pass per job tried."""
-    cdef Py_ssize_t n, c
-    cdef _Keyed *heap
+    pass per job tried. Without ``tables``, the reference."""
     if tables is None:
-        for c in sorted(jobs, key=node_key):
-            if live[c] > (0 if excluded is None else excluded[c]) and shape_mask[c] & alive[0] and runnable(key[c]):
-                return key[c]
-        return None
-    n = len(jobs)
-    if n == 0:
-        return None
-    share, running, position = tables
-    heap = keyed_heap(jobs, share, running, position)
-    try:
-        while n:
-            c = keyed_pop(heap, n)
-            n -= 1
-            if live[c] > (0 if excluded is None else excluded[c]) and shape_mask[c] & alive[0] and runnable(key[c]):
-                return key[c]
-        return None
-    finally:
-        PyMem_Free(heap)
+        return reference_jobs_walk(jobs, live=live, excluded=excluded, shape_mask=shape_mask, alive=alive, key=key,
+                                   runnable=runnable, node_key=node_key)
+    return walk_by_key(jobs, tables, None, None, live, excluded, None, shape_mask, alive, key, runnable)
 
 
 def renew_pick_entries(dict repick, list heaps, *, list version, share, list running, list position,
@@ -1042,40 +1027,25 @@ cdef inline Py_ssize_t keyed_pop(_Keyed *heap, Py_ssize_t n) noexcept:
     return c
 
 
-def first_runnable_child(list children, *, descend, is_job, list live, excluded, present, list shape_mask,
-                         list alive, list key, runnable, node_key, tables=None):
-    """``descent.first_runnable_child``: ``children`` tried lowest key first, the first
-    demanding, not all excluded, still there, of a live shape (read at each) and, a job,
-    runnable, or, a queue, with a runnable job below (``descend``). With ``tables``
-    (``(share, running, position)``: the key of c is ``(round(share[c], DIGITS),
-    running[c], position[c])``, what ``node_key(c)`` returns) the keys are computed here
-    and popped from a heap of them (``keyed_heap``: the sorted order, as keys are distinct)
-    instead of sorting them all; the conditions are read at each child in that order, as
-    the reference reads them."""
-    cdef Py_ssize_t n, c
-    cdef _Keyed *heap
-    if tables is None:
-        for c in sorted(children, key=node_key):
-            if live[c] > (0 if excluded is None else excluded[c]) and present[c] and shape_mask[c] & alive[0]:
-                if is_job[c]:
-                    if runnable(key[c]):
-                        return key[c]
-                else:
-                    found = descend(c)
-                    if found is not None:
-                        return found
-        return None
-    n = len(children)
+cdef object walk_by_key(list nodes, tuple tables, descend, is_job, list live, excluded, present,
+                        list shape_mask, list alive, list key, runnable):
+    """``first_runnable_by_key`` (``descend`` None: ``nodes`` are jobs, all present) and
+    ``first_runnable_child``'s walk with the key tables: ``nodes`` popped lowest key first
+    from ``keyed_heap``, the first that is demanding, not all excluded, present, of a live
+    shape (``alive[0]``, read at each) and, a job, runnable or, a queue, with a runnable
+    job below (``descend``)."""
+    cdef Py_ssize_t n = len(nodes), c
     if n == 0:
         return None
     share, running, position = tables
-    heap = keyed_heap(children, share, running, position)
+    cdef _Keyed *heap = keyed_heap(nodes, share, running, position)
     try:
         while n:
             c = keyed_pop(heap, n)
             n -= 1
-            if live[c] > (0 if excluded is None else excluded[c]) and present[c] and shape_mask[c] & alive[0]:
-                if is_job[c]:
+            if live[c] > (0 if excluded is None else excluded[c]) and (descend is None or present[c]) \
+                    and shape_mask[c] & alive[0]:
+                if descend is None or is_job[c]:
                     if runnable(key[c]):
                         return key[c]
                 else:
@@ -1085,3 +1055,20 @@ def first_runnable_child(list children, *, descend, is_job, list live, excluded,
         return None
     finally:
         PyMem_Free(heap)
+
+
+def first_runnable_child(list children, *, descend, is_job, list live, excluded, present, list shape_mask,
+                         list alive, list key, runnable, node_key, tables=None):
+    """``descent.first_runnable_child``: ``children`` tried lowest key first, the first
+    demanding, not all excluded, still there, of a live shape (read at each) and, a job,
+    runnable, or, a queue, with a runnable job below (``descend``). With ``tables``
+    (``(share, running, position)``: the key of c is ``(round(share[c], DIGITS),
+    running[c], position[c])``, what ``node_key(c)`` returns) the keys are computed here
+    and popped from a heap of them (``walk_by_key``: the sorted order, as keys are
+    distinct) instead of sorting them all; the conditions are read at each child in that
+    order, as the reference reads them. Without ``tables``, the reference."""
+    if tables is None:
+        return reference_children_walk(children, descend=descend, is_job=is_job, live=live, excluded=excluded,
+                                       present=present, shape_mask=shape_mask, alive=alive, key=key,
+                                       runnable=runnable, node_key=node_key)
+    return walk_by_key(children, tables, descend, is_job, live, excluded, present, shape_mask, alive, key, runnable)

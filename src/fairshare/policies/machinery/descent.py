@@ -387,6 +387,17 @@ class TreeExclusion:
         return self.excluded if self._excluded_jobs else None
 
 
+def groups_of_bits(groups: dict[int, dict[int, None]], bits: int):
+    """The groups ``groups[s]`` (nodes filed under shape s) of the shapes s set in
+    ``bits`` (>= 0), those present, lowest shape first."""
+    while bits:
+        low = bits & -bits
+        group = groups.get(low.bit_length() - 1)
+        if group:
+            yield group
+        bits ^= low
+
+
 class ShapeIndex:
     """Shape-indexed descents for the tree sorters (issue 24, item 1): per node, which task
     shapes the jobs below it have, so a descent enters only subtrees holding a job whose
@@ -453,16 +464,10 @@ class ShapeIndex:
         """The jobs directly under ``v`` filed under a shape that may fit (read while the
         engine restricts the shapes): per live shape present under v, its jobs here."""
         here = self._shape_jobs_under.get(v)
-        if not here:
-            return []
         out: list[int] = []
-        bits = self.shape_mask[v] & self.alive_shapes[0]
-        while bits:
-            low = bits & -bits
-            jobs = here.get(low.bit_length() - 1)
-            if jobs:
+        if here:
+            for jobs in groups_of_bits(here, self.shape_mask[v] & self.alive_shapes[0]):
                 out.extend(jobs)
-            bits ^= low
         return out
 
     def alive_queues_under(self, v: int) -> list[int]:
@@ -476,12 +481,8 @@ class ShapeIndex:
             shape, queues = next(iter(here.items()))
             return list(queues) if bits >> shape & 1 else []
         seen: dict[int, None] = {}
-        while bits:
-            low = bits & -bits
-            queues = here.get(low.bit_length() - 1)
-            if queues:
-                seen.update(queues)
-            bits ^= low
+        for queues in groups_of_bits(here, bits):
+            seen.update(queues)
         return list(seen)
 
     def file_shape(self, name: str, shape: int | None) -> None:
