@@ -30,20 +30,6 @@ SHAPES = 64
 LIVE = (3, 17, 40)
 
 
-class _Index(ShapeIndex):
-    """A bare ShapeIndex over the tree (the sorters add it to their node table)."""
-
-    def __init__(self, parent: list[int], key: list[str], is_job: list[bool]):
-        self.parent = parent
-        self.index = {k: v for v, k in enumerate(key)}
-        self._init_shapes()
-        for p, job in zip(parent, is_job):
-            self._grow_shapes(p, job)
-
-    def reset_excluded(self) -> None:
-        self.alive_shapes[0] = -1
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--descents", type=int, default=1000, help="descents timed (default 1000)")
@@ -72,7 +58,11 @@ def main() -> None:
         while a >= 0:
             live[a] += 1
             a = parent[a]
-    index = _Index(parent, key, is_job)
+    index = ShapeIndex()  # (bare, over this tree: the sorters add it to their node table)
+    index.parent, index.index = parent, {name: v for v, name in enumerate(key)}
+    index._init_shapes()
+    for p, job in zip(parent, is_job):
+        index._grow_shapes(p, job)
     user_shapes = {u: (rng.randrange(SHAPES), rng.randrange(SHAPES)) for u in range(n) if not is_job[u]}
     for v in range(n):
         if is_job[v]:

@@ -58,17 +58,17 @@ def banded_tree(rng: random.Random):
     return parent, is_job, fifo
 
 
-def walks():
-    """The children's walk: the reference, and the compiled port with and without the
-    key tables (without, it sorts by ``node_key`` as the reference does)."""
-    out = [pytest.param(descent.first_runnable_child, False, id="reference")]
+def walks(name: str):
+    """The walk ``descent.<name>``: the reference, and the compiled port with and without
+    the key tables (without, it calls the reference)."""
+    out = [pytest.param(getattr(descent, name), False, id="reference")]
     for tables in (False, True):
-        out.append(pytest.param(None if _hdrf_kernel is None else _hdrf_kernel.first_runnable_child, tables,
+        out.append(pytest.param(None if _hdrf_kernel is None else getattr(_hdrf_kernel, name), tables,
                                 id=f"compiled-{'tables' if tables else 'node_key'}", marks=needs_compiled))
     return out
 
 
-@pytest.mark.parametrize("walk, with_tables", walks())
+@pytest.mark.parametrize("walk, with_tables", walks("first_runnable_child"))
 @pytest.mark.parametrize("seed", range(60))
 def test_the_walk_by_live_children_is_the_heap_walk(seed, walk, with_tables):
     rng = random.Random(seed)
@@ -157,6 +157,53 @@ def test_the_walk_by_live_children_is_the_heap_walk(seed, walk, with_tables):
     # is walked by its live children, a jobs-only queue by its live jobs)
     assert children_walks >= 1
     assert heaps_after == heaps
+
+
+@pytest.mark.parametrize("walk, with_tables", walks("first_runnable_filed"))
+@pytest.mark.parametrize("seed", range(40))
+def test_the_filed_jobs_walk_is_the_sorted_walk(seed, walk, with_tables):
+    # a jobs-only queue's jobs read from the index per shape (the compiled port fills its
+    # heap of keys from the groups): the jobs of the shapes in ``bits`` tried by key, the
+    # same pick after the same checks as the reference's sorted list of them
+    rng = random.Random(seed)
+    n = rng.randint(1, 60)
+    share = [rng.choice([0.0, 0.1, 0.25, 1 / 3]) for _ in range(n)]
+    running = [rng.randint(0, 2) for _ in range(n)]
+    position = rng.sample(range(n), n)  # (distinct among siblings)
+    live = [rng.choice([0, 1, 1, 1]) for _ in range(n)]
+    excluded = [rng.choice([0, 0, 0, 1]) for _ in range(n)] if rng.random() < 0.5 else None
+    shape_of = [rng.randrange(SHAPES) for _ in range(n)]
+    shape_mask = [1 << shape for shape in shape_of]
+    filed: dict[int, dict[int, None]] = {}
+    for c in rng.sample(range(n), n):
+        filed.setdefault(shape_of[c], {})[c] = None
+    bits = rng.randrange(1 << SHAPES)
+    key = [f"j{c}" for c in range(n)]
+    fails = set(rng.sample(range(n), rng.randint(0, n)))
+    clears = {c: 1 << rng.randrange(SHAPES) for c in rng.sample(range(n), rng.randint(0, min(n, 3)))}
+
+    def node_key(c: int) -> tuple:
+        return (round(share[c], DIGITS), running[c], position[c])
+
+    results = []
+    for how in ("sorted", "walk"):
+        alive, asked = [bits], []
+
+        def runnable(name):
+            c = int(name[1:])
+            asked.append(c)
+            alive[0] &= ~clears.get(c, 0)
+            return c not in fails
+
+        common = dict(live=live, excluded=excluded, shape_mask=shape_mask, alive=alive, key=key, runnable=runnable,
+                      node_key=node_key)
+        if how == "sorted":
+            jobs = [c for c in range(n) if bits >> shape_of[c] & 1]
+            got = descent.first_runnable_by_key(jobs, **common)
+        else:
+            got = walk(filed, bits, **common, tables=(share, running, position) if with_tables else None)
+        results.append((got, asked))
+    assert results[0] == results[1]
 
 
 @pytest.mark.parametrize("seed", range(30))

@@ -66,6 +66,7 @@ cdef inline tuple atomic(tuple t):
 
 from fairshare.policies.machinery.descent import first_runnable_by_key as reference_jobs_walk
 from fairshare.policies.machinery.descent import first_runnable_child as reference_children_walk
+from fairshare.policies.machinery.descent import first_runnable_filed as reference_filed_walk
 from fairshare.policies.machinery.descent import try_by_paths
 from fairshare.policies.machinery.ties import DIGITS
 
@@ -998,24 +999,34 @@ cdef _Keyed *keyed_heap(list nodes, share, running, position) except NULL:
     siblings), so the pops meet the nodes in the order ``sorted(nodes, key=node_key)`` does,
     whatever the heap's layout; O(n) to build, O(log n) a pop, where a walk that usually
     stops at its first or second node would pay for sorting them all."""
-    cdef Py_ssize_t n = len(nodes), k, c
+    cdef Py_ssize_t n = len(nodes), k
     cdef double *shares = doubles_of(share)
     cdef _Keyed *heap = <_Keyed *>PyMem_Malloc((n if n else 1) * sizeof(_Keyed))
     if heap == NULL:
         raise MemoryError()
     try:
         for k in range(n):
-            c = nodes[k]
-            heap[k].share = rounded_share(share_at(share, shares, c))
-            heap[k].running = running[c]
-            heap[k].position = position[c]
-            heap[k].child = c
+            key_into(&heap[k], nodes[k], share, shares, running, position)
     except BaseException:
         PyMem_Free(heap)
         raise
+    keyed_heapify(heap, n)
+    return heap
+
+
+cdef int key_into(_Keyed *slot, Py_ssize_t c, share, double *shares, running, position) except -1:
+    """Node ``c``'s key into ``slot`` (``node_key(c)``'s, the rounding ``rounded_share``'s)."""
+    slot.share = rounded_share(share_at(share, shares, c))
+    slot.running = running[c]
+    slot.position = position[c]
+    slot.child = c
+    return 0
+
+
+cdef void keyed_heapify(_Keyed *heap, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t k
     for k in range(n // 2 - 1, -1, -1):
         _keyed_sift_down(heap, n, k)
-    return heap
 
 
 cdef inline Py_ssize_t keyed_pop(_Keyed *heap, Py_ssize_t n) noexcept:
@@ -1031,14 +1042,22 @@ cdef object walk_by_key(list nodes, tuple tables, descend, is_job, list live, ex
                         list shape_mask, list alive, list key, runnable):
     """``first_runnable_by_key`` (``descend`` None: ``nodes`` are jobs, all present) and
     ``first_runnable_child``'s walk with the key tables: ``nodes`` popped lowest key first
-    from ``keyed_heap``, the first that is demanding, not all excluded, present, of a live
-    shape (``alive[0]``, read at each) and, a job, runnable or, a queue, with a runnable
-    job below (``descend``)."""
-    cdef Py_ssize_t n = len(nodes), c
+    from ``keyed_heap`` (``walk_heap``)."""
+    cdef Py_ssize_t n = len(nodes)
     if n == 0:
         return None
     share, running, position = tables
-    cdef _Keyed *heap = keyed_heap(nodes, share, running, position)
+    return walk_heap(keyed_heap(nodes, share, running, position), n, descend, is_job, live, excluded, present,
+                     shape_mask, alive, key, runnable)
+
+
+cdef object walk_heap(_Keyed *heap, Py_ssize_t n, descend, is_job, list live, excluded, present, list shape_mask,
+                      list alive, list key, runnable):
+    """The nodes of ``heap[:n]`` (which this frees) lowest key first, the first that is
+    demanding, not all excluded, present (``descend`` None: jobs, all present), of a live
+    shape (``alive[0]``, read at each) and, a job, runnable or, a queue, with a runnable
+    job below (``descend``)."""
+    cdef Py_ssize_t c
     try:
         while n:
             c = keyed_pop(heap, n)
@@ -1072,3 +1091,44 @@ def first_runnable_child(list children, *, descend, is_job, list live, excluded,
                                        present=present, shape_mask=shape_mask, alive=alive, key=key,
                                        runnable=runnable, node_key=node_key)
     return walk_by_key(children, tables, descend, is_job, live, excluded, present, shape_mask, alive, key, runnable)
+
+
+def first_runnable_filed(dict filed, bits, *, list live, excluded, list shape_mask, list alive, list key, runnable,
+                         node_key, tables=None):
+    """``descent.first_runnable_filed``: a jobs-only queue's jobs filed under the shapes
+    set in ``bits`` (``filed``: shape -> its jobs there) tried lowest key first, the first
+    demanding, not excluded, of a live shape (read at each) and runnable. With ``tables``
+    the keys are read straight from ``filed``'s groups into the heap of keys (``walk_heap``:
+    the sorted order, as keys are distinct) instead of making the list of jobs first
+    (``descent.filed_under``: the groups of the shapes in ``bits``, lowest shape first; the
+    heap's order does not depend on that order). Without ``tables``, the reference."""
+    if tables is None or not filed:
+        return reference_filed_walk(filed, bits, live=live, excluded=excluded, shape_mask=shape_mask, alive=alive,
+                                    key=key, runnable=runnable, node_key=node_key, tables=tables)
+    cdef list groups = []
+    cdef Py_ssize_t n = 0, k = 0
+    remaining = bits
+    while remaining:  # (as ``descent.groups_of_bits``)
+        low = remaining & -remaining
+        found = filed.get(low.bit_length() - 1)
+        if found:
+            groups.append(found)
+            n += len(<dict>found)
+        remaining ^= low
+    if n == 0:
+        return None
+    share, running, position = tables
+    cdef double *shares = doubles_of(share)
+    cdef _Keyed *heap = <_Keyed *>PyMem_Malloc(n * sizeof(_Keyed))
+    if heap == NULL:
+        raise MemoryError()
+    try:
+        for group in groups:
+            for job in <dict>group:
+                key_into(&heap[k], job, share, shares, running, position)
+                k += 1
+    except BaseException:
+        PyMem_Free(heap)
+        raise
+    keyed_heapify(heap, n)
+    return walk_heap(heap, n, None, None, live, excluded, None, shape_mask, alive, key, runnable)

@@ -128,14 +128,14 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
     walk would have popped it and put it back. In a node whose heap it does not read, the
     ``deferred`` renewals are left for the next heap walk there.
 
-    ``first_runnable`` (default :func:`first_runnable_by_key`, or its compiled port) tries
+    ``first_runnable`` (default :func:`first_runnable_filed`, or its compiled port) tries
     a jobs-only queue's jobs by key, ``first_child`` (default :func:`first_runnable_child`,
     or its compiled port) the children of a node with queues below; ``tables`` is what
     they may read for the keys (``(share, running, position)``, as
     :func:`pick_among_tree`'s)."""
     heappop, heappush = heapq.heappop, heapq.heappush
     if first_runnable is None:
-        first_runnable = first_runnable_by_key
+        first_runnable = first_runnable_filed
     if first_child is None:
         first_child = first_runnable_child
     if shapes is None:
@@ -154,8 +154,9 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
                              and (alive[0] == -1 or shape_mask[c] & alive[0]) and runnable(key[c])), -2)
         elif alive[0] != -1 and v not in has_queues and node_key is not None:
             # jobs only, shapes restricted: the live shapes' jobs here, lowest key first
-            return first_runnable(shapes.alive_jobs_under(v), live=live, excluded=excluded, shape_mask=shape_mask,
-                                  alive=alive, key=key, runnable=runnable, node_key=node_key, tables=tables)
+            return first_runnable(shapes.jobs_by_shape(v), shape_mask[v] & alive[0], live=live, excluded=excluded,
+                                  shape_mask=shape_mask, alive=alive, key=key, runnable=runnable, node_key=node_key,
+                                  tables=tables)
         if alive[0] != -1 and node_key is not None:
             # queues below, shapes restricted: the children with a live shape, lowest key
             # first, without walking the heap past the others (``first_runnable_child``)
@@ -216,6 +217,19 @@ def first_runnable_by_key(jobs: list[int], *, live: list[int], excluded: list[in
         if live[c] > (0 if excluded is None else excluded[c]) and shape_mask[c] & alive[0] and runnable(key[c]):
             return key[c]
     return None
+
+
+def first_runnable_filed(filed: dict[int, dict[int, None]] | None, bits: int, *, live: list[int],
+                         excluded: list[int] | None, shape_mask: list[int], alive: list[int], key: list[str],
+                         runnable: Runnable, node_key: Callable[[int], tuple], tables: tuple | None = None) -> str | None:
+    """:func:`descend_tree`'s walk of a queue whose children are all jobs, while the
+    engine restricts the shapes: its jobs filed under the shapes set in ``bits`` (its
+    shapes that may fit when the walk starts; ``filed``: its job children per shape,
+    ``ShapeIndex.jobs_by_shape``) tried by key (:func:`first_runnable_by_key`). The
+    compiled port (``_hdrf_kernel``) reads ``filed`` into its heap of keys without making
+    the list of jobs first."""
+    return first_runnable_by_key(filed_under(filed, bits), live=live, excluded=excluded, shape_mask=shape_mask,
+                                 alive=alive, key=key, runnable=runnable, node_key=node_key, tables=tables)
 
 
 def first_runnable_child(children: list[int], *, descend: Callable[[int], str | None], is_job: list[bool],
@@ -398,6 +412,15 @@ def groups_of_bits(groups: dict[int, dict[int, None]], bits: int):
         bits ^= low
 
 
+def filed_under(groups: dict[int, dict[int, None]] | None, bits: int) -> list[int]:
+    """The nodes of ``groups`` (shape -> nodes filed under it) of the shapes set in ``bits``."""
+    out: list[int] = []
+    if groups:
+        for group in groups_of_bits(groups, bits):
+            out.extend(group)
+    return out
+
+
 class ShapeIndex:
     """Shape-indexed descents for the tree sorters (issue 24, item 1): per node, which task
     shapes the jobs below it have, so a descent enters only subtrees holding a job whose
@@ -463,12 +486,11 @@ class ShapeIndex:
     def alive_jobs_under(self, v: int) -> list[int]:
         """The jobs directly under ``v`` filed under a shape that may fit (read while the
         engine restricts the shapes): per live shape present under v, its jobs here."""
-        here = self._shape_jobs_under.get(v)
-        out: list[int] = []
-        if here:
-            for jobs in groups_of_bits(here, self.shape_mask[v] & self.alive_shapes[0]):
-                out.extend(jobs)
-        return out
+        return filed_under(self._shape_jobs_under.get(v), self.shape_mask[v] & self.alive_shapes[0])
+
+    def jobs_by_shape(self, v: int) -> dict[int, dict[int, None]] | None:
+        """The jobs directly under ``v`` per shape they are filed under (None: none)."""
+        return self._shape_jobs_under.get(v)
 
     def alive_queues_under(self, v: int) -> list[int]:
         """The queues directly under ``v`` with a job below filed under a shape that may
