@@ -99,7 +99,7 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
     masks: while the engine restricts them, a child whose mask does not meet them is passed
     over too (the live set is read at every child: a runnable check may clear a shape's bit
     on the way), and in a fair queue with only jobs as children the jobs of the live shapes
-    are taken from the index (``ShapeIndex.alive_jobs_under``) and tried in the order of
+    are taken from the index (``ShapeIndex.jobs_by_shape``) and tried in the order of
     their keys (``node_key(c)``: the heap's key, current after the pick entries' renewal),
     instead of walking the queue's heap past the others. All of this only passes over
     children with no runnable job below, so the descent's answer is unchanged. The heap
