@@ -31,6 +31,15 @@ from fairshare.policies.online import Runnable
 TREE_AMONG_MAX = 200
 TREE_AMONG_COST = 0.1
 
+#: While the engine restricts the shapes, :func:`descend_tree` walks a node's pick heap for
+#: this many children tried in vain, then the rest of its children with a live shape by the
+#: index (``ShapeIndex.alive_queues_under``): the heap walk pays a pop and a push back per
+#: child passed, the index a key per live child listed, so the heap first while a runnable
+#: child usually comes first (bench_scaling's fill and steady state: the index from the
+#: first child made the 1k hdrf fill 1.8x slower), the index past a few (the Google 2011
+#: trace's bands of hundreds of user queues, most without a live shape).
+HEAP_TRIES = 8
+
 
 def renew_pick_entries(repick, heaps: list[list], *, version: list[int], share: list[float], running: list[int],
                        position: list[int], live: list[int], present: list, parent: list[int],
@@ -110,23 +119,26 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
     pick entries were left to renew until its heap is read; ``renew(deferred.pop(v))``
     renews them just before the walk reads ``heaps[v]``.
 
-    While the shapes are restricted, a node with queues among its children is walked the
-    same way (issue 24, round 8): its children with a live shape (queues from
+    While the shapes are restricted, a node with queues among its children (or a FIFO
+    queue) whose heap walk has tried :data:`HEAP_TRIES` children in vain goes on by the
+    index (issue 24, round 8): its other children with a live shape (queues from
     ``ShapeIndex.alive_queues_under``, jobs from ``alive_jobs_under``; in a FIFO queue only
     its earliest demanding runnable job) are tried lowest key first, each queue descended
-    into, until one gives a runnable job, without popping the others (:func:`first_runnable_child`).
-    Why it gives the heap walk's pick, with the same ``runnable`` calls in the same order:
-    after the renewal (``deferred`` included, which the walk reads through ``node_key``)
-    the heap's current entries are exactly the children with demanding jobs that are
-    still there, keyed by ``node_key``, and the walk pops them in that order (keys are
-    distinct among siblings, by position). The ones it would enter are those not all
-    excluded, of a FIFO queue's jobs only the earliest runnable one, and with a live shape
-    at the moment they are met; live bits are only cleared during a walk, never set, so a
-    child without a live shape when the node is entered is never entered later, and those
-    the new walk lists are checked again, in the same key order, at the moment they are
-    met. A child it does not list has no live shape, so no runnable job below; the heap
-    walk would have popped it and put it back. In a node whose heap it does not read, the
-    ``deferred`` renewals are left for the next heap walk there.
+    into, until one gives a runnable job, without popping the others
+    (:func:`first_runnable_child`). Why it gives the heap walk's pick, with the same
+    ``runnable`` calls in the same order: after the renewal the heap's current entries are
+    exactly the children with demanding jobs that are still there, keyed by ``node_key``,
+    and the heap walk pops them in that order (keys are distinct among siblings, by
+    position), so the children it has not yet met are those not in ``tried``, in key
+    order. The ones it would enter are those not all excluded, of a FIFO queue's jobs only
+    the earliest runnable one, and with a live shape at the moment they are met; live bits
+    are only cleared during a walk, never set, so a child without a live shape at the
+    switch is never entered later, and those the index lists are checked again, in the
+    same key order, at the moment they are met. A child it does not list has no live
+    shape, so no runnable job below: the heap walk would have popped it and put it back.
+    The heap walk goes first because its first child usually gives a runnable job (a
+    fill, a steady state with room): a peek then, where listing the live children and
+    their keys costs a pass over them.
 
     ``first_runnable`` (default :func:`first_runnable_filed`, or its compiled port) tries
     a jobs-only queue's jobs by key, ``first_child`` (default :func:`first_runnable_child`,
@@ -157,22 +169,12 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
             return first_runnable(shapes.jobs_by_shape(v), shape_mask[v] & alive[0], live=live, excluded=excluded,
                                   shape_mask=shape_mask, alive=alive, key=key, runnable=runnable, node_key=node_key,
                                   tables=tables)
-        if alive[0] != -1 and node_key is not None:
-            # queues below, shapes restricted: the children with a live shape, lowest key
-            # first, without walking the heap past the others (``first_runnable_child``)
-            children = shapes.alive_queues_under(v)
-            if fifo_job >= 0:
-                children.append(fifo_job)  # (a FIFO queue's other jobs wait)
-            elif fifo_job == -1:
-                children.extend(shapes.alive_jobs_under(v))
-            return first_child(children, descend=descend, is_job=is_job, live=live, excluded=excluded,
-                               present=present, shape_mask=shape_mask, alive=alive, key=key, runnable=runnable,
-                               node_key=node_key, tables=tables)
         if deferred and v in deferred:
             renew(deferred.pop(v))
         heap = heaps[v]
         tried: list = []
         found = None
+        rest = False  # (switched to the rest by the index)
         while heap:
             entry = heap[0]
             c = entry[4]
@@ -189,8 +191,25 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
                 if found is not None:
                     break
             tried.append(heappop(heap))
+            if len(tried) >= HEAP_TRIES and alive[0] != -1 and node_key is not None:
+                rest = True
+                break
         for entry in tried:
             heappush(heap, entry)
+        if rest:
+            # shapes restricted, the first children tried in vain: the others with a live
+            # shape, lowest key first, without walking the heap past the rest
+            # (``first_runnable_child``)
+            passed = {entry[4] for entry in tried}
+            children = [c for c in shapes.alive_queues_under(v) if c not in passed]
+            if fifo_job >= 0:
+                if fifo_job not in passed:
+                    children.append(fifo_job)  # (a FIFO queue's other jobs wait)
+            elif fifo_job == -1:
+                children += [c for c in shapes.alive_jobs_under(v) if c not in passed]
+            found = first_child(children, descend=descend, is_job=is_job, live=live, excluded=excluded,
+                                present=present, shape_mask=shape_mask, alive=alive, key=key, runnable=runnable,
+                                node_key=node_key, tables=tables)
         return found
 
     try:
