@@ -420,23 +420,16 @@ class TreeExclusion:
         return self.excluded if self._excluded_jobs else None
 
 
-def groups_of_bits(groups: dict[int, dict[int, None]], bits: int):
-    """The groups ``groups[s]`` (nodes filed under shape s) of the shapes s set in
-    ``bits`` (>= 0), those present, lowest shape first."""
-    while bits:
-        low = bits & -bits
-        group = groups.get(low.bit_length() - 1)
-        if group:
-            yield group
-        bits ^= low
-
-
 def filed_under(groups: dict[int, dict[int, None]] | None, bits: int) -> list[int]:
-    """The nodes of ``groups`` (shape -> nodes filed under it) of the shapes set in ``bits``."""
+    """The nodes of ``groups`` (shape -> nodes filed under it) of the shapes set in ``bits`` (>= 0)."""
     out: list[int] = []
     if groups:
-        for group in groups_of_bits(groups, bits):
-            out.extend(group)
+        while bits:
+            low = bits & -bits
+            group = groups.get(low.bit_length() - 1)
+            if group:
+                out.extend(group)
+            bits ^= low
     return out
 
 
@@ -472,10 +465,9 @@ class ShapeIndex:
     from the index (per node, its job children per shape) and tries them lowest key first,
     which is the order its heap walk would meet them in, without the others: at 10,000
     jobs in 64 leaf queues it had passed about 120 heap entries per descent. At a node with
-    queues among its children it does the same with its queue children too (per node, its
-    queue children per shape they have a job of, ``alive_queues_under``; a queue enters its
-    parent's entry for a shape when its count of that shape goes 0 -> 1 and leaves it at
-    1 -> 0, in ``_count_shape``'s walk up): in the Google 2011 trace's priority bands of
+    queues among its children, past a few children tried in vain, the descent takes its
+    other children with a live shape (``alive_queues_under``: its queue children whose
+    mask meets the live shapes) the same way: in the Google 2011 trace's priority bands of
     hundreds of user queues, most with no job of a shape that may fit, the heap walk had
     popped and pushed back each of them (issue 24, round 8)."""
 
@@ -488,8 +480,8 @@ class ShapeIndex:
         self._job_shape: dict[int, int] = {}  # job node -> the shape it is filed under
         # per node: its own job children per shape (what ``alive_jobs_under`` reads)
         self._shape_jobs_under: dict[int, dict[int, dict[int, None]]] = {}
-        # per node: its queue children per shape they have jobs of (``alive_queues_under``)
-        self._shape_queues_under: dict[int, dict[int, dict[int, None]]] = {}
+        # per node: its queue children (``alive_queues_under`` reads their masks)
+        self._queue_kids: dict[int, list[int]] = {}
         #: nodes with a queue among their children (the descent's jobs-only shortcut skips them)
         self.has_queues: set[int] = set()
         #: the shapes that may fit in this ``schedule`` call, a bit mask in a one-element
@@ -501,6 +493,7 @@ class ShapeIndex:
         self._shape_count.append({})
         if not is_job and parent >= 0:
             self.has_queues.add(parent)
+            self._queue_kids.setdefault(parent, []).append(len(self.shape_mask) - 1)
 
     def alive_jobs_under(self, v: int) -> list[int]:
         """The jobs directly under ``v`` filed under a shape that may fit (read while the
@@ -513,18 +506,14 @@ class ShapeIndex:
 
     def alive_queues_under(self, v: int) -> list[int]:
         """The queues directly under ``v`` with a job below filed under a shape that may
-        fit (read while the engine restricts the shapes), each once, in no given order."""
-        here = self._shape_queues_under.get(v)
-        if not here:
-            return []
-        bits = self.shape_mask[v] & self.alive_shapes[0]
-        if len(here) == 1:  # (one shape filed among the queues here: no union to make)
-            shape, queues = next(iter(here.items()))
-            return list(queues) if bits >> shape & 1 else []
-        seen: dict[int, None] = {}
-        for queues in groups_of_bits(here, bits):
-            seen.update(queues)
-        return list(seen)
+        fit (read while the engine restricts the shapes): a test of each one's mask, as
+        the heap walk makes for the children it pops. (Not an index per shape, as for the
+        jobs: the queues' per-shape entries, a dict per node and shape, were tens of
+        thousands of long-lived objects at 10,000 jobs of many shapes, and a full garbage
+        collection more in bench_scaling's steady state; a queue's children are few next
+        to the jobs, and this runs only past ``HEAP_TRIES`` children tried in vain.)"""
+        alive, mask = self.alive_shapes[0], self.shape_mask
+        return [q for q in self._queue_kids.get(v, ()) if mask[q] & alive]
 
     def file_shape(self, name: str, shape: int | None) -> None:
         idx = self.index.get(name)
@@ -557,7 +546,6 @@ class ShapeIndex:
                 del here[shape]
         bit = 1 << shape
         parent, counts, mask = self.parent, self._shape_count, self.shape_mask
-        queues_under = self._shape_queues_under
         v = idx
         while v >= 0:
             per_shape = counts[v]
@@ -568,17 +556,6 @@ class ShapeIndex:
             else:
                 del per_shape[shape]
                 mask[v] &= ~bit
-            if v != idx and parent[v] >= 0 and (n == 0 or n == delta):
-                # queue v's first job of this shape came or its last went: so does v in its
-                # parent's index (``alive_queues_under``)
-                here = queues_under.setdefault(parent[v], {})
-                if n:
-                    here.setdefault(shape, {})[v] = None
-                else:
-                    queues = here[shape]
-                    del queues[v]
-                    if not queues:
-                        del here[shape]
             v = parent[v]
 
     def only_shapes(self, shapes) -> None:
