@@ -374,8 +374,10 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # the candidates' comparison, compiled (``_hdrf_kernel``: the keys have the form it
         # computes from ``tables``) or the reference
         self._pick_among_tree = compiled.tree_pick_among()
-        # a jobs-only queue's jobs tried by key in the descent, compiled or the reference
+        # a jobs-only queue's jobs, and a node's children with a live shape, tried by key in
+        # the descent, compiled or the reference
         self._first_runnable = compiled.tree_first_runnable()
+        self._first_child = compiled.tree_first_child()
         # views kept until more than MAX_VIEWS sets are seen (no time to live: a set back
         # after a while replays what changed since, at most a quarter of the nodes, where a
         # dropped view was rebuilt over all of them; at 10,000 jobs 9% of the steady state)
@@ -1130,7 +1132,8 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                             runnable=runnable, excluded=self._excluded_counts(), shapes=self,
                             node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]),
                             deferred=view.deferred, renew=lambda nodes: self._renew_deferred(view, nodes),
-                            first_runnable=self._first_runnable, tables=(share, running, position))
+                            first_runnable=self._first_runnable, first_child=self._first_child,
+                            tables=(share, running, position))
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.decay is not None:

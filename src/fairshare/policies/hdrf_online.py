@@ -315,8 +315,10 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # the candidates' comparison and the pick-heap renewal, compiled or the reference
         self._pick_among_tree = compiled.tree_pick_among()
         self._renew_pick_entries = compiled.tree_renew_pick_entries()
-        # a jobs-only queue's jobs tried by key in the descent, compiled or the reference
+        # a jobs-only queue's jobs, and a node's children with a live shape, tried by key in
+        # the descent, compiled or the reference
         self._first_runnable = compiled.tree_first_runnable()
+        self._first_child = compiled.tree_first_child()
         # removed jobs' slots (tombstones) still in the table, and the slots compactions
         # dropped (``_compact``): the views' batch threshold counts every slot ever added
         self.tombstones = 0
@@ -861,7 +863,8 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                             runnable=runnable, excluded=self._excluded_counts(), shapes=self,
                             node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]),
                             deferred=view.deferred, renew=lambda nodes: self._renew_deferred(view, nodes),
-                            first_runnable=self._first_runnable, tables=(share, running, position))
+                            first_runnable=self._first_runnable, first_child=self._first_child,
+                            tables=(share, running, position))
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.stop_when_saturated and self.saturated:

@@ -64,6 +64,9 @@ cdef inline tuple atomic(tuple t):
     PyObject_GC_UnTrack(<void*>t)
     return t
 
+from fairshare.policies.machinery.descent import first_runnable_by_key as reference_jobs_walk
+from fairshare.policies.machinery.descent import first_runnable_child as reference_children_walk
+from fairshare.policies.machinery.descent import first_runnable_filed as reference_filed_walk
 from fairshare.policies.machinery.descent import try_by_paths
 from fairshare.policies.machinery.ties import DIGITS
 
@@ -857,39 +860,16 @@ def first_runnable_by_key(list jobs, *, list live, excluded, list shape_mask, li
     """``descent.first_runnable_by_key``: ``jobs`` tried lowest key first, the first
     demanding, not excluded, of a live shape and runnable. With ``tables`` (``(share,
     running, position)``: the key of c is ``(round(share[c], DIGITS), running[c],
-    position[c])``, what ``node_key(c)`` returns) the keys are computed here and the lowest
-    untried one selected at each step instead of sorting them all (keys are distinct, by
-    position among siblings, so the selections meet the jobs in the sorted order; the
-    conditions are read at each job in that order, as the reference reads them). Usually
-    the first is runnable: one pass over the keys."""
-    cdef Py_ssize_t n = len(jobs), k, best, tried
-    cdef double share_best = 0.0
-    cdef long long running_best = 0, position_best = 0
-    cdef list shares_of, running_of, position_of, done
+    position[c])``, what ``node_key(c)`` returns) the keys are computed here and popped
+    from a heap of them (``walk_by_key``; keys are distinct, by position among siblings, so
+    the pops meet the jobs in the sorted order; the conditions are read at each job in that
+    order, as the reference reads them). Usually the first is runnable: one pass over the
+    keys to build the heap, where selecting the lowest untried key at each step had cost a
+    pass per job tried. Without ``tables``, the reference."""
     if tables is None:
-        for c in sorted(jobs, key=node_key):
-            if live[c] > (0 if excluded is None else excluded[c]) and shape_mask[c] & alive[0] and runnable(key[c]):
-                return key[c]
-        return None
-    share, running, position = tables
-    shares_of = [rounded_share(share[c]) for c in jobs]
-    running_of = [running[c] for c in jobs]
-    position_of = [position[c] for c in jobs]
-    done = [False] * n
-    for tried in range(n):
-        best = -1
-        for k in range(n):
-            if done[k]:
-                continue
-            if best < 0 or _key_less(shares_of[k], running_of[k], position_of[k],
-                                     share_best, running_best, position_best):
-                best = k
-                share_best, running_best, position_best = shares_of[k], running_of[k], position_of[k]
-        done[best] = True
-        c = jobs[best]
-        if live[c] > (0 if excluded is None else excluded[c]) and shape_mask[c] & alive[0] and runnable(key[c]):
-            return key[c]
-    return None
+        return reference_jobs_walk(jobs, live=live, excluded=excluded, shape_mask=shape_mask, alive=alive, key=key,
+                                   runnable=runnable, node_key=node_key)
+    return walk_by_key(jobs, tables, None, None, live, excluded, None, shape_mask, alive, key, runnable)
 
 
 def renew_pick_entries(dict repick, list heaps, *, list version, share, list running, list position,
@@ -978,3 +958,179 @@ def pool_heap_ops(tuple heap, list ops):
             typed_heapify(heap)
         else:
             typed_push(heap, op[0], op[1], op[2])
+
+
+# --- the shape-restricted descent's children by key (``descent.first_runnable_child``) -------
+
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+
+
+cdef struct _Keyed:
+    # a child's key in its parent's pick heap, ``(round(share, DIGITS), running, position)``
+    double share
+    long long running
+    long long position
+    Py_ssize_t child
+
+
+cdef inline bint _keyed_less(_Keyed *a, _Keyed *b) noexcept:
+    return _key_less(a.share, a.running, a.position, b.share, b.running, b.position)
+
+
+cdef void _keyed_sift_down(_Keyed *heap, Py_ssize_t n, Py_ssize_t pos) noexcept:
+    """Move ``heap[pos]`` down to its place among ``heap[:n]`` (a binary min-heap)."""
+    cdef _Keyed item = heap[pos]
+    cdef Py_ssize_t low
+    while True:
+        low = 2 * pos + 1
+        if low >= n:
+            break
+        if low + 1 < n and _keyed_less(&heap[low + 1], &heap[low]):
+            low += 1
+        if not _keyed_less(&heap[low], &item):
+            break
+        heap[pos] = heap[low]
+        pos = low
+    heap[pos] = item
+
+
+cdef _Keyed *keyed_heap(list nodes, share, running, position) except NULL:
+    """The keys of ``nodes`` (``(round(share[c], DIGITS), running[c], position[c])``,
+    ``node_key``'s, the rounding ``rounded_share``'s) as a binary min-heap: the caller pops
+    with ``keyed_pop`` and frees it (``PyMem_Free``). Keys are distinct (by position among
+    siblings), so the pops meet the nodes in the order ``sorted(nodes, key=node_key)`` does,
+    whatever the heap's layout; O(n) to build, O(log n) a pop, where a walk that usually
+    stops at its first or second node would pay for sorting them all."""
+    cdef Py_ssize_t n = len(nodes), k
+    cdef double *shares = doubles_of(share)
+    cdef _Keyed *heap = <_Keyed *>PyMem_Malloc((n if n else 1) * sizeof(_Keyed))
+    if heap == NULL:
+        raise MemoryError()
+    try:
+        for k in range(n):
+            key_into(&heap[k], nodes[k], share, shares, running, position)
+    except BaseException:
+        PyMem_Free(heap)
+        raise
+    keyed_heapify(heap, n)
+    return heap
+
+
+cdef int key_into(_Keyed *slot, Py_ssize_t c, share, double *shares, running, position) except -1:
+    """Node ``c``'s key into ``slot`` (``node_key(c)``'s, the rounding ``rounded_share``'s)."""
+    slot.share = rounded_share(share_at(share, shares, c))
+    slot.running = running[c]
+    slot.position = position[c]
+    slot.child = c
+    return 0
+
+
+cdef void keyed_heapify(_Keyed *heap, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t k
+    for k in range(n // 2 - 1, -1, -1):
+        _keyed_sift_down(heap, n, k)
+
+
+cdef inline Py_ssize_t keyed_pop(_Keyed *heap, Py_ssize_t n) noexcept:
+    """The node of the lowest key among ``heap[:n]``, removed (the heap is then ``heap[:n - 1]``)."""
+    cdef Py_ssize_t c = heap[0].child
+    if n > 1:
+        heap[0] = heap[n - 1]
+        _keyed_sift_down(heap, n - 1, 0)
+    return c
+
+
+cdef object walk_by_key(list nodes, tuple tables, descend, is_job, list live, excluded, present,
+                        list shape_mask, list alive, list key, runnable):
+    """``first_runnable_by_key`` (``descend`` None: ``nodes`` are jobs, all present) and
+    ``first_runnable_child``'s walk with the key tables: ``nodes`` popped lowest key first
+    from ``keyed_heap`` (``walk_heap``)."""
+    cdef Py_ssize_t n = len(nodes)
+    if n == 0:
+        return None
+    share, running, position = tables
+    return walk_heap(keyed_heap(nodes, share, running, position), n, descend, is_job, live, excluded, present,
+                     shape_mask, alive, key, runnable)
+
+
+cdef object walk_heap(_Keyed *heap, Py_ssize_t n, descend, is_job, list live, excluded, present, list shape_mask,
+                      list alive, list key, runnable):
+    """The nodes of ``heap[:n]`` (which this frees) lowest key first, the first that is
+    demanding, not all excluded, present (``descend`` None: jobs, all present), of a live
+    shape (``alive[0]``, read at each) and, a job, runnable or, a queue, with a runnable
+    job below (``descend``)."""
+    cdef Py_ssize_t c
+    try:
+        while n:
+            c = keyed_pop(heap, n)
+            n -= 1
+            if live[c] > (0 if excluded is None else excluded[c]) and (descend is None or present[c]) \
+                    and shape_mask[c] & alive[0]:
+                if descend is None or is_job[c]:
+                    if runnable(key[c]):
+                        return key[c]
+                else:
+                    found = descend(c)
+                    if found is not None:
+                        return found
+        return None
+    finally:
+        PyMem_Free(heap)
+
+
+def first_runnable_child(list children, *, descend, is_job, list live, excluded, present, list shape_mask,
+                         list alive, list key, runnable, node_key, tables=None):
+    """``descent.first_runnable_child``: ``children`` tried lowest key first, the first
+    demanding, not all excluded, still there, of a live shape (read at each) and, a job,
+    runnable, or, a queue, with a runnable job below (``descend``). With ``tables``
+    (``(share, running, position)``: the key of c is ``(round(share[c], DIGITS),
+    running[c], position[c])``, what ``node_key(c)`` returns) the keys are computed here
+    and popped from a heap of them (``walk_by_key``: the sorted order, as keys are
+    distinct) instead of sorting them all; the conditions are read at each child in that
+    order, as the reference reads them. Without ``tables``, the reference."""
+    if tables is None:
+        return reference_children_walk(children, descend=descend, is_job=is_job, live=live, excluded=excluded,
+                                       present=present, shape_mask=shape_mask, alive=alive, key=key,
+                                       runnable=runnable, node_key=node_key)
+    return walk_by_key(children, tables, descend, is_job, live, excluded, present, shape_mask, alive, key, runnable)
+
+
+def first_runnable_filed(dict filed, bits, *, list live, excluded, list shape_mask, list alive, list key, runnable,
+                         node_key, tables=None):
+    """``descent.first_runnable_filed``: a jobs-only queue's jobs filed under the shapes
+    set in ``bits`` (``filed``: shape -> its jobs there) tried lowest key first, the first
+    demanding, not excluded, of a live shape (read at each) and runnable. With ``tables``
+    the keys are read straight from ``filed``'s groups into the heap of keys (``walk_heap``:
+    the sorted order, as keys are distinct) instead of making the list of jobs first
+    (``descent.filed_under``: the groups of the shapes in ``bits``, lowest shape first; the
+    heap's order does not depend on that order). Without ``tables``, the reference."""
+    if tables is None or not filed:
+        return reference_filed_walk(filed, bits, live=live, excluded=excluded, shape_mask=shape_mask, alive=alive,
+                                    key=key, runnable=runnable, node_key=node_key, tables=tables)
+    cdef list groups = []
+    cdef Py_ssize_t n = 0, k = 0
+    remaining = bits
+    while remaining:  # (as ``descent.groups_of_bits``)
+        low = remaining & -remaining
+        found = filed.get(low.bit_length() - 1)
+        if found:
+            groups.append(found)
+            n += len(<dict>found)
+        remaining ^= low
+    if n == 0:
+        return None
+    share, running, position = tables
+    cdef double *shares = doubles_of(share)
+    cdef _Keyed *heap = <_Keyed *>PyMem_Malloc(n * sizeof(_Keyed))
+    if heap == NULL:
+        raise MemoryError()
+    try:
+        for group in groups:
+            for job in <dict>group:
+                key_into(&heap[k], job, share, shares, running, position)
+                k += 1
+    except BaseException:
+        PyMem_Free(heap)
+        raise
+    keyed_heapify(heap, n)
+    return walk_heap(heap, n, None, None, live, excluded, None, shape_mask, alive, key, runnable)

@@ -5,8 +5,9 @@
 1,000-job, 1,000-node benchmark, docs/performance.md "A compiled kernel"; and ``_rebuild``,
 a new view's build) and of the tree
 sorters' candidate comparison and pick-heap renewal (``descent.pick_among_tree``,
-``renew_pick_entries``, ``first_runnable_by_key``: :func:`tree_pick_among`,
-:func:`tree_renew_pick_entries`, :func:`tree_first_runnable`). ``pip install``
+``renew_pick_entries``, ``first_runnable_filed``, ``first_runnable_child``:
+:func:`tree_pick_among`, :func:`tree_renew_pick_entries`, :func:`tree_first_runnable`,
+:func:`tree_first_child`). ``pip install``
 compiles it where a C compiler and the Python headers are present (setup.py; an optional
 extension, so a failed compile never fails the install); the pure-Python methods stay the
 reference and are what runs where it is not built, with the same decisions (the port
@@ -59,6 +60,8 @@ PORTED_FROM = {
     "descent.pick_among_tree": "8bf57239bdf6a3d9",
     "descent.renew_pick_entries": "429e4a73d48cee39",
     "descent.first_runnable_by_key": "ab3252270eda6a94",
+    "descent.first_runnable_child": "00c102f550e9e0f3",
+    "descent.first_runnable_filed": "0935c490c1ee68d4",
 }
 
 log = logging.getLogger(__name__)
@@ -137,11 +140,20 @@ def tree_pick_among() -> Callable[..., str | None]:
 
 
 def tree_first_runnable() -> Callable[..., str | None]:
-    """``descent.first_runnable_by_key`` for a sorter built now: compiled (it computes the
+    """``descent.first_runnable_filed`` (a jobs-only queue's jobs of the live shapes by
+    key) for a sorter built now: compiled (it computes the keys from ``tables`` when given)
+    or the reference."""
+    if not active():
+        return _descent().first_runnable_filed
+    return _hdrf_kernel.first_runnable_filed
+
+
+def tree_first_child() -> Callable[..., str | None]:
+    """``descent.first_runnable_child`` for a sorter built now: compiled (it computes the
     keys from ``tables`` when given) or the reference."""
     if not active():
-        return _descent().first_runnable_by_key
-    return _hdrf_kernel.first_runnable_by_key
+        return _descent().first_runnable_child
+    return _hdrf_kernel.first_runnable_child
 
 
 def tree_renew_pick_entries() -> Callable[..., None]:

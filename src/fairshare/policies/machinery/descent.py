@@ -31,6 +31,15 @@ from fairshare.policies.online import Runnable
 TREE_AMONG_MAX = 200
 TREE_AMONG_COST = 0.1
 
+#: While the engine restricts the shapes, :func:`descend_tree` walks a node's pick heap for
+#: this many children tried in vain, then the rest of its children with a live shape by the
+#: index (``ShapeIndex.alive_queues_under``): the heap walk pays a pop and a push back per
+#: child passed, the index a key per live child listed, so the heap first while a runnable
+#: child usually comes first (bench_scaling's fill and steady state: the index from the
+#: first child made the 1k hdrf fill 1.8x slower), the index past a few (the Google 2011
+#: trace's bands of hundreds of user queues, most without a live shape).
+HEAP_TRIES = 8
+
 
 def renew_pick_entries(repick, heaps: list[list], *, version: list[int], share: list[float], running: list[int],
                        position: list[int], live: list[int], present: list, parent: list[int],
@@ -82,7 +91,8 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
                  runnable: Runnable, excluded: list[int] | None = None, shapes: ShapeIndex | None = None,
                  node_key: Callable[[int], tuple] | None = None, deferred: dict[int, dict[int, None]] | None = None,
                  renew: Callable[[dict[int, None]], None] | None = None,
-                 first_runnable: Callable[..., str | None] | None = None, tables: tuple | None = None) -> str | None:
+                 first_runnable: Callable[..., str | None] | None = None,
+                 first_child: Callable[..., str | None] | None = None, tables: tuple | None = None) -> str | None:
     """H-DRF Alg. 4 / DFF Alg. 3's descent, shared by the tree sorters: from node ``v``,
     take the lowest child in ``heaps[v]`` (entries ``(share, running, position, version,
     child)``, ordered by the tie rule) that has a runnable job below it. An entry is
@@ -98,7 +108,7 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
     masks: while the engine restricts them, a child whose mask does not meet them is passed
     over too (the live set is read at every child: a runnable check may clear a shape's bit
     on the way), and in a fair queue with only jobs as children the jobs of the live shapes
-    are taken from the index (``ShapeIndex.alive_jobs_under``) and tried in the order of
+    are taken from the index (``ShapeIndex.jobs_by_shape``) and tried in the order of
     their keys (``node_key(c)``: the heap's key, current after the pick entries' renewal),
     instead of walking the queue's heap past the others. All of this only passes over
     children with no runnable job below, so the descent's answer is unchanged. The heap
@@ -109,12 +119,37 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
     pick entries were left to renew until its heap is read; ``renew(deferred.pop(v))``
     renews them just before the walk reads ``heaps[v]``.
 
-    ``first_runnable`` (default :func:`first_runnable_by_key`, or its compiled port) tries
-    a jobs-only queue's jobs by key; ``tables`` is what it may read for the keys
-    (``(share, running, position)``, as :func:`pick_among_tree`'s)."""
+    While the shapes are restricted, a node with queues among its children (or a FIFO
+    queue) whose heap walk has tried :data:`HEAP_TRIES` children in vain goes on by the
+    index (issue 24, round 8): its other children with a live shape (queues from
+    ``ShapeIndex.alive_queues_under``, jobs from ``alive_jobs_under``; in a FIFO queue only
+    its earliest demanding runnable job) are tried lowest key first, each queue descended
+    into, until one gives a runnable job, without popping the others
+    (:func:`first_runnable_child`). Why it gives the heap walk's pick, with the same
+    ``runnable`` calls in the same order: after the renewal the heap's current entries are
+    exactly the children with demanding jobs that are still there, keyed by ``node_key``,
+    and the heap walk pops them in that order (keys are distinct among siblings, by
+    position), so the children it has not yet met are those not in ``tried``, in key
+    order. The ones it would enter are those not all excluded, of a FIFO queue's jobs only
+    the earliest runnable one, and with a live shape at the moment they are met; live bits
+    are only cleared during a walk, never set, so a child without a live shape at the
+    switch is never entered later, and those the index lists are checked again, in the
+    same key order, at the moment they are met. A child it does not list has no live
+    shape, so no runnable job below: the heap walk would have popped it and put it back.
+    The heap walk goes first because its first child usually gives a runnable job (a
+    fill, a steady state with room): a peek then, where listing the live children and
+    their keys costs a pass over them.
+
+    ``first_runnable`` (default :func:`first_runnable_filed`, or its compiled port) tries
+    a jobs-only queue's jobs by key, ``first_child`` (default :func:`first_runnable_child`,
+    or its compiled port) the children of a node with queues below; ``tables`` is what
+    they may read for the keys (``(share, running, position)``, as
+    :func:`pick_among_tree`'s)."""
     heappop, heappush = heapq.heappop, heapq.heappush
     if first_runnable is None:
-        first_runnable = first_runnable_by_key
+        first_runnable = first_runnable_filed
+    if first_child is None:
+        first_child = first_runnable_child
     if shapes is None:
         alive, shape_mask, has_queues = [-1], [], ()
     else:
@@ -131,13 +166,15 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
                              and (alive[0] == -1 or shape_mask[c] & alive[0]) and runnable(key[c])), -2)
         elif alive[0] != -1 and v not in has_queues and node_key is not None:
             # jobs only, shapes restricted: the live shapes' jobs here, lowest key first
-            return first_runnable(shapes.alive_jobs_under(v), live=live, excluded=excluded, shape_mask=shape_mask,
-                                  alive=alive, key=key, runnable=runnable, node_key=node_key, tables=tables)
+            return first_runnable(shapes.jobs_by_shape(v), shape_mask[v] & alive[0], live=live, excluded=excluded,
+                                  shape_mask=shape_mask, alive=alive, key=key, runnable=runnable, node_key=node_key,
+                                  tables=tables)
         if deferred and v in deferred:
             renew(deferred.pop(v))
         heap = heaps[v]
         tried: list = []
         found = None
+        rest = False  # (switched to the rest by the index)
         while heap:
             entry = heap[0]
             c = entry[4]
@@ -154,8 +191,25 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
                 if found is not None:
                     break
             tried.append(heappop(heap))
+            if len(tried) >= HEAP_TRIES and alive[0] != -1 and node_key is not None:
+                rest = True
+                break
         for entry in tried:
             heappush(heap, entry)
+        if rest:
+            # shapes restricted, the first children tried in vain: the others with a live
+            # shape, lowest key first, without walking the heap past the rest
+            # (``first_runnable_child``)
+            passed = {entry[4] for entry in tried}
+            children = [c for c in shapes.alive_queues_under(v) if c not in passed]
+            if fifo_job >= 0:
+                if fifo_job not in passed:
+                    children.append(fifo_job)  # (a FIFO queue's other jobs wait)
+            elif fifo_job == -1:
+                children += [c for c in shapes.alive_jobs_under(v) if c not in passed]
+            found = first_child(children, descend=descend, is_job=is_job, live=live, excluded=excluded,
+                                present=present, shape_mask=shape_mask, alive=alive, key=key, runnable=runnable,
+                                node_key=node_key, tables=tables)
         return found
 
     try:
@@ -181,6 +235,45 @@ def first_runnable_by_key(jobs: list[int], *, live: list[int], excluded: list[in
     for c in sorted(jobs, key=node_key):
         if live[c] > (0 if excluded is None else excluded[c]) and shape_mask[c] & alive[0] and runnable(key[c]):
             return key[c]
+    return None
+
+
+def first_runnable_filed(filed: dict[int, dict[int, None]] | None, bits: int, *, live: list[int],
+                         excluded: list[int] | None, shape_mask: list[int], alive: list[int], key: list[str],
+                         runnable: Runnable, node_key: Callable[[int], tuple], tables: tuple | None = None) -> str | None:
+    """:func:`descend_tree`'s walk of a queue whose children are all jobs, while the
+    engine restricts the shapes: its jobs filed under the shapes set in ``bits`` (its
+    shapes that may fit when the walk starts; ``filed``: its job children per shape,
+    ``ShapeIndex.jobs_by_shape``) tried by key (:func:`first_runnable_by_key`). The
+    compiled port (``_hdrf_kernel``) reads ``filed`` into its heap of keys without making
+    the list of jobs first."""
+    return first_runnable_by_key(filed_under(filed, bits), live=live, excluded=excluded, shape_mask=shape_mask,
+                                 alive=alive, key=key, runnable=runnable, node_key=node_key, tables=tables)
+
+
+def first_runnable_child(children: list[int], *, descend: Callable[[int], str | None], is_job: list[bool],
+                         live: list[int], excluded: list[int] | None, present: list, shape_mask: list[int],
+                         alive: list[int], key: list[str], runnable: Runnable, node_key: Callable[[int], tuple],
+                         tables: tuple | None = None) -> str | None:
+    """:func:`descend_tree`'s walk of a node with queues among its children, while the
+    engine restricts the shapes: ``children`` (those with a live shape: queues and jobs,
+    each once) tried lowest key first (``node_key``; distinct among siblings, by position),
+    the first that is demanding and not all excluded, still there (``present``), of a still
+    live shape (``alive[0]``, read at each: a runnable check may clear a bit) and, a job,
+    runnable, or, a queue, with a runnable job below (``descend``, which walks it the same
+    way). ``tables`` (``(share, running, position)``, what ``node_key`` reads) is for the
+    compiled port (``_hdrf_kernel``), which pops the lowest key from a heap of the
+    children's keys instead of sorting them all; this one, the reference, sorts by
+    ``node_key``."""
+    for c in sorted(children, key=node_key):
+        if live[c] > (0 if excluded is None else excluded[c]) and present[c] and shape_mask[c] & alive[0]:
+            if is_job[c]:
+                if runnable(key[c]):
+                    return key[c]
+            else:
+                found = descend(c)
+                if found is not None:
+                    return found
     return None
 
 
@@ -327,6 +420,19 @@ class TreeExclusion:
         return self.excluded if self._excluded_jobs else None
 
 
+def filed_under(groups: dict[int, dict[int, None]] | None, bits: int) -> list[int]:
+    """The nodes of ``groups`` (shape -> nodes filed under it) of the shapes set in ``bits`` (>= 0)."""
+    out: list[int] = []
+    if groups:
+        while bits:
+            low = bits & -bits
+            group = groups.get(low.bit_length() - 1)
+            if group:
+                out.extend(group)
+            bits ^= low
+    return out
+
+
 class ShapeIndex:
     """Shape-indexed descents for the tree sorters (issue 24, item 1): per node, which task
     shapes the jobs below it have, so a descent enters only subtrees holding a job whose
@@ -358,7 +464,12 @@ class ShapeIndex:
     In a queue whose children are all jobs, the descent takes the jobs of the live shapes
     from the index (per node, its job children per shape) and tries them lowest key first,
     which is the order its heap walk would meet them in, without the others: at 10,000
-    jobs in 64 leaf queues it had passed about 120 heap entries per descent."""
+    jobs in 64 leaf queues it had passed about 120 heap entries per descent. At a node with
+    queues among its children, past a few children tried in vain, the descent takes its
+    other children with a live shape (``alive_queues_under``: its queue children whose
+    mask meets the live shapes) the same way: in the Google 2011 trace's priority bands of
+    hundreds of user queues, most with no job of a shape that may fit, the heap walk had
+    popped and pushed back each of them (issue 24, round 8)."""
 
     index: dict[str, int]
     parent: list[int]
@@ -369,6 +480,8 @@ class ShapeIndex:
         self._job_shape: dict[int, int] = {}  # job node -> the shape it is filed under
         # per node: its own job children per shape (what ``alive_jobs_under`` reads)
         self._shape_jobs_under: dict[int, dict[int, dict[int, None]]] = {}
+        # per node: its queue children (``alive_queues_under`` reads their masks)
+        self._queue_kids: dict[int, list[int]] = {}
         #: nodes with a queue among their children (the descent's jobs-only shortcut skips them)
         self.has_queues: set[int] = set()
         #: the shapes that may fit in this ``schedule`` call, a bit mask in a one-element
@@ -380,22 +493,27 @@ class ShapeIndex:
         self._shape_count.append({})
         if not is_job and parent >= 0:
             self.has_queues.add(parent)
+            self._queue_kids.setdefault(parent, []).append(len(self.shape_mask) - 1)
 
     def alive_jobs_under(self, v: int) -> list[int]:
         """The jobs directly under ``v`` filed under a shape that may fit (read while the
         engine restricts the shapes): per live shape present under v, its jobs here."""
-        here = self._shape_jobs_under.get(v)
-        if not here:
-            return []
-        out: list[int] = []
-        bits = self.shape_mask[v] & self.alive_shapes[0]
-        while bits:
-            low = bits & -bits
-            jobs = here.get(low.bit_length() - 1)
-            if jobs:
-                out.extend(jobs)
-            bits ^= low
-        return out
+        return filed_under(self._shape_jobs_under.get(v), self.shape_mask[v] & self.alive_shapes[0])
+
+    def jobs_by_shape(self, v: int) -> dict[int, dict[int, None]] | None:
+        """The jobs directly under ``v`` per shape they are filed under (None: none)."""
+        return self._shape_jobs_under.get(v)
+
+    def alive_queues_under(self, v: int) -> list[int]:
+        """The queues directly under ``v`` with a job below filed under a shape that may
+        fit (read while the engine restricts the shapes): a test of each one's mask, as
+        the heap walk makes for the children it pops. (Not an index per shape, as for the
+        jobs: the queues' per-shape entries, a dict per node and shape, were tens of
+        thousands of long-lived objects at 10,000 jobs of many shapes, and a full garbage
+        collection more in bench_scaling's steady state; a queue's children are few next
+        to the jobs, and this runs only past ``HEAP_TRIES`` children tried in vain.)"""
+        alive, mask = self.alive_shapes[0], self.shape_mask
+        return [q for q in self._queue_kids.get(v, ()) if mask[q] & alive]
 
     def file_shape(self, name: str, shape: int | None) -> None:
         idx = self.index.get(name)
