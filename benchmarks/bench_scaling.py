@@ -40,6 +40,7 @@ table)::
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -99,7 +100,17 @@ def measure(policy: str, size: int, events: int, budget: float, fill_budget: flo
     t_fill = CLOCK() - t0
     sorter.pick, sorter.pick_among = pick, pick_among
 
+    # full (oldest-generation) garbage collections inside the steady state: one costs a pass
+    # over every live object (tenths of a second at 10,000 jobs), so whether one lands in a
+    # short window moves its rate; reported so that a run can be read with it
+    full_collections = [0]
+
+    def count_full(phase: str, info: dict) -> None:
+        if phase == "start" and info["generation"] == 2:
+            full_collections[0] += 1
+
     done = decisions = 0
+    gc.callbacks.append(count_full)
     t0 = CLOCK()
     while not stopped and done < events and sched.tasks:
         task_id = next(iter(sched.tasks))  # the oldest running task (insertion order)
@@ -109,11 +120,13 @@ def measure(policy: str, size: int, events: int, budget: float, fill_budget: flo
         if done % 50 == 0 and CLOCK() - t0 > budget:
             break
     t_steady = CLOCK() - t0
+    gc.callbacks.remove(count_full)
     return {
         "policy": policy, "size": size, "jobs": len(sc.jobs), "nodes": len(sc.cluster.nodes),
         "build_s": round(t_build, 4),
         "fill_decisions": fill, "fill_s": round(t_fill, 4), "fill_complete": not stopped,
         "steady_events": done, "steady_decisions": decisions, "steady_s": round(t_steady, 4),
+        "steady_full_collections": full_collections[0],
         "load_avg": round(os.getloadavg()[0], 2),
     }
 
