@@ -9,7 +9,8 @@ unbounded number of tasks. For each policy and each ``n``, in a fresh process:
 * **fill**: ``schedule(0)`` on the empty cluster; every launch is a decision
   (about 72 per node);
 * **steady**: the saturated steady state: finish one running task (the oldest), then
-  ``schedule(now)`` re-fills the freed room. An *event* is one completion with the
+  ``schedule(now)`` re-fills the freed room (after ``--warmup`` untimed completions,
+  default 0). An *event* is one completion with the
   re-fill it triggers; events/s counts them, decisions/s counts the launches. It runs
   ``--events`` completions or until ``--budget`` CPU seconds, whichever comes first.
 
@@ -74,7 +75,7 @@ def online_policies() -> list[str]:
     return out
 
 
-def measure(policy: str, size: int, events: int, budget: float, fill_budget: float) -> dict:
+def measure(policy: str, size: int, events: int, budget: float, fill_budget: float, warmup: int = 0) -> dict:
     sc = hierarchy_scenario(jobs=size, levels=3, fanout=4, nodes=size, seed=0)
     t0 = CLOCK()
     sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy(policy))
@@ -109,13 +110,22 @@ def measure(policy: str, size: int, events: int, budget: float, fill_budget: flo
         if phase == "start" and info["generation"] == 2:
             full_collections[0] += 1
 
+    # ``warmup`` completions, untimed, before the window: what happens once per run (a
+    # saturated set's view built the first time it is seen) out of the steady state
+    warm = 0
+    while not stopped and warm < warmup and sched.tasks:
+        task_id = next(iter(sched.tasks))
+        sched.finish(task_id, float(warm + 1))
+        sched.schedule(float(warm + 1))
+        warm += 1
+
     done = decisions = 0
     gc.callbacks.append(count_full)
     t0 = CLOCK()
     while not stopped and done < events and sched.tasks:
         task_id = next(iter(sched.tasks))  # the oldest running task (insertion order)
-        sched.finish(task_id, float(done + 1))
-        decisions += len(sched.schedule(float(done + 1)))
+        sched.finish(task_id, float(warm + done + 1))
+        decisions += len(sched.schedule(float(warm + done + 1)))
         done += 1
         if done % 50 == 0 and CLOCK() - t0 > budget:
             break
@@ -125,6 +135,7 @@ def measure(policy: str, size: int, events: int, budget: float, fill_budget: flo
         "policy": policy, "size": size, "jobs": len(sc.jobs), "nodes": len(sc.cluster.nodes),
         "build_s": round(t_build, 4),
         "fill_decisions": fill, "fill_s": round(t_fill, 4), "fill_complete": not stopped,
+        "warmup_events": warm,
         "steady_events": done, "steady_decisions": decisions, "steady_s": round(t_steady, 4),
         "steady_full_collections": full_collections[0],
         "load_avg": round(os.getloadavg()[0], 2),
@@ -137,7 +148,8 @@ def run_all(args) -> int:
     for size in sizes:
         for policy in policies:
             cmd = [sys.executable, __file__, "--policy", policy, "--size", str(size),
-                   "--events", str(args.events), "--budget", str(args.budget), "--fill-budget", str(args.fill_budget)]
+                   "--events", str(args.events), "--warmup", str(args.warmup), "--budget", str(args.budget),
+                   "--fill-budget", str(args.fill_budget)]
             print(f"{policy} n={size} ...", file=sys.stderr, flush=True)
             try:
                 out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=False)
@@ -249,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", help="one point: this policy")
     ap.add_argument("--size", type=int, help="one point: jobs = nodes = this")
     ap.add_argument("--events", type=int, default=2000, help="steady-state completions (default 2000)")
+    ap.add_argument("--warmup", type=int, default=0,
+                    help="untimed completions between the fill and the steady state's window (default 0)")
     ap.add_argument("--budget", type=float, default=5.0, help="steady-state CPU seconds at most (default 5)")
     ap.add_argument("--fill-budget", type=float, default=120.0,
                     help="stop the fill after this many CPU seconds (default 120; no steady state then)")
@@ -273,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             return report(args.out, None)
     if not args.policy or not args.size:
         ap.error("give --policy and --size (one point), --all, or --report")
-    print(json.dumps(measure(args.policy, args.size, args.events, args.budget, args.fill_budget)))
+    print(json.dumps(measure(args.policy, args.size, args.events, args.budget, args.fill_budget, args.warmup)))
     return 0
 
 

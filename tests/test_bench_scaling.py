@@ -59,3 +59,14 @@ def test_a_window_without_full_collections_counts_none():
             gc.enable()
     assert record["steady_events"] == 40
     assert record["steady_full_collections"] == 0
+
+
+def test_warmup_completions_run_before_the_window_and_are_not_counted_in_it():
+    bench = bench_module()
+    cold = bench.measure("drf", 100, events=30, budget=30.0, fill_budget=30.0)
+    warm = bench.measure("drf", 100, events=20, budget=30.0, fill_budget=30.0, warmup=10)
+    assert (cold["warmup_events"], cold["steady_events"]) == (0, 30)
+    assert (warm["warmup_events"], warm["steady_events"]) == (10, 20)
+    # the same run either way (a deterministic workload): the warm window's launches are
+    # the cold window's last 20 completions' launches, so at most the cold run's
+    assert 0 < warm["steady_decisions"] <= cold["steady_decisions"]
