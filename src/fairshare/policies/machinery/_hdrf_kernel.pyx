@@ -1110,7 +1110,7 @@ def first_runnable_filed(dict filed, bits, *, list live, excluded, list shape_ma
     cdef list groups = []
     cdef Py_ssize_t n = 0, k = 0
     remaining = bits
-    while remaining:  # (as ``descent.groups_of_bits``)
+    while remaining:  # (as ``descent.filed_under``)
         low = remaining & -remaining
         found = filed.get(low.bit_length() - 1)
         if found:
