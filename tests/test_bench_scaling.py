@@ -1,7 +1,9 @@
 """``benchmarks/bench_scaling.py``'s steady-state record counts the full garbage
 collections that land inside its timed window (``steady_full_collections``): a 10,000-job
 state's full collection costs tenths of a second, enough to halve a short window's rate,
-so an A/B reads each run with its count."""
+so an A/B reads each run with its count and their CPU seconds
+(``steady_full_collection_s``); ``--collect-first`` runs the set-up's own full collection
+before the window."""
 
 from __future__ import annotations
 
@@ -70,3 +72,55 @@ def test_warmup_completions_run_before_the_window_and_are_not_counted_in_it():
     # the same run either way (a deterministic workload): the warm window's launches are
     # the cold window's last 20 completions' launches, so at most the cold run's
     assert 0 < warm["steady_decisions"] <= cold["steady_decisions"]
+
+
+def test_the_full_collections_cpu_seconds_are_summed_inside_the_window():
+    bench = bench_module()
+
+    class CollectingScheduler(bench.Scheduler):
+        """One full collection per completion."""
+
+        def finish(self, task_id, now):
+            gc.collect()
+            return super().finish(task_id, now)
+
+    def spin(phase, info):
+        """Makes each full collection last 5 ms more CPU: it runs at the collection's end,
+        before the bench's own callback (appended later) reads the clock."""
+        if phase == "stop" and info["generation"] == 2:
+            until = bench.CLOCK() + 0.005
+            while bench.CLOCK() < until:
+                pass
+
+    bench.Scheduler = CollectingScheduler
+    gc.callbacks.append(spin)
+    try:
+        record = bench.measure("drf", 100, events=20, budget=30.0, fill_budget=30.0)
+    finally:
+        gc.callbacks.remove(spin)
+    collections = record["steady_full_collections"]
+    assert collections >= 20
+    # each counted collection lasted >= 5 ms: 20 of them >= 0.1 s, all inside the window
+    assert 0.005 * collections <= record["steady_full_collection_s"] <= record["steady_s"]
+
+
+def test_collect_first_runs_one_full_collection_before_the_window_and_none_inside_it_by_itself():
+    bench = bench_module()
+    seen = []
+
+    def note(phase, info):
+        if phase == "start" and info["generation"] == 2:
+            seen.append(len(seen))
+
+    enabled = gc.isenabled()
+    gc.callbacks.append(note)
+    gc.disable()  # (only the bench's own collection can run)
+    try:
+        record = bench.measure("drf", 100, events=20, budget=30.0, fill_budget=30.0, collect_first=True)
+    finally:
+        gc.callbacks.remove(note)
+        if enabled:
+            gc.enable()
+    assert record["collected_first"] is True
+    assert len(seen) == 1  # the one before the window
+    assert record["steady_full_collections"] == 0 and record["steady_full_collection_s"] == 0.0
