@@ -61,8 +61,9 @@ class Backlog:
     the system and those demanding, the sorter's node slots, and per task run since the
     previous line the decisions, the descents and candidate comparisons, the views'
     catch-ups (with their mean pending leaves) and rebuilds, the pick-entry renewals (a
-    heap's, as a descent reads it) (with their mean renewed nodes). The sorter's entry points are wrapped on the instance (a
-    call each: well under 1% of a decision), counted only, their results untouched."""
+    heap's, as a descent reads it) (with their mean renewed nodes). The sorter's entry
+    points are wrapped on the instance (a call each: well under 1% of a decision),
+    counted only, their results untouched."""
 
     COUNTED = ("pick", "pick_among", "catch_up", "rebuild", "flush")
 
