@@ -60,10 +60,10 @@ class Backlog:
     """What grows with the jobs waiting at once, for the ``--progress`` lines: the jobs in
     the system and those demanding, the sorter's node slots, and per task run since the
     previous line the decisions, the descents and candidate comparisons, the views'
-    catch-ups (with their mean pending leaves) and rebuilds, the pick-entry renewals (DFF:
-    its flushes before descents; H-DRF: a heap's, as a descent reads it) (with
-    their mean renewed nodes). The sorter's entry points are wrapped on the instance (a
-    call each: well under 1% of a decision), counted only, their results untouched."""
+    catch-ups (with their mean pending leaves) and rebuilds, the pick-entry renewals (a
+    heap's, as a descent reads it) (with their mean renewed nodes). The sorter's entry
+    points are wrapped on the instance (a call each: well under 1% of a decision),
+    counted only, their results untouched."""
 
     COUNTED = ("pick", "pick_among", "catch_up", "rebuild", "flush")
 
@@ -80,9 +80,7 @@ class Backlog:
         if views is not None and hasattr(views, "_replay"):
             self._count(views, "_replay", "catch_up", sized=1)
             self._count(views, "_rebuild", "rebuild")
-        if hasattr(sorter, "_flush_picks"):  # (DFF: before each descent, every re-keyed node)
-            self._count(sorter, "_flush_picks", "flush", sized=lambda view: len(view.repick))
-        elif hasattr(sorter, "_renew_deferred"):  # (H-DRF: a heap's re-keyed children as a descent reads it)
+        if hasattr(sorter, "_renew_deferred"):  # (H-DRF, DFF: a heap's re-keyed children as a descent reads it)
             self._count(sorter, "_renew_deferred", "flush", sized=lambda view, nodes: len(nodes))
 
     def _count(self, owner, attribute: str, name: str, sized=None) -> None:

@@ -107,10 +107,10 @@ def test_each_core_matches_the_reference_on_a_full_cluster(core, seed):
 def view_state(sorter) -> tuple:
     """The current view, caught up, entry by entry: shares (as exact bits), schedulable
     counts, versions, the pool heaps' entries in heap order, the pick heaps' current
-    entries lowest first as the last descent renewed them (``_flush_picks``; the compiled
-    renewal may lay a heap out otherwise and compact it at another time, its pops are the
-    same: ``_hdrf_kernel.renew_pick_entries``), the nodes to re-pick and those waiting for
-    a lazy heap's read (``deferred``)."""
+    entries lowest first as the last descent renewed them (``_renew_deferred``; the
+    compiled renewal may lay a heap out otherwise and compact it at another time, its pops
+    are the same: ``_hdrf_kernel.renew_pick_entries``), and the nodes whose pick entries
+    wait for their parent's heap to be read (``deferred``), in the order marked."""
     view = sorter.views.current
     if view.pending:
         sorter.views.catch_up(view)
@@ -119,7 +119,7 @@ def view_state(sorter) -> tuple:
                     if rest[2] == view.pick_version[rest[3]] and sorter.live[rest[3]] > 0 and sorter.alive[rest[3]])
              for heap in view.pick_heap]
     return (sorted(view.saturated), [x.hex() for x in view.share], list(view.unblocked), list(view.version),
-            pools, list(view.repick), picks, list(view.pick_version),
+            pools, picks, list(view.pick_version),
             {p: list(nodes) for p, nodes in view.deferred.items()})
 
 
@@ -237,15 +237,15 @@ def filled_view(seed: int) -> tuple:
 def test_a_replay_keeps_the_pool_entries_that_would_not_change(core, seed):
     # a catch-up's batch re-pushes no node whose pool entry stands (schedulable before
     # and after with the same share, or unschedulable both times): replaying nodes that
-    # did not change renews no version on the way up, and lists them for new pick
+    # did not change renews no version on the way up, and marks them for new pick
     # entries only; what decisions read stays the same
     sorter, view, before, jobs = filled_view(seed)
     assert {view.unblocked[v] for v in jobs} == {0, 1}  # (both kinds of job are replayed)
     versions = list(view.version)
-    view.repick.clear()
+    view.deferred.clear()
     sorter.views._replay(view, dict.fromkeys(jobs))
     assert list(view.version) == versions
-    assert set(jobs) <= set(view.repick)
+    assert all(job in view.deferred[sorter.parent[job]] for job in jobs)
     assert decided_view(sorter, view) == before
 
 
@@ -258,7 +258,7 @@ def test_a_single_node_catch_up_keeps_the_pool_entries_that_would_not_change(cor
         versions = list(view.version)
         sorter.views._replay(view, {job: None})
         assert list(view.version) == versions, job
-        assert job in view.repick
+        assert job in view.deferred[sorter.parent[job]]
     assert decided_view(sorter, view) == before
 
 

@@ -236,9 +236,8 @@ def steady_run(sc, policy: str, *, reference: bool, seed: int, plain: bool):
         sched.freed_scan_max = -1
     seen = {"batches": 0, "flushes": 0, "deferred": 0, "sets": set()}
     if not reference:
-        # the pick heaps' renewal: DFF's before each descent, H-DRF's as a descent reads a heap
-        renewal = "_flush_picks" if hasattr(sched.sorter, "_flush_picks") else "_renew_deferred"
-        views, replay_view, flush = sched.sorter.views, sched.sorter.views._replay, getattr(sched.sorter, renewal)
+        # the pick heaps' renewal, as a descent reads a heap
+        views, replay_view, flush = sched.sorter.views, sched.sorter.views._replay, sched.sorter._renew_deferred
 
         def counted_replay(view, leaves):
             seen["batches"] += len(leaves) > 1
@@ -249,7 +248,7 @@ def steady_run(sc, policy: str, *, reference: bool, seed: int, plain: bool):
             flush(view, *nodes)
 
         views._replay = counted_replay
-        setattr(sched.sorter, renewal, counted_flush)
+        sched.sorter._renew_deferred = counted_flush
         set_saturated = sched.sorter.set_saturated
 
         def counted_set(resources):
@@ -303,14 +302,15 @@ def test_steady_state_on_a_full_cluster_matches_reference(policy, seed):
     assert len(want) > 400
 
 
+@pytest.mark.parametrize("policy", ["hdrf", "dff"])
 @pytest.mark.parametrize("seed", [0, 4])
-def test_hdrf_renews_a_heaps_pick_entries_only_when_a_descent_reads_it(seed):
+def test_a_tree_sorter_renews_a_heaps_pick_entries_only_when_a_descent_reads_it(policy, seed):
     # a re-keyed node's pick entry waits in its parent's ``deferred`` until a descent reads
     # that parent's heap, queues of queues included (not renewed before every descent): the
     # decisions are the reference's (the test above, ``plain``) while descents leave heaps
     # of queues with sub-queues unread and their children's entries deferred
     sc = steady_scenario(seed)
-    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("hdrf"))
+    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy(policy))
     sched.pick_among_max = -1  # (every decision a descent)
     sched.freed_scan_max = -1
     sorter = sched.sorter

@@ -92,13 +92,15 @@ tie rule (``machinery/ties.py``: fairness, running tasks in the subtree, positio
 has a runnable job below it; in a queue with ``order: fifo`` only its earliest runnable job
 competes with its sub-queues (found by a scan of that queue's jobs, as the reference does).
 Heaps are lazy: an entry is valid while its version is the child's current one; a heap
-holding many stale entries is compacted. Pick entries are renewed only before a descent
-(``_View.repick``, ``_flush_picks``): on a full cluster most decisions compare the
-candidates' paths of keys (``pick_among``) and never read the pick heaps. The heap of a
-fair queue with only jobs below (``lazy_heaps``) is renewed later still, when a descent
-reads it (``_View.deferred``): the shape-indexed descent sorts such a queue's fitting jobs
-by key instead (below), so at 10,000 jobs most renewals were of heaps never read; exact:
-``descent.renew_pick_entries``.
+holding many stale entries is compacted. A re-keyed node's pick entry is renewed only
+when a descent is about to read its parent's heap (``_View.deferred``, filled by
+``_push``, ``_replay`` and ``_rebuild``; ``_renew_deferred``; exact,
+``descent.renew_pick_entries``' ``lazy``), as in the H-DRF sorter: on a full cluster most
+decisions compare the candidates' paths of keys (``pick_among``) and never read the pick
+heaps, the shape-indexed descent sorts a jobs-only queue's fitting jobs by key instead of
+reading its heap (below), and a descent reads the heaps on its path only (at 10,000 jobs
+a renewal of every re-keyed node before each descent, ``_flush_picks`` until issue 24's
+round 9, renewed about 52 entries a descent).
 
 Shape-indexed descents (issue 24, item 1; ``machinery.descent.ShapeIndex``, as in the
 H-DRF sorter): each node keeps, as a bit mask, the shapes of the next tasks of the jobs
@@ -109,8 +111,8 @@ in a queue whose children are all jobs it tries only the jobs of those shapes, b
 pick keys. Why the pick is the same: a job is runnable only if its next task's shape fits
 on some node, so a skipped child has no runnable job below it, and the descent would have
 passed it anyway after asking; the children it does enter are tried in the same order
-(lowest pick key first, the keys being those of the caught-up view after
-``_flush_picks``), and ``runnable`` still has the last word on the job reached. A FIFO
+(lowest pick key first, the keys being those of the caught-up view, which the heaps'
+renewed entries carry), and ``runnable`` still has the last word on the job reached. A FIFO
 queue keeps its scan (its earliest runnable job, the shapes only filtering jobs that
 cannot run). A queue's hidden history leaf (``machinery/history.py``) is added as a job
 but is never filed with a shape (the engine files only its jobs, by name), so no mask
@@ -154,6 +156,16 @@ def _same_float(a: float, b: float) -> bool:
     """``a`` and ``b`` are the same float, zeros' signs included (a view's replay keeps a
     pool entry holding ``a`` in place of one holding ``b``)."""
     return a == b and (a != 0.0 or copysign(1.0, a) == copysign(1.0, b))
+
+
+def _defer_pick(deferred: dict[int, dict[int, None]], p: int, c: int) -> None:
+    """Mark child ``c`` of ``p`` for a new pick entry when a descent next reads ``p``'s
+    heap (``_View.deferred``)."""
+    later = deferred.get(p)
+    if later is None:
+        deferred[p] = {c: None}
+    else:
+        later[c] = None
 
 
 def _exactly_summable(x: float) -> bool:
@@ -251,12 +263,12 @@ class _View(SaturatedView):
         self.share = [0.0] * n  # fairness after Alg. 2 line 9
         self.version = counters(n)  # of each node's pool entry
         self.pick_version = [0] * n  # of its pick entry
-        #: nodes whose pick entry is out of date, renewed before the next descent
-        #: (``DFFSorter._flush_picks``): most decisions on a full cluster compare the
-        #: candidates' paths (``pick_among``) and never read the pick heaps
-        self.repick: dict[int, None] = {}
-        #: per queue whose heap the shape-indexed descent does not read (``lazy_heaps``):
-        #: its children whose pick entries wait until a descent reads that heap
+        #: per queue, its children whose pick entries are out of date (re-keyed by a
+        #: catch-up, ``DFFSorter._replay`` and ``_push``, or all its demanding children
+        #: after ``_rebuild``), renewed just before a descent reads that queue's heap
+        #: (``descend_tree``'s ``deferred``): most decisions on a full cluster compare the
+        #: candidates' paths (``pick_among``) and never read the pick heaps, and a descent
+        #: reads only the heaps on its way
         self.deferred: dict[int, dict[int, None]] = {}
         #: the saturated set as a bit mask (``_leaf_blocked``)
         self.saturated_mask = sum(1 << r for r in saturated)
@@ -281,7 +293,6 @@ class _View(SaturatedView):
         view.share = self.share[:]
         view.version = self.version[:]
         view.pick_version = self.pick_version[:]
-        view.repick = dict(self.repick)
         view.deferred = {q: dict(nodes) for q, nodes in self.deferred.items()}
         view.saturated_mask = sum(1 << r for r in saturated)
         view.pick_heap = [heap[:] for heap in self.pick_heap]
@@ -395,10 +406,6 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                 self.exact = self.exact and _exactly_summable(node.weight)
         # queues take indices 0 .. queue_count - 1; jobs come after, and are never parents
         self.queue_count = len(self.key)
-        #: per queue: whether its pick heap is renewed only when a descent reads it
-        #: (``descent.renew_pick_entries``' ``lazy``): a fair queue with only jobs below,
-        #: whose heap the shape-indexed descent passes by (``descend_tree``)
-        self.lazy_heaps = [v not in self.has_queues and not self.fifo[v] for v in range(self.queue_count)]
         # the FIFO queues' jobs by arrival (``job_kids``' own lists, changed in place), what
         # the descent and the candidates' walk ask of each queue on their way (``.get``: None
         # for the root and the fair queues; a dict's lookup, not a method call per candidate)
@@ -920,9 +927,12 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         in its parent's pool. What a view holds is a function of the shared state (no
         running sums), so this gives what one walk per node would.
 
+        Every node re-keyed is marked for a new pick entry in its parent's ``deferred``
+        (``_defer_pick``), renewed when a descent reads that heap.
+
         A node whose pool entry would not change (schedulable before and after, the same
         share to the bit; or unschedulable before and after) is not pushed again, only
-        listed for a new pick entry (its running count may have changed): its current pool
+        marked for a new pick entry (its running count may have changed): its current pool
         entry, ``(share, version, node)``, stays valid (a push leaves one for every
         schedulable child, and only invalid entries are ever popped or compacted away), and
         a pool is read only for its lowest valid entry's share (``_pool_min``), the same
@@ -932,7 +942,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         the set): walking it up alone re-pushed every ancestor whether or not its entry
         changed, growing the pools with entries to pop and compact later."""
         parent, depth, is_job, unblocked, share = self.parent, self.depth, self.is_job, view.unblocked, view.share
-        repick = view.repick
+        deferred = view.deferred
         levels: list[dict[int, None]] = [{} for _ in range(self.max_depth + 1)]
         counted: dict[int, int] = {}  # the queues' schedulable counts before this batch moved them
         for idx in nodes:
@@ -959,7 +969,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             elif now and not _same_float(before, share[idx]):
                 self._push(view, p, idx)
             else:
-                repick[idx] = None  # (its pool entry stands)
+                _defer_pick(deferred, p, idx)  # (its pool entry stands)
             levels[depth[p]][p] = None
         for d in range(self.max_depth, 0, -1):
             for q in levels[d]:
@@ -970,7 +980,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                 if was != (unblocked[q] > 0) or (was and not _same_float(before, share[q])):
                     self._push(view, p, q)
                 else:
-                    repick[q] = None  # (its pool entry stands)
+                    _defer_pick(deferred, p, q)  # (its pool entry stands)
                 levels[d - 1][p] = None
 
     def _leaf_blocked(self, view: _View, idx: int) -> bool:
@@ -1015,12 +1025,13 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
 
     def _push(self, view: _View, p: int, c: int) -> None:
         """Re-key child ``c`` of ``p``: its pool entry now (the override reads the pool's
-        minimum on the way up), its pick entry before the next descent (``repick``)."""
+        minimum on the way up), its pick entry when a descent next reads p's heap
+        (``deferred``)."""
         ver = view.version[c] + 1
         view.version[c] = ver
         if view.unblocked[c] > 0:
             view.pool_heap[p].push(view.share[c], ver, c)
-        view.repick[c] = None
+        _defer_pick(view.deferred, p, c)
         if len(view.pool_heap[p]) > 4 * self.kids[p] + 16:
             self._compact_pool(view, p)
 
@@ -1032,16 +1043,20 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         heapq.heapify(heap)
         view.pool_heap[p] = PoolHeap(heap)
 
-    def _flush_picks(self, view: _View) -> None:
-        """Renew the pick entries of the nodes re-keyed since the last descent in ``view``
-        (``machinery.descent.renew_pick_entries``, or its compiled port)."""
-        self._renew_pick_entries(view.repick, view.pick_heap, version=view.pick_version, share=view.share,
-                                 running=self.running, position=self.position, live=self.live, present=self.alive,
-                                 parent=self.parent, kids=self.kids, lazy=self.lazy_heaps, deferred=view.deferred)
-
     def _renew_deferred(self, view: _View, nodes: dict[int, None]) -> None:
-        """Renew the pick entries ``_flush_picks`` (or ``_rebuild``) left for a lazy heap
-        (``lazy_heaps``), just before a descent reads it."""
+        """Renew the pick entries of ``nodes``, children of one queue marked since its heap
+        was last read (``_View.deferred``), just before a descent reads it
+        (``machinery.descent.renew_pick_entries``, or its compiled port; a removed job is
+        not ``present``: no entry). Why the descent's pops are those of a renewal of every
+        re-keyed node before each descent (``_flush_picks`` until issue 24's round 9): a
+        pick key (``round(share, DIGITS)``, running count, position) and a node's demand
+        change only with a task event, an arrival or departure, a demand or a saturated
+        set change, each of which puts the node in the views' ``pending`` (or rebuilds
+        them), and a descent reads the current view caught up (``pick``), whose catch-up
+        re-keys every pending node and each of its ancestors and marks it here again. So
+        the entries pushed when a heap is read carry the keys the eager renewal before
+        this descent would have read, and the entries left behind carry an old version,
+        stale, dropped when met, as before (``renew_pick_entries``' ``lazy``)."""
         self._renew_pick_entries(nodes, view.pick_heap, version=view.pick_version, share=view.share,
                                  running=self.running, position=self.position, live=self.live, present=self.alive,
                                  parent=self.parent, kids=self.kids)
@@ -1087,34 +1102,29 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
     def _rebuild(self, view: _View) -> None:
         """A view from scratch, bottom-up: O(nodes x resources)."""
         view.pending.clear()
-        view.repick.clear()  # (every pick entry is made anew below)
-        view.deferred.clear()  # (and those of a lazy heap when a descent reads it)
+        view.deferred.clear()  # (every queue's pick heap is emptied, its demanding children marked below)
         children = self._children()
-        lazy = self.lazy_heaps
         for v in reversed(list(self.alive_nodes)):
             if self.is_job[v]:
                 view.unblocked[v] = 0 if self._leaf_blocked(view, v) else 1
                 view.share[v] = self.raw[v]
                 continue
             view.unblocked[v] = sum(view.unblocked[c] for c in children[v])
-            pool, pick = [], []
-            later = {} if lazy[v] else None
+            pool = []
+            later = {}
             for c in children[v]:
                 view.version[c] += 1
                 view.pick_version[c] += 1
                 if view.unblocked[c] > 0:
                     pool.append((view.share[c], view.version[c], c))
                 if self.live[c] > 0:
-                    if later is not None:
-                        later[c] = None
-                    else:
-                        pick.append((round(view.share[c], DIGITS), self.running[c], self.position[c],
-                                     view.pick_version[c], c))
+                    later[c] = None
             if later:
                 view.deferred[v] = later
             heapq.heapify(pool)
-            heapq.heapify(pick)
-            view.pool_heap[v], view.pick_heap[v] = PoolHeap(pool), pick
+            # the pick entries are made when a descent reads this heap (``_renew_deferred``):
+            # most decisions compare candidates' paths without reading it
+            view.pool_heap[v], view.pick_heap[v] = PoolHeap(pool), []
             if v:
                 view.share[v] = self._fairness(view, v)
 
@@ -1124,8 +1134,6 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             self._advance(now)
         self._decide_ready()
         view = self.views.current
-        if view.repick:
-            self._flush_picks(view)
         share, running, position = view.share, self.running, self.position
         return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
                             fifo_jobs=self._fifo_jobs.get, version=view.pick_version, present=self.alive,

@@ -136,6 +136,17 @@ def pool_heap_ops(pool, list ops):
             pool_push(arrays, entry[0], entry[1], entry[2])
 
 
+cdef inline int defer_pick(dict deferred, object p, object c) except -1:
+    """``dff_online._defer_pick``: mark child ``c`` of ``p`` for a new pick entry when a
+    descent next reads ``p``'s heap (``view.deferred``)."""
+    cdef object later = deferred.get(p)
+    if later is None:
+        deferred[p] = {c: None}
+    else:
+        (<dict>later)[c] = None
+    return 0
+
+
 cdef inline bint _same_float(object a, object b):
     """``dff_online._same_float``: the same double, zeros' signs included."""
     cdef double x = a, y = b
@@ -156,7 +167,7 @@ cdef class _Replay:
     cdef array.array unblocked_of, version_of
     cdef long long *unblocked
     cdef long long *version
-    cdef dict repick, history
+    cdef dict deferred, history
 
     def __init__(self, sorter, view):
         self.sorter = sorter
@@ -174,7 +185,7 @@ cdef class _Replay:
         self.share = view.share
         self.version_of = view.version
         self.pool_heap = view.pool_heap
-        self.repick = view.repick
+        self.deferred = view.deferred
         self.saturated_mask = view.saturated_mask
         # the masks as C integers when every resource's bit fits in one (``needs`` has a
         # bit per resource): the same ``&``
@@ -242,16 +253,17 @@ cdef class _Replay:
                 return low
         return raw
 
-    cdef int push(self, Py_ssize_t p, object node) except -1:
-        """``DFFSorter._push``: re-key child ``node`` of ``p`` (the node as the int object
-        the tables hold, the key ``repick`` takes: no int made per push)."""
+    cdef int push(self, object up, object node) except -1:
+        """``DFFSorter._push``: re-key child ``node`` of ``up`` (both as the int objects
+        the tables hold, the keys ``deferred`` takes: no int made per push)."""
+        cdef Py_ssize_t p = up
         cdef Py_ssize_t c = node
         cdef long long ver = self.version[c] + 1
         cdef _PoolArrays pool = self.arrays_of(p)
         self.version[c] = ver
         if self.unblocked[c] > 0:
             pool_push(pool, <double>self.share[c], ver, c)
-        self.repick[node] = None
+        defer_pick(self.deferred, up, node)
         if len(pool.share) > 4 * <long>self.kids[p] + 16:
             self.compact_pool(pool)
         return 0
@@ -284,11 +296,12 @@ cdef class _Replay:
         """``DFFSorter._replay``'s first pass for job ``idx``: its blocked flag, share and
         the schedulable counts along its path (each queue's count before the batch moved
         it kept in ``counted``, when given), then its pool entry pushed, or kept and the
-        job only listed for a new pick entry. Returns the change of its count. (Dict keys
+        job only marked for a new pick entry. Returns the change of its count. (Dict keys
         are the int objects of the tables, ``node`` and ``parent``'s items.)"""
         cdef list parent = self.parent, share = self.share
         cdef long long *unblocked = self.unblocked
-        cdef Py_ssize_t idx = node, p = parent[idx], a
+        cdef Py_ssize_t idx = node, a
+        queue = parent[idx]
         cdef long now = 0 if self.leaf_blocked(idx) else 1
         cdef long delta = now - unblocked[idx]
         unblocked[idx] = now
@@ -303,11 +316,11 @@ cdef class _Replay:
                 unblocked[a] += delta
                 up = parent[a]
                 a = up
-            self.push(p, node)
+            self.push(queue, node)
         elif now and not _same_float(before, share[idx]):
-            self.push(p, node)
+            self.push(queue, node)
         else:
-            self.repick[node] = None  # (its pool entry stands)
+            defer_pick(self.deferred, queue, node)  # (its pool entry stands)
         return delta
 
 
@@ -315,12 +328,12 @@ cdef int replay_one(_Replay b, object node) except -1:
     """:func:`replay` of one node without the batch's per-level dicts: its levels then
     hold one node each, the node's queue (or the queue itself) and its ancestors, so the
     batch's loop, deepest level first, is this walk up (to the root, which is at level 0
-    and never re-keyed), with the same pushes and listings in the same order; a queue's
+    and never re-keyed), with the same pushes and marks in the same order; a queue's
     count before the walk moved it (``counted``) is its count less the job's change."""
     cdef list parent = b.parent, share = b.share, raw = b.raw
     cdef long long *unblocked = b.unblocked
-    cdef dict repick = b.repick
-    cdef Py_ssize_t idx = node, q, p
+    cdef dict deferred = b.deferred
+    cdef Py_ssize_t idx = node, q
     cdef long delta = 0
     cdef bint was
     if not b.is_job[idx]:
@@ -335,14 +348,14 @@ cdef int replay_one(_Replay b, object node) except -1:
     while q:  # (every node but the root, 0, is at level 1 or deeper)
         before = share[q]
         share[q] = b.fairness(q)
-        p = parent[q]
+        above = parent[q]
         was = unblocked[q] - delta > 0
         if was != (unblocked[q] > 0) or (was and not _same_float(before, share[q])):
-            b.push(p, up)
+            b.push(above, up)
         else:
-            repick[up] = None  # (its pool entry stands)
-        up = parent[q]
-        q = p
+            defer_pick(deferred, above, up)  # (its pool entry stands)
+        up = above
+        q = above
     return 0
 
 
@@ -354,7 +367,7 @@ def _no_replay():
 def replay(sorter, view, nodes):
     """``DFFSorter._replay``: bring ``view`` up to date after ``nodes`` changed, each
     ancestor re-keyed once, deepest level first; a node whose pool entry would not change
-    is only listed for a new pick entry (the reference's docstring says why)."""
+    is only marked for a new pick entry (the reference's docstring says why)."""
     cdef _Replay b = view.kernel
     if b is None or b.sorter is not sorter:
         b = _Replay(sorter, view)
@@ -363,8 +376,8 @@ def replay(sorter, view, nodes):
     cdef list parent = b.parent, depth = b.depth, is_job = b.is_job, raw = b.raw
     cdef list share = b.share, levels
     cdef long long *unblocked = b.unblocked
-    cdef dict repick = b.repick, counted = {}
-    cdef Py_ssize_t idx, p, a, q, d
+    cdef dict deferred = b.deferred, counted = {}
+    cdef Py_ssize_t idx, a, q, d
     cdef long now, delta
     cdef bint was
     cdef dict level
@@ -398,13 +411,12 @@ def replay(sorter, view, nodes):
             before = share[q]
             share[q] = b.fairness(q)
             up = parent[q]
-            p = up
             kept = counted.get(node)
             was = (unblocked[q] if kept is None else <long>kept) > 0
             if was != (unblocked[q] > 0) or (was and not _same_float(before, share[q])):
-                b.push(p, node)
+                b.push(up, node)
             else:
-                repick[node] = None  # (its pool entry stands)
+                defer_pick(deferred, up, node)  # (its pool entry stands)
             level[up] = None
 
 

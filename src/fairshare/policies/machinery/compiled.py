@@ -172,11 +172,12 @@ except ImportError:  # not built (as _hdrf_kernel above: the pure-Python method 
 #: the pure-Python methods ``_dff_kernel.pyx`` ports, digests as in :data:`PORTED_FROM`
 #: (tests/test_dff_kernel.py compares them)
 DFF_PORTED_FROM = {
-    "DFFSorter._replay": "73457f70daa48dcd",
+    "DFFSorter._replay": "095479249fe32e75",
     "DFFSorter._leaf_blocked": "d8c36f8be4f7fd34",
     "DFFSorter._fairness": "25f8e91e5d896570",
     "DFFSorter._pool_min": "11142ec3467d6540",
-    "DFFSorter._push": "d85b08a57d01ccdd",
+    "DFFSorter._push": "650da338cc56552a",
+    "dff_online._defer_pick": "d24e0f2d5bb2117b",
     "DFFSorter._compact_pool": "bf64b7bd4341364c",
     # a task's start or end (``task_changed``, ``leaf_changed``)
     "DFFSorter.allocated": "f1926df849398ae9",
