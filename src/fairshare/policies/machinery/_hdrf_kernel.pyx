@@ -1273,3 +1273,33 @@ def descend_tree(Py_ssize_t v, list heaps, *, is_job, list key, list live, fifo_
     else:
         walk.alive, walk.shape_mask, walk.has_queues = shapes.alive_shapes, shapes.shape_mask, shapes.has_queues
     return walk.walk(v)
+
+
+def shape_bits(shapes):
+    """``descent.shape_bits``: the mask of the shape numbers ``shapes`` (bit s set for each
+    s listed), the same int. The bits are set in a C integer while every number is below
+    63, else in a byte buffer read as one little-endian int (``int.from_bytes``), where the
+    reference makes an int per shape. A negative number raises ``ValueError``, as
+    ``1 << s`` does."""
+    cdef list numbers = shapes if type(shapes) is list else list(shapes)
+    cdef Py_ssize_t s, top = -1
+    cdef unsigned long long small = 0
+    cdef bytearray buffer
+    cdef unsigned char *bytes_of
+    for number in numbers:
+        s = number
+        if s < 0:
+            raise ValueError("negative shift count")
+        if s > top:
+            top = s
+    if top < 63:
+        for number in numbers:
+            s = number
+            small |= 1ULL << s
+        return small
+    buffer = bytearray((top >> 3) + 1)
+    bytes_of = buffer
+    for number in numbers:
+        s = number
+        bytes_of[s >> 3] |= <unsigned char>(1 << (s & 7))
+    return int.from_bytes(buffer, "little")

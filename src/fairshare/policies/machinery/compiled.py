@@ -63,6 +63,7 @@ PORTED_FROM = {
     "descent.first_runnable_child": "00c102f550e9e0f3",
     "descent.first_runnable_filed": "0935c490c1ee68d4",
     "descent.descend_tree": "b31bfc98bf504bd5",
+    "descent.shape_bits": "24048b84b1899158",
 }
 
 log = logging.getLogger(__name__)
@@ -164,6 +165,14 @@ def tree_descend() -> Callable[..., str | None]:
     if not active():
         return _descent().descend_tree
     return _hdrf_kernel.descend_tree
+
+
+def tree_shape_bits() -> Callable[[Iterable[int]], int]:
+    """``descent.shape_bits`` (the mask of the shapes the engine names, ``only_shapes``)
+    for a sorter built now: compiled or the reference."""
+    if not active():
+        return _descent().shape_bits
+    return _hdrf_kernel.shape_bits
 
 
 def tree_renew_pick_entries() -> Callable[..., None]:

@@ -10,7 +10,7 @@ sorters walk them one way (the flat sorters walk their one heap the same way,
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.online import Runnable
@@ -420,6 +420,17 @@ class TreeExclusion:
         return self.excluded if self._excluded_jobs else None
 
 
+def shape_bits(shapes: Iterable[int]) -> int:
+    """The bit mask of ``shapes`` (shape numbers >= 0): bit s set for each s listed
+    (:meth:`ShapeIndex.only_shapes`). The compiled port (``_hdrf_kernel.shape_bits``) sets
+    the bits in a buffer and makes one int of it, where this makes an int per shape (at
+    10,000 jobs of 624 shapes, ints of up to 624 bits, a few dozen per decision)."""
+    mask = 0
+    for shape in shapes:
+        mask |= 1 << shape
+    return mask
+
+
 def filed_under(groups: dict[int, dict[int, None]] | None, bits: int) -> list[int]:
     """The nodes of ``groups`` (shape -> nodes filed under it) of the shapes set in ``bits`` (>= 0)."""
     out: list[int] = []
@@ -487,6 +498,11 @@ class ShapeIndex:
         #: the shapes that may fit in this ``schedule`` call, a bit mask in a one-element
         #: list (the descent reads it as runnable checks clear bits); -1: every shape
         self.alive_shapes: list[int] = [-1]
+        # (imported here: the compiled kernel imports this module)
+        from fairshare.policies.machinery import compiled
+
+        #: ``shape_bits`` for ``only_shapes``, compiled or the reference
+        self._shape_bits: Callable[[Iterable[int]], int] = compiled.tree_shape_bits()
 
     def _grow_shapes(self, parent: int, is_job: bool) -> None:
         self.shape_mask.append(0)
@@ -559,10 +575,7 @@ class ShapeIndex:
             v = parent[v]
 
     def only_shapes(self, shapes) -> None:
-        mask = 0
-        for shape in shapes:
-            mask |= 1 << shape
-        self.alive_shapes[0] = mask
+        self.alive_shapes[0] = self._shape_bits(shapes)
 
     def exclude_shape(self, shape: int, names) -> None:
         self.alive_shapes[0] &= ~(1 << shape)
