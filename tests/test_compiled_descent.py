@@ -16,9 +16,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from test_candidates import _Index
 from test_online_parity import steady_run
-from test_shape_index_descent import SHAPES, banded_scenario, banded_tree
+from test_shape_index_descent import SHAPES, banded_scenario, banded_state
 
 from fairshare.engine import Scheduler
 from fairshare.policies import make_policy
@@ -34,37 +33,12 @@ def descend_both_ways(seed: int, tries: int, monkeypatch) -> list:
     copies of it; returns each run's (pick, runnable calls, renewals, heaps after)."""
     monkeypatch.setattr(descent, "HEAP_TRIES", tries)
     rng = random.Random(seed)
-    parent, is_job, fifo = banded_tree(rng)
-    n = len(parent)
-    kids: list[list[int]] = [[] for _ in range(n)]
-    for v in range(1, n):
-        kids[parent[v]].append(v)
-    key = [f"v{v}" for v in range(n)]
-    jobs = [v for v in range(n) if is_job[v]]
-    live, excluded = [0] * n, [0] * n
-    for v in jobs:
-        if rng.random() < 0.85:
-            a = v
-            while a >= 0:
-                live[a] += 1
-                a = parent[a]
-    for v in jobs:
-        if live[v] and rng.random() < 0.1:
-            a = v
-            while a >= 0:
-                excluded[a] += 1
-                a = parent[a]
-    index = _Index(parent, key, is_job)
-    shape_of = {}
-    for v in jobs:
-        if rng.random() < 0.95:
-            shape_of[v] = rng.randrange(SHAPES)
-            index.file_shape(key[v], shape_of[v])
-    share = [rng.choice([0.0, 0.1, 0.25, 0.5, 1 / 3]) for _ in range(n)]
-    running = [rng.randint(0, 2) for _ in range(n)]
-    position = [kids[parent[v]].index(v) if v else 0 for v in range(n)]
-    version = [1] * n
+    state = banded_state(rng)
+    n, kids, key, jobs, index = state.n, state.kids, state.key, state.jobs, state.index
+    parent, is_job, fifo, live, excluded = state.parent, state.is_job, state.fifo, state.live, state.excluded
+    shape_of, share, running, position = state.shape_of, state.share, state.running, state.position
     counts = [len(k) for k in kids]
+    version = [1] * n
     present = [rng.random() < 0.95 for _ in range(n)]
     # some queues' heaps left to renew when read (``deferred``), the others filled
     lazy = [not is_job[v] and rng.random() < 0.3 for v in range(n)]

@@ -14,6 +14,7 @@ same runnable checks in the same order, and leave the heaps it no longer reads u
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 
 import pytest
 from test_candidates import _Index
@@ -84,11 +85,10 @@ def test_the_index_takes_over_after_the_first_tries(monkeypatch):
     assert sum(n > 0 for n in switched) >= 10, switched
 
 
-def compare_walks(seed: int, walk, with_tables: bool) -> int:
-    """One random banded tree's descent by the heap walk with the shape masks and by the
-    index past ``HEAP_TRIES``: the same pick after the same checks, the heaps' current
-    entries unchanged. Returns how often the index walk ran."""
-    rng = random.Random(seed)
+def banded_state(rng: random.Random) -> SimpleNamespace:
+    """A random banded tree (``banded_tree``) with its tables: demanding jobs (``live``,
+    counted along their paths), some excluded, most filed under a shape in ``index`` (a
+    ShapeIndex; ``shape_of``), keys (``share``, ``running``, ``position``)."""
     parent, is_job, fifo = banded_tree(rng)
     n = len(parent)
     kids: list[list[int]] = [[] for _ in range(n)]
@@ -119,6 +119,20 @@ def compare_walks(seed: int, walk, with_tables: bool) -> int:
     share = [rng.choice([0.0, 0.1, 0.25, 0.5, 1 / 3]) for _ in range(n)]
     running = [rng.randint(0, 2) for _ in range(n)]
     position = [kids[parent[v]].index(v) if v else 0 for v in range(n)]
+    return SimpleNamespace(parent=parent, is_job=is_job, fifo=fifo, n=n, kids=kids, key=key, jobs=jobs, live=live,
+                           excluded=excluded, index=index, shape_of=shape_of, share=share, running=running,
+                           position=position)
+
+
+def compare_walks(seed: int, walk, with_tables: bool) -> int:
+    """One random banded tree's descent by the heap walk with the shape masks and by the
+    index past ``HEAP_TRIES``: the same pick after the same checks, the heaps' current
+    entries unchanged. Returns how often the index walk ran."""
+    rng = random.Random(seed)
+    tree = banded_state(rng)
+    parent, is_job, fifo, n, kids, key = tree.parent, tree.is_job, tree.fifo, tree.n, tree.kids, tree.key
+    jobs, live, excluded, index, shape_of = tree.jobs, tree.live, tree.excluded, tree.index, tree.shape_of
+    share, running, position = tree.share, tree.running, tree.position
     version = [1] * n
     heaps = []
     for v in range(n):  # current entries of the demanding children, and some stale ones
