@@ -62,7 +62,7 @@ PORTED_FROM = {
     "descent.first_runnable_by_key": "ab3252270eda6a94",
     "descent.first_runnable_child": "00c102f550e9e0f3",
     "descent.first_runnable_filed": "0935c490c1ee68d4",
-    "descent.descend_tree": "b31bfc98bf504bd5",
+    "descent.descend_tree": "cc063bbe49dae07b",
     "descent.shape_bits": "24048b84b1899158",
 }
 

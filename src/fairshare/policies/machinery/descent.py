@@ -144,7 +144,12 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
     a jobs-only queue's jobs by key, ``first_child`` (default :func:`first_runnable_child`,
     or its compiled port) the children of a node with queues below; ``tables`` is what
     they may read for the keys (``(share, running, position)``, as
-    :func:`pick_among_tree`'s)."""
+    :func:`pick_among_tree`'s).
+
+    This is the reference: the sorters call its compiled port (``_hdrf_kernel.descend_tree``,
+    ``compiled.tree_descend``; issue 24, round 9) where it is built, which repeats it
+    statement for statement with the recursion a C call (a change here is mirrored there:
+    ``compiled.PORTED_FROM``)."""
     heappop, heappush = heapq.heappop, heapq.heappush
     if first_runnable is None:
         first_runnable = first_runnable_filed
