@@ -174,3 +174,25 @@ def test_the_shape_bits_of_a_negative_number_raise_as_a_shift():
         with pytest.raises(ValueError, match="negative shift count"):
             bits([3, -1])
     assert _hdrf_kernel.shape_bits([]) == descent.shape_bits([]) == 0
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_the_compiled_queue_masks_test_is_the_reference(seed):
+    # the masks tested as C integers while the live shapes are below bit 63, by Python's
+    # ``&`` above: masks of up to 700 bits against both
+    rng = random.Random(seed)
+    n = rng.randint(0, 60)
+    shape_mask = [rng.choice([0, rng.getrandbits(8), rng.getrandbits(64), rng.getrandbits(700)]) for _ in range(n)]
+    queues = rng.sample(range(n), rng.randint(0, n))
+    alive = rng.choice([0, rng.getrandbits(8), rng.getrandbits(63), (1 << 63) - 1, 1 << 63, rng.getrandbits(700),
+                        1 << rng.randrange(700)])
+    want = descent.queues_meeting(queues, shape_mask, alive)
+    assert _hdrf_kernel.queues_meeting(queues, shape_mask, alive) == want
+    assert _hdrf_kernel.queues_meeting(tuple(queues), shape_mask, alive) == want
+
+
+def test_the_shape_index_uses_the_queue_test_the_environment_asks_for(monkeypatch):
+    monkeypatch.setenv(compiled.PURE_PYTHON_ENV, "1")
+    assert compiled.tree_queues_meeting() is descent.queues_meeting
+    monkeypatch.delenv(compiled.PURE_PYTHON_ENV)
+    assert compiled.tree_queues_meeting() is _hdrf_kernel.queues_meeting

@@ -1303,3 +1303,28 @@ def shape_bits(shapes):
         s = number
         bytes_of[s >> 3] |= <unsigned char>(1 << (s & 7))
     return int.from_bytes(buffer, "little")
+
+
+from cpython.long cimport PyLong_AsUnsignedLongLongMask
+
+
+def queues_meeting(queues, list shape_mask, alive):
+    """``descent.queues_meeting``: the nodes of ``queues`` whose mask meets ``alive``, in
+    their order. While ``alive`` is below 2**63 (>= 0) each mask is tested by its low 64
+    bits as a C integer (``PyLong_AsUnsignedLongLongMask``, the int modulo 2**64): the bits
+    of ``mask & alive`` above the 63rd are those of ``alive``, all clear, so the two tests
+    agree; a larger ``alive`` is tested by Python's ``&``, as in the reference."""
+    cdef list out = []
+    cdef Py_ssize_t q
+    cdef unsigned long long low_alive
+    if 0 <= alive < (1 << 63):
+        low_alive = alive
+        for node in queues:
+            q = node
+            if PyLong_AsUnsignedLongLongMask(shape_mask[q]) & low_alive:
+                out.append(node)
+        return out
+    for node in queues:
+        if shape_mask[<Py_ssize_t>node] & alive:
+            out.append(node)
+    return out

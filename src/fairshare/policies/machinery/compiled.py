@@ -64,6 +64,7 @@ PORTED_FROM = {
     "descent.first_runnable_filed": "0935c490c1ee68d4",
     "descent.descend_tree": "cc063bbe49dae07b",
     "descent.shape_bits": "24048b84b1899158",
+    "descent.queues_meeting": "4c57cdd85cf89f76",
 }
 
 log = logging.getLogger(__name__)
@@ -173,6 +174,14 @@ def tree_shape_bits() -> Callable[[Iterable[int]], int]:
     if not active():
         return _descent().shape_bits
     return _hdrf_kernel.shape_bits
+
+
+def tree_queues_meeting() -> Callable[[list[int], list[int], int], list[int]]:
+    """``descent.queues_meeting`` (the queue children with a live shape,
+    ``ShapeIndex.alive_queues_under``) for a sorter built now: compiled or the reference."""
+    if not active():
+        return _descent().queues_meeting
+    return _hdrf_kernel.queues_meeting
 
 
 def tree_renew_pick_entries() -> Callable[..., None]:

@@ -436,6 +436,14 @@ def shape_bits(shapes: Iterable[int]) -> int:
     return mask
 
 
+def queues_meeting(queues: list[int], shape_mask: list[int], alive: int) -> list[int]:
+    """The nodes of ``queues`` whose mask (``shape_mask``) meets ``alive`` (a mask of the
+    shapes that may fit, >= 0), in their order (:meth:`ShapeIndex.alive_queues_under`).
+    The compiled port (``_hdrf_kernel.queues_meeting``) tests the masks as C integers when
+    ``alive`` is below 2**63."""
+    return [q for q in queues if shape_mask[q] & alive]
+
+
 def filed_under(groups: dict[int, dict[int, None]] | None, bits: int) -> list[int]:
     """The nodes of ``groups`` (shape -> nodes filed under it) of the shapes set in ``bits`` (>= 0)."""
     out: list[int] = []
@@ -508,6 +516,8 @@ class ShapeIndex:
 
         #: ``shape_bits`` for ``only_shapes``, compiled or the reference
         self._shape_bits: Callable[[Iterable[int]], int] = compiled.tree_shape_bits()
+        #: ``queues_meeting`` for ``alive_queues_under``, compiled or the reference
+        self._queues_meeting: Callable[[list[int], list[int], int], list[int]] = compiled.tree_queues_meeting()
 
     def _grow_shapes(self, parent: int, is_job: bool) -> None:
         self.shape_mask.append(0)
@@ -533,8 +543,7 @@ class ShapeIndex:
         thousands of long-lived objects at 10,000 jobs of many shapes, and a full garbage
         collection more in bench_scaling's steady state; a queue's children are few next
         to the jobs, and this runs only past ``HEAP_TRIES`` children tried in vain.)"""
-        alive, mask = self.alive_shapes[0], self.shape_mask
-        return [q for q in self._queue_kids.get(v, ()) if mask[q] & alive]
+        return self._queues_meeting(self._queue_kids.get(v, ()), self.shape_mask, self.alive_shapes[0])
 
     def file_shape(self, name: str, shape: int | None) -> None:
         idx = self.index.get(name)
