@@ -6,7 +6,7 @@ no job of a live shape: the heap walk (before issue 24's round 8) popped and pus
 each of them; the walk by live children (``descent.first_runnable_child``) does not
 enter them. Prints the CPU time per descent and the pick.
 
-The script calls ``descend_tree`` as the sorters do (the compiled walks where built,
+The script calls ``descend_tree`` as the sorters do (the compiled descent and walks where built,
 ``FAIRSHARE_PURE_PYTHON=1`` for the reference) and runs on a tree from before the round
 too (no ``first_child`` there), so both trees can be timed by ``PYTHONPATH``:
 
@@ -75,13 +75,15 @@ def main() -> None:
     walks = {"first_runnable": compiled.tree_first_runnable(), "tables": (share, running, position)}
     if "first_child" in inspect.signature(descend_tree).parameters:
         walks["first_child"] = compiled.tree_first_child()
+    # the compiled descent where built (issue 24, round 9; a tree from before it: the reference)
+    descend = compiled.tree_descend() if hasattr(compiled, "tree_descend") else descend_tree
     picks = set()
     start = time.process_time()
     for _ in range(args.descents):
         index.only_shapes(LIVE)
-        picks.add(descend_tree(0, heaps, is_job=is_job, key=key, live=live, fifo_jobs=lambda v: None,
-                               version=[0] * n, present=key, runnable=lucky.__contains__, shapes=index,
-                               node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]), **walks))
+        picks.add(descend(0, heaps, is_job=is_job, key=key, live=live, fifo_jobs=lambda v: None,
+                          version=[0] * n, present=key, runnable=lucky.__contains__, shapes=index,
+                          node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]), **walks))
     spent = time.process_time() - start
     print(f"{compiled.describe()}: {1e6 * spent / args.descents:.1f} us CPU per descent "
           f"({args.descents} descents, {n:,} nodes), picks {sorted(map(str, picks))}")

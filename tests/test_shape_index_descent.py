@@ -14,6 +14,7 @@ same runnable checks in the same order, and leave the heaps it no longer reads u
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 
 import pytest
 from test_candidates import _Index
@@ -84,11 +85,10 @@ def test_the_index_takes_over_after_the_first_tries(monkeypatch):
     assert sum(n > 0 for n in switched) >= 10, switched
 
 
-def compare_walks(seed: int, walk, with_tables: bool) -> int:
-    """One random banded tree's descent by the heap walk with the shape masks and by the
-    index past ``HEAP_TRIES``: the same pick after the same checks, the heaps' current
-    entries unchanged. Returns how often the index walk ran."""
-    rng = random.Random(seed)
+def banded_state(rng: random.Random) -> SimpleNamespace:
+    """A random banded tree (``banded_tree``) with its tables: demanding jobs (``live``,
+    counted along their paths), some excluded, most filed under a shape in ``index`` (a
+    ShapeIndex; ``shape_of``), keys (``share``, ``running``, ``position``)."""
     parent, is_job, fifo = banded_tree(rng)
     n = len(parent)
     kids: list[list[int]] = [[] for _ in range(n)]
@@ -119,6 +119,20 @@ def compare_walks(seed: int, walk, with_tables: bool) -> int:
     share = [rng.choice([0.0, 0.1, 0.25, 0.5, 1 / 3]) for _ in range(n)]
     running = [rng.randint(0, 2) for _ in range(n)]
     position = [kids[parent[v]].index(v) if v else 0 for v in range(n)]
+    return SimpleNamespace(parent=parent, is_job=is_job, fifo=fifo, n=n, kids=kids, key=key, jobs=jobs, live=live,
+                           excluded=excluded, index=index, shape_of=shape_of, share=share, running=running,
+                           position=position)
+
+
+def compare_walks(seed: int, walk, with_tables: bool) -> int:
+    """One random banded tree's descent by the heap walk with the shape masks and by the
+    index past ``HEAP_TRIES``: the same pick after the same checks, the heaps' current
+    entries unchanged. Returns how often the index walk ran."""
+    rng = random.Random(seed)
+    tree = banded_state(rng)
+    parent, is_job, fifo, n, kids, key = tree.parent, tree.is_job, tree.fifo, tree.n, tree.kids, tree.key
+    jobs, live, excluded, index, shape_of = tree.jobs, tree.live, tree.excluded, tree.index, tree.shape_of
+    share, running, position = tree.share, tree.running, tree.position
     version = [1] * n
     heaps = []
     for v in range(n):  # current entries of the demanding children, and some stale ones
@@ -177,8 +191,9 @@ def compare_walks(seed: int, walk, with_tables: bool) -> int:
 
 
 @pytest.mark.parametrize("walk, with_tables", walks("first_runnable_filed"))
+@pytest.mark.parametrize("shapes", [SHAPES, 700])  # (700: the live bits read from an int of many bytes)
 @pytest.mark.parametrize("seed", range(40))
-def test_the_filed_jobs_walk_is_the_sorted_walk(seed, walk, with_tables):
+def test_the_filed_jobs_walk_is_the_sorted_walk(seed, walk, with_tables, shapes):
     # a jobs-only queue's jobs read from the index per shape (the compiled port fills its
     # heap of keys from the groups): the jobs of the shapes in ``bits`` tried by key, the
     # same pick after the same checks as the reference's sorted list of them
@@ -189,15 +204,15 @@ def test_the_filed_jobs_walk_is_the_sorted_walk(seed, walk, with_tables):
     position = rng.sample(range(n), n)  # (distinct among siblings)
     live = [rng.choice([0, 1, 1, 1]) for _ in range(n)]
     excluded = [rng.choice([0, 0, 0, 1]) for _ in range(n)] if rng.random() < 0.5 else None
-    shape_of = [rng.randrange(SHAPES) for _ in range(n)]
+    shape_of = [rng.randrange(shapes) for _ in range(n)]
     shape_mask = [1 << shape for shape in shape_of]
     filed: dict[int, dict[int, None]] = {}
     for c in rng.sample(range(n), n):
         filed.setdefault(shape_of[c], {})[c] = None
-    bits = rng.randrange(1 << SHAPES)
+    bits = rng.getrandbits(shapes)
     key = [f"j{c}" for c in range(n)]
     fails = set(rng.sample(range(n), rng.randint(0, n)))
-    clears = {c: 1 << rng.randrange(SHAPES) for c in rng.sample(range(n), rng.randint(0, min(n, 3)))}
+    clears = {c: 1 << rng.randrange(shapes) for c in rng.sample(range(n), rng.randint(0, min(n, 3)))}
 
     def node_key(c: int) -> tuple:
         return (round(share[c], DIGITS), running[c], position[c])

@@ -133,8 +133,7 @@ from operator import add
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.machinery import compiled
-from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, ShapeIndex, TreeExclusion,
-                                                    descend_tree)
+from fairshare.policies.machinery.descent import TREE_AMONG_COST, TREE_AMONG_MAX, ShapeIndex, TreeExclusion
 from fairshare.policies.machinery.history import HISTORY, QueueHistory
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.machinery.views import SaturatedView, ViewCache, counters
@@ -389,6 +388,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # the descent, compiled or the reference
         self._first_runnable = compiled.tree_first_runnable()
         self._first_child = compiled.tree_first_child()
+        self._descend_tree = compiled.tree_descend()  # (the descent itself, compiled or the reference)
         # views kept until more than MAX_VIEWS sets are seen (no time to live: a set back
         # after a while replays what changed since, at most a quarter of the nodes, where a
         # dropped view was rebuilt over all of them; at 10,000 jobs 9% of the steady state)
@@ -1135,7 +1135,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self._decide_ready()
         view = self.views.current
         share, running, position = view.share, self.running, self.position
-        return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
+        return self._descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
                             fifo_jobs=self._fifo_jobs.get, version=view.pick_version, present=self.alive,
                             runnable=runnable, excluded=self._excluded_counts(), shapes=self,
                             node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]),

@@ -86,8 +86,7 @@ from collections.abc import Callable, Sequence
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
 from fairshare.policies.machinery import compiled
-from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MAX, ShapeIndex, TreeExclusion,
-                                                    descend_tree)
+from fairshare.policies.machinery.descent import TREE_AMONG_COST, TREE_AMONG_MAX, ShapeIndex, TreeExclusion
 from fairshare.policies.machinery.history import HISTORY, QueueHistory
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.machinery.views import SaturatedView, ViewCache, counters
@@ -319,6 +318,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # the descent, compiled or the reference
         self._first_runnable = compiled.tree_first_runnable()
         self._first_child = compiled.tree_first_child()
+        self._descend_tree = compiled.tree_descend()  # (the descent itself, compiled or the reference)
         # removed jobs' slots (tombstones) still in the table, and the slots compactions
         # dropped (``_compact``): the views' batch threshold counts every slot ever added
         self.tombstones = 0
@@ -858,7 +858,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
             self._advance(now)
         view = self.view
         share, running, position = view.share, self.running, self.position
-        return descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
+        return self._descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
                             fifo_jobs=self.fifo_jobs.get, version=view.version, present=self.key,
                             runnable=runnable, excluded=self._excluded_counts(), shapes=self,
                             node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]),

@@ -1107,16 +1107,54 @@ def first_runnable_filed(dict filed, bits, *, list live, excluded, list shape_ma
     if tables is None or not filed:
         return reference_filed_walk(filed, bits, live=live, excluded=excluded, shape_mask=shape_mask, alive=alive,
                                     key=key, runnable=runnable, node_key=node_key, tables=tables)
+    return filed_walk(filed, bits, tables, live, excluded, shape_mask, alive, key, runnable)
+
+
+# --- the descent itself (``descent.descend_tree``) -------------------------------------------
+
+cimport cython
+from heapq import heappop, heappush
+
+from fairshare.policies.machinery import descent as reference_descent
+
+
+cdef object filed_walk(dict filed, bits, tuple tables, list live, excluded, list shape_mask, list alive, list key,
+                       runnable):
+    """``first_runnable_filed``'s walk with the key tables (``filed`` not empty): the jobs
+    of the shapes in ``bits`` read from ``filed``'s groups into a heap of keys."""
     cdef list groups = []
-    cdef Py_ssize_t n = 0, k = 0
-    remaining = bits
-    while remaining:  # (as ``descent.filed_under``)
-        low = remaining & -remaining
-        found = filed.get(low.bit_length() - 1)
-        if found:
-            groups.append(found)
-            n += len(<dict>found)
-        remaining ^= low
+    cdef Py_ssize_t n = 0, k = 0, i, nbytes
+    cdef unsigned int byte
+    cdef bytes raw
+    cdef const unsigned char *raw_bytes
+    if bits >= 0:
+        # (as ``descent.filed_under``, lowest shape first: the set bits read from the int's
+        # bytes, where ``bits & -bits`` and ``^=`` made two ints per shape, of up to 624 bits
+        # at 10,000 jobs)
+        nbytes = (bits.bit_length() + 7) >> 3
+        raw = bits.to_bytes(nbytes, "little")
+        raw_bytes = raw
+        for i in range(nbytes):
+            byte = raw_bytes[i]
+            k = 0
+            while byte:
+                if byte & 1:
+                    found = filed.get(8 * i + k)
+                    if found:
+                        groups.append(found)
+                        n += len(<dict>found)
+                byte >>= 1
+                k += 1
+        k = 0
+    else:
+        remaining = bits
+        while remaining:  # (as ``descent.filed_under``)
+            low = remaining & -remaining
+            found = filed.get(low.bit_length() - 1)
+            if found:
+                groups.append(found)
+                n += len(<dict>found)
+            remaining ^= low
     if n == 0:
         return None
     share, running, position = tables
@@ -1134,3 +1172,182 @@ def first_runnable_filed(dict filed, bits, *, list live, excluded, list shape_ma
         raise
     keyed_heapify(heap, n)
     return walk_heap(heap, n, None, None, live, excluded, None, shape_mask, alive, key, runnable)
+
+
+@cython.no_gc
+@cython.final
+cdef class _Descent:
+    """One call of :func:`descend_tree`: its arguments, read by the recursive walk
+    (``walk``) without a closure. Not tracked by the cyclic garbage collector: nothing it
+    holds refers back to it (it is passed to ``first_child`` as the ``descend`` callable,
+    held only by that call's frame), so no cycle can pass through it, and reference
+    counting frees it when the descent returns."""
+    cdef list heaps, key, live, version, shape_mask, alive
+    cdef object is_job, fifo_jobs, present, runnable, excluded, shapes, node_key, renew
+    cdef object first_runnable, first_child, tables, has_queues
+    cdef dict deferred
+    cdef bint own_filed, own_child
+    cdef Py_ssize_t heap_tries
+
+    def __call__(self, v):
+        return self.walk(v)
+
+    cdef object walk(self, Py_ssize_t v):
+        """``descend_tree``'s inner ``descend(v)``, statement for statement."""
+        cdef list live = self.live, key = self.key, shape_mask = self.shape_mask, alive = self.alive
+        cdef list version = self.version, heap, tried
+        cdef Py_ssize_t fifo_job = -1, c
+        cdef bint rest = False, unrestricted
+        excluded, runnable, is_job, present = self.excluded, self.runnable, self.is_job, self.present
+        if is_job[v]:
+            name = key[v]
+            return name if runnable(name) else None
+        waiting = self.fifo_jobs(v)
+        if waiting is not None:
+            fifo_job = -2
+            for w in waiting:
+                c = w
+                if live[c] > (0 if excluded is None else excluded[c]) \
+                        and (alive[0] == -1 or shape_mask[c] & alive[0]) and runnable(key[c]):
+                    fifo_job = c
+                    break
+        elif alive[0] != -1 and v not in self.has_queues and self.node_key is not None:
+            # jobs only, shapes restricted: the live shapes' jobs here, lowest key first
+            filed = self.shapes.jobs_by_shape(v)
+            if self.own_filed and self.tables is not None:
+                if not filed:
+                    return None
+                return filed_walk(filed, shape_mask[v] & alive[0], self.tables, live, excluded, shape_mask, alive,
+                                  key, runnable)
+            return self.first_runnable(filed, shape_mask[v] & alive[0], live=live, excluded=excluded,
+                                       shape_mask=shape_mask, alive=alive, key=key, runnable=runnable,
+                                       node_key=self.node_key, tables=self.tables)
+        deferred = self.deferred
+        if deferred and v in deferred:
+            self.renew(deferred.pop(v))
+        heap = self.heaps[v]
+        tried = []
+        found = None
+        while heap:
+            entry = heap[0]
+            c = (<tuple>entry)[4]
+            if (<tuple>entry)[3] != version[c] or live[c] <= 0 or not present[c]:
+                heappop(heap)
+                continue
+            if (excluded is None or live[c] > excluded[c]) and (fifo_job == -1 or not is_job[c] or c == fifo_job) \
+                    and (alive[0] == -1 or shape_mask[c] & alive[0]):
+                # (a FIFO queue's later jobs wait)
+                if is_job[c]:
+                    found = key[c] if runnable(key[c]) else None
+                else:
+                    found = self.walk(c)
+                if found is not None:
+                    break
+            tried.append(heappop(heap))
+            if len(tried) >= self.heap_tries and alive[0] != -1 and self.node_key is not None:
+                rest = True
+                break
+        for entry in tried:
+            heappush(heap, entry)
+        if rest:
+            # shapes restricted, the first children tried in vain: the others with a live
+            # shape, lowest key first (``first_runnable_child``)
+            passed = {(<tuple>entry)[4] for entry in tried}
+            children = [q for q in self.shapes.alive_queues_under(v) if q not in passed]
+            if fifo_job >= 0:
+                if fifo_job not in passed:
+                    children.append(fifo_job)  # (a FIFO queue's other jobs wait)
+            elif fifo_job == -1:
+                children += [j for j in self.shapes.alive_jobs_under(v) if j not in passed]
+            if self.own_child and self.tables is not None:
+                found = walk_by_key(children, self.tables, self, is_job, live, excluded, present, shape_mask, alive,
+                                    key, runnable)
+            else:
+                found = self.first_child(children, descend=self, is_job=is_job, live=live, excluded=excluded,
+                                         present=present, shape_mask=shape_mask, alive=alive, key=key,
+                                         runnable=runnable, node_key=self.node_key, tables=self.tables)
+        return found
+
+
+def descend_tree(Py_ssize_t v, list heaps, *, is_job, list key, list live, fifo_jobs, list version, present,
+                 runnable, excluded=None, shapes=None, node_key=None, dict deferred=None, renew=None,
+                 first_runnable=None, first_child=None, tables=None):
+    """``descent.descend_tree``, statement for statement: the same heap walk (``heapq``'s
+    own pops and pushes on the same lists, so the same layouts), the same conditions read
+    in the same order at each child, so the same ``runnable`` calls in the same order and
+    the same pick; the same switch to the index past ``descent.HEAP_TRIES`` children tried
+    in vain (read at each call, as the reference reads it). What it saves is the
+    interpreter: the recursion is a C call (``_Descent.walk``) instead of a closure's
+    frame, and with ``tables`` the jobs-only and the children's walks are this module's
+    own (``first_runnable_filed``, ``first_runnable_child``: called as C functions when
+    ``first_runnable`` / ``first_child`` are this module's, else the given ones)."""
+    cdef _Descent walk = _Descent.__new__(_Descent)
+    walk.heaps, walk.key, walk.live, walk.version = heaps, key, live, version
+    walk.is_job, walk.fifo_jobs, walk.present, walk.runnable = is_job, fifo_jobs, present, runnable
+    walk.excluded, walk.shapes, walk.node_key, walk.deferred, walk.renew = excluded, shapes, node_key, deferred, renew
+    walk.first_runnable = reference_descent.first_runnable_filed if first_runnable is None else first_runnable
+    walk.first_child = reference_descent.first_runnable_child if first_child is None else first_child
+    walk.own_filed = first_runnable is first_runnable_filed
+    walk.own_child = first_child is first_runnable_child
+    walk.tables = tables
+    walk.heap_tries = reference_descent.HEAP_TRIES
+    if shapes is None:
+        walk.alive, walk.shape_mask, walk.has_queues = [-1], [], ()
+    else:
+        walk.alive, walk.shape_mask, walk.has_queues = shapes.alive_shapes, shapes.shape_mask, shapes.has_queues
+    return walk.walk(v)
+
+
+def shape_bits(shapes):
+    """``descent.shape_bits``: the mask of the shape numbers ``shapes`` (bit s set for each
+    s listed), the same int. The bits are set in a C integer while every number is below
+    63, else in a byte buffer read as one little-endian int (``int.from_bytes``), where the
+    reference makes an int per shape. A negative number raises ``ValueError``, as
+    ``1 << s`` does."""
+    cdef list numbers = shapes if type(shapes) is list else list(shapes)
+    cdef Py_ssize_t s, top = -1
+    cdef unsigned long long small = 0
+    cdef bytearray buffer
+    cdef unsigned char *bytes_of
+    for number in numbers:
+        s = number
+        if s < 0:
+            raise ValueError("negative shift count")
+        if s > top:
+            top = s
+    if top < 63:
+        for number in numbers:
+            s = number
+            small |= 1ULL << s
+        return small
+    buffer = bytearray((top >> 3) + 1)
+    bytes_of = buffer
+    for number in numbers:
+        s = number
+        bytes_of[s >> 3] |= <unsigned char>(1 << (s & 7))
+    return int.from_bytes(buffer, "little")
+
+
+from cpython.long cimport PyLong_AsUnsignedLongLongMask
+
+
+def queues_meeting(queues, list shape_mask, alive):
+    """``descent.queues_meeting``: the nodes of ``queues`` whose mask meets ``alive``, in
+    their order. While ``alive`` is below 2**63 (>= 0) each mask is tested by its low 64
+    bits as a C integer (``PyLong_AsUnsignedLongLongMask``, the int modulo 2**64): the bits
+    of ``mask & alive`` above the 63rd are those of ``alive``, all clear, so the two tests
+    agree; a larger ``alive`` is tested by Python's ``&``, as in the reference."""
+    cdef list out = []
+    cdef Py_ssize_t q
+    cdef unsigned long long low_alive
+    if 0 <= alive < (1 << 63):
+        low_alive = alive
+        for node in queues:
+            q = node
+            if PyLong_AsUnsignedLongLongMask(shape_mask[q]) & low_alive:
+                out.append(node)
+        return out
+    for node in queues:
+        if shape_mask[<Py_ssize_t>node] & alive:
+            out.append(node)
+    return out

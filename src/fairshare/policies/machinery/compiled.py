@@ -5,9 +5,9 @@
 1,000-job, 1,000-node benchmark, docs/performance.md "A compiled kernel"; and ``_rebuild``,
 a new view's build) and of the tree
 sorters' candidate comparison and pick-heap renewal (``descent.pick_among_tree``,
-``renew_pick_entries``, ``first_runnable_filed``, ``first_runnable_child``:
-:func:`tree_pick_among`, :func:`tree_renew_pick_entries`, :func:`tree_first_runnable`,
-:func:`tree_first_child`). ``pip install``
+``renew_pick_entries``, ``first_runnable_filed``, ``first_runnable_child`` and the descent
+itself, ``descend_tree``: :func:`tree_pick_among`, :func:`tree_renew_pick_entries`,
+:func:`tree_first_runnable`, :func:`tree_first_child`, :func:`tree_descend`). ``pip install``
 compiles it where a C compiler and the Python headers are present (setup.py; an optional
 extension, so a failed compile never fails the install); the pure-Python methods stay the
 reference and are what runs where it is not built, with the same decisions (the port
@@ -62,6 +62,9 @@ PORTED_FROM = {
     "descent.first_runnable_by_key": "ab3252270eda6a94",
     "descent.first_runnable_child": "00c102f550e9e0f3",
     "descent.first_runnable_filed": "0935c490c1ee68d4",
+    "descent.descend_tree": "cc063bbe49dae07b",
+    "descent.shape_bits": "24048b84b1899158",
+    "descent.queues_meeting": "4c57cdd85cf89f76",
 }
 
 log = logging.getLogger(__name__)
@@ -154,6 +157,31 @@ def tree_first_child() -> Callable[..., str | None]:
     if not active():
         return _descent().first_runnable_child
     return _hdrf_kernel.first_runnable_child
+
+
+def tree_descend() -> Callable[..., str | None]:
+    """``descent.descend_tree`` (the descent from a node, H-DRF Alg. 4 / DFF Alg. 3) for a
+    sorter built now: compiled (the same walk, the same ``runnable`` calls in the same
+    order, without a Python frame per level) or the reference."""
+    if not active():
+        return _descent().descend_tree
+    return _hdrf_kernel.descend_tree
+
+
+def tree_shape_bits() -> Callable[[Iterable[int]], int]:
+    """``descent.shape_bits`` (the mask of the shapes the engine names, ``only_shapes``)
+    for a sorter built now: compiled or the reference."""
+    if not active():
+        return _descent().shape_bits
+    return _hdrf_kernel.shape_bits
+
+
+def tree_queues_meeting() -> Callable[[list[int], list[int], int], list[int]]:
+    """``descent.queues_meeting`` (the queue children with a live shape,
+    ``ShapeIndex.alive_queues_under``) for a sorter built now: compiled or the reference."""
+    if not active():
+        return _descent().queues_meeting
+    return _hdrf_kernel.queues_meeting
 
 
 def tree_renew_pick_entries() -> Callable[..., None]:

@@ -10,7 +10,7 @@ sorters walk them one way (the flat sorters walk their one heap the same way,
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from fairshare.policies.machinery.ties import DIGITS
 from fairshare.policies.online import Runnable
@@ -144,7 +144,12 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
     a jobs-only queue's jobs by key, ``first_child`` (default :func:`first_runnable_child`,
     or its compiled port) the children of a node with queues below; ``tables`` is what
     they may read for the keys (``(share, running, position)``, as
-    :func:`pick_among_tree`'s)."""
+    :func:`pick_among_tree`'s).
+
+    This is the reference: the sorters call its compiled port (``_hdrf_kernel.descend_tree``,
+    ``compiled.tree_descend``; issue 24, round 9) where it is built, which repeats it
+    statement for statement with the recursion a C call (a change here is mirrored there:
+    ``compiled.PORTED_FROM``)."""
     heappop, heappush = heapq.heappop, heapq.heappush
     if first_runnable is None:
         first_runnable = first_runnable_filed
@@ -420,6 +425,25 @@ class TreeExclusion:
         return self.excluded if self._excluded_jobs else None
 
 
+def shape_bits(shapes: Iterable[int]) -> int:
+    """The bit mask of ``shapes`` (shape numbers >= 0): bit s set for each s listed
+    (:meth:`ShapeIndex.only_shapes`). The compiled port (``_hdrf_kernel.shape_bits``) sets
+    the bits in a buffer and makes one int of it, where this makes an int per shape (at
+    10,000 jobs of 624 shapes, ints of up to 624 bits, a few dozen per decision)."""
+    mask = 0
+    for shape in shapes:
+        mask |= 1 << shape
+    return mask
+
+
+def queues_meeting(queues: list[int], shape_mask: list[int], alive: int) -> list[int]:
+    """The nodes of ``queues`` whose mask (``shape_mask``) meets ``alive`` (a mask of the
+    shapes that may fit, >= 0), in their order (:meth:`ShapeIndex.alive_queues_under`).
+    The compiled port (``_hdrf_kernel.queues_meeting``) tests the masks as C integers when
+    ``alive`` is below 2**63."""
+    return [q for q in queues if shape_mask[q] & alive]
+
+
 def filed_under(groups: dict[int, dict[int, None]] | None, bits: int) -> list[int]:
     """The nodes of ``groups`` (shape -> nodes filed under it) of the shapes set in ``bits`` (>= 0)."""
     out: list[int] = []
@@ -487,6 +511,13 @@ class ShapeIndex:
         #: the shapes that may fit in this ``schedule`` call, a bit mask in a one-element
         #: list (the descent reads it as runnable checks clear bits); -1: every shape
         self.alive_shapes: list[int] = [-1]
+        # (imported here: the compiled kernel imports this module)
+        from fairshare.policies.machinery import compiled
+
+        #: ``shape_bits`` for ``only_shapes``, compiled or the reference
+        self._shape_bits: Callable[[Iterable[int]], int] = compiled.tree_shape_bits()
+        #: ``queues_meeting`` for ``alive_queues_under``, compiled or the reference
+        self._queues_meeting: Callable[[list[int], list[int], int], list[int]] = compiled.tree_queues_meeting()
 
     def _grow_shapes(self, parent: int, is_job: bool) -> None:
         self.shape_mask.append(0)
@@ -512,8 +543,7 @@ class ShapeIndex:
         thousands of long-lived objects at 10,000 jobs of many shapes, and a full garbage
         collection more in bench_scaling's steady state; a queue's children are few next
         to the jobs, and this runs only past ``HEAP_TRIES`` children tried in vain.)"""
-        alive, mask = self.alive_shapes[0], self.shape_mask
-        return [q for q in self._queue_kids.get(v, ()) if mask[q] & alive]
+        return self._queues_meeting(self._queue_kids.get(v, ()), self.shape_mask, self.alive_shapes[0])
 
     def file_shape(self, name: str, shape: int | None) -> None:
         idx = self.index.get(name)
@@ -559,10 +589,7 @@ class ShapeIndex:
             v = parent[v]
 
     def only_shapes(self, shapes) -> None:
-        mask = 0
-        for shape in shapes:
-            mask |= 1 << shape
-        self.alive_shapes[0] = mask
+        self.alive_shapes[0] = self._shape_bits(shapes)
 
     def exclude_shape(self, shape: int, names) -> None:
         self.alive_shapes[0] &= ~(1 << shape)
