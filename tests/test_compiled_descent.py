@@ -196,3 +196,32 @@ def test_the_shape_index_uses_the_queue_test_the_environment_asks_for(monkeypatc
     assert compiled.tree_queues_meeting() is descent.queues_meeting
     monkeypatch.delenv(compiled.PURE_PYTHON_ENV)
     assert compiled.tree_queues_meeting() is _hdrf_kernel.queues_meeting
+
+
+def chain_descent(depth: int, descend_tree) -> str | None:
+    """A chain of ``depth`` queues, one job at its end, descended from the root."""
+    n = depth + 1
+    heaps = [[(0.0, 0, 0, 0, v + 1)] for v in range(depth)] + [[]]
+    is_job = [False] * depth + [True]
+    key = [f"q{v}" for v in range(depth)] + ["job"]
+    return descend_tree(0, heaps, is_job=is_job, key=key, live=[1] * n, fifo_jobs=lambda v: None,
+                        version=[0] * n, present=[True] * n, runnable=lambda name: True)
+
+
+@pytest.mark.parametrize("depth", [3, 200])
+def test_a_chain_is_descended_to_its_job_both_ways(depth):
+    assert chain_descent(depth, descent.descend_tree) == "job"
+    assert chain_descent(depth, _hdrf_kernel.descend_tree) == "job"
+
+
+def test_a_tree_deeper_than_the_recursion_limit_raises_recursionerror_both_ways():
+    """The compiled walk's recursion is a C call: it counts each level against the
+    interpreter's limit, as the reference's Python call does, so a tree past it raises
+    RecursionError instead of overrunning the C stack (a crash)."""
+    import sys
+
+    depth = sys.getrecursionlimit() + 100
+    with pytest.raises(RecursionError):
+        chain_descent(depth, descent.descend_tree)
+    with pytest.raises(RecursionError):
+        chain_descent(depth * 100, _hdrf_kernel.descend_tree)  # (far past any C stack without the check)

@@ -859,12 +859,12 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         view = self.view
         share, running, position = view.share, self.running, self.position
         return self._descend_tree(0, view.pick_heap, is_job=self.is_job, key=self.key, live=self.live,
-                            fifo_jobs=self.fifo_jobs.get, version=view.version, present=self.key,
-                            runnable=runnable, excluded=self._excluded_counts(), shapes=self,
-                            node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]),
-                            deferred=view.deferred, renew=lambda nodes: self._renew_deferred(view, nodes),
-                            first_runnable=self._first_runnable, first_child=self._first_child,
-                            tables=(share, running, position))
+                                  fifo_jobs=self.fifo_jobs.get, version=view.version, present=self.key,
+                                  runnable=runnable, excluded=self._excluded_counts(), shapes=self,
+                                  node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]),
+                                  deferred=view.deferred, renew=lambda nodes: self._renew_deferred(view, nodes),
+                                  first_runnable=self._first_runnable, first_child=self._first_child,
+                                  tables=(share, running, position))
 
     def pick_among(self, names, runnable: Runnable, now: float = 0.0) -> str | None:
         if self.stop_when_saturated and self.saturated:

@@ -51,6 +51,10 @@ import array
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void *op)
+    # (the interpreter's own depth check, as a Python call makes it: RecursionError past
+    # ``sys.getrecursionlimit()``)
+    int Py_EnterRecursiveCall(const char *where) except -1
+    void Py_LeaveRecursiveCall()
 
 
 cdef inline tuple atomic(tuple t):
@@ -1193,6 +1197,16 @@ cdef class _Descent:
         return self.walk(v)
 
     cdef object walk(self, Py_ssize_t v):
+        """``descend_tree``'s inner ``descend(v)``, one level deeper: counted against the
+        interpreter's recursion limit as the reference's Python call is, so a tree deeper
+        than the limit raises the same RecursionError instead of overrunning the C stack."""
+        Py_EnterRecursiveCall(" in the compiled descent")
+        try:
+            return self.walk_level(v)
+        finally:
+            Py_LeaveRecursiveCall()
+
+    cdef object walk_level(self, Py_ssize_t v):
         """``descend_tree``'s inner ``descend(v)``, statement for statement."""
         cdef list live = self.live, key = self.key, shape_mask = self.shape_mask, alive = self.alive
         cdef list version = self.version, heap, tried
