@@ -397,7 +397,7 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                                                  ttl=None)
         self.dirty = True  # FR (and so every fairness) must be recomputed before deciding
         self._init_excluded()
-        self._init_shapes()
+        self._init_shapes(compiled.tree_shape_bits(), compiled.tree_queues_meeting())
         self._add_node(ROOT, -1, 1.0, False, False)
         for node in queues:
             if node.path != ROOT:

@@ -303,7 +303,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self.depth: list[int] = []  # the root is at 0
         self.needs: list[int] = []  # a job's resources with demand > 0, as a bit mask
         self._init_excluded()
-        self._init_shapes()
+        self._init_shapes(compiled.tree_shape_bits(), compiled.tree_queues_meeting())
         self.max_depth = 0
         self._zero = (0.0,) * resources
         # Without ignore_blocked the saturated set changes nothing: one view serves all.

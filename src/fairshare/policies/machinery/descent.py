@@ -498,7 +498,11 @@ class ShapeIndex:
     index: dict[str, int]
     parent: list[int]
 
-    def _init_shapes(self) -> None:
+    def _init_shapes(self, shape_bits_port: Callable[[Iterable[int]], int] | None = None,
+                     queues_meeting_port: Callable[[list[int], list[int], int], list[int]] | None = None) -> None:
+        """The ports: :func:`shape_bits` and :func:`queues_meeting` compiled, where the
+        sorter has them (``compiled.tree_shape_bits()``, ``tree_queues_meeting()``; given
+        by the sorter, as this module is below ``compiled`` in the imports), else these."""
         self.shape_mask: list[int] = []  # per node: bit s while some job below is filed under shape s
         self._shape_count: list[dict[int, int]] = []  # per node: shape -> its jobs below
         self._job_shape: dict[int, int] = {}  # job node -> the shape it is filed under
@@ -511,13 +515,11 @@ class ShapeIndex:
         #: the shapes that may fit in this ``schedule`` call, a bit mask in a one-element
         #: list (the descent reads it as runnable checks clear bits); -1: every shape
         self.alive_shapes: list[int] = [-1]
-        # (imported here: the compiled kernel imports this module)
-        from fairshare.policies.machinery import compiled
-
         #: ``shape_bits`` for ``only_shapes``, compiled or the reference
-        self._shape_bits: Callable[[Iterable[int]], int] = compiled.tree_shape_bits()
+        self._shape_bits: Callable[[Iterable[int]], int] = shape_bits_port or shape_bits
         #: ``queues_meeting`` for ``alive_queues_under``, compiled or the reference
-        self._queues_meeting: Callable[[list[int], list[int], int], list[int]] = compiled.tree_queues_meeting()
+        self._queues_meeting: Callable[[list[int], list[int], int], list[int]] = \
+            queues_meeting_port or queues_meeting
 
     def _grow_shapes(self, parent: int, is_job: bool) -> None:
         self.shape_mask.append(0)
