@@ -126,15 +126,17 @@ def test_the_walks_differ_where_it_matters(monkeypatch):
 def test_the_sorters_use_the_descent_the_environment_asks_for(monkeypatch, core):
     if core == "pure-python":
         monkeypatch.setenv(compiled.PURE_PYTHON_ENV, "1")
-        want_descent, want_bits = descent.descend_tree, descent.shape_bits
+        want_descent, want_bits, want_meeting = descent.descend_tree, descent.shape_bits, descent.queues_meeting
     else:
         monkeypatch.delenv(compiled.PURE_PYTHON_ENV, raising=False)
-        want_descent, want_bits = _hdrf_kernel.descend_tree, _hdrf_kernel.shape_bits
+        want_descent, want_bits, want_meeting = (_hdrf_kernel.descend_tree, _hdrf_kernel.shape_bits,
+                                                 _hdrf_kernel.queues_meeting)
     sc = banded_scenario(0)
     for policy in ("hdrf", "dff"):
         sorter = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy(policy)).sorter
         assert sorter._descend_tree is want_descent
         assert sorter._shape_bits is want_bits
+        assert sorter._queues_meeting is want_meeting
 
 
 @pytest.mark.parametrize("policy", ["hdrf", "dff"])
