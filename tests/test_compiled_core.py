@@ -17,6 +17,7 @@ import hashlib
 import inspect
 import os
 import random
+from array import array
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -280,6 +281,86 @@ def test_the_compiled_candidate_walk_is_the_reference(seed):
             assert calls["ready"] == (1 if ref_calls["keys"] else 0)
         else:
             assert calls["keys"] == ref_calls["keys"]
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(60))
+def test_the_compiled_candidate_walk_without_fifo_queues_is_the_reference(seed):
+    # no FIFO queue (``fifo_jobs`` an empty dict's ``get``, as the sorters pass it): the
+    # kernel's walk keeps the candidates' paths in per-node marks (``among_by_marks``);
+    # names repeat, some candidates are not demanding, shares are a view's doubles or a list
+    rng = random.Random(seed)
+    n = rng.randint(3, 60)
+    parent, kids, is_job, key, live = random_tree(rng, n)
+    index = {key[v]: v for v in range(n)}
+    shares = [rng.choice(SHARES) for _ in range(n)]
+    share = array("d", shares) if seed % 2 else shares
+    running = [rng.randint(0, 2) for _ in range(n)]
+    position = [kids[parent[v]].index(v) if v else 0 for v in range(n)]
+    jobs = [key[v] for v in range(n) if is_job[v]]
+    runnable_set = {name for name in jobs if rng.random() < 0.5}
+    names = [name for name in jobs if name in runnable_set or rng.random() < 0.5]
+    names += rng.sample(names, min(len(names), rng.randint(0, 3)))  # (repeated names)
+    rng.shuffle(names)
+    outcomes = []
+    for pick in (descent.pick_among_tree, _hdrf_kernel.pick_among_tree):
+        calls = {"keys": 0, "ready": 0, "runnable": []}
+
+        def node_key(v: int) -> tuple:
+            calls["keys"] += 1
+            return (round(share[v], 12), running[v], position[v])
+
+        def ready() -> None:
+            calls["ready"] += 1
+
+        def runnable(name: str) -> bool:
+            calls["runnable"].append(name)
+            return name in runnable_set
+
+        got = pick(names, index=index, parent=parent, live=live, node_key=node_key, fifo_jobs={}.get,
+                   runnable=runnable, tables=(share, running, position, ready))
+        outcomes.append((got, calls["runnable"], bool(calls["keys"] or calls["ready"])))
+    assert outcomes[0] == outcomes[1]  # the same pick after the same checks; caught up iff a key was read
+    # the marks are cleared for the next call: the same answer again
+    assert _hdrf_kernel.pick_among_tree(names, index=index, parent=parent, live=live, node_key=node_key,
+                                        fifo_jobs={}.get, runnable=lambda name: name in runnable_set,
+                                        tables=(share, running, position, lambda: None)) == outcomes[0][0]
+
+
+@needs_compiled
+def test_the_compiled_candidate_walk_makes_no_container_per_candidate():
+    # without FIFO queues the paths are marks in C integers, not a dict of lists: a call
+    # among 400 candidates adds a handful of objects the cyclic collector tracks, not one
+    # per candidate's queue (each of them a young object a collection walks)
+    rng = random.Random(7)
+    n = 2000
+    parent = [-1] + [rng.randrange(0, 1 + min(k - 1, 100)) for k in range(1, n)]  # (100 queues, 1,899 jobs)
+    is_job = [v > 100 for v in range(n)]
+    key = [f"v{v}" for v in range(n)]
+    index = {name: v for v, name in enumerate(key)}
+    live = [1] * n
+    share = hdrf_online.doubles(n)
+    running, position = [0] * n, list(range(n))
+    names = [key[v] for v in rng.sample(range(101, n), 400)]
+
+    def pick() -> str | None:
+        return _hdrf_kernel.pick_among_tree(names, index=index, parent=parent, live=live, node_key=None,
+                                            fifo_jobs={}.get, runnable=lambda name: True,
+                                            tables=(share, running, position, lambda: None))
+
+    want = descent.pick_among_tree(names, index=index, parent=parent, live=live,
+                                   node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]),
+                                   fifo_jobs={}.get, runnable=lambda name: True)
+    assert pick() == want
+    gc.collect()
+    gc.disable()
+    try:
+        before = gc.get_count()[0]
+        pick()
+        made = gc.get_count()[0] - before
+    finally:
+        gc.enable()
+    assert made < 10
 
 
 @needs_compiled
