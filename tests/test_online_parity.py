@@ -20,7 +20,7 @@ from strategies import scenarios
 
 from fairshare.engine import Scheduler
 from fairshare.model import Node
-from fairshare.policies import make_policy
+from fairshare.policies import hdrf_online, make_policy
 from fairshare.policies.machinery.reference import ReferenceSorter
 
 # (policy, options): each incremental sorter against the same policy's reference sorter
@@ -234,7 +234,7 @@ def steady_run(sc, policy: str, *, reference: bool, seed: int, plain: bool):
     if plain:  # every decision a descent (no candidate lists)
         sched.pick_among_max = -1
         sched.freed_scan_max = -1
-    seen = {"batches": 0, "flushes": 0, "deferred": 0, "sets": set()}
+    seen = {"batches": 0, "flushes": 0, "deferred": 0, "sets": set(), "every_child": 0}
     if not reference:
         # the pick heaps' renewal: DFF's before each descent, H-DRF's as a descent reads a heap
         renewal = "_flush_picks" if hasattr(sched.sorter, "_flush_picks") else "_renew_deferred"
@@ -246,6 +246,8 @@ def steady_run(sc, policy: str, *, reference: bool, seed: int, plain: bool):
 
         def counted_flush(view, *nodes):
             seen["flushes"] += 1
+            if renewal == "_renew_deferred" and nodes[0]:  # (marks standing for every child)
+                seen["every_child"] += view.every_child[sched.sorter.parent[next(iter(nodes[0]))]]
             flush(view, *nodes)
 
         views._replay = counted_replay
@@ -301,6 +303,21 @@ def test_steady_state_on_a_full_cluster_matches_reference(policy, seed):
         assert seen["flushes"] >= (20 if plain else 5), seen
         assert plain or seen["deferred"] >= 20, seen
     assert len(want) > 400
+
+
+@pytest.mark.parametrize("seed", [0, 2, 4, 7])
+def test_hdrf_deferred_marks_standing_for_every_child_give_the_reference(monkeypatch, seed):
+    # once a queue's deferred marks are as many as its children they stand for all of
+    # them (``_View.every_child``; from 32 children by default, from one here, so these
+    # small queues convert): a descent reading its heap renews every child still there,
+    # and the decisions stay the reference's, descents or candidate lists
+    monkeypatch.setattr(hdrf_online, "EVERY_CHILD_MIN", 1)
+    sc = steady_scenario(seed)
+    want, _ = steady_run(sc, "hdrf", reference=True, seed=seed, plain=False)
+    for plain in (False, True):
+        got, seen = steady_run(sc, "hdrf", reference=False, seed=seed, plain=plain)
+        assert got == want, plain
+        assert seen["every_child"] >= (20 if plain else 1), seen  # (such renewals happened)
 
 
 @pytest.mark.parametrize("seed", [0, 4])

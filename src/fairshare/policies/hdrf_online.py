@@ -96,6 +96,9 @@ from fairshare.policies.online import OnlineSorter, Runnable
 REBUILD_EVERY = 4096
 #: the fewest tombstones (removed jobs' slots) a compaction of the node table drops (``_compact``)
 COMPACT_MIN = 1024
+#: the fewest children of a queue whose deferred pick entries, once as many marks as it has
+#: children, stand for all its children (``_View.every_child``)
+EVERY_CHILD_MIN = 32
 #: a node's share from its usage (``hdrf.hdrf_share``): (usage, capacity, counted, weight)
 NodeShare = Callable[[Sequence[float], Vector, Sequence[int], float], float]
 
@@ -240,6 +243,12 @@ class _View(SaturatedView):
         #: decisions on a full cluster compare the candidates' paths (``pick_among``) and
         #: never read the pick heaps, and a descent reads only the heaps on its way
         self.deferred: dict[int, dict[int, None]] = {}
+        #: per queue, whether its ``deferred`` marks stand for every child (set once a queue
+        #: of at least ``EVERY_CHILD_MIN`` children has as many marks as children; cleared
+        #: when its heap is read): a jobs-only queue's heap is seldom read (the shape-indexed
+        #: descent sorts its fitting jobs instead), and at 10,000 jobs adding each re-keyed
+        #: job to a mark set of a hundred and more cost a third of a catch-up
+        self.every_child = flags(n)
         #: the saturated set as a bit mask (a leaf needing one of them is blocked)
         self.saturated_mask = sum(1 << r for r in saturated)
 
@@ -254,6 +263,7 @@ class _View(SaturatedView):
         self.s1.append(None)
         self.s2.append(None)
         self.contrib_in.append(0)
+        self.every_child.append(0)
         self.contrib_vec.extend(doubles(m))
         self.version.append(0)
         self.pool_version.append(0)
@@ -274,6 +284,8 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self.node_share = share
         self.rescale = rescale
         self.ignore_blocked = ignore_blocked
+        #: a queue's deferred marks stand for every child from this many children (``_View.every_child``)
+        self.every_child_min = EVERY_CHILD_MIN
         self.stop_when_saturated = stop_when_saturated
         # Alg. 3's pool rule (its set A) as a number, for _repost and _rebuild: 0 no pool (no
         # rescaling), 1 children with an unblocked demanding job below, 2 with a demanding one
@@ -516,7 +528,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
 
         for view in self.views.views:
             for table in (view.share, view.low, view.low_set, view.unblocked, view.s1, view.s2, view.contrib_in,
-                          view.version, view.pool_version, view.pick_heap, view.pool_heap, view.updates):
+                          view.every_child, view.version, view.pool_version, view.pick_heap, view.pool_heap, view.updates):
                 squeeze(table)
             for table in (view.usage, view.contrib_vec):
                 squeeze_rows(table, self.m)
@@ -524,6 +536,9 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                 here = list(marks)
                 marks.clear()
                 marks.update((new_of[c], None) for c in here if c in new_of)
+            for q, marks in view.deferred.items():  # (marks standing for every child name one)
+                if view.every_child[q] and not marks:
+                    marks.update(dict.fromkeys(self.children[q]))
             for q in queues:
                 heap = view.pick_heap[q]
                 if heap:
@@ -667,8 +682,11 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         later = view.deferred.get(p)
         if later is None:
             view.deferred[p] = {v: None}
-        else:
+            view.every_child[p] = 0
+        elif not view.every_child[p]:  # (else v is marked already: every child of p is)
             later[v] = None
+            if len(later) >= self.kids[p] >= EVERY_CHILD_MIN:
+                view.every_child[p] = 1
         if not p:
             return False
         in_old = view.contrib_in[v] == 1
@@ -723,7 +741,20 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         again (every change of a share, running count or demand reposts the node), so the
         entries pushed here carry the keys an eager renewal would have read; the entries
         of nodes renewed later than they would have been carry an old version, stale, and
-        are dropped when met, as before (``renew_pick_entries``' ``lazy``)."""
+        are dropped when met, as before (``renew_pick_entries``' ``lazy``).
+
+        Marks that stand for every child (``_View.every_child``) renew every child still
+        there: the children marked meanwhile are among them, and the others get an entry
+        with the key their current one has (not re-keyed since, or they would be marked),
+        so the heap's current entries carry the same keys, which are distinct among
+        siblings: the same pops. A removed job left out is not ``present``: its entries
+        are stale either way."""
+        if not nodes:
+            return
+        p = self.parent[next(iter(nodes))]
+        if view.every_child[p]:
+            view.every_child[p] = 0
+            nodes = dict.fromkeys(self.children[p])
         self._renew_pick_entries(nodes, view.pick_heap, version=view.version, share=view.share,
                                  running=self.running, position=self.position, live=self.live, present=self.key,
                                  parent=self.parent, kids=self.kids)
@@ -795,6 +826,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         in its order; every child's pool version still counts up once."""
         view.pending.clear()
         view.deferred.clear()  # (every queue's heap is emptied, its demanding children marked below)
+        view.every_child[:] = flags(len(view.every_child))
         cap = self.capacity
         view.counted = [r for r in range(self.m) if cap[r] > 0 and r not in view.saturated]
         children = self.children

@@ -268,6 +268,7 @@ cdef class _Batch:
     cdef int pool_rule
     cdef Py_ssize_t m, n_counted
     cdef long rebuild_every
+    cdef long every_child_min
     # the sorter's node_share is hdrf.hdrf_share, computed here (``leaf_share``)
     cdef bint inline_share
     # the buffers (``refresh``): node v's vectors at [v*m, (v+1)*m)
@@ -276,6 +277,7 @@ cdef class _Batch:
     cdef double *low
     cdef signed char *low_set
     cdef signed char *contrib_in
+    cdef signed char *every_child
     cdef double *contrib_vec
     cdef long long *unblocked
     cdef long long *pool_version
@@ -303,6 +305,7 @@ cdef class _Batch:
         self.node_share = sorter.node_share
         self.capacity = sorter.capacity
         self.pool_rule = sorter._pool_rule
+        self.every_child_min = sorter.every_child_min
         self.m = sorter.m
         self.counted = view.counted
         self.s1 = view.s1
@@ -329,7 +332,8 @@ cdef class _Batch:
         view = self.view
         self.usage, self.share, self.low, self.contrib_vec = (
             doubles_in(view.usage), doubles_in(view.share), doubles_in(view.low), doubles_in(view.contrib_vec))
-        self.low_set, self.contrib_in = flags_in(view.low_set), flags_in(view.contrib_in)
+        self.low_set, self.contrib_in, self.every_child = (
+            flags_in(view.low_set), flags_in(view.contrib_in), flags_in(view.every_child))
         self.unblocked, self.pool_version, self.updates = (
             counters_in(view.unblocked), counters_in(view.pool_version), counters_in(view.updates))
         # (remade only when a rebuild made a new ``counted`` or the capacity changed:
@@ -452,10 +456,15 @@ cdef class _Batch:
         cdef Py_ssize_t r, m = self.m
         cdef long long pool_ver, updates
         cdef dict later = self.deferred.get(p)  # (v's pick entry, renewed when p's heap is read)
+        cdef long kids_p
         if later is None:
             self.deferred[p] = {v: None}
-        else:
+            self.every_child[p] = 0
+        elif not self.every_child[p]:  # (else v is marked already: every child of p is)
             later[v] = None
+            kids_p = self.kids[p]
+            if len(later) >= kids_p >= self.every_child_min:
+                self.every_child[p] = 1
         if not p:
             return False
         in_old = self.contrib_in[v] != 0
@@ -640,6 +649,7 @@ def rebuild(sorter, view, long rebuild_every):
     queues in ``queues_bottom_up``, each queue's jobs as its loop meets them."""
     view.pending.clear()
     view.deferred.clear()  # (every queue's heap is emptied, its demanding children marked below)
+    view.every_child[:] = array.array("b", bytes(len(view.every_child)))
     cap = sorter.capacity
     cdef Py_ssize_t m = sorter.m
     saturated = view.saturated
