@@ -308,7 +308,7 @@ def test_steady_state_on_a_full_cluster_matches_reference(policy, seed):
 @pytest.mark.parametrize("seed", [0, 2, 4, 7])
 def test_hdrf_deferred_marks_standing_for_every_child_give_the_reference(monkeypatch, seed):
     # once a queue's deferred marks are as many as its children they stand for all of
-    # them (``_View.every_child``; from 32 children by default, from one here, so these
+    # them (``_View.every_child``; from 8 children by default, from one here, so these
     # small queues convert): a descent reading its heap renews every child still there,
     # and the decisions stay the reference's, descents or candidate lists
     monkeypatch.setattr(hdrf_online, "EVERY_CHILD_MIN", 1)

@@ -97,8 +97,10 @@ REBUILD_EVERY = 4096
 #: the fewest tombstones (removed jobs' slots) a compaction of the node table drops (``_compact``)
 COMPACT_MIN = 1024
 #: the fewest children of a queue whose deferred pick entries, once as many marks as it has
-#: children, stand for all its children (``_View.every_child``)
-EVERY_CHILD_MIN = 32
+#: children, stand for all its children (``_View.every_child``): such marks renew no more
+#: entries than the marks would, but below this a queue's list of children made at the
+#: renewal costs about what the marks saved (the benchmark's queues of queues have four)
+EVERY_CHILD_MIN = 8
 #: a node's share from its usage (``hdrf.hdrf_share``): (usage, capacity, counted, weight)
 NodeShare = Callable[[Sequence[float], Vector, Sequence[int], float], float]
 
