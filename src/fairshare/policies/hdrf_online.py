@@ -67,7 +67,9 @@ candidates' paths of keys, computed from the shares directly, and never read the
 the shape-indexed descent sorts a jobs-only queue's fitting jobs instead of reading its
 heap, and a descent reads the heaps on its path only (at 10,000 jobs a flush of every
 re-keyed node before each descent renewed 49 entries a decision, 14 of them queues', for
-about 4 read). In a
+about 4 read); once a queue's marks are as many as its children they stand for all of them
+(``_View.every_child``: a jobs-only queue's heap is seldom read, and its marks grew to every
+job it has). In a
 queue with ``order: fifo`` only its earliest runnable job competes with its sub-queues
 (a scan of that queue's jobs, as the reference does). Children whose demanding jobs the
 scheduler has all excluded in this call are passed over (``TreeExclusion``), and so are
