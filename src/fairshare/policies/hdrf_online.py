@@ -68,7 +68,7 @@ the shape-indexed descent sorts a jobs-only queue's fitting jobs instead of read
 heap, and a descent reads the heaps on its path only (at 10,000 jobs a flush of every
 re-keyed node before each descent renewed 49 entries a decision, 14 of them queues', for
 about 4 read); once a queue's marks are as many as its children they stand for all of them
-(``_View.every_child``: a jobs-only queue's heap is seldom read, and its marks grew to every
+(``views.EveryChild``: a jobs-only queue's heap is seldom read, and its marks grew to every
 job it has). In a
 queue with ``order: fifo`` only its earliest runnable job competes with its sub-queues
 (a scan of that queue's jobs, as the reference does). Children whose demanding jobs the
@@ -92,14 +92,14 @@ from fairshare.policies.machinery.descent import (TREE_AMONG_COST, TREE_AMONG_MA
                                                     descend_tree)
 from fairshare.policies.machinery.history import HISTORY, QueueHistory
 from fairshare.policies.machinery.ties import DIGITS
-from fairshare.policies.machinery.views import SaturatedView, ViewCache, counters
+from fairshare.policies.machinery.views import EveryChild, SaturatedView, ViewCache, counters, every_child
 from fairshare.policies.online import OnlineSorter, Runnable
 
 REBUILD_EVERY = 4096
 #: the fewest tombstones (removed jobs' slots) a compaction of the node table drops (``_compact``)
 COMPACT_MIN = 1024
 #: the fewest children of a queue whose deferred pick entries, once as many marks as it has
-#: children, stand for all its children (``_View.every_child``): such marks renew no more
+#: children, stand for all its children (``views.EveryChild``): such marks renew no more
 #: entries than the marks would, but below this a queue's list of children made at the
 #: renewal costs about what the marks saved (the benchmark's queues of queues have four)
 EVERY_CHILD_MIN = 8
@@ -246,13 +246,12 @@ class _View(SaturatedView):
         #: before a descent reads that queue's heap (``descend_tree``'s ``deferred``): most
         #: decisions on a full cluster compare the candidates' paths (``pick_among``) and
         #: never read the pick heaps, and a descent reads only the heaps on its way
+        #: A queue's marks stand for every child (``views.EveryChild``) once a queue of at
+        #: least ``EVERY_CHILD_MIN`` children has as many marks as children: a jobs-only
+        #: queue's heap is seldom read (the shape-indexed descent sorts its fitting jobs
+        #: instead), and at 10,000 jobs adding each re-keyed job to a mark set of a hundred
+        #: and more cost a third of a catch-up
         self.deferred: dict[int, dict[int, None]] = {}
-        #: per queue, whether its ``deferred`` marks stand for every child (set once a queue
-        #: of at least ``EVERY_CHILD_MIN`` children has as many marks as children; cleared
-        #: when its heap is read): a jobs-only queue's heap is seldom read (the shape-indexed
-        #: descent sorts its fitting jobs instead), and at 10,000 jobs adding each re-keyed
-        #: job to a mark set of a hundred and more cost a third of a catch-up
-        self.every_child = flags(n)
         #: the saturated set as a bit mask (a leaf needing one of them is blocked)
         self.saturated_mask = sum(1 << r for r in saturated)
 
@@ -267,7 +266,6 @@ class _View(SaturatedView):
         self.s1.append(None)
         self.s2.append(None)
         self.contrib_in.append(0)
-        self.every_child.append(0)
         self.contrib_vec.extend(doubles(m))
         self.version.append(0)
         self.pool_version.append(0)
@@ -288,7 +286,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self.node_share = share
         self.rescale = rescale
         self.ignore_blocked = ignore_blocked
-        #: a queue's deferred marks stand for every child from this many children (``_View.every_child``)
+        #: a queue's deferred marks stand for every child from this many children (``views.EveryChild``)
         self.every_child_min = EVERY_CHILD_MIN
         self.stop_when_saturated = stop_when_saturated
         # Alg. 3's pool rule (its set A) as a number, for _repost and _rebuild: 0 no pool (no
@@ -532,7 +530,7 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
 
         for view in self.views.views:
             for table in (view.share, view.low, view.low_set, view.unblocked, view.s1, view.s2, view.contrib_in,
-                          view.every_child, view.version, view.pool_version, view.pick_heap, view.pool_heap, view.updates):
+                          view.version, view.pool_version, view.pick_heap, view.pool_heap, view.updates):
                 squeeze(table)
             for table in (view.usage, view.contrib_vec):
                 squeeze_rows(table, self.m)
@@ -540,9 +538,6 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
                 here = list(marks)
                 marks.clear()
                 marks.update((new_of[c], None) for c in here if c in new_of)
-            for q, marks in view.deferred.items():  # (marks standing for every child name one)
-                if view.every_child[q] and not marks:
-                    marks.update(dict.fromkeys(self.children[q]))
             for q in queues:
                 heap = view.pick_heap[q]
                 if heap:
@@ -686,11 +681,10 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         later = view.deferred.get(p)
         if later is None:
             view.deferred[p] = {v: None}
-            view.every_child[p] = 0
-        elif not view.every_child[p]:  # (else v is marked already: every child of p is)
+        elif type(later) is dict:  # (else they stand for every child of p: v is marked)
             later[v] = None
-            if len(later) >= self.kids[p] >= EVERY_CHILD_MIN:
-                view.every_child[p] = 1
+            if len(later) >= self.kids[p] >= self.every_child_min:
+                view.deferred[p] = every_child(p, later)
         if not p:
             return False
         in_old = view.contrib_in[v] == 1
@@ -747,18 +741,14 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         of nodes renewed later than they would have been carry an old version, stale, and
         are dropped when met, as before (``renew_pick_entries``' ``lazy``).
 
-        Marks that stand for every child (``_View.every_child``) renew every child still
+        Marks that stand for every child (``views.EveryChild``) renew every child still
         there: the children marked meanwhile are among them, and the others get an entry
         with the key their current one has (not re-keyed since, or they would be marked),
         so the heap's current entries carry the same keys, which are distinct among
         siblings: the same pops. A removed job left out is not ``present``: its entries
         are stale either way."""
-        if not nodes:
-            return
-        p = self.parent[next(iter(nodes))]
-        if view.every_child[p]:
-            view.every_child[p] = 0
-            nodes = dict.fromkeys(self.children[p])
+        if type(nodes) is EveryChild:
+            nodes = dict.fromkeys(self.children[nodes.queue])
         self._renew_pick_entries(nodes, view.pick_heap, version=view.version, share=view.share,
                                  running=self.running, position=self.position, live=self.live, present=self.key,
                                  parent=self.parent, kids=self.kids)
@@ -830,7 +820,6 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         in its order; every child's pool version still counts up once."""
         view.pending.clear()
         view.deferred.clear()  # (every queue's heap is emptied, its demanding children marked below)
-        view.every_child[:] = flags(len(view.every_child))
         cap = self.capacity
         view.counted = [r for r in range(self.m) if cap[r] > 0 and r not in view.saturated]
         children = self.children

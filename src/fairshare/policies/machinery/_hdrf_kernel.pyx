@@ -69,6 +69,7 @@ from fairshare.policies.machinery.descent import first_runnable_child as referen
 from fairshare.policies.machinery.descent import first_runnable_filed as reference_filed_walk
 from fairshare.policies.machinery.descent import try_by_paths
 from fairshare.policies.machinery.ties import DIGITS
+from fairshare.policies.machinery.views import every_child
 
 
 
@@ -277,7 +278,6 @@ cdef class _Batch:
     cdef double *low
     cdef signed char *low_set
     cdef signed char *contrib_in
-    cdef signed char *every_child
     cdef double *contrib_vec
     cdef long long *unblocked
     cdef long long *pool_version
@@ -332,8 +332,7 @@ cdef class _Batch:
         view = self.view
         self.usage, self.share, self.low, self.contrib_vec = (
             doubles_in(view.usage), doubles_in(view.share), doubles_in(view.low), doubles_in(view.contrib_vec))
-        self.low_set, self.contrib_in, self.every_child = (
-            flags_in(view.low_set), flags_in(view.contrib_in), flags_in(view.every_child))
+        self.low_set, self.contrib_in = flags_in(view.low_set), flags_in(view.contrib_in)
         self.unblocked, self.pool_version, self.updates = (
             counters_in(view.unblocked), counters_in(view.pool_version), counters_in(view.updates))
         # (remade only when a rebuild made a new ``counted`` or the capacity changed:
@@ -455,16 +454,15 @@ cdef class _Batch:
         cdef double *vec_new = self.scratch
         cdef Py_ssize_t r, m = self.m
         cdef long long pool_ver, updates
-        cdef dict later = self.deferred.get(p)  # (v's pick entry, renewed when p's heap is read)
+        later = self.deferred.get(p)  # (v's pick entry, renewed when p's heap is read)
         cdef long kids_p
         if later is None:
             self.deferred[p] = {v: None}
-            self.every_child[p] = 0
-        elif not self.every_child[p]:  # (else v is marked already: every child of p is)
-            later[v] = None
+        elif type(later) is dict:  # (else they stand for every child of p: v is marked)
+            (<dict>later)[v] = None
             kids_p = self.kids[p]
-            if len(later) >= kids_p >= self.every_child_min:
-                self.every_child[p] = 1
+            if len(<dict>later) >= kids_p >= self.every_child_min:
+                self.deferred[p] = every_child(p, later)
         if not p:
             return False
         in_old = self.contrib_in[v] != 0
@@ -649,7 +647,6 @@ def rebuild(sorter, view, long rebuild_every):
     queues in ``queues_bottom_up``, each queue's jobs as its loop meets them."""
     view.pending.clear()
     view.deferred.clear()  # (every queue's heap is emptied, its demanding children marked below)
-    view.every_child[:] = array.array("b", bytes(len(view.every_child)))
     cap = sorter.capacity
     cdef Py_ssize_t m = sorter.m
     saturated = view.saturated

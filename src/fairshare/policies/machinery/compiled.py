@@ -53,10 +53,10 @@ PURE_PYTHON_ENV = "FAIRSHARE_PURE_PYTHON"
 #: ``HDRFSorter.*`` are in ``policies/hdrf_online.py``, ``descent.*`` in ``machinery/descent.py``
 PORTED_FROM = {
     "HDRFSorter._propagate": "6c4e6741466446e5",
-    "HDRFSorter._repost": "a0208dada6364d92",
+    "HDRFSorter._repost": "dd0ebc633118280b",
     "HDRFSorter._recompute": "c651b87e2b1b008a",
     "HDRFSorter._compact_pool": "70be770a09f5f8d0",
-    "HDRFSorter._rebuild": "ad86fa380db971fc",
+    "HDRFSorter._rebuild": "243cc5c4bb0ad4a0",
     "descent.pick_among_tree": "8bf57239bdf6a3d9",
     "descent.renew_pick_entries": "429e4a73d48cee39",
     "descent.first_runnable_by_key": "ab3252270eda6a94",
