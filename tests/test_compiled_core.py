@@ -17,6 +17,7 @@ import hashlib
 import inspect
 import os
 import random
+from array import array
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -233,16 +234,45 @@ def test_the_kernels_view_tuples_are_off_the_cyclic_collector(monkeypatch):
 SHARES = [0.0, 0.1, 0.1 + 1e-14, 0.25, 0.5, 0.5 - 3e-13, 1 / 3]
 
 
+def keyed_tree(rng: random.Random, n: int):
+    """``random_tree`` with its index by name and random keys ``(share, running, position)``
+    (positions among siblings)."""
+    parent, kids, is_job, key, live = tree = random_tree(rng, n)
+    share = [rng.choice(SHARES) for _ in range(n)]
+    running = [rng.randint(0, 2) for _ in range(n)]
+    position = [kids[parent[v]].index(v) if v else 0 for v in range(n)]
+    return tree, {key[v]: v for v in range(n)}, (share, running, position)
+
+
+def walk_among(pick, names: list[str], tree: dict, keys: tuple, runnable_set: set[str], with_tables: bool = True):
+    """``pick`` (a ``pick_among_tree``) among ``names`` on ``tree`` (its ``index``,
+    ``parent``, ``live`` and ``fifo_jobs``), the keys from ``keys`` (``share, running,
+    position``): its answer and what it called (keys read, catch-ups, runnable checks)."""
+    share, running, position = keys
+    calls = {"keys": 0, "ready": 0, "runnable": []}
+
+    def node_key(v: int) -> tuple:
+        calls["keys"] += 1
+        return (round(share[v], 12), running[v], position[v])
+
+    def ready() -> None:
+        calls["ready"] += 1
+
+    def runnable(name: str) -> bool:
+        calls["runnable"].append(name)
+        return name in runnable_set
+
+    got = pick(names, **tree, node_key=node_key, runnable=runnable,
+               tables=(share, running, position, ready) if with_tables else None)
+    return got, calls
+
+
 @needs_compiled
 @pytest.mark.parametrize("seed", range(60))
 def test_the_compiled_candidate_walk_is_the_reference(seed):
     rng = random.Random(seed)
     n = rng.randint(3, 40)
-    parent, kids, is_job, key, live = random_tree(rng, n)
-    index = {key[v]: v for v in range(n)}
-    share = [rng.choice(SHARES) for _ in range(n)]
-    running = [rng.randint(0, 2) for _ in range(n)]
-    position = [kids[parent[v]].index(v) if v else 0 for v in range(n)]
+    (parent, kids, is_job, key, live), index, (share, running, position) = keyed_tree(rng, n)
     fifo = {v for v in range(1, n) if kids[v] and rng.random() < 0.3}
     runnable_set = {key[v] for v in range(n) if is_job[v] and rng.random() < 0.5}
     # candidates: the runnable jobs and others (a lowest one not runnable takes the slow path)
@@ -252,27 +282,11 @@ def test_the_compiled_candidate_walk_is_the_reference(seed):
     def fifo_jobs(v: int):
         return [c for c in kids[v] if is_job[c]] if v in fifo else None
 
-    def answer(pick, with_tables: bool):
-        calls = {"keys": 0, "ready": 0, "runnable": []}
-
-        def node_key(v: int) -> tuple:
-            calls["keys"] += 1
-            return (round(share[v], 12), running[v], position[v])
-
-        def ready() -> None:
-            calls["ready"] += 1
-
-        def runnable(name: str) -> bool:
-            calls["runnable"].append(name)
-            return name in runnable_set
-
-        got = pick(names, index=index, parent=parent, live=live, node_key=node_key, fifo_jobs=fifo_jobs,
-                   runnable=runnable, tables=(share, running, position, ready) if with_tables else None)
-        return got, calls
-
-    want, ref_calls = answer(descent.pick_among_tree, True)
+    tree = dict(index=index, parent=parent, live=live, fifo_jobs=fifo_jobs)
+    want, ref_calls = walk_among(descent.pick_among_tree, names, tree, (share, running, position), runnable_set)
     for with_tables in (True, False):
-        got, calls = answer(_hdrf_kernel.pick_among_tree, with_tables)
+        got, calls = walk_among(_hdrf_kernel.pick_among_tree, names, tree, (share, running, position), runnable_set,
+                                with_tables)
         assert got == want
         assert calls["runnable"] == ref_calls["runnable"]  # the same checks, in the same order
         if with_tables:
@@ -280,6 +294,68 @@ def test_the_compiled_candidate_walk_is_the_reference(seed):
             assert calls["ready"] == (1 if ref_calls["keys"] else 0)
         else:
             assert calls["keys"] == ref_calls["keys"]
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(60))
+def test_the_compiled_candidate_walk_without_fifo_queues_is_the_reference(seed):
+    # no FIFO queue (``fifo_jobs`` an empty dict's ``get``, as the sorters pass it): the
+    # kernel's walk keeps the candidates' paths in per-node marks (``among_by_marks``);
+    # names repeat, some candidates are not demanding, shares are a view's doubles or a list
+    rng = random.Random(seed)
+    tables, index, keys = keyed_tree(rng, rng.randint(3, 60))
+    parent, _kids, is_job, key, live = tables
+    jobs = [name for name, job in zip(key, is_job) if job]
+    runnable_set = {name for name in jobs if rng.random() < 0.5}
+    names = [name for name in jobs if name in runnable_set or rng.random() < 0.5]
+    names += rng.sample(names, min(len(names), rng.randint(0, 3)))  # (repeated names)
+    rng.shuffle(names)
+    if seed % 2:
+        keys = (array("d", keys[0]), *keys[1:])
+    tree = dict(index=index, parent=parent, live=live, fifo_jobs={}.get)
+    outcomes = []
+    for pick in (descent.pick_among_tree, _hdrf_kernel.pick_among_tree, _hdrf_kernel.pick_among_tree):
+        got, calls = walk_among(pick, names, tree, keys, runnable_set)
+        outcomes.append((got, calls["runnable"], bool(calls["keys"] or calls["ready"])))
+    # the same pick after the same checks, caught up iff a key was read; and again (the
+    # marks are cleared for the next call)
+    assert outcomes[0] == outcomes[1] == outcomes[2]
+
+
+@needs_compiled
+def test_the_compiled_candidate_walk_makes_no_container_per_candidate():
+    # without FIFO queues the paths are marks in C integers, not a dict of lists: a call
+    # among 400 candidates adds a handful of objects the cyclic collector tracks, not one
+    # per candidate's queue (each of them a young object a collection walks)
+    rng = random.Random(7)
+    n = 2000
+    parent = [-1] + [rng.randrange(0, 1 + min(k - 1, 100)) for k in range(1, n)]  # (100 queues, 1,899 jobs)
+    is_job = [v > 100 for v in range(n)]
+    key = [f"v{v}" for v in range(n)]
+    index = {name: v for v, name in enumerate(key)}
+    live = [1] * n
+    share = hdrf_online.doubles(n)
+    running, position = [0] * n, list(range(n))
+    names = [key[v] for v in rng.sample(range(101, n), 400)]
+
+    def pick() -> str | None:
+        return _hdrf_kernel.pick_among_tree(names, index=index, parent=parent, live=live, node_key=None,
+                                            fifo_jobs={}.get, runnable=lambda name: True,
+                                            tables=(share, running, position, lambda: None))
+
+    want = descent.pick_among_tree(names, index=index, parent=parent, live=live,
+                                   node_key=lambda v: (round(share[v], DIGITS), running[v], position[v]),
+                                   fifo_jobs={}.get, runnable=lambda name: True)
+    assert pick() == want
+    gc.collect()
+    gc.disable()
+    try:
+        before = gc.get_count()[0]
+        pick()
+        made = gc.get_count()[0] - before
+    finally:
+        gc.enable()
+    assert made < 10
 
 
 @needs_compiled

@@ -20,8 +20,9 @@ from strategies import scenarios
 
 from fairshare.engine import Scheduler
 from fairshare.model import Node
-from fairshare.policies import make_policy
+from fairshare.policies import hdrf_online, make_policy
 from fairshare.policies.machinery.reference import ReferenceSorter
+from fairshare.policies.machinery.views import EveryChild
 
 # (policy, options): each incremental sorter against the same policy's reference sorter
 # (Policy.reference_sorter: every share recomputed per decision by the policy's ShareRule)
@@ -234,7 +235,7 @@ def steady_run(sc, policy: str, *, reference: bool, seed: int, plain: bool):
     if plain:  # every decision a descent (no candidate lists)
         sched.pick_among_max = -1
         sched.freed_scan_max = -1
-    seen = {"batches": 0, "flushes": 0, "deferred": 0, "sets": set()}
+    seen = {"batches": 0, "flushes": 0, "deferred": 0, "sets": set(), "every_child": 0}
     if not reference:
         # the pick heaps' renewal, as a descent reads a heap
         views, replay_view, flush = sched.sorter.views, sched.sorter.views._replay, sched.sorter._renew_deferred
@@ -245,6 +246,7 @@ def steady_run(sc, policy: str, *, reference: bool, seed: int, plain: bool):
 
         def counted_flush(view, *nodes):
             seen["flushes"] += 1
+            seen["every_child"] += isinstance(nodes[0], EveryChild)  # (H-DRF's marks standing for every child)
             flush(view, *nodes)
 
         views._replay = counted_replay
@@ -300,6 +302,21 @@ def test_steady_state_on_a_full_cluster_matches_reference(policy, seed):
         assert seen["flushes"] >= (20 if plain else 5), seen
         assert plain or seen["deferred"] >= 20, seen
     assert len(want) > 400
+
+
+@pytest.mark.parametrize("seed", [0, 2, 4, 7])
+def test_hdrf_deferred_marks_standing_for_every_child_give_the_reference(monkeypatch, seed):
+    # once a queue's deferred marks are as many as its children they stand for all of
+    # them (``views.EveryChild``; from 8 children by default, from one here, so these
+    # small queues convert): a descent reading its heap renews every child still there,
+    # and the decisions stay the reference's, descents or candidate lists
+    monkeypatch.setattr(hdrf_online, "EVERY_CHILD_MIN", 1)
+    sc = steady_scenario(seed)
+    want, _ = steady_run(sc, "hdrf", reference=True, seed=seed, plain=False)
+    for plain in (False, True):
+        got, seen = steady_run(sc, "hdrf", reference=False, seed=seed, plain=plain)
+        assert got == want, plain
+        assert seen["every_child"] >= (20 if plain else 1), seen  # (such renewals happened)
 
 
 @pytest.mark.parametrize("policy", ["hdrf", "dff"])

@@ -67,7 +67,9 @@ candidates' paths of keys, computed from the shares directly, and never read the
 the shape-indexed descent sorts a jobs-only queue's fitting jobs instead of reading its
 heap, and a descent reads the heaps on its path only (at 10,000 jobs a flush of every
 re-keyed node before each descent renewed 49 entries a decision, 14 of them queues', for
-about 4 read). In a
+about 4 read); once a queue's marks are as many as its children they stand for all of them
+(``views.EveryChild``: a jobs-only queue's heap is seldom read, and its marks grew to every
+job it has). In a
 queue with ``order: fifo`` only its earliest runnable job competes with its sub-queues
 (a scan of that queue's jobs, as the reference does). Children whose demanding jobs the
 scheduler has all excluded in this call are passed over (``TreeExclusion``), and so are
@@ -89,12 +91,17 @@ from fairshare.policies.machinery import compiled
 from fairshare.policies.machinery.descent import TREE_AMONG_COST, TREE_AMONG_MAX, ShapeIndex, TreeExclusion
 from fairshare.policies.machinery.history import HISTORY, QueueHistory
 from fairshare.policies.machinery.ties import DIGITS
-from fairshare.policies.machinery.views import SaturatedView, ViewCache, counters
+from fairshare.policies.machinery.views import EveryChild, SaturatedView, ViewCache, counters, every_child
 from fairshare.policies.online import OnlineSorter, Runnable
 
 REBUILD_EVERY = 4096
 #: the fewest tombstones (removed jobs' slots) a compaction of the node table drops (``_compact``)
 COMPACT_MIN = 1024
+#: the fewest children of a queue whose deferred pick entries, once as many marks as it has
+#: children, stand for all its children (``views.EveryChild``): such marks renew no more
+#: entries than the marks would, but below this a queue's list of children made at the
+#: renewal costs about what the marks saved (the benchmark's queues of queues have four)
+EVERY_CHILD_MIN = 8
 #: a node's share from its usage (``hdrf.hdrf_share``): (usage, capacity, counted, weight)
 NodeShare = Callable[[Sequence[float], Vector, Sequence[int], float], float]
 
@@ -238,6 +245,11 @@ class _View(SaturatedView):
         #: before a descent reads that queue's heap (``descend_tree``'s ``deferred``): most
         #: decisions on a full cluster compare the candidates' paths (``pick_among``) and
         #: never read the pick heaps, and a descent reads only the heaps on its way
+        #: A queue's marks stand for every child (``views.EveryChild``) once a queue of at
+        #: least ``EVERY_CHILD_MIN`` children has as many marks as children: a jobs-only
+        #: queue's heap is seldom read (the shape-indexed descent sorts its fitting jobs
+        #: instead), and at 10,000 jobs adding each re-keyed job to a mark set of a hundred
+        #: and more cost a third of a catch-up
         self.deferred: dict[int, dict[int, None]] = {}
         #: the saturated set as a bit mask (a leaf needing one of them is blocked)
         self.saturated_mask = sum(1 << r for r in saturated)
@@ -273,6 +285,8 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         self.node_share = share
         self.rescale = rescale
         self.ignore_blocked = ignore_blocked
+        #: a queue's deferred marks stand for every child from this many children (``views.EveryChild``)
+        self.every_child_min = EVERY_CHILD_MIN
         self.stop_when_saturated = stop_when_saturated
         # Alg. 3's pool rule (its set A) as a number, for _repost and _rebuild: 0 no pool (no
         # rescaling), 1 children with an unblocked demanding job below, 2 with a demanding one
@@ -667,8 +681,10 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         later = view.deferred.get(p)
         if later is None:
             view.deferred[p] = {v: None}
-        else:
+        elif type(later) is dict:  # (else they stand for every child of p: v is marked)
             later[v] = None
+            if len(later) >= self.kids[p] >= self.every_child_min:
+                view.deferred[p] = every_child(p, later)
         if not p:
             return False
         in_old = view.contrib_in[v] == 1
@@ -723,7 +739,16 @@ class HDRFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         again (every change of a share, running count or demand reposts the node), so the
         entries pushed here carry the keys an eager renewal would have read; the entries
         of nodes renewed later than they would have been carry an old version, stale, and
-        are dropped when met, as before (``renew_pick_entries``' ``lazy``)."""
+        are dropped when met, as before (``renew_pick_entries``' ``lazy``).
+
+        Marks that stand for every child (``views.EveryChild``) renew every child still
+        there: the children marked meanwhile are among them, and the others get an entry
+        with the key their current one has (not re-keyed since, or they would be marked),
+        so the heap's current entries carry the same keys, which are distinct among
+        siblings: the same pops. A removed job left out is not ``present``: its entries
+        are stale either way."""
+        if type(nodes) is EveryChild:
+            nodes = dict.fromkeys(self.children[nodes.queue])
         self._renew_pick_entries(nodes, view.pick_heap, version=view.version, share=view.share,
                                  running=self.running, position=self.position, live=self.live, present=self.key,
                                  parent=self.parent, kids=self.kids)

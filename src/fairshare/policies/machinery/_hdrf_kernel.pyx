@@ -73,6 +73,7 @@ from fairshare.policies.machinery.descent import first_runnable_child as referen
 from fairshare.policies.machinery.descent import first_runnable_filed as reference_filed_walk
 from fairshare.policies.machinery.descent import try_by_paths
 from fairshare.policies.machinery.ties import DIGITS
+from fairshare.policies.machinery.views import every_child
 
 
 
@@ -272,6 +273,7 @@ cdef class _Batch:
     cdef int pool_rule
     cdef Py_ssize_t m, n_counted
     cdef long rebuild_every
+    cdef long every_child_min
     # the sorter's node_share is hdrf.hdrf_share, computed here (``leaf_share``)
     cdef bint inline_share
     # the buffers (``refresh``): node v's vectors at [v*m, (v+1)*m)
@@ -307,6 +309,7 @@ cdef class _Batch:
         self.node_share = sorter.node_share
         self.capacity = sorter.capacity
         self.pool_rule = sorter._pool_rule
+        self.every_child_min = sorter.every_child_min
         self.m = sorter.m
         self.counted = view.counted
         self.s1 = view.s1
@@ -455,11 +458,15 @@ cdef class _Batch:
         cdef double *vec_new = self.scratch
         cdef Py_ssize_t r, m = self.m
         cdef long long pool_ver, updates
-        cdef dict later = self.deferred.get(p)  # (v's pick entry, renewed when p's heap is read)
+        later = self.deferred.get(p)  # (v's pick entry, renewed when p's heap is read)
+        cdef long kids_p
         if later is None:
             self.deferred[p] = {v: None}
-        else:
-            later[v] = None
+        elif type(later) is dict:  # (else they stand for every child of p: v is marked)
+            (<dict>later)[v] = None
+            kids_p = self.kids[p]
+            if len(<dict>later) >= kids_p >= self.every_child_min:
+                self.deferred[p] = every_child(p, later)
         if not p:
             return False
         in_old = self.contrib_in[v] != 0
@@ -780,7 +787,14 @@ def pick_among_tree(names, *, dict index, list parent, list live, node_key, fifo
     ``rounded_share``); the comparison is
     the tuples' (``_key_less``) and the scan ``min``'s (the first lowest key wins). The
     rare path (the lowest candidate not runnable) is the reference's own
-    (``descent.try_by_paths``, on ``node_key``)."""
+    (``descent.try_by_paths``, on ``node_key``). Without FIFO queues (``fifo_jobs`` an
+    empty dict's ``get``, as the sorters pass it) the paths are kept in per-node marks
+    instead of a dict of lists (``among_by_marks``: the same walk, no object per
+    candidate)."""
+    if tables is not None:
+        owner = getattr(fifo_jobs, "__self__", None)
+        if type(owner) is dict and not owner:  # no FIFO queue: every live candidate competes
+            return among_by_marks(names, index, parent, live, node_key, runnable, tables)
     cdef dict candidates = {}
     cdef dict fifo_first = {}
     cdef dict below = {}
@@ -857,6 +871,115 @@ def pick_among_tree(names, *, dict index, list parent, list live, node_key, fifo
     if runnable(best_name):
         return best_name
     return try_by_paths(competing, candidates, v, parent=parent, node_key=node_key, runnable=runnable)
+
+
+#: ``among_by_marks``' per-node scratch, all zero between calls: at node v, 1 + the first of
+#: its children on a candidate's path (``head``, 0: none), at a child u, 1 + its next
+#: sibling there (``after``), at a candidate job, 1 + its slot in the names (``slot``)
+cdef array.array _among = array.array("q")
+#: the nodes ``among_by_marks`` marked, to zero them again
+cdef array.array _among_touched = array.array("q")
+
+
+cdef object among_by_marks(names, dict index, list parent, list live, node_key, runnable, tuple tables):
+    """``pick_among_tree`` when no queue is FIFO (every live candidate competes), the same
+    answer with the tree of the candidates' paths kept in per-node C counters
+    (``_among``: each node's children on the paths as a linked list) instead of a dict of
+    lists, and each candidate's name by its slot, so no Python object is made per
+    candidate: at 10,000 jobs a call has about a hundred candidates.
+
+    Why the same pick: the same nodes are linked under the same parents (a candidate's
+    path up to the first node already on another's, as the reference's ``below``), the
+    same candidates once each in the order first seen (a repeated name is the same job:
+    the reference's dict keeps its first place), and the walk takes at each node the
+    first lowest key in the reference's list order: the links hold a node's children
+    newest first, and the scan keeps a later-met child whose key is lower or equal, so
+    among equal keys the one listed first wins, as ``min`` (keys are distinct among
+    siblings anyway, by position). The catch-up (``ready``) runs before the first key
+    is read, where a node first has two children on the paths, as the reference's first
+    ``node_key`` call; the rare path (the lowest job not runnable) is the reference's
+    ``try_by_paths`` on the same competing candidates and names."""
+    global _among, _among_touched
+    cdef Py_ssize_t n_nodes = len(parent), v, u, p, c, best, n_touched = 0, k
+    if len(_among) < 3 * n_nodes:
+        _among = array.clone(_among, 6 * n_nodes, True)
+    if len(_among_touched) < n_nodes:
+        _among_touched = array.clone(_among_touched, 2 * n_nodes, True)
+    cdef long long *head = _among.data.as_longlongs
+    cdef long long *after = head + n_nodes
+    cdef long long *slot = head + 2 * n_nodes
+    cdef long long *touched = _among_touched.data.as_longlongs
+    cdef list named = []  # each candidate's name once, in the order first seen
+    cdef list competing = []  # the live ones' names
+    cdef bint readied = False
+    cdef double share_best, share_c
+    cdef long long running_best, running_c, position_best, position_c
+    cdef double *shares
+    share, running, position, ready = tables
+    try:
+        for name in names:
+            v = index[name]
+            if slot[v]:
+                continue  # (a name met before: the same job)
+            named.append(name)
+            slot[v] = len(named)
+            touched[n_touched] = v
+            n_touched += 1
+            if not live[v]:
+                continue
+            competing.append(name)
+            u = v
+            while u:  # up to the first node already on another candidate's path
+                p = parent[u]
+                if head[p]:
+                    after[u] = head[p]
+                    head[p] = u + 1
+                    break
+                head[p] = u + 1
+                touched[n_touched] = p
+                n_touched += 1
+                u = p
+        if not competing:
+            return None
+        shares = doubles_of(share)
+        v = 0
+        while head[v]:
+            c = head[v] - 1
+            if not after[c]:
+                v = c
+                continue
+            if not readied:
+                ready()
+                readied = True
+            best = c
+            share_best = rounded_share(share_at(share, shares, best))
+            running_best = running[best]
+            position_best = position[best]
+            while after[c]:
+                c = after[c] - 1
+                share_c = rounded_share(share_at(share, shares, c))
+                running_c = running[c]
+                position_c = position[c]
+                # (newest first: a lower or equal key is listed before the best so far)
+                if not _key_less(share_best, running_best, position_best, share_c, running_c, position_c):
+                    best = c
+                    share_best, running_best, position_best = share_c, running_c, position_c
+            v = best
+        best_name = named[slot[v] - 1]
+    finally:  # (every node marked is in ``touched``: a candidate, or a parent first linked)
+        for k in range(n_touched):
+            u = touched[k]
+            head[u] = 0
+            after[u] = 0
+            slot[u] = 0
+    if runnable(best_name):
+        return best_name
+    cdef dict candidates = {}
+    cdef list jobs = []
+    for name in competing:
+        candidates[index[name]] = name
+        jobs.append(index[name])
+    return try_by_paths(jobs, candidates, v, parent=parent, node_key=node_key, runnable=runnable)
 
 
 def first_runnable_by_key(list jobs, *, list live, excluded, list shape_mask, list alive, list key, runnable,

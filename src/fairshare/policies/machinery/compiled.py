@@ -53,7 +53,7 @@ PURE_PYTHON_ENV = "FAIRSHARE_PURE_PYTHON"
 #: ``HDRFSorter.*`` are in ``policies/hdrf_online.py``, ``descent.*`` in ``machinery/descent.py``
 PORTED_FROM = {
     "HDRFSorter._propagate": "6c4e6741466446e5",
-    "HDRFSorter._repost": "66752ff44eb25ddc",
+    "HDRFSorter._repost": "dd0ebc633118280b",
     "HDRFSorter._recompute": "c651b87e2b1b008a",
     "HDRFSorter._compact_pool": "70be770a09f5f8d0",
     "HDRFSorter._rebuild": "243cc5c4bb0ad4a0",

@@ -44,6 +44,24 @@ def counters(n: int) -> array:
     return array("q", bytes(8 * n))
 
 
+class EveryChild(dict):
+    """A queue's deferred pick marks (a tree sorter's ``deferred[queue]``: its children whose
+    pick entries wait for renewal until a descent reads its heap) that stand for every
+    child of ``queue``: the marks made so far, not added to any more. A sorter makes
+    them (:func:`every_child`) once a queue's marks are as many as its children, and
+    renews every child still there when the heap is read (the H-DRF sorter's
+    ``_renew_deferred``)."""
+
+    __slots__ = ("queue",)
+
+
+def every_child(queue: int, marks: dict[int, None]) -> EveryChild:
+    """``marks``, the deferred marks of ``queue``, as marks standing for every child."""
+    every = EveryChild(marks)
+    every.queue = queue
+    return every
+
+
 class SaturatedView:
     """A sorter's view for one saturated set: subclasses add the state that depends on it."""
 
