@@ -17,18 +17,21 @@ from fairshare.policies.online import Runnable
 
 #: The tree sorters' candidate-path thresholds (``OnlineSorter.among_max`` and
 #: ``among_cost``): the engine asks :func:`pick_among_tree` instead of the descent for c
-#: candidates when c <= 200 and c * c * 0.1 <= demanding jobs. Comparing a candidate costs
+#: candidates when c <= 100 and c * c * 0.1 <= demanding jobs. Comparing a candidate costs
 #: a parent walk and, only for the children met on the greedy walk, a heap key, about a
 #: tenth of passing one job that cannot run in the descent (a heap pop, a runnable check,
-#: and the pick-heap renewal before it). Chosen from an alternating sweep of (48, 0.5),
-#: (100, 0.2), (200, 0.1), (400, 0.05) on bench_scaling's workload at 300, 1,000 and
-#: 3,000 jobs, hdrf and dff, three rounds (docs/performance.md, "The saturated steady
-#: state", second pass): medians of the steady state 1.26-1.46x those of (48, 0.5) at
-#: 1,000 and 3,000 jobs and 0.99-1.07x at 300, the fill within +-6% (the spread between
-#: rounds); (400, 0.05) was as good in the steady state but its hdrf fill at 300 jobs 6%
-#: lower, (100, 0.2) 8-17% below (200, 0.1) at 1,000 and 3,000. The cap binds only above
-#: 4,000 demanding jobs, where it bounds the comparisons of one decision.
-TREE_AMONG_MAX = 200
+#: and the pick-heap renewal before it). First chosen (200, 0.1) from an alternating sweep
+#: of (48, 0.5), (100, 0.2), (200, 0.1), (400, 0.05) on bench_scaling's workload at 300,
+#: 1,000 and 3,000 jobs (docs/performance.md, "The saturated steady state", second pass).
+#: The cap lowered to 100 in issue 24's round 9, when the descent had become shape-indexed
+#: and compiled and passes few jobs that cannot run: a sweep of the cap (32, 64, 100, 200,
+#: 400; cost 0.1) at 1,000, 3,000 and 10,000 jobs, hdrf and dff, two alternated rounds
+#: after 2,000 untimed completions (docs/performance.md, "The candidate cap at 100"):
+#: at 10,000 jobs hdrf 19,602 decisions/s at 100 against 17,556 at 200, dff 16,941
+#: against 16,934; at 3,000 within 3%; at 1,000 the cap does not bind (the square rule
+#: stops the list at 100 there). A lower cap sends more decisions to the descent, dearer
+#: for them (32: 3-9% slower at 3,000 jobs).
+TREE_AMONG_MAX = 100
 TREE_AMONG_COST = 0.1
 
 #: While the engine restricts the shapes, :func:`descend_tree` walks a node's pick heap for
