@@ -323,6 +323,46 @@ def test_the_compiled_candidate_walk_without_fifo_queues_is_the_reference(seed):
 
 
 @needs_compiled
+@pytest.mark.parametrize("seed", range(20))
+def test_a_candidate_walk_begun_inside_another_gives_both_the_reference(seed):
+    # the walk without FIFO queues keeps its marks in module-wide scratch arrays and calls
+    # back ``ready`` (Python code) while it holds them: another walk begun then (a nested
+    # call here; in a live service another thread's, a forecast on a copy of the engine)
+    # must not use or clear them. Each gives the reference's answer
+    rng = random.Random(seed)
+    walks = []
+    for _ in range(2):
+        tables, index, keys = keyed_tree(rng, rng.randint(8, 60))
+        parent, _kids, is_job, key, live = tables
+        jobs = [name for name, job in zip(key, is_job) if job]
+        runnable_set = {name for name in jobs if rng.random() < 0.7}
+        names = [name for name in jobs if rng.random() < 0.8]
+        rng.shuffle(names)
+        walks.append((names, dict(index=index, parent=parent, live=live, fifo_jobs={}.get), keys, runnable_set))
+    want = [walk_among(descent.pick_among_tree, *walk)[0] for walk in walks]
+    inner_got = []
+
+    def nested(names, tree, keys, runnable_set):
+        share, running, position = keys
+
+        def ready() -> None:  # the outer walk's catch-up runs the inner walk, once
+            if not inner_got:
+                inner_got.append(walk_among(_hdrf_kernel.pick_among_tree, *walks[1])[0])
+
+        return _hdrf_kernel.pick_among_tree(names, **tree, node_key=lambda v: (round(share[v], 12), running[v],
+                                                                                 position[v]),
+                                            runnable=lambda name: name in runnable_set,
+                                            tables=(share, running, position, ready))
+
+    outer_got = nested(*walks[0])
+    if inner_got:  # (the outer walk read a key: its catch-up ran the inner one)
+        assert inner_got == [want[1]]
+    assert outer_got == want[0]
+    # and the scratch is free again: a walk after both takes the marks and agrees
+    assert walk_among(_hdrf_kernel.pick_among_tree, *walks[1])[0] == want[1]
+
+
+@needs_compiled
 def test_the_compiled_candidate_walk_makes_no_container_per_candidate():
     # without FIFO queues the paths are marks in C integers, not a dict of lists: a call
     # among 400 candidates adds a handful of objects the cyclic collector tracks, not one

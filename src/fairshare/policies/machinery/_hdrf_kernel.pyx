@@ -57,6 +57,12 @@ cdef extern from "Python.h":
     void Py_LeaveRecursiveCall()
 
 
+#: whether a call of ``among_by_marks`` (below) holds its scratch arrays (``_among``):
+#: set and read with the GIL held, no Python code between the test and the set, so one
+#: call at a time holds them
+cdef bint _among_busy = False
+
+
 cdef inline tuple atomic(tuple t):
     """``t`` (floats, ints, bools, or tuples made here) taken off the cyclic garbage
     collector's lists. Such a tuple can be in no reference cycle, and CPython itself
@@ -793,7 +799,11 @@ def pick_among_tree(names, *, dict index, list parent, list live, node_key, fifo
     candidate)."""
     if tables is not None:
         owner = getattr(fifo_jobs, "__self__", None)
-        if type(owner) is dict and not owner:  # no FIFO queue: every live candidate competes
+        # no FIFO queue: every live candidate competes. Not while another call holds the
+        # marks (``_among_busy``: the candidates' walk calls back ``ready``, Python code, so
+        # another thread, say a live service's forecast on a copy, or a nested call can
+        # come in): that one takes the walk below, the same answer
+        if type(owner) is dict and not owner and not _among_busy:
             return among_by_marks(names, index, parent, live, node_key, runnable, tables)
     cdef dict candidates = {}
     cdef dict fifo_first = {}
@@ -899,7 +909,7 @@ cdef object among_by_marks(names, dict index, list parent, list live, node_key, 
     is read, where a node first has two children on the paths, as the reference's first
     ``node_key`` call; the rare path (the lowest job not runnable) is the reference's
     ``try_by_paths`` on the same competing candidates and names."""
-    global _among, _among_touched
+    global _among, _among_touched, _among_busy
     cdef Py_ssize_t n_nodes = len(parent), v, u, p, c, best, n_touched = 0, k
     if len(_among) < 3 * n_nodes:
         _among = array.clone(_among, 6 * n_nodes, True)
@@ -916,6 +926,7 @@ cdef object among_by_marks(names, dict index, list parent, list live, node_key, 
     cdef long long running_best, running_c, position_best, position_c
     cdef double *shares
     share, running, position, ready = tables
+    _among_busy = True
     try:
         for name in names:
             v = index[name]
@@ -972,6 +983,7 @@ cdef object among_by_marks(names, dict index, list parent, list live, node_key, 
             head[u] = 0
             after[u] = 0
             slot[u] = 0
+        _among_busy = False
     if runnable(best_name):
         return best_name
     cdef dict candidates = {}
