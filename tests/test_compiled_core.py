@@ -639,3 +639,74 @@ def test_the_makefiles_compiler_check_runs_before_the_package_is_installed():
     assert done.returncode == (0 if compiled.compiler_present() else 1), (done.returncode, done.stderr)
     probe = subprocess.run([sys.executable, "-I", "-S", "-c", "import fairshare"], capture_output=True, timeout=60)
     assert probe.returncode != 0  # (the check above really ran without the package)
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_catch_up_begun_inside_another_sorters_catch_up_leaves_both_exact(seed):
+    # the compiled batch (``_hdrf_kernel.propagate``) keeps its marks in a module-wide
+    # scratch and calls Python code while it holds them (a share function other than
+    # ``hdrf_share``; ``views.every_child``), during which another engine's catch-up can
+    # begin (in a live service, a forecast on a copy of the engine in an API thread). Here
+    # one engine's share function runs a step of another engine, nested: both make the
+    # launches each makes alone
+    from test_online_parity import steady_scenario
+
+    from fairshare.policies.hdrf import hdrf_share
+
+    sc = steady_scenario(seed)
+    steps = 60
+
+    def engine():
+        sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("hdrf"))
+        return sched
+
+    def start(sched):
+        for job in sc.jobs:
+            sched.submit(job, 0.0)
+        return [(launch.job, launch.node) for launch in sched.schedule(0.0)]
+
+    def step(sched, k):
+        sched.finish(next(iter(sched.tasks)), float(k))
+        return [(launch.job, launch.node) for launch in sched.schedule(float(k))]
+
+    # each engine alone: its launches, and its view's exact floats after each step
+    want, floats = [], []
+    for _ in range(2):
+        alone = engine()
+        log, states = start(alone), []
+        for k in range(1, steps + 1):
+            log += step(alone, k)
+            states.append(view_floats(alone.sorter))
+        want.append(log)
+        floats.append(states)
+
+    outer, inner = engine(), engine()
+    inner_log = start(inner)
+    inner_steps = [0]
+    nested = [0]
+    busy = [False]
+
+    def inner_step() -> None:
+        inner_steps[0] += 1
+        inner_log.extend(step(inner, inner_steps[0]))
+        assert view_floats(inner.sorter) == floats[1][inner_steps[0] - 1]
+
+    def share_running_another_engine(u, capacity, counted, weight):
+        if not busy[0] and inner_steps[0] < steps:
+            busy[0] = True
+            nested[0] += 1
+            inner_step()
+            busy[0] = False
+        return hdrf_share(u, capacity, counted, weight)
+
+    outer.sorter.node_share = share_running_another_engine
+    outer_log = start(outer)
+    for k in range(1, steps + 1):
+        outer_log += step(outer, k)
+        assert view_floats(outer.sorter) == floats[0][k - 1], k
+    while inner_steps[0] < steps:
+        inner_step()
+    assert nested[0] >= 40  # (inner steps ran inside an outer share computation)
+    assert outer_log == want[0]
+    assert inner_log == want[1]

@@ -579,6 +579,11 @@ cdef _Batch batch_of(sorter, view, long rebuild_every):
 #: per node, during a batch: 0 when not among the nodes to recompute, else 1 + whether a
 #: child's contribution moved (the reference's per-depth dicts' values); all 0 between calls
 cdef array.array _queued = array.array("B")
+#: whether a call of ``propagate`` holds ``_queued`` (as ``_among_busy``: a batch calls
+#: Python code, a share function or ``views.every_child``, during which another thread's
+#: batch, a live service's forecast on a copy of the engine, can begin; that one takes
+#: scratch of its own)
+cdef bint _queued_busy = False
 
 
 def propagate(sorter, view, leaves, long rebuild_every):
@@ -591,7 +596,7 @@ def propagate(sorter, view, leaves, long rebuild_every):
     level.get(p, False)`` is the repost, then the node listed if new and its flag or'ed;
     a depth is read only after every insertion into it (leaves first, then the depth
     below it), as the reference iterates its dict."""
-    global _queued
+    global _queued, _queued_busy
     cdef _Batch b = batch_of(sorter, view, rebuild_every)
     cdef list key = b.key, parent = b.parent, depth = b.depth
     cdef long long *unblocked = b.unblocked
@@ -600,9 +605,17 @@ def propagate(sorter, view, leaves, long rebuild_every):
     cdef list levels = [[] for _ in range(<long>sorter.max_depth + 1)] if batch else []
     cdef list level
     cdef unsigned char *queued
-    if batch and len(_queued) < len(key):
-        _queued = array.clone(_queued, 2 * len(key), True)
-    queued = <unsigned char *>_queued.data.as_uchars
+    cdef array.array scratch = _queued
+    cdef bint holds = False  # (this call holds the module's scratch)
+    if batch:
+        if _queued_busy:
+            scratch = array.clone(_queued, len(key), True)
+        else:
+            if len(_queued) < len(key):
+                _queued = array.clone(_queued, 2 * len(key), True)
+            scratch = _queued
+            _queued_busy = holds = True
+    queued = <unsigned char *>scratch.data.as_uchars
     cdef Py_ssize_t idx, p, a, v, d, k
     cdef long now, d_unblocked
     try:
@@ -650,6 +663,8 @@ def propagate(sorter, view, leaves, long rebuild_every):
         for level in levels:
             for node in level:
                 queued[<Py_ssize_t>node] = 0
+        if holds:
+            _queued_busy = False
 
 
 def rebuild(sorter, view, long rebuild_every):
