@@ -658,8 +658,7 @@ def test_a_catch_up_begun_inside_another_sorters_catch_up_leaves_both_exact(seed
     steps = 60
 
     def engine():
-        sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("hdrf"))
-        return sched
+        return Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy("hdrf"))
 
     def start(sched):
         for job in sc.jobs:

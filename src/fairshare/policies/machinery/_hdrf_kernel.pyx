@@ -1361,7 +1361,7 @@ cdef class _Descent:
         cdef list live = self.live, key = self.key, shape_mask = self.shape_mask, alive = self.alive
         cdef list version = self.version, heap, tried
         cdef Py_ssize_t fifo_job = -1, c
-        cdef bint rest = False, unrestricted
+        cdef bint rest = False
         excluded, runnable, is_job, present = self.excluded, self.runnable, self.is_job, self.present
         if is_job[v]:
             name = key[v]
