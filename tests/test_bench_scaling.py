@@ -124,3 +124,30 @@ def test_collect_first_runs_one_full_collection_before_the_window_and_none_insid
     assert record["collected_first"] is True
     assert len(seen) == 1  # the one before the window
     assert record["steady_full_collections"] == 0 and record["steady_full_collection_s"] == 0.0
+
+
+def test_windows_are_timed_back_to_back_and_the_first_is_the_steady_record():
+    # ``--windows 3``: three windows of ``events`` completions one after the other, each
+    # with its own counts; the steady_* fields are the first window's, as with one window
+    bench = bench_module()
+    one = bench.measure("drf", 100, events=15, budget=30.0, fill_budget=30.0, warmup=5)
+    three = bench.measure("drf", 100, events=15, budget=30.0, fill_budget=30.0, warmup=5, windows=3)
+    assert "windows" not in one
+    windows = three["windows"]
+    assert [w["events"] for w in windows] == [15, 15, 15]
+    assert (three["steady_events"], three["steady_decisions"], three["steady_s"]) == \
+        (windows[0]["events"], windows[0]["decisions"], windows[0]["s"])
+    # a deterministic workload: the first window is the one-window run's
+    assert windows[0]["decisions"] == one["steady_decisions"]
+    assert all(w["decisions"] > 0 and w["s"] > 0 for w in windows)
+
+
+def test_windows_below_one_are_refused_with_the_flags_name(capsys):
+    bench = bench_module()
+    try:
+        bench.main(["--policy", "drf", "--size", "100", "--windows", "0"])
+    except SystemExit as stop:
+        assert stop.code == 2
+    else:
+        raise AssertionError("--windows 0 was accepted")
+    assert "--windows must be at least 1 (got 0)" in capsys.readouterr().err

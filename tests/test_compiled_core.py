@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import heapq
 import inspect
+import math
 import os
 import random
+import struct
 from array import array
 
 import pytest
@@ -520,13 +523,48 @@ def test_lazy_pick_renewal_gives_the_eager_heaps():
     assert waited  # (some entries were still waiting at the end)
 
 
+def rounding_cases(rng: random.Random) -> list[float]:
+    """Shares of every magnitude the kernel's fast path takes (0 <= x < 1000), the decimal
+    half-points of its 12-digit grid ((N + 0.5) / 10**12, which Python rounds half-even on
+    the exact binary value) and their neighbours a few ulps away on both sides, and what it
+    leaves to Python's ``round`` (negative, 1000 and up, not finite)."""
+    shares = [rng.random() * 10 ** rng.randint(-15, 3) for _ in range(20_000)]
+    near_half = []
+    for _ in range(20_000):
+        x = (rng.randint(0, 10 ** 15) + 0.5) / 10 ** 12
+        for _ in range(rng.randint(0, 3)):
+            x = math.nextafter(x, math.inf if rng.random() < 0.5 else -math.inf)
+        near_half.append(x)
+    edges = [0.0, -0.0, 5e-324, 5e-13, 1.5e-12, 2.5e-12, 0.5, 999.9999999999995, math.nextafter(1000.0, 0.0),
+             1000.0, 1e300, -1e-13, -0.4e-12, -2.5, math.inf, -math.inf]
+    return shares + near_half + edges + SHARES
+
+
 @needs_compiled
-def test_the_kernels_rounding_memo_is_round():
-    rng = random.Random(0)
-    # more shares than the memo's slots, each asked twice (a hit or a slot another took)
-    shares = [rng.random() * 10 ** rng.randint(-6, 2) for _ in range(20_000)] + SHARES + [0.0, -0.0]
-    for x in shares + shares[::-1]:
-        assert _hdrf_kernel.share_key(x) == round(x, 12), x
+def test_the_kernels_rounding_is_round_bit_for_bit():
+    # ``rounded_share``'s integer path and its fall back to ``round``: the same double as
+    # Python's ``round(x, 12)``, sign of zero included (compared as bytes, not by ``==``)
+    assert DIGITS == 12
+    for x in rounding_cases(random.Random(0)):
+        assert struct.pack("<d", _hdrf_kernel.share_key(x)) == struct.pack("<d", round(x, DIGITS)), x
+    assert math.isnan(_hdrf_kernel.share_key(math.nan))
+
+
+@needs_compiled
+def test_the_kernels_pick_heap_heapify_is_heapqs():
+    # ``heap_heapify`` (the renewal's and the compaction's): the list ``heapq.heapify``
+    # leaves, the same objects in the same places, sizes on both sides of heapq's own
+    # cache-friendly switch (above 2,500 entries the kernel calls heapq itself)
+    rng = random.Random(3)
+    for size in [*range(12), 31, 64, 500, 2500, 2501, 4000]:
+        for _ in range(3):
+            entries = [(round(rng.random(), 1), rng.randint(0, 3), rng.randint(0, 5), rng.randint(0, 9), c)
+                       for c in range(size)]
+            rng.shuffle(entries)
+            expected, got = list(entries), list(entries)
+            heapq.heapify(expected)
+            _hdrf_kernel.pick_heap_heapify(got)
+            assert all(a is b for a, b in zip(got, expected)) and len(got) == len(expected), size
 
 
 @pytest.mark.parametrize("core", CORES)

@@ -29,9 +29,9 @@ lists).
 
 Three shortcuts, each exact (the same picks; see the functions): ``hdrf.hdrf_share``
 computed here rather than called (its operations in its order, ``_Batch.leaf_share``);
-``round(share, DIGITS)`` memoized by the share's bits (``rounded_share``: Python's own
-``round`` fills the memo); and a pick heap given many entries at once filled by one
-``heapify`` (``renew_pick_entries``: the same set of current entries, so the same pops).
+``round(share, DIGITS)`` as the nearest integer of ``share * 10**12`` over ``10**12`` where
+that is certain (``rounded_share``: else Python's own ``round``); and a pick heap given
+many entries at once filled by one ``heapify`` (``renew_pick_entries``: the same set of current entries, so the same pops).
 The pick-heap tuples it makes are untracked by the cyclic garbage collector at once
 (``atomic``: they hold only numbers, so no cycle can pass through them); that changes
 what the collector walks, never a value.
@@ -134,6 +134,50 @@ cdef int heap_push(list heap, tuple entry) except -1:
         up = (pos - 1) >> 1
         parent = heap[up]
         if entry_less(entry, <tuple>parent):
+            heap[pos] = parent
+            pos = up
+            continue
+        break
+    heap[pos] = entry
+    return 0
+
+
+cdef enum:
+    HEAPIFY_OWN_MAX = 2500
+
+
+cdef int heap_heapify(list heap) except -1:
+    """``heapq.heapify(heap)`` for pick entries: heapq's algorithm (``_siftup`` from the
+    last parent to the top: the smaller child moved up to a leaf, then the entry sifted
+    down) with the comparisons Python makes (``entry_less``), so the same list. (heapq's C
+    ``heapify`` takes the same steps below 2,500 entries; above, a cache-friendly order of
+    them, so larger lists go to heapq itself.)"""
+    cdef Py_ssize_t n = len(heap), i
+    if n > HEAPIFY_OWN_MAX:
+        heapify(heap)
+        return 0
+    for i in reversed(range(n // 2)):
+        heap_siftup(heap, i, n)
+    return 0
+
+
+cdef int heap_siftup(list heap, Py_ssize_t pos, Py_ssize_t end) except -1:
+    """``heapq._siftup`` on pick entries (``entry_less``: tuple ``<``)."""
+    cdef Py_ssize_t start = pos, child = 2 * pos + 1, right, up
+    entry = heap[pos]
+    while child < end:
+        right = child + 1
+        if right < end and not entry_less(<tuple>heap[child], <tuple>heap[right]):
+            child = right
+        heap[pos] = heap[child]
+        pos = child
+        child = 2 * pos + 1
+    heap[pos] = entry
+    # heapq._siftdown(heap, start, pos)
+    while pos > start:
+        up = (pos - 1) >> 1
+        parent = heap[up]
+        if entry_less(<tuple>entry, <tuple>parent):
             heap[pos] = parent
             pos = up
             continue
@@ -744,39 +788,52 @@ def rebuild(sorter, view, long rebuild_every):
 
 # --- the candidates' comparison and the pick-heap renewal (``machinery/descent.py``) ----------
 
-# ``round(share, DIGITS)``, memoized. Python's ``round`` to 12 digits goes through an exact
-# decimal conversion and back (about 1.5 us a call: the largest cost of comparing keys and
-# renewing pick entries), and it is a function of the double alone, so a share seen before
-# gives the rounded value seen before: a direct-mapped table keyed by the double's 64 bits
-# (a slot holds the last share hashed there; a different share in it is recomputed).
-cdef enum:
-    ROUND_SLOTS = 8192
-cdef unsigned long long _round_bits[ROUND_SLOTS]
-cdef double _round_value[ROUND_SLOTS]
-cdef bint _round_filled[ROUND_SLOTS]
+# ``round(share, DIGITS)`` without Python's decimal round trip where the answer is certain.
+# Python's ``round(x, 12)`` is the double nearest the decimal number x rounded half-even to
+# 12 places (an exact conversion to decimal and back: about 1.5 us a call, the largest cost
+# of renewing pick entries and comparing keys). For 0 <= x < 1000, y = x * 10**12 as a
+# double is within half an ulp of the exact product P, at most y * 2**-53 away; allow eight
+# times that (``ROUND_MARGIN``). When y's fraction is farther than the margin from one half,
+# P lies on the same side of the half-point and within half of the same two integers, so it
+# rounds to the integer N that y rounds to, with no tie; N (below 2**53) over 10**12 as an
+# IEEE division is the double nearest N / 10**12, which is what Python's conversion back
+# from the decimal string gives. Otherwise (a fraction within the margin of a half, x
+# negative, too large, or not a number) Python's own ``round`` answers.
+cdef extern from "math.h":
+    double floor(double x) nogil
+    double fabs(double x) nogil
+
+cdef double ROUND_SCALE = 1e12          # 10 ** DIGITS, exact as a double (checked at import)
+cdef double ROUND_LIMIT = 1e3           # x below this: y below 1e15 < 2 ** 50
+cdef double ROUND_MARGIN = 2.0 ** -50   # per unit of y: 4 x the product's error bound (2 ** -53)
+
+if DIGITS != 12 or float(10 ** DIGITS) != ROUND_SCALE:
+    raise ImportError("the kernel's rounding assumes DIGITS == 12 (machinery/ties.py)")
 
 
 cdef double rounded_share(double x) except? -1.0:
-    """``round(x, DIGITS)`` as a double (the same value: Python's own ``round`` fills
-    the table; the key is the share's bit pattern, so no two doubles ever share a value)."""
-    cdef unsigned long long bits
-    memcpy(&bits, &x, sizeof(bits))
-    cdef Py_ssize_t slot = <Py_ssize_t>(((bits * 0x9E3779B97F4A7C15ULL) >> 51) & (ROUND_SLOTS - 1))
-    if _round_filled[slot] and _round_bits[slot] == bits:
-        return _round_value[slot]
-    cdef double r = round(x, DIGITS)
-    _round_bits[slot] = bits
-    _round_value[slot] = r
-    _round_filled[slot] = True
-    return r
+    """``round(x, DIGITS)`` as a double, the same value (see the comment above: the integer
+    nearest x * 10**12 when certain, else Python's own ``round``)."""
+    cdef double y, whole, fraction
+    if 0.0 <= x < ROUND_LIMIT:
+        y = x * ROUND_SCALE
+        whole = floor(y)
+        fraction = y - whole  # (exact: whole <= y < whole + 1 <= 2 * whole, or whole == 0)
+        if fabs(fraction - 0.5) > y * ROUND_MARGIN:
+            if fraction > 0.5:
+                whole += 1.0
+            return whole / ROUND_SCALE
+    return round(x, DIGITS)
+
 
 cdef double *doubles_of(object table):
     """The buffer of a table of shares when it is an ``array("d")`` (an H-DRF view's,
     ``hdrf_online.doubles``), else NULL (a list: DFF's, the tests'), read as Python items."""
     cdef array.array doubles
-    if type(table) is array.array and table.typecode == "d":
+    if type(table) is array.array:
         doubles = table
-        return doubles.data.as_doubles
+        if doubles.ob_descr.typecode == b"d":  # (the array's own descriptor: no attribute lookup)
+            return doubles.data.as_doubles
     return NULL
 
 
@@ -804,9 +861,8 @@ def pick_among_tree(names, *, dict index, list parent, list live, node_key, fifo
     walk computed here from ``tables`` (``(share, running, position, ready)``: the key of
     v is ``(round(share[v], DIGITS), running[v], position[v])``, what ``node_key(v)``
     returns, read after ``ready()``, called once before the first key as ``node_key``'s
-    own catch-up would run). The rounding is Python's ``round`` itself (memoized:
-    ``rounded_share``); the comparison is
-    the tuples' (``_key_less``) and the scan ``min``'s (the first lowest key wins). The
+    own catch-up would run). The rounding gives Python's ``round``'s value
+    (``rounded_share``); the comparison is the tuples' (``_key_less``) and the scan ``min``'s (the first lowest key wins). The
     rare path (the lowest candidate not runnable) is the reference's own
     (``descent.try_by_paths``, on ``node_key``). Without FIFO queues (``fifo_jobs`` an
     empty dict's ``get``, as the sorters pass it) the paths are kept in per-node marks
@@ -1079,18 +1135,18 @@ def renew_pick_entries(dict repick, list heaps, *, list version, share, list run
         heap = <list>heaps[p]
         if 4 * len(fresh) >= len(heap):
             heap.extend(fresh)
-            heapify(heap)
+            heap_heapify(heap)
         else:
             for k in range(len(fresh)):
                 heap_push(heap, <tuple>fresh[k])
         if len(heap) > 4 * <long>kids[p] + 16:
             heap = [e for e in heap if e[3] == version[e[4]] and live[e[4]] > 0 and present[e[4]]]
-            heapify(heap)
+            heap_heapify(heap)
             heaps[p] = heap
 
 
 def share_key(share):
-    """``round(share, DIGITS)`` through the kernel's memo (``rounded_share``), for the tests."""
+    """``round(share, DIGITS)`` as the kernel computes it (``rounded_share``), for the tests."""
     return rounded_share(share)
 
 
@@ -1099,6 +1155,12 @@ def pick_heap_push(list heap, list entries):
     tests: the list is left as ``heapq.heappush`` would leave it."""
     for entry in entries:
         heap_push(heap, <tuple>entry)
+
+
+def pick_heap_heapify(list heap):
+    """Heapify a list of pick entries with the kernel's sifts (``heap_heapify``), for the
+    tests: the list is left as ``heapq.heapify`` would leave it."""
+    heap_heapify(heap)
 
 
 def pool_heap_ops(tuple heap, list ops):
