@@ -21,6 +21,7 @@ from strategies import scenarios
 from fairshare.engine import Scheduler
 from fairshare.model import Node
 from fairshare.policies import hdrf_online, make_policy
+from fairshare.policies.machinery import descent
 from fairshare.policies.machinery.reference import ReferenceSorter
 from fairshare.policies.machinery.views import EveryChild
 
@@ -304,6 +305,37 @@ def test_steady_state_on_a_full_cluster_matches_reference(policy, seed):
     assert len(want) > 400
 
 
+@pytest.mark.parametrize("policy", ["hdrf", "dff"])
+@pytest.mark.parametrize("seed", [0, 4])
+def test_queues_of_a_few_sub_queues_walked_by_the_index_give_the_reference(monkeypatch, policy, seed):
+    # while the shapes are restricted, a queue of at most FEW_QUEUES sub-queues (these
+    # scenarios' queues of queues) is walked by its sub-queues' keys read then, not by its
+    # heap (``descend_tree``, ``ShapeIndex.few_queues``): the same decisions as the
+    # reference, and as with every such queue's heap walked (FEW_QUEUES 0)
+    sc = steady_scenario(seed)
+    want, _ = steady_run(sc, policy, reference=True, seed=seed, plain=False)
+    # every decision a descent (no candidate lists), the shapes restricted by the freed
+    # nodes' scan as usual
+    sorter_class = type(make_policy(policy).online(sc.resources, sc.queues, sc.capacity))
+    monkeypatch.setattr(sorter_class, "among_max", -1)
+    few_queues = descent.ShapeIndex.few_queues
+    walked = [0]
+
+    def counted(self, v):
+        answer = few_queues(self, v)
+        walked[0] += answer
+        return answer
+
+    monkeypatch.setattr(descent.ShapeIndex, "few_queues", counted)
+    got, _ = steady_run(sc, policy, reference=False, seed=seed, plain=False)
+    assert got == want
+    assert walked[0] >= 20, walked  # (such walks happened)
+    monkeypatch.setattr(descent, "FEW_QUEUES", 0)
+    walked[0] = 0
+    got, _ = steady_run(sc, policy, reference=False, seed=seed, plain=False)
+    assert got == want and walked[0] == 0
+
+
 @pytest.mark.parametrize("seed", [0, 2, 4, 7])
 def test_hdrf_deferred_marks_standing_for_every_child_give_the_reference(monkeypatch, seed):
     # once a queue's deferred marks are as many as its children they stand for all of
@@ -311,6 +343,9 @@ def test_hdrf_deferred_marks_standing_for_every_child_give_the_reference(monkeyp
     # small queues convert): a descent reading its heap renews every child still there,
     # and the decisions stay the reference's, descents or candidate lists
     monkeypatch.setattr(hdrf_online, "EVERY_CHILD_MIN", 1)
+    # (and every queue's heap walked: a queue of a few sub-queues is otherwise walked by
+    # the index while the shapes are restricted, its heap not read, ``descent.FEW_QUEUES``)
+    monkeypatch.setattr(descent, "FEW_QUEUES", 0)
     sc = steady_scenario(seed)
     want, _ = steady_run(sc, "hdrf", reference=True, seed=seed, plain=False)
     for plain in (False, True):

@@ -1448,6 +1448,16 @@ cdef class _Descent:
             return self.first_runnable(filed, shape_mask[v] & alive[0], live=live, excluded=excluded,
                                        shape_mask=shape_mask, alive=alive, key=key, runnable=runnable,
                                        node_key=self.node_key, tables=self.tables)
+        elif alive[0] != -1 and self.node_key is not None and self.shapes.few_queues(v):
+            # a few sub-queues, no job of its own, shapes restricted: its sub-queues with a
+            # live shape, lowest key first, without the heap or its renewal
+            children = self.shapes.alive_queues_under(v)
+            if self.own_child and self.tables is not None:
+                return walk_by_key(children, self.tables, self, is_job, live, excluded, present, shape_mask, alive,
+                                   key, runnable)
+            return self.first_child(children, descend=self, is_job=is_job, live=live, excluded=excluded,
+                                    present=present, shape_mask=shape_mask, alive=alive, key=key,
+                                    runnable=runnable, node_key=self.node_key, tables=self.tables)
         deferred = self.deferred
         if deferred and v in deferred:
             self.renew(deferred.pop(v))

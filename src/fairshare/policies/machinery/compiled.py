@@ -62,7 +62,7 @@ PORTED_FROM = {
     "descent.first_runnable_by_key": "ab3252270eda6a94",
     "descent.first_runnable_child": "00c102f550e9e0f3",
     "descent.first_runnable_filed": "0935c490c1ee68d4",
-    "descent.descend_tree": "cc063bbe49dae07b",
+    "descent.descend_tree": "26e4a3e4a9e785e6",
     "descent.shape_bits": "24048b84b1899158",
     "descent.queues_meeting": "4c57cdd85cf89f76",
 }

@@ -43,6 +43,15 @@ TREE_AMONG_COST = 0.1
 #: trace's bands of hundreds of user queues, most without a live shape).
 HEAP_TRIES = 8
 
+#: While the engine restricts the shapes, a queue with at most this many sub-queues and no
+#: job of its own filed under a shape is walked by the index from its first
+#: child (``ShapeIndex.few_queues``): its sub-queues with a live shape by their keys read
+#: then, without its heap, so without renewing its pick entries. In a tree of a few levels
+#: of a few queues each (bench_scaling's, 4 per queue), a descent renewed the heaps of every
+#: queue on its way, about seven entries: most of its cost at 10,000 jobs; keys of a few
+#: children cost less. Their marks wait in ``deferred`` for a heap walk.
+FEW_QUEUES = HEAP_TRIES
+
 
 def renew_pick_entries(repick, heaps: list[list], *, version: list[int], share: list[float], running: list[int],
                        position: list[int], live: list[int], present: list, parent: list[int],
@@ -141,7 +150,13 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
     shape, so no runnable job below: the heap walk would have popped it and put it back.
     The heap walk goes first because its first child usually gives a runnable job (a
     fill, a steady state with room): a peek then, where listing the live children and
-    their keys costs a pass over them.
+    their keys costs a pass over them. Except in a queue of at most :data:`FEW_QUEUES`
+    sub-queues and no job of its own filed under a shape
+    (``ShapeIndex.few_queues``; issue 24, round 10): the walk by the index from its first
+    child, for the same reason with nothing tried yet (a job not filed under a shape has
+    no live shape, so the heap walk would enter no job there), with no heap read and so
+    no renewal of its pick entries (their marks wait in ``deferred`` for the next heap
+    walk there, which renews them first; a heap not read gets no entries).
 
     ``first_runnable`` (default :func:`first_runnable_filed`, or its compiled port) tries
     a jobs-only queue's jobs by key, ``first_child`` (default :func:`first_runnable_child`,
@@ -177,6 +192,13 @@ def descend_tree(v: int, heaps: list[list], *, is_job: list[bool], key: list[str
             return first_runnable(shapes.jobs_by_shape(v), shape_mask[v] & alive[0], live=live, excluded=excluded,
                                   shape_mask=shape_mask, alive=alive, key=key, runnable=runnable, node_key=node_key,
                                   tables=tables)
+        elif alive[0] != -1 and node_key is not None and shapes.few_queues(v):
+            # a few sub-queues, no job of its own, shapes restricted: its sub-queues with a
+            # live shape, lowest key first, as past HEAP_TRIES below (the same children in
+            # the same order: see the docstring), without the heap or its renewal
+            return first_child(shapes.alive_queues_under(v), descend=descend, is_job=is_job, live=live,
+                               excluded=excluded, present=present, shape_mask=shape_mask, alive=alive, key=key,
+                               runnable=runnable, node_key=node_key, tables=tables)
         if deferred and v in deferred:
             renew(deferred.pop(v))
         heap = heaps[v]
@@ -539,6 +561,14 @@ class ShapeIndex:
     def jobs_by_shape(self, v: int) -> dict[int, dict[int, None]] | None:
         """The jobs directly under ``v`` per shape they are filed under (None: none)."""
         return self._shape_jobs_under.get(v)
+
+    def few_queues(self, v: int) -> bool:
+        """Whether ``v`` has queues among its children, at most :data:`FEW_QUEUES` of
+        them, and no job child filed under a shape (so none the descent could enter while
+        the shapes are restricted): the descent's walk by the index from the first child
+        (``descend_tree``)."""
+        kids = self._queue_kids.get(v)
+        return kids is not None and len(kids) <= FEW_QUEUES and not self._shape_jobs_under.get(v)
 
     def alive_queues_under(self, v: int) -> list[int]:
         """The queues directly under ``v`` with a job below filed under a shape that may
