@@ -27,6 +27,14 @@ Run one point::
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_scaling.py --policy hdrf --size 1000
 
+On a shared machine, ``--windows K`` times K windows back to back (read the run by their
+median or best), and ``--paired 1000,10000 --windows K`` builds both sizes in one process
+and times their windows in turn, K rounds, each after ``--rewarm`` untimed completions of
+its size: a k per round from two windows seconds apart, and their median::
+
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_scaling.py --policy hdrf --paired 1000,10000 \\
+        --warmup 2000 --events 2000 --windows 9
+
 all points (one process each, JSON lines appended to the output)::
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_scaling.py --all --out benchmarks/scaling_runs.jsonl
@@ -75,110 +83,161 @@ def online_policies() -> list[str]:
     return out
 
 
-def measure(policy: str, size: int, events: int, budget: float, fill_budget: float, warmup: int = 0,
-            collect_first: bool = False, windows: int = 1) -> dict:
-    sc = hierarchy_scenario(jobs=size, levels=3, fanout=4, nodes=size, seed=0)
-    t0 = CLOCK()
-    sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy(policy))
-    for job in sc.jobs:
-        sched.submit(job, 0.0)
-    t_build = CLOCK() - t0
+class SteadyState:
+    """One point's scheduler: built and filled (at most ``fill_budget`` CPU seconds: the
+    sorter then answers "nothing", and the steady state, which needs the full cluster, is
+    not measured), then driven one completion at a time (:meth:`complete`), timed in
+    windows (:meth:`window`) that count the full garbage collections inside them."""
 
-    # the fill stops when it has used ``fill_budget`` CPU seconds (the sorter then answers
-    # "nothing"): its rate is over the decisions made, and the steady state, which needs
-    # the full cluster, is not measured
-    sorter, stopped = sched.sorter, False
-    pick, pick_among = sorter.pick, sorter.pick_among
-    t0 = CLOCK()
+    def __init__(self, policy: str, size: int, fill_budget: float):
+        sc = hierarchy_scenario(jobs=size, levels=3, fanout=4, nodes=size, seed=0)
+        self.jobs, self.nodes = len(sc.jobs), len(sc.cluster.nodes)
+        t0 = CLOCK()
+        sched = Scheduler(sc.resources, sc.cluster.nodes, sc.queues, make_policy(policy))
+        for job in sc.jobs:
+            sched.submit(job, 0.0)
+        self.build_s = CLOCK() - t0
+        self.sched = sched
+        self.stopped = False
+        self.events = 0  # completions so far (each at time ``events``)
+        sorter = sched.sorter
+        pick, pick_among = sorter.pick, sorter.pick_among
+        t0 = CLOCK()
 
-    def over() -> bool:
-        nonlocal stopped
-        stopped = stopped or CLOCK() - t0 > fill_budget
-        return stopped
+        def over() -> bool:
+            self.stopped = self.stopped or CLOCK() - t0 > fill_budget
+            return self.stopped
 
-    sorter.pick = lambda runnable, now=0.0: None if over() else pick(runnable, now)
-    sorter.pick_among = lambda names, runnable, now=0.0: None if over() else pick_among(names, runnable, now)
-    fill = len(sched.schedule(0.0))
-    t_fill = CLOCK() - t0
-    sorter.pick, sorter.pick_among = pick, pick_among
+        sorter.pick = lambda runnable, now=0.0: None if over() else pick(runnable, now)
+        sorter.pick_among = lambda names, runnable, now=0.0: None if over() else pick_among(names, runnable, now)
+        self.fill = len(sched.schedule(0.0))
+        self.fill_s = CLOCK() - t0
+        sorter.pick, sorter.pick_among = pick, pick_among
+        # full (oldest-generation) garbage collections inside a window: one costs a pass
+        # over every live object (tenths of a second at 10,000 jobs), so whether one lands
+        # in a short window moves its rate; reported (how many, and their CPU seconds) so
+        # that a run can be read with it
+        self.full_collections = 0
+        self.full_collection_s = 0.0
+        self._started = 0.0
 
-    # full (oldest-generation) garbage collections inside the steady state: one costs a pass
-    # over every live object (tenths of a second at 10,000 jobs), so whether one lands in a
-    # short window moves its rate; reported (how many, and their CPU seconds) so that a run
-    # can be read with it
-    full_collections = [0]
-    full_collection_s = [0.0]
-    started = [0.0]
-
-    def count_full(phase: str, info: dict) -> None:
+    def count_full(self, phase: str, info: dict) -> None:
         if info["generation"] != 2:
             return
         if phase == "start":
-            full_collections[0] += 1
-            started[0] = CLOCK()
+            self.full_collections += 1
+            self._started = CLOCK()
         else:
-            full_collection_s[0] += CLOCK() - started[0]
+            self.full_collection_s += CLOCK() - self._started
 
-    # ``warmup`` completions, untimed, before the window: what happens once per run (a
-    # saturated set's view built the first time it is seen) out of the steady state
-    warm = 0
-    while not stopped and warm < warmup and sched.tasks:
-        task_id = next(iter(sched.tasks))
-        sched.finish(task_id, float(warm + 1))
-        sched.schedule(float(warm + 1))
-        warm += 1
-    if collect_first:
-        # the set-up allocated the whole state at once (about a million objects at 10,000,
-        # most of them running tasks), and the collector's first full pass after it comes a
-        # few thousand allocations later, inside the window when nothing runs before it:
-        # one pass now, untimed, so the window holds the collections the steady state
-        # itself sets off
-        gc.collect()
+    def complete(self) -> int:
+        """Finish the oldest running task (insertion order) and re-fill: its decisions."""
+        sched = self.sched
+        self.events += 1
+        sched.finish(next(iter(sched.tasks)), float(self.events))
+        return len(sched.schedule(float(self.events)))
 
-    def window(first_event: int) -> tuple[int, int, float]:
-        """One timed window: up to ``events`` completions (or ``budget`` CPU seconds), each
-        followed by the decisions it allows; (completions, decisions, CPU seconds)."""
-        done = decisions = 0
-        t0 = CLOCK()
-        while not stopped and done < events and sched.tasks:
-            task_id = next(iter(sched.tasks))  # the oldest running task (insertion order)
-            sched.finish(task_id, float(first_event + done + 1))
-            decisions += len(sched.schedule(float(first_event + done + 1)))
+    def warm(self, completions: int) -> int:
+        """Untimed completions (what happens once per run, a saturated set's view built
+        the first time it is seen, out of the steady state): how many ran."""
+        done = 0
+        while not self.stopped and done < completions and self.sched.tasks:
+            self.complete()
             done += 1
-            if done % 50 == 0 and CLOCK() - t0 > budget:
-                break
-        return done, decisions, CLOCK() - t0
+        return done
 
+    def window(self, events: int, budget: float) -> dict:
+        """One timed window: up to ``events`` completions (or ``budget`` CPU seconds),
+        each with the decisions it allows."""
+        self.full_collections, self.full_collection_s = 0, 0.0
+        gc.callbacks.append(self.count_full)
+        try:
+            done = decisions = 0
+            t0 = CLOCK()
+            while not self.stopped and done < events and self.sched.tasks:
+                decisions += self.complete()
+                done += 1
+                if done % 50 == 0 and CLOCK() - t0 > budget:
+                    break
+            seconds = CLOCK() - t0
+        finally:
+            gc.callbacks.remove(self.count_full)
+        return {"events": done, "decisions": decisions, "s": round(seconds, 4),
+                "full_collections": self.full_collections, "full_collection_s": round(self.full_collection_s, 4)}
+
+
+def collect_set_up() -> None:
+    """The set-up allocated the whole state at once (about a million objects at 10,000,
+    most of them running tasks), and the collector's first full pass after it comes a few
+    thousand allocations later, inside the window when nothing runs before it: one pass
+    now, untimed, so the window holds the collections the steady state itself sets off."""
+    gc.collect()
+
+
+def measure(policy: str, size: int, events: int, budget: float, fill_budget: float, warmup: int = 0,
+            collect_first: bool = False, windows: int = 1) -> dict:
+    point = SteadyState(policy, size, fill_budget)
+    warm = point.warm(warmup)
+    if collect_first:
+        collect_set_up()
     # ``windows`` > 1: more windows back to back after the first, each timed alone, so that
     # a run on a shared machine can be read by its best or median window (a burst of another
     # tenant's work slows one window, not all)
-    gc.callbacks.append(count_full)
     measured = []
-    first_event = warm
     for _ in range(max(1, windows)):
-        full_collections[0], full_collection_s[0] = 0, 0.0
-        done, decisions, t_steady = window(first_event)
-        first_event += done
-        measured.append({"events": done, "decisions": decisions, "s": round(t_steady, 4),
-                         "full_collections": full_collections[0],
-                         "full_collection_s": round(full_collection_s[0], 4)})
-        if done < events:
+        measured.append(point.window(events, budget))
+        if measured[-1]["events"] < events:
             break
-    gc.callbacks.remove(count_full)
     first = measured[0]
-    done, decisions, t_steady = first["events"], first["decisions"], first["s"]
-    full_collections[0], full_collection_s[0] = first["full_collections"], first["full_collection_s"]
     return {
-        "policy": policy, "size": size, "jobs": len(sc.jobs), "nodes": len(sc.cluster.nodes),
-        "build_s": round(t_build, 4),
-        "fill_decisions": fill, "fill_s": round(t_fill, 4), "fill_complete": not stopped,
+        "policy": policy, "size": size, "jobs": point.jobs, "nodes": point.nodes,
+        "build_s": round(point.build_s, 4),
+        "fill_decisions": point.fill, "fill_s": round(point.fill_s, 4), "fill_complete": not point.stopped,
         "warmup_events": warm,
-        "steady_events": done, "steady_decisions": decisions, "steady_s": round(t_steady, 4),
-        "steady_full_collections": full_collections[0],
-        "steady_full_collection_s": round(full_collection_s[0], 4),
+        "steady_events": first["events"], "steady_decisions": first["decisions"], "steady_s": first["s"],
+        "steady_full_collections": first["full_collections"],
+        "steady_full_collection_s": first["full_collection_s"],
         "collected_first": collect_first,
         "load_avg": round(os.getloadavg()[0], 2),
         **({"windows": measured} if windows > 1 else {}),
+    }
+
+
+def measure_paired(policy: str, sizes: tuple[int, int], events: int, budget: float, fill_budget: float,
+                   warmup: int, windows: int, rewarm: int) -> dict:
+    """The growth exponent from windows of two sizes taken in turn in one process: both
+    states built and filled, ``warmup`` untimed completions each, one full collection;
+    then ``windows`` rounds, each a window of each size (smaller first in even rounds,
+    larger first in odd ones) after ``rewarm`` untimed completions of that size (its state
+    back in the caches the other size's window used). On a shared machine a burst of
+    another tenant's work lasts seconds to minutes, so two windows a second apart see
+    about the same machine, where two processes minutes apart may not: each round gives
+    its own ``k = log10(rate small / rate large) / log10(large / small)``, and their
+    median is the run's."""
+    small, large = sorted(sizes)
+    points = {size: SteadyState(policy, size, fill_budget) for size in (small, large)}
+    for point in points.values():
+        point.warm(warmup)
+    collect_set_up()
+    per_size: dict[int, list[dict]] = {small: [], large: []}
+    ks = []
+    for round_ in range(windows):
+        order = (small, large) if round_ % 2 == 0 else (large, small)
+        for size in order:
+            points[size].warm(rewarm)
+            per_size[size].append(points[size].window(events, budget))
+        rates = {size: per_size[size][-1]["decisions"] / per_size[size][-1]["s"]
+                 if per_size[size][-1]["s"] > 0 else float("nan") for size in (small, large)}
+        ks.append(round(math.log10(rates[small] / rates[large]) / math.log10(large / small), 4))
+    ks_sorted = sorted(ks)
+    median_k = ks_sorted[len(ks) // 2] if len(ks) % 2 else (ks_sorted[len(ks) // 2 - 1] + ks_sorted[len(ks) // 2]) / 2
+    return {
+        "policy": policy, "sizes": [small, large], "events": events, "warmup_events": warmup,
+        "rewarm_events": rewarm,
+        "fill_complete": all(not p.stopped for p in points.values()),
+        "windows": {str(size): per_size[size] for size in (small, large)},
+        "k_per_round": ks, "k_median": round(median_k, 4),
+        "load_avg": round(os.getloadavg()[0], 2),
     }
 
 
@@ -311,6 +370,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="timed windows of --events completions back to back (default 1); with more, each "
                          "window's numbers are listed under \"windows\" (the steady_* fields stay the "
                          "first window's): read a shared machine's run by its best or median window")
+    ap.add_argument("--paired", metavar="SMALL,LARGE",
+                    help="the growth exponent from both sizes in one process, their windows taken in turn "
+                         "(--windows rounds, --rewarm untimed completions before each window): k per round "
+                         "and its median")
+    ap.add_argument("--rewarm", type=int, default=200,
+                    help="with --paired: untimed completions before each window (default 200)")
     ap.add_argument("--budget", type=float, default=5.0, help="steady-state CPU seconds at most (default 5)")
     ap.add_argument("--fill-budget", type=float, default=120.0,
                     help="stop the fill after this many CPU seconds (default 120; no steady state then)")
@@ -326,6 +391,20 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--windows must be at least 1 (got {args.windows})")
     if args.report:
         return report(args.report, args.plot)
+    if args.paired:
+        try:
+            sizes = tuple(int(x) for x in args.paired.split(","))
+        except ValueError:
+            sizes = ()
+        if len(sizes) != 2 or min(sizes) < 1 or sizes[0] == sizes[1]:
+            ap.error(f"--paired takes two different sizes, SMALL,LARGE (got {args.paired!r})")
+        if not args.policy:
+            ap.error("--paired needs --policy")
+        if args.rewarm < 0:
+            ap.error(f"--rewarm must be at least 0 (got {args.rewarm})")
+        print(json.dumps(measure_paired(args.policy, sizes, args.events, args.budget, args.fill_budget, args.warmup,
+                                        args.windows, args.rewarm)))
+        return 0
     if args.all:
         return run_all(args)
     if not args.policy and not args.size:  # no mode (``make bench``): a quick table up to 1,000

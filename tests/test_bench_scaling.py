@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import math
 import sys
 from pathlib import Path
+
+import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_scaling.py"
 
@@ -151,3 +154,36 @@ def test_windows_below_one_are_refused_with_the_flags_name(capsys):
     else:
         raise AssertionError("--windows 0 was accepted")
     assert "--windows must be at least 1 (got 0)" in capsys.readouterr().err
+
+
+def test_paired_sizes_take_windows_in_turn_and_give_a_k_per_round():
+    # ``--paired 50,100``: both states in one process, a window of each per round (after
+    # ``rewarm`` untimed completions), k per round from that round's two rates
+    bench = bench_module()
+    record = bench.measure_paired("drf", (100, 50), events=10, budget=30.0, fill_budget=30.0, warmup=5, windows=3,
+                                  rewarm=4)
+    assert record["sizes"] == [50, 100] and record["fill_complete"]
+    windows = record["windows"]
+    assert [len(windows["50"]), len(windows["100"])] == [3, 3]
+    assert all(w["events"] == 10 and w["decisions"] > 0 for size in ("50", "100") for w in windows[size])
+    for r, k in enumerate(record["k_per_round"]):
+        small, large = windows["50"][r], windows["100"][r]
+        # k = log10(rate at 50 / rate at 100) / log10(100 / 50)
+        expected = math.log10((small["decisions"] / small["s"]) / (large["decisions"] / large["s"])) / math.log10(2)
+        assert k == pytest.approx(expected, abs=1e-3)
+    assert record["k_median"] == sorted(record["k_per_round"])[1]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--policy", "drf", "--paired", "100"], "--paired takes two different sizes, SMALL,LARGE (got '100')"),
+    (["--policy", "drf", "--paired", "100,100"], "--paired takes two different sizes"),
+    (["--policy", "drf", "--paired", "a,b"], "--paired takes two different sizes"),
+    (["--paired", "50,100"], "--paired needs --policy"),
+    (["--policy", "drf", "--paired", "50,100", "--rewarm", "-1"], "--rewarm must be at least 0 (got -1)"),
+])
+def test_paired_flags_are_checked_with_their_names(capsys, argv, message):
+    bench = bench_module()
+    with pytest.raises(SystemExit) as stop:
+        bench.main(argv)
+    assert stop.value.code == 2
+    assert message in capsys.readouterr().err

@@ -31,7 +31,8 @@ Three shortcuts, each exact (the same picks; see the functions): ``hdrf.hdrf_sha
 computed here rather than called (its operations in its order, ``_Batch.leaf_share``);
 ``round(share, DIGITS)`` as the nearest integer of ``share * 10**12`` over ``10**12`` where
 that is certain (``rounded_share``: else Python's own ``round``); and a pick heap given
-many entries at once filled by one ``heapify`` (``renew_pick_entries``: the same set of current entries, so the same pops).
+many entries at once filled by one ``heapify`` (``renew_pick_entries``: the same set of
+current entries, so the same pops).
 The pick-heap tuples it makes are untracked by the cyclic garbage collector at once
 (``atomic``: they hold only numbers, so no cycle can pass through them); that changes
 what the collector walks, never a value.
@@ -44,7 +45,6 @@ from heapq import heapify
 
 from cpython cimport array
 from cpython.float cimport PyFloat_AS_DOUBLE
-from libc.string cimport memcpy
 
 import array
 
@@ -805,7 +805,7 @@ cdef extern from "math.h":
 
 cdef double ROUND_SCALE = 1e12          # 10 ** DIGITS, exact as a double (checked at import)
 cdef double ROUND_LIMIT = 1e3           # x below this: y below 1e15 < 2 ** 50
-cdef double ROUND_MARGIN = 2.0 ** -50   # per unit of y: 4 x the product's error bound (2 ** -53)
+cdef double ROUND_MARGIN = 2.0 ** -50   # per unit of y: 8 x the product's error bound (2 ** -53)
 
 if DIGITS != 12 or float(10 ** DIGITS) != ROUND_SCALE:
     raise ImportError("the kernel's rounding assumes DIGITS == 12 (machinery/ties.py)")
@@ -862,8 +862,8 @@ def pick_among_tree(names, *, dict index, list parent, list live, node_key, fifo
     v is ``(round(share[v], DIGITS), running[v], position[v])``, what ``node_key(v)``
     returns, read after ``ready()``, called once before the first key as ``node_key``'s
     own catch-up would run). The rounding gives Python's ``round``'s value
-    (``rounded_share``); the comparison is the tuples' (``_key_less``) and the scan ``min``'s (the first lowest key wins). The
-    rare path (the lowest candidate not runnable) is the reference's own
+    (``rounded_share``); the comparison is the tuples' (``_key_less``) and the scan
+    ``min``'s (the first lowest key wins). The rare path (the lowest candidate not runnable) is the reference's own
     (``descent.try_by_paths``, on ``node_key``). Without FIFO queues (``fifo_jobs`` an
     empty dict's ``get``, as the sorters pass it) the paths are kept in per-node marks
     instead of a dict of lists (``among_by_marks``: the same walk, no object per
