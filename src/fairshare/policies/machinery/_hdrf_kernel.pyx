@@ -129,11 +129,18 @@ cdef int heap_push(list heap, tuple entry) except -1:
     """``heapq.heappush(heap, entry)`` for pick entries: ``heapq``'s sift
     (``_siftdown``) with the comparisons Python makes (``entry_less``), so the same list."""
     heap.append(entry)
-    cdef Py_ssize_t pos = len(heap) - 1, up
-    while pos > 0:
+    return heap_siftdown(heap, 0, len(heap) - 1)
+
+
+cdef int heap_siftdown(list heap, Py_ssize_t start, Py_ssize_t pos) except -1:
+    """``heapq._siftdown`` on pick entries: the entry at ``pos`` moved up past the parents
+    it is less than (``entry_less``: tuple ``<``), no higher than ``start``."""
+    cdef Py_ssize_t up
+    entry = heap[pos]
+    while pos > start:
         up = (pos - 1) >> 1
         parent = heap[up]
-        if entry_less(entry, <tuple>parent):
+        if entry_less(<tuple>entry, <tuple>parent):
             heap[pos] = parent
             pos = up
             continue
@@ -163,7 +170,7 @@ cdef int heap_heapify(list heap) except -1:
 
 cdef int heap_siftup(list heap, Py_ssize_t pos, Py_ssize_t end) except -1:
     """``heapq._siftup`` on pick entries (``entry_less``: tuple ``<``)."""
-    cdef Py_ssize_t start = pos, child = 2 * pos + 1, right, up
+    cdef Py_ssize_t start = pos, child = 2 * pos + 1, right
     entry = heap[pos]
     while child < end:
         right = child + 1
@@ -173,17 +180,7 @@ cdef int heap_siftup(list heap, Py_ssize_t pos, Py_ssize_t end) except -1:
         pos = child
         child = 2 * pos + 1
     heap[pos] = entry
-    # heapq._siftdown(heap, start, pos)
-    while pos > start:
-        up = (pos - 1) >> 1
-        parent = heap[up]
-        if entry_less(<tuple>entry, <tuple>parent):
-            heap[pos] = parent
-            pos = up
-            continue
-        break
-    heap[pos] = entry
-    return 0
+    return heap_siftdown(heap, start, pos)
 
 
 # --- a queue's pool heap as typed arrays (``hdrf_online.pool_heap``: ``(keys, ids)``) -------
