@@ -54,6 +54,7 @@ import json
 import math
 import os
 import pathlib
+import statistics
 import subprocess
 import sys
 import time
@@ -226,17 +227,19 @@ def measure_paired(policy: str, sizes: tuple[int, int], events: int, budget: flo
         for size in order:
             points[size].warm(rewarm)
             per_size[size].append(points[size].window(events, budget))
-        rates = {size: per_size[size][-1]["decisions"] / per_size[size][-1]["s"]
-                 if per_size[size][-1]["s"] > 0 else float("nan") for size in (small, large)}
-        ks.append(round(math.log10(rates[small] / rates[large]) / math.log10(large / small), 4))
-    ks_sorted = sorted(ks)
-    median_k = ks_sorted[len(ks) // 2] if len(ks) % 2 else (ks_sorted[len(ks) // 2 - 1] + ks_sorted[len(ks) // 2]) / 2
+        rates = [per_size[size][-1]["decisions"] / per_size[size][-1]["s"] if per_size[size][-1]["s"] > 0 else 0.0
+                 for size in (small, large)]
+        # (a window without a decision, the fill stopped or no task left, gives no k)
+        ks.append(round(math.log10(rates[0] / rates[1]) / math.log10(large / small), 4) if min(rates) > 0
+                  else math.nan)
+    measured_ks = [k for k in ks if not math.isnan(k)]
+    median_k = round(statistics.median(measured_ks), 4) if measured_ks else math.nan
     return {
         "policy": policy, "sizes": [small, large], "events": events, "warmup_events": warmup,
         "rewarm_events": rewarm,
         "fill_complete": all(not p.stopped for p in points.values()),
         "windows": {str(size): per_size[size] for size in (small, large)},
-        "k_per_round": ks, "k_median": round(median_k, 4),
+        "k_per_round": ks, "k_median": median_k,
         "load_avg": round(os.getloadavg()[0], 2),
     }
 

@@ -187,3 +187,15 @@ def test_paired_flags_are_checked_with_their_names(capsys, argv, message):
         bench.main(argv)
     assert stop.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_paired_windows_without_decisions_give_no_k():
+    # a fill stopped by its budget (no steady state to time): no window has a decision,
+    # so no round gives a k and the median is NaN, not a division by zero
+    bench = bench_module()
+    record = bench.measure_paired("drf", (50, 100), events=10, budget=30.0, fill_budget=0.0, warmup=0, windows=2,
+                                  rewarm=0)
+    assert record["fill_complete"] is False
+    assert all(w["decisions"] == 0 for size in ("50", "100") for w in record["windows"][size])
+    assert len(record["k_per_round"]) == 2 and all(math.isnan(k) for k in record["k_per_round"])
+    assert math.isnan(record["k_median"])
