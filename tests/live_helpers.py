@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import heapq
+import http.client
 import json
 import os
 import signal
@@ -166,18 +167,29 @@ def serve_env(**extra: str) -> dict[str, str]:
     return env
 
 
+class PortTaken(AssertionError):
+    """serve could not listen on its port: another process (a Ray worker, say) bound it
+    after :func:`free_port` found it free; the test may start serve on another."""
+
+
 def serve_came_up(proc: subprocess.Popen, port: int, log: Path, timeout_s: float, every_s: float) -> bool:
     """Poll serve's ``/healthz`` until it says ok (True) or ``timeout_s`` passes (False);
-    fails the test with the log's tail if the process exits first."""
+    fails the test with the log's tail if the process exits first (:class:`PortTaken` when
+    it exited because its port was taken)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"serve exited with {proc.returncode}: {log.read_text()[-3000:]}")
+            text = log.read_text()
+            if "--port: cannot listen on" in text:
+                raise PortTaken(f"serve's port {port} was taken: {text[-500:]}")
+            raise AssertionError(f"serve exited with {proc.returncode}: {text[-3000:]}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
                 if json.loads(resp.read())["status"] == "ok":
                     return True
-        except OSError:
+        except (OSError, http.client.HTTPException, ValueError, KeyError):
+            # not up yet; or another process holds the port and answers something else
+            # (serve then cannot listen and exits: above)
             pass
         time.sleep(every_s)
     return False
