@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from live_helpers import ALICE, PortTaken, config_doc, free_port, job, serve_came_up, serve_env, wait_for
+from live_helpers import ALICE, config_doc, job, serve_env, start_serve_on_a_free_port, wait_for
 
 pytest.importorskip("ray", reason="the live extra (ray) is not installed")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -33,22 +33,7 @@ TASKS, LINES = 3, 20
 
 
 def start_serve(root: Path, log_name: str) -> tuple[subprocess.Popen, int]:
-    for _ in range(3):  # (a port found free may be taken before serve binds it: another)
-        port = free_port()
-        log = open(root / log_name, "w")  # noqa: SIM115 - the child keeps it
-        proc = subprocess.Popen([sys.executable, "-m", "fairshare", "serve", "--config", str(root / "cluster.yaml"),
-                                 "--db", str(root / "fs.db"), "--port", str(port)],
-                                cwd=root, stdout=log, stderr=subprocess.STDOUT, env=serve_env(),
-                                start_new_session=True)
-        log.close()
-        try:
-            if serve_came_up(proc, port, root / log_name, timeout_s=150, every_s=0.2):
-                return proc, port
-        except PortTaken:
-            continue
-        proc.kill()
-        raise AssertionError(f"serve did not come up: {(root / log_name).read_text()[-3000:]}")
-    raise AssertionError("serve found its port taken three times")
+    return start_serve_on_a_free_port(root, log_name, serve_env(), timeout_s=150)
 
 
 def call(port: int, path: str, body=None):
