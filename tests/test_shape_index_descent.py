@@ -13,6 +13,7 @@ same runnable checks in the same order, and leave the heaps it no longer reads u
 
 from __future__ import annotations
 
+import math
 import random
 from types import SimpleNamespace
 
@@ -199,7 +200,11 @@ def test_the_filed_jobs_walk_is_the_sorted_walk(seed, walk, with_tables, shapes)
     # same pick after the same checks as the reference's sorted list of them
     rng = random.Random(seed)
     n = rng.randint(1, 60)
-    share = [rng.choice([0.0, 0.1, 0.25, 1 / 3]) for _ in range(n)]
+    # (ties, and shares that round to 0.1 or just above it: 0.1 + 6e-13 rounds to
+    # 0.100000000001; the compiled walk keys only the shares near the lowest; an infinite
+    # share sends it to its heap of every key)
+    near = [0.1, 0.1 - 4e-13, 0.1 + 3e-13, 0.1 + 6e-13, 0.1 + 2e-9] + ([math.inf] if seed % 8 == 7 else [])
+    share = [rng.choice(near + ([0.0, 0.25, 1 / 3] if seed % 2 else [])) for _ in range(n)]
     running = [rng.randint(0, 2) for _ in range(n)]
     position = rng.sample(range(n), n)  # (distinct among siblings)
     live = [rng.choice([0, 1, 1, 1]) for _ in range(n)]

@@ -799,6 +799,8 @@ def rebuild(sorter, view, long rebuild_every):
 cdef extern from "math.h":
     double floor(double x) nogil
     double fabs(double x) nogil
+    bint isfinite(double x) nogil
+    const double INFINITY
 
 cdef double ROUND_SCALE = 1e12          # 10 ** DIGITS, exact as a double (checked at import)
 cdef double ROUND_LIMIT = 1e3           # x below this: y below 1e15 < 2 ** 50
@@ -1372,19 +1374,65 @@ cdef object filed_walk(dict filed, bits, tuple tables, list live, excluded, list
         return None
     share, running, position = tables
     cdef double *shares = doubles_of(share)
+    # The heap's first pop, found by a scan that rounds only the shares near the lowest:
+    # the heap walk usually stops at its first job, and rounding every key (with the
+    # heapify) was most of this walk at 10,000 jobs (issue 24, round 11).
+    cdef Py_ssize_t tried = -1, first = lowest_filed(groups, share, shares, running, position)
+    if first >= 0:
+        # (the heap walk's first pop and checks, nothing read in between)
+        if live[first] > (0 if excluded is None else excluded[first]) and shape_mask[first] & alive[0]:
+            if runnable(key[first]):
+                return key[first]
+            tried = first  # (asked: the walk of the others goes on without it)
+            n -= 1
+            if n == 0:
+                return None
     cdef _Keyed *heap = <_Keyed *>PyMem_Malloc(n * sizeof(_Keyed))
     if heap == NULL:
         raise MemoryError()
     try:
         for group in groups:
             for job in <dict>group:
-                key_into(&heap[k], job, share, shares, running, position)
-                k += 1
+                if <Py_ssize_t>job != tried:
+                    key_into(&heap[k], job, share, shares, running, position)
+                    k += 1
     except BaseException:
         PyMem_Free(heap)
         raise
     keyed_heapify(heap, n)
     return walk_heap(heap, n, None, None, live, excluded, None, shape_mask, alive, key, runnable)
+
+
+cdef Py_ssize_t lowest_filed(list groups, share, double *shares, running, position) except -2:
+    """The job of the lowest key (``node_key``'s ``(round(share, DIGITS), running,
+    position)``) among ``groups``' jobs, the one the heap of their keys pops first, or -1
+    when a share is not finite (the caller builds the heap). Only the shares within
+    ``1e-9 * (1 + |m|)`` of the lowest share seen so far (``m``) are rounded and keyed:
+    rounding to 12 digits is monotone, so a share beyond that band (by far more than the
+    12-digit grid's step and the doubles' spacing there) rounds strictly above ``m``'s
+    rounding, and its key is above that of ``m``'s job, which was keyed (a share that
+    lowers ``m`` is within the band of the ``m`` before it). Keys are distinct (by
+    position), so the lowest is one job."""
+    cdef Py_ssize_t best = -1, c
+    cdef double m = INFINITY, s, share_best = 0.0, share_c
+    cdef long long running_best = 0, position_best = 0, running_c, position_c
+    for group in groups:
+        for job in <dict>group:
+            c = job
+            s = share_at(share, shares, c)
+            if not isfinite(s):
+                return -1
+            if s > m + 1e-9 * (1.0 + fabs(m)):
+                continue
+            if s < m:
+                m = s
+            share_c = rounded_share(s)
+            running_c = running[c]
+            position_c = position[c]
+            if best < 0 or _key_less(share_c, running_c, position_c, share_best, running_best, position_best):
+                best = c
+                share_best, running_best, position_best = share_c, running_c, position_c
+    return best
 
 
 @cython.no_gc
