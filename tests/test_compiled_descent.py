@@ -178,6 +178,17 @@ def test_the_shape_bits_of_a_negative_number_raise_as_a_shift():
     assert _hdrf_kernel.shape_bits([]) == descent.shape_bits([]) == 0
 
 
+def test_a_negative_mask_of_shapes_is_refused_both_ways():
+    # (the reference's loop over the set bits would never end on a negative int)
+    common = dict(live=[1], excluded=None, shape_mask=[1], alive=[-1], key=["j0"], runnable=lambda name: True,
+                  node_key=lambda c: (0.0, 0, c))
+    for walk, tables in ((descent.first_runnable_filed, None), (_hdrf_kernel.first_runnable_filed, None),
+                         (_hdrf_kernel.first_runnable_filed, ([0.0], [0], [0]))):
+        with pytest.raises(ValueError, match="bits must be a mask of shapes, not negative: -1"):
+            walk({0: {0: None}}, -1, **common, tables=tables)
+        assert walk({0: {0: None}}, 1, **common, tables=tables) == "j0"
+
+
 @pytest.mark.parametrize("seed", range(200))
 def test_the_compiled_queue_masks_test_is_the_reference(seed):
     # the masks tested as C integers while the live shapes are below bit 63, by Python's

@@ -1319,6 +1319,8 @@ def first_runnable_filed(dict filed, bits, *, list live, excluded, list shape_ma
     the sorted order, as keys are distinct) instead of making the list of jobs first
     (``descent.filed_under``: the groups of the shapes in ``bits``, lowest shape first; the
     heap's order does not depend on that order). Without ``tables``, the reference."""
+    if bits < 0:  # (the reference's loop would not end: ``bits ^= bits & -bits`` stays negative)
+        raise ValueError(f"bits must be a mask of shapes, not negative: {bits}")
     if tables is None or not filed:
         return reference_filed_walk(filed, bits, live=live, excluded=excluded, shape_mask=shape_mask, alive=alive,
                                     key=key, runnable=runnable, node_key=node_key, tables=tables)
@@ -1342,34 +1344,24 @@ cdef object filed_walk(dict filed, bits, tuple tables, list live, excluded, list
     cdef unsigned int byte
     cdef bytes raw
     cdef const unsigned char *raw_bytes
-    if bits >= 0:
-        # (as ``descent.filed_under``, lowest shape first: the set bits read from the int's
-        # bytes, where ``bits & -bits`` and ``^=`` made two ints per shape, of up to 624 bits
-        # at 10,000 jobs)
-        nbytes = (bits.bit_length() + 7) >> 3
-        raw = bits.to_bytes(nbytes, "little")
-        raw_bytes = raw
-        for i in range(nbytes):
-            byte = raw_bytes[i]
-            k = 0
-            while byte:
-                if byte & 1:
-                    found = filed.get(8 * i + k)
-                    if found:
-                        groups.append(found)
-                        n += len(<dict>found)
-                byte >>= 1
-                k += 1
+    # (as ``descent.filed_under``, lowest shape first: the set bits read from the int's
+    # bytes, where ``bits & -bits`` and ``^=`` made two ints per shape, of up to 624 bits
+    # at 10,000 jobs; ``bits`` is not negative, ``first_runnable_filed`` sees to it)
+    nbytes = (bits.bit_length() + 7) >> 3
+    raw = bits.to_bytes(nbytes, "little")
+    raw_bytes = raw
+    for i in range(nbytes):
+        byte = raw_bytes[i]
         k = 0
-    else:
-        remaining = bits
-        while remaining:  # (as ``descent.filed_under``)
-            low = remaining & -remaining
-            found = filed.get(low.bit_length() - 1)
-            if found:
-                groups.append(found)
-                n += len(<dict>found)
-            remaining ^= low
+        while byte:
+            if byte & 1:
+                found = filed.get(8 * i + k)
+                if found:
+                    groups.append(found)
+                    n += len(<dict>found)
+            byte >>= 1
+            k += 1
+    k = 0
     if n == 0:
         return None
     share, running, position = tables

@@ -471,6 +471,8 @@ def queues_meeting(queues: list[int], shape_mask: list[int], alive: int) -> list
 
 def filed_under(groups: dict[int, dict[int, None]] | None, bits: int) -> list[int]:
     """The nodes of ``groups`` (shape -> nodes filed under it) of the shapes set in ``bits`` (>= 0)."""
+    if bits < 0:  # (``bits ^= bits & -bits`` would stay negative: the loop would not end)
+        raise ValueError(f"bits must be a mask of shapes, not negative: {bits}")
     out: list[int] = []
     if groups:
         while bits:
