@@ -1315,7 +1315,8 @@ def first_runnable_filed(dict filed, bits, *, list live, excluded, list shape_ma
     """``descent.first_runnable_filed``: a jobs-only queue's jobs filed under the shapes
     set in ``bits`` (``filed``: shape -> its jobs there) tried lowest key first, the first
     demanding, not excluded, of a live shape (read at each) and runnable. With ``tables``
-    the keys are read straight from ``filed``'s groups into the heap of keys (``walk_heap``:
+    the first pop is found by one scan (``lowest_filed``) and tried alone; past it, the
+    keys are read straight from ``filed``'s groups into the heap of keys (``walk_heap``:
     the sorted order, as keys are distinct) instead of making the list of jobs first
     (``descent.filed_under``: the groups of the shapes in ``bits``, lowest shape first; the
     heap's order does not depend on that order). Without ``tables``, the reference."""
@@ -1367,8 +1368,9 @@ cdef object filed_walk(dict filed, bits, tuple tables, list live, excluded, list
     share, running, position = tables
     cdef double *shares = doubles_of(share)
     # The heap's first pop, found by a scan that rounds only the shares near the lowest:
-    # the heap walk usually stops at its first job, and rounding every key (with the
-    # heapify) was most of this walk at 10,000 jobs (issue 24, round 11).
+    # the heap walk usually stops at its first job (every walk of bench_scaling's steady
+    # state did, at 1,000 and 10,000 jobs), so keying and heapifying every job is left to
+    # the walks that go past it (issue 24, round 11).
     cdef Py_ssize_t tried = -1, first = lowest_filed(groups, share, shares, running, position)
     if first >= 0:
         # (the heap walk's first pop and checks, nothing read in between)
