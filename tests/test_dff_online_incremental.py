@@ -220,3 +220,26 @@ def test_the_dff_sorter_keeps_its_views_with_no_time_to_live():
     sorter = DFFSorter(3, QueueTree.build(TREE), (1.0, 1.0, 1.0), update_fr=dff.update_fr, child_fr=dff.child_fr,
                        fairness=dff.fairness)
     assert sorter.views.ttl is None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_resum_fold_is_accumulates_bit_for_bit(seed):
+    # ``dff_online.fold_on`` (NumPy's ``add.accumulate`` over the column's doubles) against
+    # ``itertools.accumulate`` with ``operator.add`` on the same floats, from ``done`` on:
+    # decimals that do not sum exactly, magnitudes far apart (the order decides what is
+    # lost), cancellations, ints, and zeros of both signs; compared as the doubles' bytes
+    from array import array
+    from itertools import accumulate
+    from operator import add
+
+    from fairshare.policies.dff_online import fold_on
+
+    rng = random.Random(seed)
+    pool = [0.1, 0.3, 1.7, 3.152, 0.81, 1e16, -1e16, 1e-300, 2.0 ** 60, -0.0, 0.0, 7]
+    values = [rng.choice(pool) if rng.random() < 0.5 else rng.uniform(-1e6, 1e6) * 10.0 ** rng.randint(-20, 20)
+              for _ in range(rng.randint(1, 300))]
+    column = array("d", values)
+    start = rng.choice([0.0, -0.0, 0.1, 1e16, rng.uniform(-5, 5)])
+    done = rng.randrange(len(column))
+    want = list(accumulate(values[done:], add, initial=start))[1:]
+    assert fold_on(start, column, done) == array("d", want).tobytes()

@@ -126,9 +126,10 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from functools import reduce
-from itertools import accumulate
 from math import copysign
 from operator import add
+
+import numpy as np
 
 from fairshare.model.queues import ROOT, QueueTree
 from fairshare.model.resources import Vector
@@ -165,6 +166,20 @@ def _defer_pick(deferred: dict[int, dict[int, None]], p: int, c: int) -> None:
         deferred[p] = {c: None}
     else:
         later[c] = None
+
+
+def fold_on(start: float, column: array, done: int) -> bytes:
+    """The running sums of ``column[done:]`` (doubles) continued from ``start``, as the
+    doubles' bytes: ``start + column[done]``, that ``+ column[done + 1]``, and so on, each
+    one IEEE addition in that order, what ``itertools.accumulate(column[done:], add,
+    initial=start)`` gives after ``start`` (NumPy's ``add.accumulate`` adds element after
+    element, not pairwise as its sums do; ``tests/test_dff_online_incremental.py`` holds
+    the two equal bit for bit). ``_resum``'s fold over a queue's jobs, thousands of rows on
+    a saturating arrival stream, without a float object per row."""
+    folded = np.empty(len(column) - done + 1)
+    folded[0] = start
+    folded[1:] = np.frombuffer(column, dtype=np.float64, offset=8 * done)
+    return np.add.accumulate(folded)[1:].tobytes()
 
 
 def _exactly_summable(x: float) -> bool:
@@ -413,11 +428,15 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         # per queue and resource, the partial sums of its usage sum from scratch (``_resum``):
         # entry 0 the sub-queues' sum, entry i + 1 that plus ``used[q][0..i]``; entries
         # past ``used_sums_valid[q]`` are stale (a job's row at that position changed)
-        self.used_sums: list[list[list[float]]] = [[[] for _ in range(self.m)] for _ in range(self.queue_count)]
+        # (doubles, ``array("d")``: ``_resum`` folds them with NumPy's ``add.accumulate``
+        # over the buffers, one IEEE addition after another in their order, the same
+        # floats as ``itertools.accumulate``'s, without a float object per row)
+        self.used_sums: list[list[array]] = [[array("d") for _ in range(self.m)] for _ in range(self.queue_count)]
         self.used_sums_valid: list[int] = [0] * self.queue_count
         # per queue and resource, the usage of the jobs in ``used[q]``, in that order (the
-        # rows ``_resum`` folds, kept by column)
-        self.used_columns: list[list[list[float]]] = [[[] for _ in range(self.m)] for _ in range(self.queue_count)]
+        # rows ``_resum`` folds, kept by column, as doubles: a usage that is an int is the
+        # double Python's ``float + int`` would convert it to)
+        self.used_columns: list[list[array]] = [[array("d") for _ in range(self.m)] for _ in range(self.queue_count)]
         self._init_history()  # decayed usage (``machinery/history.py``)
 
     def _add_node(self, key: str, parent: int, weight: float, is_job: bool, fifo: bool = False) -> int:
@@ -692,11 +711,11 @@ class DFFSorter(QueueHistory, ShapeIndex, TreeExclusion, OnlineSorter):
         start = [reduce(add, column, 0.0) for column in zip(*[usage[c] for c in kids])] if kids else [0.0] * self.m
         if any(not partial or partial[0] != x for partial, x in zip(sums, start)):
             for partial, x in zip(sums, start):  # the sub-queues' sum changed: from the first job
-                partial[:] = [x]
+                partial[:] = array("d", [x])
         done = len(sums[0]) - 1  # the jobs already folded
         if done < len(self.used[q]):
             for partial, column in zip(sums, self.used_columns[q]):
-                partial.extend(accumulate(column[done:], add, initial=partial.pop()))
+                partial.frombytes(fold_on(partial[-1], column, done))
         self.used_sums_valid[q] = len(self.used[q])
         return [partial[-1] for partial in sums]
 

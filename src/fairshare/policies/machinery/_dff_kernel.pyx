@@ -469,8 +469,8 @@ def leaf_changed(sorter, Py_ssize_t idx, list before, long d_running, now=0.0):
     shared state is neither dirty nor stale (every decision's usual case), the methods it
     calls run here statement for statement (``_file_usage``, ``_file_demanding``,
     ``_walk_counts``, ``_job_fr``'s kept FR, ``_add_usage`` with ``dff.fairness``,
-    ``_touch``): the same list edits, the same float subtractions, additions and
-    divisions, so the same shared state. Otherwise (and for a job FR not kept) it calls
+    ``_touch``): the same edits of the lists and the columns of doubles, the same float
+    subtractions, additions and divisions, so the same shared state. Otherwise (and for a job FR not kept) it calls
     the sorter's Python methods."""
     if sorter.decay is not None or sorter.dirty or sorter.stale:
         return sorter._leaf_changed(idx, before, d_running=d_running, now=now)
@@ -496,14 +496,14 @@ def leaf_changed(sorter, Py_ssize_t idx, list before, long d_running, now=0.0):
     if has and not listed:
         used.insert(pos, idx)
         for r in range(min(len(columns), m)):
-            (<list>columns[r]).insert(pos, row[r])
+            columns[r].insert(pos, row[r])
     elif listed and not has:
         del used[pos]
         for r in range(len(columns)):
-            del (<list>columns[r])[pos]
+            del columns[r][pos]
     elif has:
         for r in range(min(len(columns), m)):
-            (<list>columns[r])[pos] = row[r]
+            columns[r][pos] = row[r]
     if (has or listed) and pos < <Py_ssize_t>sorter.used_sums_valid[q]:
         sorter.used_sums_valid[q] = pos
     # _file_demanding
