@@ -15,12 +15,15 @@ equal to the per-decision reference on scheduler runs.
 from __future__ import annotations
 
 import random
+from array import array
+from itertools import accumulate
+from operator import add
 
 import pytest
 
 from fairshare.model.queues import QueueTree
 from fairshare.policies import dff, make_policy
-from fairshare.policies.dff_online import DFFSorter
+from fairshare.policies.dff_online import DFFSorter, fold_on
 from fairshare.policies.machinery import views
 
 M = 3
@@ -228,12 +231,6 @@ def test_the_resum_fold_is_accumulates_bit_for_bit(seed):
     # ``itertools.accumulate`` with ``operator.add`` on the same floats, from ``done`` on:
     # decimals that do not sum exactly, magnitudes far apart (the order decides what is
     # lost), cancellations, ints, and zeros of both signs; compared as the doubles' bytes
-    from array import array
-    from itertools import accumulate
-    from operator import add
-
-    from fairshare.policies.dff_online import fold_on
-
     rng = random.Random(seed)
     pool = [0.1, 0.3, 1.7, 3.152, 0.81, 1e16, -1e16, 1e-300, 2.0 ** 60, -0.0, 0.0, 7]
     values = [rng.choice(pool) if rng.random() < 0.5 else rng.uniform(-1e6, 1e6) * 10.0 ** rng.randint(-20, 20)

@@ -470,8 +470,8 @@ def leaf_changed(sorter, Py_ssize_t idx, list before, long d_running, now=0.0):
     calls run here statement for statement (``_file_usage``, ``_file_demanding``,
     ``_walk_counts``, ``_job_fr``'s kept FR, ``_add_usage`` with ``dff.fairness``,
     ``_touch``): the same edits of the lists and the columns of doubles, the same float
-    subtractions, additions and divisions, so the same shared state. Otherwise (and for a job FR not kept) it calls
-    the sorter's Python methods."""
+    subtractions, additions and divisions, so the same shared state. Otherwise (and for a
+    job FR not kept) it calls the sorter's Python methods."""
     if sorter.decay is not None or sorter.dirty or sorter.stale:
         return sorter._leaf_changed(idx, before, d_running=d_running, now=now)
     cdef list parent = sorter.parent, usage = sorter.usage, raw = sorter.raw, fr = sorter.fr
