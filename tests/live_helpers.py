@@ -196,24 +196,28 @@ def serve_came_up(proc: subprocess.Popen, port: int, log: Path, timeout_s: float
     return False
 
 
-def start_serve_on_a_free_port(root: Path, log_name: str, env: dict[str, str],
-                               timeout_s: float) -> tuple[subprocess.Popen, int]:
-    """``fairshare serve`` on ``root``'s cluster.yaml and fs.db, on a port :func:`free_port`
-    finds, up (:func:`serve_came_up`) or the test fails with the log's tail; another port
-    when the one found free was taken before serve bound it (:class:`PortTaken`)."""
+def start_serve_on_a_free_port(root: Path, log_name: str, env: dict[str, str], timeout_s: float,
+                               extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, int]:
+    """``fairshare serve`` on ``root``'s cluster.yaml and fs.db (and ``extra`` flags), on a
+    port :func:`free_port` finds, up (:func:`serve_came_up`) or the test fails with the
+    log's tail; another port when the one found free was taken before serve bound it
+    (:class:`PortTaken`). The server runs in its own session, so that :func:`stop_serve`
+    can clean up what it leaves behind (Ray's per-node agents) by process group, after
+    a clean stop or a kill -9 alike, touching nothing else."""
     for _ in range(3):
         port = free_port()
         log = open(root / log_name, "w")  # noqa: SIM115 - the child keeps it
         proc = subprocess.Popen([sys.executable, "-m", "fairshare", "serve", "--config", str(root / "cluster.yaml"),
-                                 "--db", str(root / "fs.db"), "--port", str(port)],
+                                 "--db", str(root / "fs.db"), "--port", str(port), *extra],
                                 cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         log.close()
         try:
             if serve_came_up(proc, port, root / log_name, timeout_s=timeout_s, every_s=0.2):
                 return proc, port
         except PortTaken:
+            stop_serve(proc)
             continue
-        proc.kill()
+        stop_serve(proc, signal.SIGKILL)
         raise AssertionError(f"serve did not come up: {(root / log_name).read_text()[-3000:]}")
     raise AssertionError("serve found its port taken three times")
 

@@ -165,13 +165,11 @@ def test_serve_attaches_to_an_existing_cluster_and_discovers_its_nodes(cluster, 
     """``fairshare serve --ray-address``: a second driver on this module's cluster."""
     import json
     import signal
-    import subprocess
-    import sys
     import urllib.request
 
     import yaml
 
-    from live_helpers import config_doc, free_port, serve_env, stop_serve
+    from live_helpers import config_doc, serve_env, start_serve_on_a_free_port, stop_serve
 
     import ray
 
@@ -182,12 +180,8 @@ def test_serve_attaches_to_an_existing_cluster_and_discovers_its_nodes(cluster, 
 
     before = agents()  # (this module's own executor's)
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(config_doc()))
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "fairshare", "serve", "--config", str(tmp_path / "cluster.yaml"),
-                             "--db", str(tmp_path / "fs.db"), "--port", str(port),
-                             "--ray-address", executor.cluster.address],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            env=serve_env())
+    proc, port = start_serve_on_a_free_port(tmp_path, "serve.log", serve_env(), timeout_s=90,
+                                            extra=("--ray-address", executor.cluster.address))
 
     def call(method, path, token, body=None):
         data = json.dumps(body).encode() if body is not None else None

@@ -20,25 +20,15 @@ import urllib.request
 import pytest
 import yaml
 
-from live_helpers import (ADMIN, ALICE, BOB, config_doc, free_port, job, serve_came_up, serve_env, stop_serve,
+from live_helpers import (ADMIN, ALICE, BOB, config_doc, job, serve_env, start_serve_on_a_free_port, stop_serve,
                           wait_for)
 
 pytest.importorskip("ray", reason="the live extra (ray) is not installed")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
-def start_serve(tmp_path, port: int, log_name: str) -> subprocess.Popen:
-    log = open(tmp_path / log_name, "w")
-    # its own session: after the kill -9 the test can clean up what the dead server
-    # leaves behind (Ray's per-node agents) by process group, touching nothing else
-    proc = subprocess.Popen([sys.executable, "-m", "fairshare", "serve", "--config", str(tmp_path / "cluster.yaml"),
-                             "--db", str(tmp_path / "fs.db"), "--port", str(port), "--policy", "hdrf"],
-                            cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env=serve_env())
-    if serve_came_up(proc, port, tmp_path / log_name, timeout_s=120, every_s=0.3):
-        return proc
-    stop_serve(proc)
-    raise AssertionError(f"serve did not come up: {(tmp_path / log_name).read_text()}")
+def start_serve(tmp_path, log_name: str) -> tuple[subprocess.Popen, int]:
+    return start_serve_on_a_free_port(tmp_path, log_name, serve_env(), timeout_s=120, extra=("--policy", "hdrf"))
 
 
 def get(port: int, path: str, token: str):
@@ -51,7 +41,6 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "fairshare", *args], capture_output=True, text=True, timeout=60)
 
 
-
 def test_kill_9_and_restart_loses_nothing_and_reruns_no_succeeded_task(tmp_path):
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(config_doc()))
     out = tmp_path / "ran.txt"
@@ -61,8 +50,7 @@ def test_kill_9_and_restart_loses_nothing_and_reruns_no_succeeded_task(tmp_path)
     (tmp_path / "alice.yaml").write_text(yaml.safe_dump({"jobs": [job("a", "ads.prod", 16, {"cpu": 1}, command)]}))
     (tmp_path / "bob.yaml").write_text(yaml.safe_dump({"jobs": [job("b", "dev", 6, {"cpu": 1}, command)]}))
 
-    port = free_port()
-    server = start_serve(tmp_path, port, "serve1.log")
+    server, port = start_serve(tmp_path, "serve1.log")
     try:
         url = f"http://127.0.0.1:{port}"
         r1 = cli("submit", str(tmp_path / "alice.yaml"), "--server", url, "--token", ALICE)
@@ -88,8 +76,7 @@ def test_kill_9_and_restart_loses_nothing_and_reruns_no_succeeded_task(tmp_path)
     db.close()
     assert len(succeeded_before) >= 3 and running_before
 
-    port2 = free_port()
-    server2 = start_serve(tmp_path, port2, "serve2.log")
+    server2, port2 = start_serve(tmp_path, "serve2.log")
     try:
         url2 = f"http://127.0.0.1:{port2}"
 
