@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from live_helpers import ADMIN, ALICE, BOB, config_doc, free_port, repo_root, serve_env
+from live_helpers import ADMIN, ALICE, BOB, config_doc, repo_root, serve_env, start_serve_on_a_free_port, stop_serve
 
 CHROMIUM = Path("/usr/bin/chromium")
 # The flags the machine's notes prescribe for headless Chromium as root on a closed
@@ -110,32 +109,14 @@ def serve(tmp_path_factory):
     config = workdir / "cluster.yaml"
     # the node sizes the expected numbers below are derived from, spelled out
     config.write_text(yaml.safe_dump(config_doc(cpu_node=4, mic_node=2, gpu_node=2), sort_keys=False))
-    port = free_port()
-    log_path = workdir / "serve.log"
-    with open(log_path, "wb") as log_file:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "fairshare", "serve", "--config", str(config), "--db", str(workdir / "fs.db"),
-             "--port", str(port)],
-            # (this tree's sources: the page under test is this tree's static files)
-            stdout=log_file, stderr=subprocess.STDOUT, cwd=workdir, env=serve_env(),
-        )
-    server = Serve(f"http://127.0.0.1:{port}", process, log_path)
+    # (this tree's sources: the page under test is this tree's static files)
+    process, port = start_serve_on_a_free_port(workdir, "serve.log", serve_env(), timeout_s=SERVE_START_TIMEOUT_S)
+    server = Serve(f"http://127.0.0.1:{port}", process, workdir / "serve.log")
     try:
-        deadline = time.monotonic() + SERVE_START_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"fairshare serve exited with {process.returncode}:\n{server.log()}")
-            try:
-                if httpx.get(server.url + "/healthz", timeout=2).json().get("status") == "ok":
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"fairshare serve not up after {SERVE_START_TIMEOUT_S} s:\n{server.log()}")
-            time.sleep(0.5)
         yield server
     finally:
         _stop(server)
+        stop_serve(server.process)  # (anything of its session still around)
 
 
 def _stop(server: Serve) -> None:
