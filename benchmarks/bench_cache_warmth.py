@@ -27,7 +27,10 @@ counted (``mismatches``), not timed.
     PYTHONPATH=src .venv/bin/python benchmarks/bench_cache_warmth.py --policy hdrf --sizes 1000,10000
     PYTHONPATH=src .venv/bin/python benchmarks/bench_cache_warmth.py --policy hdrf --sizes 1000,10000 --evict-mb 64
 
-Prints one JSON object per size: the medians (and means) in microseconds per call.
+Prints one JSON object per size: the medians (and means) in microseconds per call, by
+the wall clock (``perf_counter_ns``; on a shared machine another tenant's burst shows in
+a call's time, which is why the three timings of a call are read against each other),
+and the run's CPU seconds.
 """
 
 from __future__ import annotations
