@@ -34,10 +34,10 @@ def test_the_probes_leave_the_decisions_as_they_were(policy):
     assert flow["launch_digest"] == cold["launch_digest"] == plain["launch_digest"]
     assert flow["mismatches"] == cold["mismatches"] == 0
     assert plain["pick"]["sampled"] == plain["pick_among"]["sampled"] == 0
-    for run in (flow, cold):
+    for probed in (flow, cold):
         # every second call of each kind sampled (half of them, rounded down)
         for kind in ("pick", "pick_among"):
-            assert run[kind]["sampled"] == run["calls"][kind] // 2
+            assert probed[kind]["sampled"] == probed["calls"][kind] // 2
     sampled = [kind for kind in ("pick", "pick_among") if flow[kind]["sampled"]]
     assert sampled
     for kind in sampled:
