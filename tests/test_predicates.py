@@ -285,6 +285,32 @@ def test_the_compiled_fit_test_is_the_numpy_one(seed):
     assert outcomes >= {(True, False), (False, True), (False, False)}  # all, none and some fit
 
 
+@pytest.mark.skipif(fitmemo.compiled_restrict is None, reason="engine/_fit_kernel.pyx not built")
+def test_the_compiled_fit_test_reads_any_layout_and_refuses_other_types():
+    # restrict reads its arrays through the buffer protocol by their strides (issue 24,
+    # round 13): a column-major matrix and a reversed vector give the reference's answer;
+    # an array of another type or shape is refused by name, as the typed memoryviews it
+    # replaced refused it, and the arrays stay readable and unchanged (buffers released)
+    needs = np.asfortranarray([[0.5, 2.0, 0.1], [0.2, 0.3, 0.9]])
+    numbers = np.arange(3, dtype=np.intp)[::-1]
+    keys, limits = [("a",), ("b",), ("c",)], (1.0, 1.0)
+    want = fitmemo.restrict_reference(keys, needs, numbers, limits, None)
+    got = fitmemo.compiled_restrict(keys, needs, numbers, limits, None)
+    # columns 0 and 2 fit (2.0 > 1.0 in column 1), numbers read backwards: 2 and 0
+    assert got[0] == want[0] == [("a",), ("c",)] and got[2].tolist() == want[2].tolist() == [2, 0]
+    assert got[1].tolist() == want[1].tolist() == [[0.5, 0.1], [0.2, 0.9]]
+    with pytest.raises(ValueError, match="float64"):
+        fitmemo.compiled_restrict(keys, needs.astype(np.float32), numbers, limits, None)
+    with pytest.raises(ValueError, match="intp"):
+        fitmemo.compiled_restrict(keys, needs, numbers.astype(np.int32), limits, None)
+    with pytest.raises(ValueError, match="2-dimensional"):
+        fitmemo.compiled_restrict(keys, needs[0], numbers, limits, None)
+    with pytest.raises(ValueError, match="3 limits for 2 rows"):
+        fitmemo.compiled_restrict(keys, needs, numbers, (1.0, 1.0, 1.0), None)
+    needs.resize((2, 3), refcheck=True)  # (a BufferError while any buffer is still held)
+    assert needs.tolist() == [[0.5, 2.0, 0.1], [0.2, 0.3, 0.9]]
+
+
 # --- the edges through the loader, the queue validation and the traces ------------------------
 
 def one_node(demand: dict, capacity: dict, constraints=None, attributes=None):

@@ -20,48 +20,110 @@ compares the two).
 
 import numpy as np
 
+from cpython.buffer cimport (PyBUF_FORMAT, PyBUF_STRIDES, PyBUF_WRITABLE, PyBuffer_Release,
+                             PyObject_GetBuffer)
 from libc.stdlib cimport free, malloc
 
+# ``restrict`` reads and writes its arrays through the buffer protocol, not Cython's typed
+# memoryviews: a memoryview slice is a Python object made and checked per argument, and
+# at four arrays a call its making was most of the call (about 1.5 of 2.5 us with a
+# restriction; 6.5% of a steady-state decision of hdrf at 1k and at 10k jobs, py-spy,
+# issue 24 round 13). The same doubles are read, by their strides, whatever the layout.
+_empty = np.empty
+_DOUBLE = np.dtype(float)
+_INDEX = np.dtype(np.intp)
+cdef const char *_UNSIGNED_BYTE = b"B"
 
-def restrict(list keys, const double[:, :] needs, const Py_ssize_t[:] numbers, tuple limits, whole):
+
+cdef int take_buffer(object array, Py_buffer *view, int ndim, char kind, bint writable) except -1:
+    """``array``'s buffer with strides and format, checked to be ``ndim``-dimensional items
+    of ``kind`` (``d``: doubles; ``n``: ``Py_ssize_t``-sized integers, NumPy's intp), as
+    the typed memoryviews this replaced refused anything else (``ValueError``)."""
+    cdef int flags = PyBUF_STRIDES | PyBUF_FORMAT
+    if writable:
+        flags |= PyBUF_WRITABLE
+    PyObject_GetBuffer(array, view, flags)
+    cdef const char *fmt = view.format
+    if fmt == NULL:
+        fmt = _UNSIGNED_BYTE  # (the protocol's default when no format is given)
+    while fmt[0] == b"<" or fmt[0] == b"=" or fmt[0] == b"@":  # (native order and size)
+        fmt += 1
+    cdef bint ok = view.ndim == ndim and fmt[0] != 0 and fmt[1] == 0
+    if ok and kind == b"d":
+        ok = view.itemsize == sizeof(double) and fmt[0] == b"d"
+    elif ok:
+        ok = view.itemsize == sizeof(Py_ssize_t) and (fmt[0] == b"n" or fmt[0] == b"l" or fmt[0] == b"q")
+    if not ok:
+        got = (view.format if view.format != NULL else b"B").decode("ascii", "replace")
+        got_ndim = view.ndim
+        PyBuffer_Release(view)
+        raise ValueError(f"Buffer dtype mismatch or wrong number of dimensions: expected {ndim}-dimensional "
+                         f"{'float64' if kind == b'd' else 'intp'}, got {got_ndim}-dimensional {got!r}")
+    return 0
+
+
+def restrict(list keys, needs, numbers, tuple limits, whole):
     """``(keys, needs, numbers)`` restricted to the columns whose need fits under
     ``limits``; ``whole`` (when not None) is returned as is when every column fits."""
-    cdef Py_ssize_t m = needs.shape[0], n = needs.shape[1], r, c, k = 0
-    if len(limits) != m:  # (NumPy's broadcast would refuse it: say so the same way)
-        raise ValueError(f"{len(limits)} limits for {m} rows of needs")
-    cdef double *lim = <double *> malloc((m + 1) * sizeof(double))
-    cdef Py_ssize_t *fit = <Py_ssize_t *> malloc((n + 1) * sizeof(Py_ssize_t))
-    if lim == NULL or fit == NULL:
-        free(lim)
-        free(fit)
-        raise MemoryError()
-    cdef double[:, ::1] out_needs
-    cdef Py_ssize_t[::1] out_numbers
+    cdef Py_buffer need_buf, number_buf, out_buf, got_buf
+    cdef Py_ssize_t m, n, r, c, k = 0, s0, s1, t0, t1, sn
+    cdef char *need_at
+    cdef char *number_at
+    cdef double *lim = NULL
+    cdef Py_ssize_t *fit = NULL
+    cdef double *out_at
+    cdef Py_ssize_t *got_at
+    take_buffer(needs, &need_buf, 2, b"d", False)
     try:
+        take_buffer(numbers, &number_buf, 1, b"n", False)
+    except BaseException:
+        PyBuffer_Release(&need_buf)
+        raise
+    try:
+        m, n = need_buf.shape[0], need_buf.shape[1]
+        s0, s1 = need_buf.strides[0], need_buf.strides[1]
+        need_at, number_at, sn = <char *>need_buf.buf, <char *>number_buf.buf, number_buf.strides[0]
+        if len(limits) != m:  # (NumPy's broadcast would refuse it: say so the same way)
+            raise ValueError(f"{len(limits)} limits for {m} rows of needs")
+        lim = <double *> malloc((m + 1) * sizeof(double))
+        fit = <Py_ssize_t *> malloc((n + 1) * sizeof(Py_ssize_t))
+        if lim == NULL or fit == NULL:
+            raise MemoryError()
         for r in range(m):
             lim[r] = <double> limits[r]
         for c in range(n):
             for r in range(m):
-                if needs[r, c] > lim[r]:
+                if (<double *>(need_at + r * s0 + c * s1))[0] > lim[r]:
                     break
             else:
                 fit[k] = c
                 k += 1
         if k == n and whole is not None:
             return whole
-        out = np.empty((m, k), dtype=float)
-        got = np.empty(k, dtype=np.intp)
-        out_needs = out
-        out_numbers = got
+        if k and number_buf.shape[0] < n:  # (the typed memoryview's bounds check)
+            raise IndexError("Out of bounds on buffer access (axis 0)")
+        out = _empty((m, k), _DOUBLE)
+        got = _empty(k, _INDEX)
+        take_buffer(out, &out_buf, 2, b"d", True)
+        try:
+            take_buffer(got, &got_buf, 1, b"n", True)
+        except BaseException:
+            PyBuffer_Release(&out_buf)
+            raise
+        out_at, got_at = <double *>out_buf.buf, <Py_ssize_t *>got_buf.buf  # (C order, fresh)
         fitting = [keys[fit[c]] for c in range(k)]
         for c in range(k):
-            out_numbers[c] = numbers[fit[c]]
+            got_at[c] = (<Py_ssize_t *>(number_at + fit[c] * sn))[0]
             for r in range(m):
-                out_needs[r, c] = needs[r, fit[c]]
+                out_at[r * k + c] = (<double *>(need_at + r * s0 + fit[c] * s1))[0]
+        PyBuffer_Release(&out_buf)
+        PyBuffer_Release(&got_buf)
         return fitting, out, got
     finally:
         free(lim)
         free(fit)
+        PyBuffer_Release(&need_buf)
+        PyBuffer_Release(&number_buf)
 
 
 # --- the placement index's walks (engine/placement.py, ``_MaxTree``) ---------------------
@@ -365,25 +427,31 @@ def give_back_plain(pool, Py_ssize_t idx, demand):
 # the other groups hold: the loop stops there and builds no list (at 10,000 jobs more than
 # half of the freed node's lists are too long, about 640 jobs in about 25 shapes).
 
-@cython.boundscheck(True)
-@cython.wraparound(False)
-def candidate_jobs(const Py_ssize_t[:] numbers, dict groups_by_number, Py_ssize_t among_max, double among_cost,
-                   Py_ssize_t filed):
-    """``fitmemo.candidate_jobs_reference``, compiled."""
-    cdef Py_ssize_t i, k = numbers.shape[0], n = 0
+def candidate_jobs(numbers, dict groups_by_number, Py_ssize_t among_max, double among_cost, Py_ssize_t filed):
+    """``fitmemo.candidate_jobs_reference``, compiled (``numbers`` read through its buffer,
+    as ``restrict`` reads its arrays)."""
+    cdef Py_buffer number_buf
+    cdef Py_ssize_t i, k, n = 0, number, sn
+    cdef char *number_at
     cdef list groups = []
     cdef list out
     cdef object group
-    for i in range(k):
-        if numbers[i] < 0:
-            continue  # (-1: no job; never a key of groups_by_number)
-        group = groups_by_number.get(numbers[i])
-        if not group:
-            continue
-        n += len(<dict> group)
-        if n > among_max:
-            return None
-        groups.append(group)
+    take_buffer(numbers, &number_buf, 1, b"n", False)
+    try:
+        k, sn, number_at = number_buf.shape[0], number_buf.strides[0], <char *>number_buf.buf
+        for i in range(k):
+            number = (<Py_ssize_t *>(number_at + i * sn))[0]
+            if number < 0:
+                continue  # (-1: no job; never a key of groups_by_number)
+            group = groups_by_number.get(number)
+            if not group:
+                continue
+            n += len(<dict> group)
+            if n > among_max:
+                return None
+            groups.append(group)
+    finally:
+        PyBuffer_Release(&number_buf)
     if n > among_max or <double> (n * n) * among_cost > <double> filed:  # (no group: n = 0, maybe above)
         return None
     out = []
