@@ -23,6 +23,8 @@ both trees, window by window. A difference is reported (``digests_differ``, the 
 window where it happened) and the exit status is 1.
 
 Times are each worker's CPU time (``time.process_time``), as in ``bench_scaling.py``.
+(``ab_decisions.py`` alternates two trees too, but a process per round, each filling its
+cluster again: at 10,000 jobs the two sides of a pair run minutes apart.)
 
     .venv/bin/python benchmarks/bench_interleave.py --before /path/to/old/checkout --after . \\
         --policy hdrf --sizes 1000,10000

@@ -47,7 +47,7 @@ def test_a_changed_launch_order_is_reported_with_its_window(tmp_path):
     shutil.copytree(ROOT / "src", copy / "src", ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.c"))
     engine = copy / "src" / "fairshare" / "engine" / "__init__.py"
     engine.write_text(engine.read_text() + REVERSED)
-    done = run("--before", str(ROOT), "--after", str(copy), "--policy", "drf", "--sizes", "60",
+    done = run("--before", str(ROOT), "--after", str(copy), "--policy", "hdrf", "--sizes", "60",
                "--warmup", "20", "--window", "40", "--rounds", "2", "--rewarm", "0")
     assert done.returncode == 1, done.stderr
     result = json.loads(done.stdout)
