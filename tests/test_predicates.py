@@ -307,6 +307,9 @@ def test_the_compiled_fit_test_reads_any_layout_and_refuses_other_types():
         fitmemo.compiled_restrict(keys, needs[0], numbers, limits, None)
     with pytest.raises(ValueError, match="3 limits for 2 rows"):
         fitmemo.compiled_restrict(keys, needs, numbers, (1.0, 1.0, 1.0), None)
+    for restrict in (fitmemo.restrict_reference, fitmemo.compiled_restrict):  # (a number short: as NumPy)
+        with pytest.raises(IndexError):
+            restrict(keys, needs, numbers[:2], limits, None)
     needs.resize((2, 3), refcheck=True)  # (a BufferError while any buffer is still held)
     assert needs.tolist() == [[0.5, 2.0, 0.1], [0.2, 0.3, 0.9]]
 

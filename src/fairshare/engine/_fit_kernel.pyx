@@ -62,23 +62,31 @@ cdef int take_buffer(object array, Py_buffer *view, int ndim, char kind, bint wr
     return 0
 
 
+cdef int take_pair(object first, Py_buffer *first_view, int first_ndim, object second, Py_buffer *second_view,
+                   bint writable) except -1:
+    """``first``'s buffer (doubles in ``first_ndim`` dimensions) and ``second``'s (a vector
+    of intp), ``take_buffer``'s checks on each: both held, or neither."""
+    take_buffer(first, first_view, first_ndim, b"d", writable)
+    try:
+        take_buffer(second, second_view, 1, b"n", writable)
+    except BaseException:
+        PyBuffer_Release(first_view)
+        raise
+    return 0
+
+
 def restrict(list keys, needs, numbers, tuple limits, whole):
     """``(keys, needs, numbers)`` restricted to the columns whose need fits under
     ``limits``; ``whole`` (when not None) is returned as is when every column fits."""
     cdef Py_buffer need_buf, number_buf, out_buf, got_buf
-    cdef Py_ssize_t m, n, r, c, k = 0, s0, s1, t0, t1, sn
+    cdef Py_ssize_t m, n, r, c, k = 0, s0, s1, sn
     cdef char *need_at
     cdef char *number_at
     cdef double *lim = NULL
     cdef Py_ssize_t *fit = NULL
     cdef double *out_at
     cdef Py_ssize_t *got_at
-    take_buffer(needs, &need_buf, 2, b"d", False)
-    try:
-        take_buffer(numbers, &number_buf, 1, b"n", False)
-    except BaseException:
-        PyBuffer_Release(&need_buf)
-        raise
+    take_pair(needs, &need_buf, 2, numbers, &number_buf, False)
     try:
         m, n = need_buf.shape[0], need_buf.shape[1]
         s0, s1 = need_buf.strides[0], need_buf.strides[1]
@@ -100,24 +108,21 @@ def restrict(list keys, needs, numbers, tuple limits, whole):
                 k += 1
         if k == n and whole is not None:
             return whole
-        if k and number_buf.shape[0] < n:  # (the typed memoryview's bounds check)
-            raise IndexError("Out of bounds on buffer access (axis 0)")
+        if k and fit[k - 1] >= number_buf.shape[0]:  # (a kept column without its number: as NumPy's take)
+            raise IndexError(f"column {fit[k - 1]} kept, {number_buf.shape[0]} numbers")
+        fitting = [keys[fit[c]] for c in range(k)]
         out = _empty((m, k), _DOUBLE)
         got = _empty(k, _INDEX)
-        take_buffer(out, &out_buf, 2, b"d", True)
+        take_pair(out, &out_buf, 2, got, &got_buf, True)
         try:
-            take_buffer(got, &got_buf, 1, b"n", True)
-        except BaseException:
+            out_at, got_at = <double *>out_buf.buf, <Py_ssize_t *>got_buf.buf  # (C order, fresh)
+            for c in range(k):
+                got_at[c] = (<Py_ssize_t *>(number_at + fit[c] * sn))[0]
+                for r in range(m):
+                    out_at[r * k + c] = (<double *>(need_at + r * s0 + fit[c] * s1))[0]
+        finally:
             PyBuffer_Release(&out_buf)
-            raise
-        out_at, got_at = <double *>out_buf.buf, <Py_ssize_t *>got_buf.buf  # (C order, fresh)
-        fitting = [keys[fit[c]] for c in range(k)]
-        for c in range(k):
-            got_at[c] = (<Py_ssize_t *>(number_at + fit[c] * sn))[0]
-            for r in range(m):
-                out_at[r * k + c] = (<double *>(need_at + r * s0 + fit[c] * s1))[0]
-        PyBuffer_Release(&out_buf)
-        PyBuffer_Release(&got_buf)
+            PyBuffer_Release(&got_buf)
         return fitting, out, got
     finally:
         free(lim)
