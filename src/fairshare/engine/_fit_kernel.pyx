@@ -26,9 +26,9 @@ from libc.stdlib cimport free, malloc
 
 # ``restrict`` reads and writes its arrays through the buffer protocol, not Cython's typed
 # memoryviews: a memoryview slice is a Python object made and checked per argument, and
-# at four arrays a call its making was most of the call (about 1.5 of 2.5 us with a
-# restriction; 6.5% of a steady-state decision of hdrf at 1k and at 10k jobs, py-spy,
-# issue 24 round 13). The same doubles are read, by their strides, whatever the layout.
+# at four arrays a call their making, with the outputs' ``np.empty``, was 6.5-7% of hdrf's
+# steady state at 1k and at 10k jobs (py-spy; docs/performance.md, issue 24 round 13).
+# The same doubles are read, by their strides, whatever the layout.
 _empty = np.empty
 _DOUBLE = np.dtype(float)
 _INDEX = np.dtype(np.intp)
