@@ -66,7 +66,9 @@ def test_programs_stay_in_their_placement_groups_survive_kill_9_and_cancel_frees
         server, port = start_serve(tmp_path, "serve1.log")
         servers.append(server)
         (a,) = call(port, "/v1/jobs", ALICE, {"jobs": [ray_job("a", "ads.prod", log, 600)]})["ids"]
-        b, c = call(port, "/v1/jobs", BOB, {"jobs": [ray_job("b", "dev", log, 8), ray_job("c", "dev", log, 1)]})["ids"]
+        # (B holds 20 s: still running when the restarted serve adopts its group, even on a
+        # loaded machine, where the kill -9 and the restart took more than the 8 s it had)
+        b, c = call(port, "/v1/jobs", BOB, {"jobs": [ray_job("b", "dev", log, 20), ray_job("c", "dev", log, 1)]})["ids"]
         group_a = wait_for(lambda: created_group(port, a, ALICE), 60, "A's placement group")
         group_b = wait_for(lambda: created_group(port, b, BOB), 60, "B's placement group")
         assert group_a["strategy"] == "PACK" and len(group_a["bundles"]) == 2
