@@ -151,11 +151,7 @@ def measure(policy: str, size: int, warmup: int, events: int, every: int, evict_
     for _ in range(events):
         if not point.sched.tasks:
             break
-        point.events += 1
-        point.sched.finish(next(iter(point.sched.tasks)), float(point.events))
-        for launch in point.sched.schedule(float(point.events)):
-            decisions += 1
-            digest.update(f"{launch.job}|{launch.node}|{launch.task_id}\n".encode())
+        decisions += point.complete(digest)
     seconds = time.process_time() - t0
     return {"policy": policy, "size": size, "warmup": warmup, "events": events, "every": every,
             "evict_mb": evict_mb, "decisions": decisions, "cpu_s": round(seconds, 3),

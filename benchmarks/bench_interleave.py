@@ -43,7 +43,6 @@ import pathlib
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -73,21 +72,8 @@ def serve(policy: str, size: int, warmup: int, fill_budget: float) -> int:
         events, budget, rewarm = int(words[1]), float(words[2]), int(words[3])
         point.warm(rewarm)
         digest = hashlib.sha256()
-        done = decisions = 0
-        sched = point.sched
-        t0 = time.process_time()
-        while done < events and sched.tasks and not point.stopped:
-            point.events += 1
-            sched.finish(next(iter(sched.tasks)), float(point.events))
-            for launch in sched.schedule(float(point.events)):
-                decisions += 1
-                digest.update(f"{launch.job}|{launch.node}|{launch.task_id}\n".encode())
-            done += 1
-            if done % 50 == 0 and time.process_time() - t0 > budget:
-                break
-        seconds = time.process_time() - t0
-        print(json.dumps({"events": done, "decisions": decisions, "s": seconds,
-                          "digest": digest.hexdigest()[:16]}), flush=True)
+        measured = point.window(events, budget, digest)
+        print(json.dumps({**measured, "digest": digest.hexdigest()[:16]}), flush=True)
     return 0
 
 
@@ -132,7 +118,7 @@ def quartiles(values: list[float]) -> dict:
         return {"n": 0}
     if len(values) == 1:
         return {"n": 1, "median": round(values[0], 4)}
-    q1, q2, q3 = statistics.quantiles(values, n=4)
+    q1, _, q3 = statistics.quantiles(values, n=4)
     return {"n": len(values), "median": round(statistics.median(values), 4), "q1": round(q1, 4), "q3": round(q3, 4)}
 
 

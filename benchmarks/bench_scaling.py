@@ -131,12 +131,19 @@ class SteadyState:
         else:
             self.full_collection_s += CLOCK() - self._started
 
-    def complete(self) -> int:
-        """Finish the oldest running task (insertion order) and re-fill: its decisions."""
+    def complete(self, digest=None) -> int:
+        """Finish the oldest running task (insertion order) and re-fill: its decisions.
+        With ``digest`` (a ``hashlib`` object), each launch's job, node and task, in order,
+        are added to it (``bench_interleave.py``, ``bench_cache_warmth.py``: two runs
+        decided the same when their digests are)."""
         sched = self.sched
         self.events += 1
         sched.finish(next(iter(sched.tasks)), float(self.events))
-        return len(sched.schedule(float(self.events)))
+        launches = sched.schedule(float(self.events))
+        if digest is not None:
+            for launch in launches:
+                digest.update(f"{launch.job}|{launch.node}|{launch.task_id}\n".encode())
+        return len(launches)
 
     def warm(self, completions: int) -> int:
         """Untimed completions (what happens once per run, a saturated set's view built
@@ -147,16 +154,17 @@ class SteadyState:
             done += 1
         return done
 
-    def window(self, events: int, budget: float) -> dict:
+    def window(self, events: int, budget: float, digest=None) -> dict:
         """One timed window: up to ``events`` completions (or ``budget`` CPU seconds),
-        each with the decisions it allows."""
+        each with the decisions it allows (their launches added to ``digest``, if given:
+        :meth:`complete`)."""
         self.full_collections, self.full_collection_s = 0, 0.0
         gc.callbacks.append(self.count_full)
         try:
             done = decisions = 0
             t0 = CLOCK()
             while not self.stopped and done < events and self.sched.tasks:
-                decisions += self.complete()
+                decisions += self.complete(digest)
                 done += 1
                 if done % 50 == 0 and CLOCK() - t0 > budget:
                     break
