@@ -57,6 +57,20 @@ cdef extern from "Python.h":
     void Py_LeaveRecursiveCall()
 
 
+cdef extern from *:
+    """
+    /* a hint to start loading the cache line holding p (gcc, clang); elsewhere nothing */
+    #if defined(__GNUC__) || defined(__clang__)
+    #define FAIRSHARE_PREFETCH(p) __builtin_prefetch((const void *)(p), 1, 3)
+    #else
+    #define FAIRSHARE_PREFETCH(p) ((void)(p))
+    #endif
+    """
+    void prefetch "FAIRSHARE_PREFETCH"(const void *p) noexcept nogil
+    # (a list's item as an address, without a new reference: only prefetched)
+    void *list_item_address "PyList_GET_ITEM"(object op, Py_ssize_t i) noexcept
+
+
 #: whether a call of ``among_by_marks`` (below) holds its scratch arrays (``_among``):
 #: set and read with the GIL held, no Python code between the test and the set, so one
 #: call at a time holds them
@@ -441,6 +455,30 @@ cdef class _Batch:
             self.share[idx] = self.leaf_share(u, idx)
         return 0
 
+    cdef int prefetch_leaves(self, leaves) except -1:
+        """Ask for the cache lines a batch of leaves will touch, before the first is
+        replayed: each leaf's usage and contribution rows, share, blocked count, pool flag
+        and pool version in this view, and its usage tuple and key in the sorter's lists.
+        The replay is a chain of reads that mostly miss the caches at 10,000 jobs (issue
+        24, round 12): asked all at once, the loads overlap instead of each waiting out a
+        memory latency in turn. A hint only: nothing is read or written through it, so no
+        value and no decision can change."""
+        cdef list leaf_usage = self.leaf_usage, key = self.key
+        cdef Py_ssize_t idx, m = self.m, n = min(len(leaf_usage), len(key))
+        for leaf in leaves:
+            idx = leaf
+            if idx < 0 or idx >= n:
+                continue  # (not a leaf's slot: the replay itself raises)
+            prefetch(self.usage + idx * m)
+            prefetch(self.contrib_vec + idx * m)
+            prefetch(self.share + idx)
+            prefetch(self.unblocked + idx)
+            prefetch(self.contrib_in + idx)
+            prefetch(self.pool_version + idx)
+            prefetch(list_item_address(leaf_usage, idx))
+            prefetch(list_item_address(key, idx))
+        return 0
+
     cdef bint pool_member(self, Py_ssize_t v) except -1:
         """Whether child ``v`` is in its parent's pool: Alg. 3's rule (``_pool_rule``: 1
         an unblocked demanding job below, 2 a demanding one, 0 no pool); a removed job
@@ -660,6 +698,8 @@ def propagate(sorter, view, leaves, long rebuild_every):
     cdef Py_ssize_t idx, p, a, v, d, k
     cdef long now, d_unblocked
     try:
+        if batch:
+            b.prefetch_leaves(leaves)
         for leaf in leaves:
             idx = leaf
             b.set_leaf(idx)
