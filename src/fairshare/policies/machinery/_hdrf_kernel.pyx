@@ -69,6 +69,12 @@ cdef extern from *:
     void prefetch "FAIRSHARE_PREFETCH"(const void *p) noexcept nogil
     # (a list's item as an address, without a new reference: only prefetched)
     void *list_item_address "PyList_GET_ITEM"(object op, Py_ssize_t i) noexcept
+    ctypedef struct PyObject
+    # (a list's array of item pointers)
+    PyObject **list_items "PySequence_Fast_ITEMS"(object op) noexcept
+    int tuple_check "PyTuple_Check"(PyObject *o) noexcept
+    Py_ssize_t tuple_size "PyTuple_GET_SIZE"(PyObject *o) noexcept
+    PyObject *tuple_item "PyTuple_GET_ITEM"(PyObject *o, Py_ssize_t i) noexcept
 
 
 #: whether a call of ``among_by_marks`` (below) holds its scratch arrays (``_among``):
@@ -464,7 +470,12 @@ cdef class _Batch:
         memory latency in turn. A hint only: nothing is read or written through it, so no
         value and no decision can change."""
         cdef list leaf_usage = self.leaf_usage, key = self.key
-        cdef Py_ssize_t idx, m = self.m, n = min(len(leaf_usage), len(key))
+        cdef Py_ssize_t idx, m = self.m, size
+        cdef Py_ssize_t n = min(len(leaf_usage), len(key), len(self.live), len(self.needs), len(self.parent))
+        cdef PyObject **live_slots = list_items(self.live)
+        cdef PyObject **needs_slots = list_items(self.needs)
+        cdef PyObject **parent_slots = list_items(self.parent)
+        cdef PyObject *u
         for leaf in leaves:
             idx = leaf
             if idx < 0 or idx >= n:
@@ -475,8 +486,23 @@ cdef class _Batch:
             prefetch(self.unblocked + idx)
             prefetch(self.contrib_in + idx)
             prefetch(self.pool_version + idx)
+            prefetch(live_slots + idx)
+            prefetch(needs_slots + idx)
+            prefetch(parent_slots + idx)
             prefetch(list_item_address(leaf_usage, idx))
             prefetch(list_item_address(key, idx))
+        # then the usage tuples' floats, whose addresses are in the tuples asked for above
+        # (which have had the first pass to arrive)
+        for leaf in leaves:
+            idx = leaf
+            if idx < 0 or idx >= n:
+                continue
+            u = <PyObject *>list_item_address(leaf_usage, idx)
+            if tuple_check(u):
+                size = tuple_size(u)
+                if size:
+                    prefetch(tuple_item(u, 0))
+                    prefetch(tuple_item(u, size - 1))
         return 0
 
     cdef bint pool_member(self, Py_ssize_t v) except -1:
