@@ -16,6 +16,8 @@ from __future__ import annotations
 import random
 
 import pytest
+import test_shape_index_descent
+from test_candidates import _Index
 from test_online_parity import steady_run
 from test_shape_index_descent import SHAPES, banded_scenario, banded_state
 
@@ -66,10 +68,13 @@ def descend_both_ways(seed: int, tries: int, monkeypatch) -> list:
         return (round(share[c], DIGITS), running[c], position[c])
 
     runs = []
-    for walk, first_runnable, first_child in (
-            (descent.descend_tree, None, None),
-            (_hdrf_kernel.descend_tree, None, None),  # (the reference walks, called back)
-            (_hdrf_kernel.descend_tree, _hdrf_kernel.first_runnable_filed, _hdrf_kernel.first_runnable_child)):
+    for walk, first_runnable, first_child, own_index in (
+            (descent.descend_tree, None, None, False),
+            (_hdrf_kernel.descend_tree, None, None, False),  # (the reference walks, called back)
+            (_hdrf_kernel.descend_tree, _hdrf_kernel.first_runnable_filed, _hdrf_kernel.first_runnable_child, False),
+            # the index with the kernel's port: the descent reads its tables itself
+            (_hdrf_kernel.descend_tree, _hdrf_kernel.first_runnable_filed, _hdrf_kernel.first_runnable_child, True)):
+        index._queues_meeting = _hdrf_kernel.queues_meeting if own_index else descent.queues_meeting
         index.alive_shapes[0] = -1
         if restricted:
             index.only_shapes(sorted(alive))
@@ -111,6 +116,56 @@ def test_the_compiled_descent_is_the_reference(monkeypatch, seed, tries):
         # the same pick, after the same runnable calls and renewals, the same heaps
         # (list for list: heapq's own operations) and versions left
         assert port == reference
+
+
+class _CountingIndex(_Index):
+    """A shape index whose three readers the descent uses are its own: counted, and
+    answering as ``ShapeIndex``'s do."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.calls = {"jobs_by_shape": 0, "few_queues": 0, "alive_queues_under": 0}
+
+    def jobs_by_shape(self, v):
+        self.calls["jobs_by_shape"] += 1
+        return super().jobs_by_shape(v)
+
+    def few_queues(self, v):
+        self.calls["few_queues"] += 1
+        return super().few_queues(v)
+
+    def alive_queues_under(self, v):
+        self.calls["alive_queues_under"] += 1
+        return super().alive_queues_under(v)
+
+
+def test_the_compiled_descent_calls_an_index_s_own_readers(monkeypatch):
+    # the kernel reads ``ShapeIndex``'s tables itself only for the readers it knows:
+    # overridden ones are called, as the reference calls them, with the same picks
+    monkeypatch.setattr(test_shape_index_descent, "_Index", _CountingIndex)
+    for seed in range(30):
+        reference, *ports = descend_both_ways(seed, 3, monkeypatch)
+        for port in ports:
+            assert port == reference
+    # one kernel descent alone, the index with the kernel's port: its readers are called
+    state = banded_state(random.Random(7))
+    index = state.index
+    assert type(index) is _CountingIndex
+    index._queues_meeting = _hdrf_kernel.queues_meeting
+    index.only_shapes(range(SHAPES))
+    share, running, position = state.share, state.running, state.position
+    heaps = [sorted((round(share[c], DIGITS), running[c], position[c], 1, c) for c in state.kids[v]
+                    if state.live[c] > 0) for v in range(state.n)]
+    asked = []
+    got = _hdrf_kernel.descend_tree(
+        0, heaps, is_job=state.is_job, key=state.key, live=state.live, fifo_jobs=lambda v: None,
+        version=[1] * state.n, present=[True] * state.n, runnable=lambda name: asked.append(name) and False,
+        shapes=index, node_key=lambda c: (round(share[c], DIGITS), running[c], position[c]),
+        first_runnable=_hdrf_kernel.first_runnable_filed, first_child=_hdrf_kernel.first_runnable_child,
+        tables=(share, running, position))
+    assert got is None and asked
+    assert index.calls["jobs_by_shape"] > 0, index.calls
+    assert index.calls["few_queues"] + index.calls["alive_queues_under"] > 0, index.calls
 
 
 def test_the_walks_differ_where_it_matters(monkeypatch):

@@ -1509,6 +1509,30 @@ cdef class _Descent:
     cdef dict deferred
     cdef bint own_filed, own_child
     cdef Py_ssize_t heap_tries
+    # the shape index's tables, read here where ``shapes`` is a ``ShapeIndex`` whose three
+    # readers below are its own (``own_index``): the same reads without a Python call each
+    cdef bint own_index
+    cdef dict queue_kids, shape_jobs_under
+    cdef Py_ssize_t few_queues_max
+
+    cdef object jobs_by_shape(self, Py_ssize_t v):
+        """``shapes.jobs_by_shape(v)`` (``ShapeIndex``'s: v's job children per shape)."""
+        if not self.own_index:
+            return self.shapes.jobs_by_shape(v)
+        return self.shape_jobs_under.get(v)
+
+    cdef bint few_queues(self, Py_ssize_t v) except -1:
+        """``shapes.few_queues(v)`` (``ShapeIndex``'s, statement for statement)."""
+        if not self.own_index:
+            return self.shapes.few_queues(v)
+        kids = self.queue_kids.get(v)
+        return kids is not None and len(kids) <= self.few_queues_max and not self.shape_jobs_under.get(v)
+
+    cdef object alive_queues_under(self, Py_ssize_t v):
+        """``shapes.alive_queues_under(v)`` (``ShapeIndex``'s: its port, ``queues_meeting``)."""
+        if not self.own_index:
+            return self.shapes.alive_queues_under(v)
+        return meeting(self.queue_kids.get(v, ()), self.shape_mask, self.alive[0])
 
     def __call__(self, v):
         return self.walk(v)
@@ -1544,7 +1568,7 @@ cdef class _Descent:
                     break
         elif alive[0] != -1 and v not in self.has_queues and self.node_key is not None:
             # jobs only, shapes restricted: the live shapes' jobs here, lowest key first
-            filed = self.shapes.jobs_by_shape(v)
+            filed = self.jobs_by_shape(v)
             if self.own_filed and self.tables is not None:
                 if not filed:
                     return None
@@ -1553,10 +1577,10 @@ cdef class _Descent:
             return self.first_runnable(filed, shape_mask[v] & alive[0], live=live, excluded=excluded,
                                        shape_mask=shape_mask, alive=alive, key=key, runnable=runnable,
                                        node_key=self.node_key, tables=self.tables)
-        elif alive[0] != -1 and self.node_key is not None and self.shapes.few_queues(v):
+        elif alive[0] != -1 and self.node_key is not None and self.few_queues(v):
             # a few sub-queues, no job of its own, shapes restricted: its sub-queues with a
             # live shape, lowest key first, without the heap or its renewal
-            children = self.shapes.alive_queues_under(v)
+            children = self.alive_queues_under(v)
             if self.own_child and self.tables is not None:
                 return walk_by_key(children, self.tables, self, is_job, live, excluded, present, shape_mask, alive,
                                    key, runnable)
@@ -1594,7 +1618,7 @@ cdef class _Descent:
             # shapes restricted, the first children tried in vain: the others with a live
             # shape, lowest key first (``first_runnable_child``)
             passed = {(<tuple>entry)[4] for entry in tried}
-            children = [q for q in self.shapes.alive_queues_under(v) if q not in passed]
+            children = [q for q in self.alive_queues_under(v) if q not in passed]
             if fifo_job >= 0:
                 if fifo_job not in passed:
                     children.append(fifo_job)  # (a FIFO queue's other jobs wait)
@@ -1636,7 +1660,33 @@ def descend_tree(Py_ssize_t v, list heaps, *, is_job, list key, list live, fifo_
         walk.alive, walk.shape_mask, walk.has_queues = [-1], [], ()
     else:
         walk.alive, walk.shape_mask, walk.has_queues = shapes.alive_shapes, shapes.shape_mask, shapes.has_queues
+        walk.own_index = own_shape_index(shapes)
+        if walk.own_index:
+            walk.queue_kids, walk.shape_jobs_under = shapes._queue_kids, shapes._shape_jobs_under
+            walk.few_queues_max = reference_descent.FEW_QUEUES
     return walk.walk(v)
+
+
+#: per class, whether its shape index's readers are ``ShapeIndex``'s own (``own_shape_index``)
+cdef dict _own_index_classes = {}
+
+
+cdef bint own_shape_index(shapes) except -1:
+    """Whether the descent may read ``shapes``' tables itself: a ``ShapeIndex`` whose
+    ``jobs_by_shape``, ``few_queues`` and ``alive_queues_under`` are not overridden, with
+    this module's ``queues_meeting`` as its port and its tables dicts. Anything else is
+    called as the reference calls it."""
+    cls = type(shapes)
+    own = _own_index_classes.get(cls)
+    if own is None:
+        index = reference_descent.ShapeIndex
+        own = (getattr(cls, "jobs_by_shape", None) is index.jobs_by_shape
+               and getattr(cls, "few_queues", None) is index.few_queues
+               and getattr(cls, "alive_queues_under", None) is index.alive_queues_under)
+        _own_index_classes[cls] = own
+    return <bint>own and getattr(shapes, "_queues_meeting", None) is queues_meeting \
+        and type(getattr(shapes, "_queue_kids", None)) is dict \
+        and type(getattr(shapes, "_shape_jobs_under", None)) is dict
 
 
 def shape_bits(shapes):
@@ -1673,6 +1723,11 @@ from cpython.long cimport PyLong_AsUnsignedLongLongMask
 
 
 def queues_meeting(queues, list shape_mask, alive):
+    """``meeting``, for Python callers."""
+    return meeting(queues, shape_mask, alive)
+
+
+cdef list meeting(queues, list shape_mask, alive):
     """``descent.queues_meeting``: the nodes of ``queues`` whose mask meets ``alive``, in
     their order. While ``alive`` is below 2**63 (>= 0) each mask is tested by its low 64
     bits as a C integer (``PyLong_AsUnsignedLongLongMask``, the int modulo 2**64): the bits
