@@ -33,6 +33,8 @@ computed here rather than called (its operations in its order, ``_Batch.leaf_sha
 that is certain (``rounded_share``: else Python's own ``round``); and a pick heap given
 many entries at once filled by one ``heapify`` (``renew_pick_entries``: the same set of
 current entries, so the same pops).
+A batch replay first asks for the cache lines its leaves will touch (``prefetch_leaves``,
+``prefetch``: a compiler hint that reads and writes nothing, so it changes no value).
 The pick-heap tuples it makes are untracked by the cyclic garbage collector at once
 (``atomic``: they hold only numbers, so no cycle can pass through them); that changes
 what the collector walks, never a value.
@@ -1667,26 +1669,20 @@ def descend_tree(Py_ssize_t v, list heaps, *, is_job, list key, list live, fifo_
     return walk.walk(v)
 
 
-#: per class, whether its shape index's readers are ``ShapeIndex``'s own (``own_shape_index``)
-cdef dict _own_index_classes = {}
-
-
 cdef bint own_shape_index(shapes) except -1:
-    """Whether the descent may read ``shapes``' tables itself: a ``ShapeIndex`` whose
-    ``jobs_by_shape``, ``few_queues`` and ``alive_queues_under`` are not overridden, with
-    this module's ``queues_meeting`` as its port and its tables dicts. Anything else is
+    """Whether the descent may read ``shapes``' tables itself: its class's
+    ``jobs_by_shape``, ``few_queues`` and ``alive_queues_under`` are ``ShapeIndex``'s own
+    (``descent.SHAPE_INDEX_READERS``: not overridden, not replaced on the class), its port
+    is this module's ``queues_meeting``, and its tables are dicts. Anything else is
     called as the reference calls it."""
     cls = type(shapes)
-    own = _own_index_classes.get(cls)
-    if own is None:
-        index = reference_descent.ShapeIndex
-        own = (getattr(cls, "jobs_by_shape", None) is index.jobs_by_shape
-               and getattr(cls, "few_queues", None) is index.few_queues
-               and getattr(cls, "alive_queues_under", None) is index.alive_queues_under)
-        _own_index_classes[cls] = own
-    return <bint>own and getattr(shapes, "_queues_meeting", None) is queues_meeting \
-        and type(getattr(shapes, "_queue_kids", None)) is dict \
-        and type(getattr(shapes, "_shape_jobs_under", None)) is dict
+    jobs_by_shape, few_queues, alive_queues_under = reference_descent.SHAPE_INDEX_READERS
+    return (getattr(cls, "jobs_by_shape", None) is jobs_by_shape
+            and getattr(cls, "few_queues", None) is few_queues
+            and getattr(cls, "alive_queues_under", None) is alive_queues_under
+            and getattr(shapes, "_queues_meeting", None) is queues_meeting
+            and type(getattr(shapes, "_queue_kids", None)) is dict
+            and type(getattr(shapes, "_shape_jobs_under", None)) is dict)
 
 
 def shape_bits(shapes):

@@ -634,3 +634,9 @@ class ShapeIndex:
     def reset_excluded(self) -> None:
         self.alive_shapes[0] = -1
         super().reset_excluded()
+
+
+#: ``ShapeIndex``'s own readers of its tables, as defined here: the compiled descent reads
+#: the tables itself only for an index whose class still has these (``_hdrf_kernel``'s
+#: ``own_shape_index``), so an override, or a replacement on the class, is called
+SHAPE_INDEX_READERS = (ShapeIndex.jobs_by_shape, ShapeIndex.few_queues, ShapeIndex.alive_queues_under)
