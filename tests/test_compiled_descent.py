@@ -119,8 +119,8 @@ def test_the_compiled_descent_is_the_reference(monkeypatch, seed, tries):
 
 
 class _CountingIndex(_Index):
-    """A shape index whose three readers the descent uses are its own: counted, and
-    answering as ``ShapeIndex``'s do."""
+    """A shape index that overrides the three readers the descent uses: each counts its
+    calls and answers as ``ShapeIndex``'s does."""
 
     def __init__(self, *args):
         super().__init__(*args)

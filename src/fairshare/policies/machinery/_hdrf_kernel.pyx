@@ -466,7 +466,8 @@ cdef class _Batch:
     cdef int prefetch_leaves(self, leaves) except -1:
         """Ask for the cache lines a batch of leaves will touch, before the first is
         replayed: each leaf's usage and contribution rows, share, blocked count, pool flag
-        and pool version in this view, and its usage tuple and key in the sorter's lists.
+        and pool version in this view; its slots in the sorter's ``live``, ``needs`` and
+        ``parent``, its usage tuple and its key; then the tuple's first and last float.
         The replay is a chain of reads that mostly miss the caches at 10,000 jobs (issue
         24, round 12): asked all at once, the loads overlap instead of each waiting out a
         memory latency in turn. A hint only: nothing is read or written through it, so no
